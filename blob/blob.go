@@ -1,0 +1,151 @@
+// Package blob stores the files jobs produce in an S3-compatible object store
+// and hands out presigned URLs to download them.
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config locates the object store.
+type Config struct {
+	// Endpoint is the URL gantry itself uses, e.g. http://127.0.0.1:7070.
+	Endpoint string
+	// PublicEndpoint is the URL presigned links point at, the one clients
+	// can reach. Defaults to Endpoint.
+	PublicEndpoint string
+	AccessKey      string
+	SecretKey      string
+	Bucket         string
+	// Region is fixed so that presigning needs no network round trip.
+	Region string
+}
+
+// Store is a bucket in an S3-compatible object store.
+type Store struct {
+	client *minio.Client // talks to Endpoint
+	signer *minio.Client // presigns for PublicEndpoint; never dials
+	bucket string
+}
+
+// New makes a Store. It does not contact the server.
+func New(cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("bucket is required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.PublicEndpoint == "" {
+		cfg.PublicEndpoint = cfg.Endpoint
+	}
+	client, err := newClient(cfg.Endpoint, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("s3 endpoint: %w", err)
+	}
+	signer, err := newClient(cfg.PublicEndpoint, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("s3 public endpoint: %w", err)
+	}
+	return &Store{client: client, signer: signer, bucket: cfg.Bucket}, nil
+}
+
+func newClient(endpoint string, cfg Config) (*minio.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("%q is not an http(s) URL", endpoint)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("%q: path-prefixed endpoints are not supported", endpoint)
+	}
+	return minio.New(u.Host, &minio.Options{
+		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:       u.Scheme == "https",
+		Region:       cfg.Region,
+		BucketLookup: minio.BucketLookupPath,
+	})
+}
+
+// Bucket is the bucket's name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// EnsureBucket creates the bucket if it does not exist.
+func (s *Store) EnsureBucket(ctx context.Context) error {
+	ok, err := s.client.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return fmt.Errorf("check bucket %s: %w", s.bucket, err)
+	}
+	if ok {
+		return nil
+	}
+	if err := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}); err != nil {
+		var resp minio.ErrorResponse
+		if errors.As(err, &resp) && (resp.Code == "BucketAlreadyOwnedByYou" || resp.Code == "BucketAlreadyExists") {
+			return nil
+		}
+		return fmt.Errorf("create bucket %s: %w", s.bucket, err)
+	}
+	return nil
+}
+
+// Ping checks that the bucket is reachable with the configured credentials.
+func (s *Store) Ping(ctx context.Context) error {
+	ok, err := s.client.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("bucket %s does not exist", s.bucket)
+	}
+	return nil
+}
+
+// Put stores size bytes from r under key.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
+		ContentType:      contentType,
+		DisableMultipart: size < 64<<20,
+	})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// Get opens the object stored under key.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return obj, nil
+}
+
+// PresignGet returns a URL on the public endpoint that downloads key without
+// credentials until it expires. filename, if set, becomes the download's
+// suggested name.
+func (s *Store) PresignGet(ctx context.Context, key string, expiry time.Duration, filename string) (*url.URL, error) {
+	params := url.Values{}
+	if filename != "" {
+		params.Set("response-content-disposition", `attachment; filename="`+strings.NewReplacer(`"`, "", "\\", "", "\r", "", "\n", "").Replace(filename)+`"`)
+	}
+	u, err := s.signer.PresignedGetObject(ctx, s.bucket, key, expiry, params)
+	if err != nil {
+		return nil, fmt.Errorf("presign %s: %w", key, err)
+	}
+	return u, nil
+}
+
+// ArtifactKey is where a job's artifact is stored. Keys are scoped by tenant
+// so that a tenant's objects can be listed and removed together.
+func ArtifactKey(tenantID, jobID, path string) string {
+	return "tenants/" + tenantID + "/jobs/" + jobID + "/artifacts/" + path
+}

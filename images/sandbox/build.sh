@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build the gantry sandbox image offline: mmdebstrap (Debian packages only) + docker import.
+# Tag = first 12 hex of sha256(build inputs); also tagged :latest. No-op if the tag exists.
+# Env: IMAGE (repository, default gantry-sandbox), MIRROR (optional mmdebstrap mirror).
+set -euo pipefail
+
+DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+IMAGE="${IMAGE:-gantry-sandbox}"
+PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,nodejs,procps
+die() { echo "sandbox/build.sh: $*" >&2; exit 1; }
+
+TAG=$(cat "$DIR/build.sh" "$DIR/sitecustomize.py" | sha256sum | cut -c1-12)
+REF="$IMAGE:$TAG"
+docker info >/dev/null 2>&1 || die "docker engine not reachable (run scripts/ensure-docker.sh)"
+if docker image inspect "$REF" >/dev/null 2>&1; then
+  docker tag "$REF" "$IMAGE:latest"
+  echo "$REF"
+  exit 0
+fi
+
+if ! command -v mmdebstrap >/dev/null 2>&1; then
+  [ "$(id -u)" -eq 0 ] || die "mmdebstrap missing; run as root or apt-get install -y mmdebstrap"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq mmdebstrap >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq mmdebstrap >/dev/null; } ||
+    die "apt-get install mmdebstrap failed"
+fi
+
+WORK=$(mktemp -d /var/tmp/gantry-sandbox.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# Empty placeholder packages for hard dependencies that are useless at runtime:
+# scipy -> pythran (a compiler: pulls gcc, g++, boost, python3-dev; ~600 MB) and
+# matplotlib -> pil.imagetk (pulls tk and X11). Placeholders keep dpkg consistent.
+placeholder() {
+  mkdir -p "$WORK/$1/DEBIAN"
+  printf 'Package: %s\nVersion: 99:0\nArchitecture: all\nMaintainer: gantry\nDescription: gantry sandbox placeholder (not needed at runtime)\n' \
+    "$1" >"$WORK/$1/DEBIAN/control"
+  dpkg-deb --root-owner-group -b "$WORK/$1" "$WORK/$1.deb" >/dev/null
+}
+placeholder python3-pythran
+placeholder python3-pil.imagetk
+start=$SECONDS
+echo "sandbox/build.sh: building $REF (mmdebstrap, ~2 min)" >&2
+
+# Hooks run on the host with "$1" = the new root filesystem.
+mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
+  --include="$WORK/python3-pythran.deb" --include="$WORK/python3-pil.imagetk.deb" \
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
+  --dpkgopt='path-exclude=/usr/lib/python3/dist-packages/*/tests/*' \
+  --customize-hook='chroot "$1" groupadd -g 1000 sandbox' \
+  --customize-hook='chroot "$1" useradd -u 1000 -g 1000 -d /tmp -M -s /bin/bash sandbox' \
+  --customize-hook='mkdir -p "$1/workspace" "$1/skills" && chown 1000:1000 "$1/workspace"' \
+  --customize-hook="cp '$DIR/sitecustomize.py' \"\$1\"/etc/python3.*/sitecustomize.py" \
+  --customize-hook='chroot "$1" python3 -c "import py_compile as c, sysconfig as s; c.compile(s.get_path(\"stdlib\") + \"/sitecustomize.py\")"' \
+  --customize-hook='chroot "$1" env MPLCONFIGDIR=/usr/share/gantry/matplotlib python3 -c "import matplotlib.font_manager"' \
+  --customize-hook='chmod -R a+rX "$1/usr/share/gantry"' \
+  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/* "$1"/tmp/*' \
+  bookworm "$WORK/rootfs.tar" ${MIRROR:+"$MIRROR"} || die "mmdebstrap failed (needs Debian apt mirror access)"
+
+docker import \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'ENV LANG=C.UTF-8' --change 'ENV PYTHONUNBUFFERED=1' --change 'ENV MPLBACKEND=Agg' \
+  --change 'ENV HOME=/tmp' --change 'ENV MPLCONFIGDIR=/tmp/matplotlib' \
+  --change 'LABEL org.opencontainers.image.title=gantry-sandbox' \
+  --change 'USER 1000:1000' --change 'WORKDIR /workspace' --change 'CMD ["bash"]' \
+  "$WORK/rootfs.tar" "$REF" >/dev/null || die "docker import failed"
+docker tag "$REF" "$IMAGE:latest"
+size=$(docker image inspect -f '{{.Size}}' "$REF")
+echo "sandbox/build.sh: built $REF in $((SECONDS - start))s, $((size / 1000000)) MB" >&2
+echo "$REF"

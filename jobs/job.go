@@ -1,0 +1,160 @@
+// Package jobs is the contract between the ingress and the runners: the job
+// request and result types, their validation, the JetStream stream and
+// consumer definitions, and the NATS subjects and headers both sides use.
+//
+// It is a leaf package: it imports nothing else from gantry, so that the
+// ingress and the runners can each depend on it without depending on each
+// other.
+package jobs
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a job is in its life. A job moves
+// queued → running → one of the terminal statuses, and never changes again
+// once it is terminal.
+type Status string
+
+// The statuses a job can have.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusTimedOut  Status = "timed_out"
+	StatusCancelled Status = "cancelled"
+	StatusError     Status = "error"
+)
+
+// Statuses lists every status, in life order.
+var Statuses = []Status{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusTimedOut, StatusCancelled, StatusError}
+
+// Terminal reports whether a job with this status is finished for good.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusTimedOut, StatusCancelled, StatusError:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Error codes carried in Job.Error.
+const (
+	ErrCodeTimedOut       = "timed_out"
+	ErrCodeOOMKilled      = "oom_killed"
+	ErrCodeOutputLimit    = "output_limit"
+	ErrCodeCancelled      = "cancelled"
+	ErrCodeInfrastructure = "infrastructure"
+)
+
+// ErrorInfo says why a job did not succeed: a limit it hit, or why gantry
+// could not run it.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Artifact is a file the job produced and gantry stored.
+type Artifact struct {
+	Path        string `json:"path"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+	ContentType string `json:"content_type"`
+	// URL is the API path that redirects to a presigned download URL. It is
+	// filled in by the ingress, never stored.
+	URL string `json:"url,omitempty"`
+}
+
+// Job is a job as the API shows it.
+type Job struct {
+	ID              string            `json:"id"`
+	Status          Status            `json:"status"`
+	Language        string            `json:"language"`
+	SessionID       *string           `json:"session_id"`
+	Attempt         int               `json:"attempt"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at"`
+	FinishedAt      *time.Time        `json:"finished_at"`
+	ExitCode        *int              `json:"exit_code"`
+	DurationMS      *int64            `json:"duration_ms"`
+	Stdout          string            `json:"stdout"`
+	Stderr          string            `json:"stderr"`
+	StdoutTruncated bool              `json:"stdout_truncated"`
+	StderrTruncated bool              `json:"stderr_truncated"`
+	Artifacts       []Artifact        `json:"artifacts"`
+	Error           *ErrorInfo        `json:"error"`
+	Metadata        map[string]string `json:"metadata"`
+}
+
+// Result is what a runner records when a job attempt ends.
+type Result struct {
+	Status          Status
+	ExitCode        *int
+	Duration        time.Duration
+	Stdout          []byte
+	Stderr          []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+	Artifacts       []Artifact
+	Error           *ErrorInfo
+}
+
+// Spec is a validated, normalised job request: everything a runner needs to
+// run it, with every default filled in. It is stored with the job.
+type Spec struct {
+	Language  string            `json:"language"`
+	Code      string            `json:"code,omitempty"`
+	Command   []string          `json:"command,omitempty"`
+	Files     []SpecFile        `json:"files,omitempty"`
+	Stdin     string            `json:"stdin,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	TimeoutMS int               `json:"timeout_ms"`
+	Limits    Limits            `json:"limits"`
+	Artifacts []string          `json:"artifacts"`
+}
+
+// SpecFile is an input file with its content decoded.
+type SpecFile struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+}
+
+// Timeout is the spec's wall-clock limit.
+func (s *Spec) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
+
+// RunMessage is the body of the JetStream message that asks a runner to run
+// a job. It carries ids only: the spec is read from the store, so messages
+// stay small however large the job's files are.
+type RunMessage struct {
+	JobID    string `json:"job_id"`
+	TenantID string `json:"tenant_id"`
+}
+
+// StatusEvent is published on the job's status subject whenever its status
+// changes.
+type StatusEvent struct {
+	JobID  string `json:"job_id"`
+	Status Status `json:"status"`
+}
+
+// Backlog is a runner's reply to a backlog request: the output a running job
+// has produced so far.
+type Backlog struct {
+	Stdout []byte `json:"stdout"`
+	Stderr []byte `json:"stderr"`
+}
+
+// MarshalSpec encodes a spec for storage.
+func MarshalSpec(s Spec) ([]byte, error) { return json.Marshal(s) }

@@ -1,0 +1,118 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The JetStream names and NATS subjects gantry uses.
+const (
+	// StreamName is the work-queue stream holding jobs waiting for a runner.
+	StreamName = "GANTRY_JOBS"
+	// SubjectRun is the subject job run messages are published on.
+	SubjectRun = "gantry.jobs.run"
+	// ConsumerName is the durable pull consumer all runners share.
+	ConsumerName = "runners"
+
+	// HeaderStream names the output stream (stdout or stderr) of a log chunk.
+	HeaderStream = "Gantry-Stream"
+	// HeaderOffset is the byte offset of a log chunk within its stream.
+	HeaderOffset = "Gantry-Offset"
+)
+
+// StatusSubject is where a job's status changes are announced (core NATS).
+func StatusSubject(jobID string) string { return "gantry.job." + jobID + ".status" }
+
+// StatusSubjectAll matches the status subjects of every job.
+const StatusSubjectAll = "gantry.job.*.status"
+
+// LogSubject carries a running job's output chunks (core NATS).
+func LogSubject(jobID string) string { return "gantry.job." + jobID + ".log" }
+
+// BacklogSubject answers requests for the output a running job produced so
+// far; only the runner running the job replies.
+func BacklogSubject(jobID string) string { return "gantry.job." + jobID + ".backlog" }
+
+// CancelSubject asks the runner running a job to kill it.
+func CancelSubject(jobID string) string { return "gantry.job." + jobID + ".cancel" }
+
+// CancelSubjectAll matches the cancel subjects of every job.
+const CancelSubjectAll = "gantry.job.*.cancel"
+
+// JobIDFromSubject returns the job id in a gantry.job.<id>.<kind> subject.
+func JobIDFromSubject(subject string) string {
+	const prefix = "gantry.job."
+	if len(subject) <= len(prefix) {
+		return ""
+	}
+	rest := subject[len(prefix):]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '.' {
+			return rest[:i]
+		}
+	}
+	return ""
+}
+
+// QueueConfig shapes the stream and the runners' consumer.
+type QueueConfig struct {
+	// Replicas is the stream's replication factor: 1 for a single server,
+	// 3 for a NATS cluster.
+	Replicas int
+	// AckWait is how long a runner may go without acking or sending
+	// InProgress before its job is redelivered to another runner.
+	AckWait time.Duration
+	// MaxAttempts is how many times a job is run before it is given up as
+	// lost. The consumer delivers once more than this, so that the runner
+	// that gets the extra delivery can record the job as an error.
+	MaxAttempts int
+}
+
+// WithDefaults fills in zero fields.
+func (c QueueConfig) WithDefaults() QueueConfig {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
+	}
+	return c
+}
+
+// EnsureQueue creates or updates the jobs stream and the runners' consumer.
+// It is idempotent and safe to call from every ingress and runner at start.
+func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Consumer, error) {
+	cfg = cfg.WithDefaults()
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "gantry jobs waiting for a runner",
+		Subjects:    []string{SubjectRun},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  2 * time.Minute,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:       ConsumerName,
+		Description:   "gantry runners",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxAttempts + 1,
+		MaxAckPending: -1,
+		Replicas:      cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s: %w", ConsumerName, err)
+	}
+	return cons, nil
+}

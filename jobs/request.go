@@ -1,0 +1,400 @@
+package jobs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Request is a job submission as clients send it.
+type Request struct {
+	Language       string            `json:"language"`
+	Code           string            `json:"code,omitempty"`
+	Command        []string          `json:"command,omitempty"`
+	Files          []File            `json:"files,omitempty"`
+	Stdin          string            `json:"stdin,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutMS      int               `json:"timeout_ms,omitempty"`
+	Limits         *Limits           `json:"limits,omitempty"`
+	Artifacts      []string          `json:"artifacts,omitempty"`
+	SessionID      *string           `json:"session_id,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// File is an input file placed in the job's workspace before it runs.
+type File struct {
+	Path     string `json:"path"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty"` // "utf8" (default) or "base64"
+}
+
+// Limits are the resources a job may use. A zero field means the default.
+type Limits struct {
+	MemoryMB    int     `json:"memory_mb,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int     `json:"pids,omitempty"`
+	DiskMB      int     `json:"disk_mb,omitempty"`
+	OutputBytes int     `json:"output_bytes,omitempty"`
+}
+
+// FieldError is a request that fails validation, naming the field at fault.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Policy holds the defaults and bounds a server applies to requests.
+type Policy struct {
+	DefaultTimeoutMS int
+	MaxTimeoutMS     int
+	DefaultLimits    Limits
+	MinLimits        Limits
+	MaxLimits        Limits
+	MaxCodeBytes     int
+	MaxFiles         int
+	MaxFilesBytes    int // decoded, all files together
+	MaxStdinBytes    int
+}
+
+// DefaultPolicy is the policy a server uses unless configured otherwise.
+func DefaultPolicy() Policy {
+	return Policy{
+		DefaultTimeoutMS: 30_000,
+		MaxTimeoutMS:     900_000,
+		DefaultLimits:    Limits{MemoryMB: 512, CPUs: 1, Pids: 128, DiskMB: 512, OutputBytes: 1 << 20},
+		MinLimits:        Limits{MemoryMB: 32, CPUs: 0.1, Pids: 16, DiskMB: 1, OutputBytes: 1 << 10},
+		MaxLimits:        Limits{MemoryMB: 8192, CPUs: 8, Pids: 4096, DiskMB: 8192, OutputBytes: 16 << 20},
+		MaxCodeBytes:     1 << 20,
+		MaxFiles:         1000,
+		MaxFilesBytes:    8 << 20,
+		MaxStdinBytes:    1 << 20,
+	}
+}
+
+// DefaultArtifacts are the globs collected when a request names none.
+var DefaultArtifacts = []string{"out/**"}
+
+// DecodeRequest reads one JSON request object, refusing unknown fields,
+// wrong types and trailing data with a FieldError.
+func DecodeRequest(r io.Reader) (Request, error) {
+	var req Request
+	if err := DecodeStrict(r, &req); err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
+
+// DecodeStrict decodes exactly one JSON value into v, refusing unknown
+// fields, and turns decoding failures into FieldErrors that name the field.
+func DecodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonFieldError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &FieldError{Message: "request body must hold a single JSON object"}
+	}
+	return nil
+}
+
+func jsonFieldError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return &FieldError{Message: "request body must be a JSON object"}
+		}
+		return fieldErr(field, "must be of type %s, not %s", jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return &FieldError{Message: fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)}
+	case errors.Is(err, io.EOF):
+		return &FieldError{Message: "request body is empty"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &FieldError{Message: "malformed JSON: unexpected end of body"}
+	case errors.As(err, &maxErr):
+		return err
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f := strings.Trim(name, `"`)
+		return fieldErr(f, "unknown field")
+	}
+	return &FieldError{Message: "malformed JSON: " + err.Error()}
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int64", "float64":
+		return "number"
+	case "map", "struct":
+		return "object"
+	case "slice":
+		return "array"
+	case "bool":
+		return "boolean"
+	}
+	return kind
+}
+
+var (
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	keyRE     = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+)
+
+// Normalize validates a request against the policy and returns the spec to
+// run, with every default filled in. It returns a *FieldError naming the
+// first bad field.
+func (p Policy) Normalize(req Request) (Spec, error) {
+	lang, ok := LookupLanguage(req.Language)
+	if req.Language == "" {
+		return Spec{}, fieldErr("language", "is required (one of %s)", languageNames())
+	}
+	if !ok {
+		return Spec{}, fieldErr("language", "unknown language %q (one of %s)", req.Language, languageNames())
+	}
+	spec := Spec{Language: lang.Name, Stdin: req.Stdin}
+
+	switch {
+	case req.Code != "" && len(req.Command) > 0:
+		return Spec{}, fieldErr("command", "give either code or command, not both")
+	case len(req.Command) > 0:
+		if len(req.Command) > 256 {
+			return Spec{}, fieldErr("command", "has %d arguments; at most 256", len(req.Command))
+		}
+		if req.Command[0] == "" {
+			return Spec{}, fieldErr("command", "first element (the program) must not be empty")
+		}
+		for i, a := range req.Command {
+			if strings.ContainsRune(a, 0) {
+				return Spec{}, fieldErr(fmt.Sprintf("command[%d]", i), "must not contain NUL bytes")
+			}
+		}
+		spec.Command = req.Command
+	case strings.TrimSpace(req.Code) == "":
+		return Spec{}, fieldErr("code", "is required and must not be empty (or give command)")
+	default:
+		if len(req.Code) > p.MaxCodeBytes {
+			return Spec{}, fieldErr("code", "is %d bytes; at most %d", len(req.Code), p.MaxCodeBytes)
+		}
+		spec.Code = req.Code
+	}
+	if len(req.Stdin) > p.MaxStdinBytes {
+		return Spec{}, fieldErr("stdin", "is %d bytes; at most %d", len(req.Stdin), p.MaxStdinBytes)
+	}
+
+	files, err := p.normalizeFiles(req.Files)
+	if err != nil {
+		return Spec{}, err
+	}
+	spec.Files = files
+
+	if len(req.Env) > 128 {
+		return Spec{}, fieldErr("env", "has %d variables; at most 128", len(req.Env))
+	}
+	envBytes := 0
+	for k, v := range req.Env {
+		if !envNameRE.MatchString(k) {
+			return Spec{}, fieldErr("env", "%q is not a valid variable name (letters, digits, _; not starting with a digit)", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return Spec{}, fieldErr("env."+k, "must not contain NUL bytes")
+		}
+		envBytes += len(k) + len(v)
+	}
+	if envBytes > 64<<10 {
+		return Spec{}, fieldErr("env", "is %d bytes; at most %d", envBytes, 64<<10)
+	}
+	spec.Env = req.Env
+
+	spec.TimeoutMS = req.TimeoutMS
+	if spec.TimeoutMS == 0 {
+		spec.TimeoutMS = p.DefaultTimeoutMS
+	}
+	if spec.TimeoutMS < 1 || spec.TimeoutMS > p.MaxTimeoutMS {
+		return Spec{}, fieldErr("timeout_ms", "must be between 1 and %d", p.MaxTimeoutMS)
+	}
+
+	if spec.Limits, err = p.normalizeLimits(req.Limits); err != nil {
+		return Spec{}, err
+	}
+
+	spec.Artifacts = req.Artifacts
+	if len(spec.Artifacts) == 0 {
+		spec.Artifacts = DefaultArtifacts
+	}
+	if len(spec.Artifacts) > 32 {
+		return Spec{}, fieldErr("artifacts", "has %d patterns; at most 32", len(spec.Artifacts))
+	}
+	for i, g := range spec.Artifacts {
+		if err := ValidateGlob(g); err != nil {
+			return Spec{}, fieldErr(fmt.Sprintf("artifacts[%d]", i), "%v", err)
+		}
+	}
+
+	if len(req.Metadata) > 32 {
+		return Spec{}, fieldErr("metadata", "has %d keys; at most 32", len(req.Metadata))
+	}
+	for k, v := range req.Metadata {
+		if k == "" || len(k) > 64 || len(v) > 512 {
+			return Spec{}, fieldErr("metadata", "keys must be 1-64 bytes and values at most 512 bytes (%q)", truncate(k, 64))
+		}
+	}
+	if req.IdempotencyKey != "" && !keyRE.MatchString(req.IdempotencyKey) {
+		return Spec{}, fieldErr("idempotency_key", "must be 1-255 printable ASCII characters without spaces")
+	}
+	return spec, nil
+}
+
+func (p Policy) normalizeFiles(in []File) ([]SpecFile, error) {
+	if len(in) > p.MaxFiles {
+		return nil, fieldErr("files", "has %d files; at most %d", len(in), p.MaxFiles)
+	}
+	seen := make(map[string]bool, len(in))
+	total := 0
+	out := make([]SpecFile, 0, len(in))
+	for i, f := range in {
+		field := fmt.Sprintf("files[%d].path", i)
+		clean, err := CleanPath(f.Path)
+		if err != nil {
+			return nil, fieldErr(field, "%v", err)
+		}
+		if seen[clean] {
+			return nil, fieldErr(field, "%q is given twice", clean)
+		}
+		seen[clean] = true
+		var content []byte
+		switch f.Encoding {
+		case "", "utf8", "utf-8":
+			content = []byte(f.Content)
+		case "base64":
+			content, err = base64.StdEncoding.DecodeString(f.Content)
+			if err != nil {
+				return nil, fieldErr(fmt.Sprintf("files[%d].content", i), "is not valid base64: %v", err)
+			}
+		default:
+			return nil, fieldErr(fmt.Sprintf("files[%d].encoding", i), "must be utf8 or base64, not %q", f.Encoding)
+		}
+		total += len(content)
+		if total > p.MaxFilesBytes {
+			return nil, fieldErr("files", "hold more than %d bytes in all", p.MaxFilesBytes)
+		}
+		out = append(out, SpecFile{Path: clean, Content: content})
+	}
+	return out, nil
+}
+
+func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
+	l := p.DefaultLimits
+	if in != nil {
+		if in.MemoryMB != 0 {
+			l.MemoryMB = in.MemoryMB
+		}
+		if in.CPUs != 0 {
+			l.CPUs = in.CPUs
+		}
+		if in.Pids != 0 {
+			l.Pids = in.Pids
+		}
+		if in.DiskMB != 0 {
+			l.DiskMB = in.DiskMB
+		}
+		if in.OutputBytes != 0 {
+			l.OutputBytes = in.OutputBytes
+		}
+	}
+	checks := []struct {
+		field         string
+		v, min, max   float64
+	}{
+		{"limits.memory_mb", float64(l.MemoryMB), float64(p.MinLimits.MemoryMB), float64(p.MaxLimits.MemoryMB)},
+		{"limits.cpus", l.CPUs, p.MinLimits.CPUs, p.MaxLimits.CPUs},
+		{"limits.pids", float64(l.Pids), float64(p.MinLimits.Pids), float64(p.MaxLimits.Pids)},
+		{"limits.disk_mb", float64(l.DiskMB), float64(p.MinLimits.DiskMB), float64(p.MaxLimits.DiskMB)},
+		{"limits.output_bytes", float64(l.OutputBytes), float64(p.MinLimits.OutputBytes), float64(p.MaxLimits.OutputBytes)},
+	}
+	for _, c := range checks {
+		if c.v < c.min || c.v > c.max {
+			return Limits{}, fieldErr(c.field, "must be between %g and %g", c.min, c.max)
+		}
+	}
+	return l, nil
+}
+
+// CleanPath checks that p names a file inside the workspace and returns it
+// in canonical form ("./a//b" → "a/b"). Absolute paths, ".." that leaves the
+// workspace, NUL bytes and invalid UTF-8 are refused.
+func CleanPath(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", errors.New("must not be empty")
+	case len(p) > 1024:
+		return "", errors.New("is longer than 1024 bytes")
+	case strings.ContainsRune(p, 0):
+		return "", errors.New("must not contain NUL bytes")
+	case !utf8.ValidString(p):
+		return "", errors.New("must be valid UTF-8")
+	case strings.HasPrefix(p, "/"):
+		return "", fmt.Errorf("%q is absolute; give a path relative to /workspace", p)
+	}
+	c := path.Clean(p)
+	if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q leaves the workspace", p)
+	}
+	for _, seg := range strings.Split(c, "/") {
+		if len(seg) > 255 {
+			return "", errors.New("has a path segment longer than 255 bytes")
+		}
+	}
+	return c, nil
+}
+
+// RequestHash fingerprints a request so that a reused idempotency key with a
+// different request can be told apart from a retry.
+func RequestHash(req Request) []byte {
+	req.IdempotencyKey = ""
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(req) // maps encode with sorted keys
+	sum := sha256.Sum256(buf.Bytes())
+	return sum[:]
+}
+
+func languageNames() string {
+	names := make([]string, len(Languages))
+	for i, l := range Languages {
+		names[i] = l.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

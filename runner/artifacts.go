@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// ArtifactLimits cap what one job may hand back as artifacts.
+type ArtifactLimits struct {
+	MaxFiles     int
+	MaxFileBytes int64
+	MaxTotal     int64
+}
+
+// errArtifactLimit is a job's artifacts exceeding ArtifactLimits: the job's
+// fault, not gantry's.
+type errArtifactLimit struct{ msg string }
+
+func (e *errArtifactLimit) Error() string { return e.msg }
+
+// workspaceFile is a regular file found in the workspace.
+type workspaceFile struct {
+	path string // relative to /workspace, clean
+	size int64
+}
+
+// Uploader stores artifact bytes.
+type Uploader interface {
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+}
+
+// collectArtifacts finds the workspace files matching the job's globs,
+// checks them against the limits, and streams them out of the container
+// into the object store under keyFor(path). The tar stream from the sandbox
+// is untrusted: only regular files that were selected, no larger than
+// listed and within the caps, are accepted.
+func collectArtifacts(ctx context.Context, c *Container, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
+	var listing bytes.Buffer
+	err := c.run(ctx, []string{"find", jobs.WorkspaceDir, "-mindepth", "1", "-type", "f", "-printf", `%s %P\0`}, nil,
+		&limitedBuffer{buf: &listing, max: 16 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("list workspace: %w", err)
+	}
+	selected, err := selectArtifacts(parseListing(listing.Bytes()), globs, lim)
+	if err != nil || len(selected) == 0 {
+		return nil, err
+	}
+
+	want := make(map[string]int64, len(selected))
+	var names bytes.Buffer
+	for _, f := range selected {
+		want[f.path] = f.size
+		names.WriteString(f.path)
+		names.WriteByte(0)
+	}
+	pr, pw := io.Pipe()
+	tarErr := make(chan error, 1)
+	go func() {
+		err := c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "--null", "--no-recursion", "-T", "-"}, &names, pw)
+		pw.CloseWithError(err)
+		tarErr <- err
+	}()
+	arts, readErr := readArtifactTar(ctx, pr, want, lim, up, keyFor)
+	pr.CloseWithError(io.ErrClosedPipe) // unblock tar if we stopped early
+	if err := <-tarErr; readErr == nil && err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		readErr = fmt.Errorf("read artifacts: %w", err)
+	}
+	return arts, readErr
+}
+
+// parseListing parses find's "%s %P\0" output.
+func parseListing(b []byte) []workspaceFile {
+	var out []workspaceFile
+	for _, rec := range bytes.Split(b, []byte{0}) {
+		sp := bytes.IndexByte(rec, ' ')
+		if sp <= 0 {
+			continue
+		}
+		size, err := strconv.ParseInt(string(rec[:sp]), 10, 64)
+		if err != nil || size < 0 {
+			continue
+		}
+		p, err := jobs.CleanPath(string(rec[sp+1:]))
+		if err != nil || p != string(rec[sp+1:]) {
+			continue // a name tar could not round-trip safely
+		}
+		out = append(out, workspaceFile{path: p, size: size})
+	}
+	return out
+}
+
+// selectArtifacts keeps the files matching any glob and enforces the caps.
+func selectArtifacts(files []workspaceFile, globs []string, lim ArtifactLimits) ([]workspaceFile, error) {
+	var out []workspaceFile
+	var total int64
+	for _, f := range files {
+		matched := false
+		for _, g := range globs {
+			if jobs.MatchGlob(g, f.path) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			continue
+		}
+		if f.size > lim.MaxFileBytes {
+			return nil, &errArtifactLimit{fmt.Sprintf("artifact %s is %d bytes; the limit is %d per file", f.path, f.size, lim.MaxFileBytes)}
+		}
+		total += f.size
+		out = append(out, f)
+	}
+	if len(out) > lim.MaxFiles {
+		return nil, &errArtifactLimit{fmt.Sprintf("%d files match the artifact patterns; the limit is %d", len(out), lim.MaxFiles)}
+	}
+	if total > lim.MaxTotal {
+		return nil, &errArtifactLimit{fmt.Sprintf("artifacts total %d bytes; the limit is %d", total, lim.MaxTotal)}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out, nil
+}
+
+// readArtifactTar uploads the selected files from a tar stream.
+func readArtifactTar(ctx context.Context, r io.Reader, want map[string]int64, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
+	tr := tar.NewReader(r)
+	var arts []jobs.Artifact
+	var total int64
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return arts, fmt.Errorf("read artifact archive: %w", err)
+		}
+		name := strings.TrimPrefix(hdr.Name, "./")
+		listed, ok := want[name]
+		if !ok || hdr.Typeflag != tar.TypeReg {
+			continue // not something we asked for: ignore it
+		}
+		delete(want, name)
+		// The file may have grown since it was listed (a background
+		// process): the listed size was checked against the caps, so
+		// anything larger is refused rather than trusted.
+		if hdr.Size > listed && hdr.Size > lim.MaxFileBytes {
+			return arts, &errArtifactLimit{fmt.Sprintf("artifact %s grew to %d bytes; the limit is %d per file", name, hdr.Size, lim.MaxFileBytes)}
+		}
+		total += hdr.Size
+		if total > lim.MaxTotal {
+			return arts, &errArtifactLimit{fmt.Sprintf("artifacts total more than %d bytes", lim.MaxTotal)}
+		}
+		br := bufio.NewReaderSize(tr, 512)
+		head, _ := br.Peek(512)
+		ctype := contentType(name, head)
+		h := sha256.New()
+		if err := up.Put(ctx, keyFor(name), io.TeeReader(br, h), hdr.Size, ctype); err != nil {
+			return arts, fmt.Errorf("upload artifact %s: %w", name, err)
+		}
+		arts = append(arts, jobs.Artifact{Path: name, Size: hdr.Size, SHA256: hex.EncodeToString(h.Sum(nil)), ContentType: ctype})
+	}
+	sort.Slice(arts, func(i, j int) bool { return arts[i].Path < arts[j].Path })
+	return arts, nil
+}
+
+var extraTypes = map[string]string{
+	".csv":     "text/csv; charset=utf-8",
+	".tsv":     "text/tab-separated-values; charset=utf-8",
+	".txt":     "text/plain; charset=utf-8",
+	".log":     "text/plain; charset=utf-8",
+	".md":      "text/markdown; charset=utf-8",
+	".py":      "text/x-python; charset=utf-8",
+	".json":    "application/json",
+	".parquet": "application/vnd.apache.parquet",
+	".npy":     "application/octet-stream",
+}
+
+func contentType(name string, head []byte) string {
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := extraTypes[ext]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return t
+	}
+	return http.DetectContentType(head)
+}

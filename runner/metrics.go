@@ -1,0 +1,48 @@
+package runner
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// Metrics are the runner's Prometheus metrics.
+type Metrics struct {
+	busy     prometheus.Gauge
+	finished *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	queued   prometheus.Histogram
+}
+
+// NewMetrics registers the runner's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		busy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gantry_runner_busy_slots", Help: "Jobs running on this runner now.",
+		}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_jobs_finished_total", Help: "Jobs finished, by language and status.",
+		}, []string{"language", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gantry_job_run_seconds", Help: "Wall time of the program, by language and status.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
+		}, []string{"language", "status"}),
+		queued: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_job_queue_seconds", Help: "Time from publish to a runner taking the job.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 120},
+		}),
+	}
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued)
+	return m
+}
+
+func (m *Metrics) observe(language string, r jobs.Result) {
+	m.finished.WithLabelValues(language, string(r.Status)).Inc()
+	m.duration.WithLabelValues(language, string(r.Status)).Observe(r.Duration.Seconds())
+}
+
+func (m *Metrics) queueLatency(published time.Time) {
+	m.queued.Observe(time.Since(published).Seconds())
+}

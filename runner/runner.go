@@ -1,0 +1,507 @@
+// Package runner pulls jobs from JetStream and runs each in a hardened Docker
+// container: it writes the job's files in, runs the program with its limits,
+// streams the output live over NATS, uploads the artifacts to the object
+// store, records the result in Postgres and only then acks the message.
+//
+// Runners keep no state that outlives a job: kill one and JetStream
+// redelivers its jobs to another.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Config is a runner's own configuration.
+type Config struct {
+	// ID names this runner. It must be stable across restarts on one
+	// Docker host, so that a restarted runner removes the containers its
+	// previous life left behind, and unique among live runners.
+	ID string
+	// Slots is how many jobs run at once.
+	Slots int
+	// Queue shapes the stream and consumer.
+	Queue jobs.QueueConfig
+	// Artifacts caps what a job may hand back.
+	Artifacts ArtifactLimits
+	// DrainTimeout is how long Run waits for running jobs after its
+	// context ends before it kills them and hands them back to the queue.
+	DrainTimeout time.Duration
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Slots == 0 {
+		c.Slots = 2
+	}
+	c.Queue = c.Queue.WithDefaults()
+	if c.Artifacts.MaxFiles == 0 {
+		c.Artifacts.MaxFiles = 100
+	}
+	if c.Artifacts.MaxFileBytes == 0 {
+		c.Artifacts.MaxFileBytes = 100 << 20
+	}
+	if c.Artifacts.MaxTotal == 0 {
+		c.Artifacts.MaxTotal = 256 << 20
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Store is what the runner needs of the job store.
+type Store interface {
+	ClaimJob(ctx context.Context, id string, attempt int, runnerID string) (store.Claim, bool, error)
+	FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (bool, error)
+	RequeueJob(ctx context.Context, id string, attempt int) error
+	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
+	CancelRequested(ctx context.Context, id string) (bool, error)
+}
+
+// Runner runs jobs from the queue.
+type Runner struct {
+	cfg     Config
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	store   Store
+	blobs   Uploader
+	sandbox *Sandbox
+	metrics *Metrics
+
+	mu      sync.Mutex
+	running map[string]*execution
+}
+
+// New makes a runner. Nothing is started until Run.
+func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Uploader, sb *Sandbox, m *Metrics) (*Runner, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.ID == "" {
+		return nil, errors.New("runner id is required")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{
+		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, blobs: blobs,
+		sandbox: sb, metrics: m, running: map[string]*execution{},
+	}, nil
+}
+
+// execution is one job attempt in progress on this runner.
+type execution struct {
+	jobID   string
+	attempt int
+	stdout  *output
+	stderr  *output
+	cancel  context.CancelCauseFunc
+}
+
+var errCancelled = errors.New("cancelled by request")
+
+// Check verifies the runner's dependencies: Docker and the sandbox image.
+func (r *Runner) Check(ctx context.Context) error { return r.sandbox.CheckImage(ctx) }
+
+// Run pulls and runs jobs until ctx ends, then drains: it waits up to
+// DrainTimeout for running jobs, then kills the rest and gives them back to
+// the queue for another runner.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.sandbox.CheckImage(ctx); err != nil {
+		return err
+	}
+	if n, err := r.sandbox.RemoveLeftovers(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		r.log.Info("removed leftover containers from an earlier run", "count", n)
+	}
+	cons, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue)
+	if err != nil {
+		return err
+	}
+	cancelSub, err := r.nc.Subscribe(jobs.CancelSubjectAll, r.onCancel)
+	if err != nil {
+		return err
+	}
+	defer cancelSub.Unsubscribe() //nolint:errcheck
+	backlogSub, err := r.nc.Subscribe("gantry.job.*.backlog", r.onBacklog)
+	if err != nil {
+		return err
+	}
+	defer backlogSub.Unsubscribe() //nolint:errcheck
+
+	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait)
+	// jobCtx outlives ctx by the drain timeout so that running jobs can
+	// finish after the runner is asked to stop.
+	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelJobs(nil)
+	slots := make(chan struct{}, r.cfg.Slots)
+	var wg sync.WaitGroup
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		// One message per free slot and no prefetch: a job waits in the
+		// stream, where any runner can take it, until a slot is free here.
+		fetchCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := cons.Next(jetstream.FetchContext(fetchCtx))
+		cancel()
+		if err != nil {
+			<-slots
+			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+				r.log.Warn("fetch job", "err", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			r.handle(jobCtx, msg)
+		}()
+	}
+
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(r.cfg.DrainTimeout):
+		r.log.Warn("drain timeout: killing running jobs and returning them to the queue")
+		cancelJobs(errShutdown)
+		<-drained
+	}
+	r.log.Info("runner stopped")
+	return nil
+}
+
+func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		r.log.Error("job message without metadata", "err", err)
+		_ = msg.Term()
+		return
+	}
+	var rm jobs.RunMessage
+	if err := json.Unmarshal(msg.Data(), &rm); err != nil || !jobs.ValidID("job", rm.JobID) {
+		r.log.Error("malformed job message dropped", "data_len", len(msg.Data()))
+		_ = msg.TermWithReason("malformed job message")
+		return
+	}
+	attempt := int(meta.NumDelivered)
+	log := r.log.With("job_id", rm.JobID, "attempt", attempt)
+
+	if attempt > r.cfg.Queue.MaxAttempts {
+		reason := fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", r.cfg.Queue.MaxAttempts)
+		if applied, err := r.store.FailJob(ctx, rm.JobID, attempt-1, reason); err != nil {
+			log.Error("record abandoned job", "err", err)
+			_ = msg.NakWithDelay(5 * time.Second)
+			return
+		} else if applied {
+			log.Warn("job abandoned after max attempts")
+			r.publishStatus(rm.JobID, jobs.StatusError)
+		}
+		_ = msg.Ack()
+		return
+	}
+
+	ex := &execution{jobID: rm.JobID, attempt: attempt}
+	execCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancel = cancel
+	r.track(ex)
+	defer r.untrack(ex)
+
+	claim, ok, err := r.store.ClaimJob(ctx, rm.JobID, attempt, r.cfg.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// The ingress publishes before it commits: give a young message
+		// time for its row to appear, drop an old one (the commit failed).
+		if time.Since(meta.Timestamp) > 30*time.Second {
+			log.Warn("dropping message for a job that does not exist")
+			_ = msg.TermWithReason("job not found")
+		} else {
+			_ = msg.NakWithDelay(500 * time.Millisecond)
+		}
+		return
+	case err != nil:
+		log.Error("claim job", "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	case !ok:
+		_ = msg.Ack() // finished or cancelled while queued
+		return
+	}
+	if claim.CancelRequested {
+		cancel(errCancelled)
+	}
+	log = log.With("tenant_id", claim.TenantID, "language", claim.Spec.Language)
+	log.Info("job started")
+	r.publishStatus(rm.JobID, jobs.StatusRunning)
+	if r.metrics != nil {
+		r.metrics.queueLatency(meta.Timestamp)
+	}
+
+	hbDone := make(chan struct{})
+	go r.heartbeat(execCtx, msg, ex, hbDone)
+	res, err := r.execute(execCtx, ex, claim)
+	close(hbDone)
+
+	if err != nil {
+		if errors.Is(context.Cause(execCtx), errShutdown) || attempt < r.cfg.Queue.MaxAttempts {
+			log.Warn("job attempt abandoned; returning it to the queue", "err", err)
+			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, attempt); err != nil {
+				log.Error("requeue job", "err", err)
+			}
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
+			Code:    jobs.ErrCodeInfrastructure,
+			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", attempt, r.cfg.Queue.MaxAttempts, err),
+		}}
+	}
+
+	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelCommit()
+	applied, err := r.store.FinishJob(commitCtx, rm.JobID, attempt, res)
+	if err != nil {
+		log.Error("record result; the job will be retried", "err", err)
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	if !applied {
+		log.Warn("result discarded: the job moved on without this attempt")
+	}
+	if err := msg.DoubleAck(commitCtx); err != nil {
+		log.Warn("ack job", "err", err)
+	}
+	if applied {
+		r.publishStatus(rm.JobID, res.Status)
+		if r.metrics != nil {
+			r.metrics.observe(claim.Spec.Language, res)
+		}
+		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
+	}
+}
+
+// heartbeat keeps the message from being redelivered while the job runs,
+// and polls the store for a cancel this runner might have missed.
+func (r *Runner) heartbeat(ctx context.Context, msg jetstream.Msg, ex *execution, done <-chan struct{}) {
+	every := max(r.cfg.Queue.AckWait/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := msg.InProgress(); err != nil {
+				r.log.Warn("extend job ack deadline", "job_id", ex.jobID, "err", err)
+			}
+			if yes, err := r.store.CancelRequested(ctx, ex.jobID); err == nil && yes {
+				ex.cancel(errCancelled)
+			}
+		}
+	}
+}
+
+// execute runs one attempt. A returned error means gantry failed (Docker,
+// object store), not the program.
+func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) (jobs.Result, error) {
+	spec := claim.Spec
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
+		return cancelledResult(0), nil
+	}
+	ctr, err := r.sandbox.Create(ctx, ex.jobID, spec.Limits, spec.Timeout())
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errCancelled) {
+			return cancelledResult(0), nil
+		}
+		return jobs.Result{}, err
+	}
+	defer func() {
+		if err := ctr.Remove(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("remove container", "job_id", ex.jobID, "err", err)
+		}
+	}()
+
+	files := make(map[string][]byte, len(spec.Files)+1)
+	for _, f := range spec.Files {
+		files[jobs.WorkspaceDir+"/"+f.Path] = f.Content
+	}
+	if spec.Code != "" {
+		lang, _ := jobs.LookupLanguage(spec.Language)
+		files[jobs.ProgramDir+"/"+lang.File] = []byte(spec.Code)
+	}
+	if err := ctr.PutFiles(ctx, files); err != nil {
+		if errors.Is(context.Cause(ctx), errCancelled) {
+			return cancelledResult(0), nil
+		}
+		return jobs.Result{}, err
+	}
+
+	publish := func(stream string, offset int, chunk []byte) {
+		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
+		m.Header.Set(jobs.HeaderStream, stream)
+		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
+		m.Data = chunk
+		_ = r.nc.PublishMsg(m)
+	}
+	stdout := newOutput("stdout", spec.Limits.OutputBytes, publish)
+	stderr := newOutput("stderr", spec.Limits.OutputBytes, publish)
+	r.mu.Lock()
+	ex.stdout, ex.stderr = stdout, stderr
+	r.mu.Unlock()
+
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	var stdin io.Reader
+	if spec.Stdin != "" {
+		stdin = strings.NewReader(spec.Stdin)
+	}
+
+	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
+	defer cancelRun()
+	start := time.Now()
+	code, err := ctr.Exec(runCtx, spec.Argv(), env, stdin, stdout, stderr)
+	res := jobs.Result{Duration: time.Since(start)}
+	res.Stdout, res.StdoutTruncated = stdout.snapshot()
+	res.Stderr, res.StderrTruncated = stderr.snapshot()
+
+	if err != nil {
+		switch cause := context.Cause(runCtx); {
+		case errors.Is(cause, errTimeout):
+			res.Status = jobs.StatusTimedOut
+			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
+			return res, nil
+		case errors.Is(cause, errCancelled):
+			c := cancelledResult(res.Duration)
+			c.Stdout, c.Stderr, c.StdoutTruncated, c.StderrTruncated = res.Stdout, res.Stderr, res.StdoutTruncated, res.StderrTruncated
+			return c, nil
+		default:
+			return jobs.Result{}, err
+		}
+	}
+	res.ExitCode = &code
+	res.Status = jobs.StatusSucceeded
+	if code != 0 {
+		res.Status = jobs.StatusFailed
+		if code == 137 && ctr.oomKilled(ctx) {
+			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", spec.Limits.MemoryMB)}
+		}
+	}
+
+	arts, err := collectArtifacts(ctx, ctr, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
+		return blob.ArtifactKey(claim.TenantID, ex.jobID, p)
+	})
+	var limitErr *errArtifactLimit
+	switch {
+	case errors.As(err, &limitErr):
+		res.Status = jobs.StatusFailed
+		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOutputLimit, Message: limitErr.Error()}
+	case err != nil:
+		if errors.Is(context.Cause(ctx), errCancelled) {
+			return cancelledResult(res.Duration), nil
+		}
+		return jobs.Result{}, err
+	}
+	res.Artifacts = arts
+	return res, nil
+}
+
+var errTimeout = errors.New("timed out")
+
+func cancelledResult(d time.Duration) jobs.Result {
+	return jobs.Result{Status: jobs.StatusCancelled, Duration: d,
+		Error: &jobs.ErrorInfo{Code: jobs.ErrCodeCancelled, Message: "cancelled by request; the sandbox was killed"}}
+}
+
+func (r *Runner) track(ex *execution) {
+	r.mu.Lock()
+	r.running[ex.jobID] = ex
+	r.mu.Unlock()
+	if r.metrics != nil {
+		r.metrics.busy.Inc()
+	}
+}
+
+func (r *Runner) untrack(ex *execution) {
+	r.mu.Lock()
+	if r.running[ex.jobID] == ex {
+		delete(r.running, ex.jobID)
+	}
+	r.mu.Unlock()
+	if r.metrics != nil {
+		r.metrics.busy.Dec()
+	}
+}
+
+func (r *Runner) lookup(jobID string) *execution {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running[jobID]
+}
+
+func (r *Runner) onCancel(m *nats.Msg) {
+	if ex := r.lookup(jobs.JobIDFromSubject(m.Subject)); ex != nil {
+		ex.cancel(errCancelled)
+	}
+}
+
+// onBacklog answers with the output so far of a job running here; runners
+// not running the job stay silent.
+func (r *Runner) onBacklog(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	r.mu.Lock()
+	ex := r.running[jobs.JobIDFromSubject(m.Subject)]
+	var stdout, stderr *output
+	if ex != nil {
+		stdout, stderr = ex.stdout, ex.stderr
+	}
+	r.mu.Unlock()
+	if ex == nil {
+		return
+	}
+	var b jobs.Backlog
+	if stdout != nil {
+		b.Stdout, _ = stdout.snapshot()
+		b.Stderr, _ = stderr.snapshot()
+	}
+	data, _ := json.Marshal(b)
+	_ = m.Respond(data)
+}
+
+func (r *Runner) publishStatus(jobID string, s jobs.Status) {
+	data, _ := json.Marshal(jobs.StatusEvent{JobID: jobID, Status: s})
+	if err := r.nc.Publish(jobs.StatusSubject(jobID), data); err != nil {
+		r.log.Warn("publish status", "job_id", jobID, "err", err)
+	}
+}

@@ -1,0 +1,338 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// Container labels gantry puts on every sandbox it creates.
+const (
+	LabelManaged = "dev.gantry.managed"
+	LabelRunner  = "dev.gantry.runner"
+	LabelJob     = "dev.gantry.job"
+)
+
+// SandboxUser is the unprivileged uid:gid code runs as.
+const SandboxUser = "1000:1000"
+
+// Sandbox creates hardened containers from the sandbox image. Each container
+// serves one job and is removed after it.
+type Sandbox struct {
+	docker   *client.Client
+	image    string
+	runnerID string
+}
+
+// NewSandbox returns a Sandbox using the Docker engine at host ("" means the
+// environment's DOCKER_HOST or the default socket).
+func NewSandbox(host, image, runnerID string) (*Sandbox, error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Sandbox{docker: c, image: image, runnerID: runnerID}, nil
+}
+
+// Close releases the Docker client.
+func (s *Sandbox) Close() error { return s.docker.Close() }
+
+// Ping checks that the Docker engine answers.
+func (s *Sandbox) Ping(ctx context.Context) error {
+	_, err := s.docker.Ping(ctx, client.PingOptions{})
+	return err
+}
+
+// CheckImage fails with instructions when the sandbox image is missing.
+func (s *Sandbox) CheckImage(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return fmt.Errorf("docker engine not reachable (start it with `make docker` or set DOCKER_HOST): %w", err)
+	}
+	if _, err := s.docker.ImageInspect(ctx, s.image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox image %s not found: build it with `make image` (or set GANTRY_IMAGE)", s.image)
+		}
+		return fmt.Errorf("inspect sandbox image %s: %w", s.image, err)
+	}
+	return nil
+}
+
+// RemoveLeftovers removes containers this runner id created in an earlier
+// life (a crash leaves them behind). It returns how many it removed.
+func (s *Sandbox) RemoveLeftovers(ctx context.Context) (int, error) {
+	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{
+		All: true,
+		Filters: make(client.Filters).
+			Add("label", LabelManaged+"=true").
+			Add("label", LabelRunner+"="+s.runnerID),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list leftover containers: %w", err)
+	}
+	n := 0
+	for _, c := range res.Items {
+		if err := s.remove(ctx, c.ID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Create creates and starts a hardened container for a job. Its main
+// process only sleeps; the job runs through exec. The container removes
+// itself when that sleep ends, so one orphaned by a crashed runner does not
+// live much past its job's timeout.
+func (s *Sandbox) Create(ctx context.Context, jobID string, lim jobs.Limits, timeout time.Duration) (*Container, error) {
+	lifetime := int((timeout + 5*time.Minute).Seconds())
+	pids := int64(lim.Pids)
+	init := true
+	tmpfs := fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", lim.DiskMB)
+	mem := int64(lim.MemoryMB) << 20
+	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:           s.image,
+			User:            SandboxUser,
+			WorkingDir:      jobs.WorkspaceDir,
+			Cmd:             []string{"sleep", strconv.Itoa(lifetime)},
+			NetworkDisabled: true,
+			Labels: map[string]string{
+				LabelManaged: "true",
+				LabelRunner:  s.runnerID,
+				LabelJob:     jobID,
+			},
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			AutoRemove:     true,
+			Init:           &init,
+			CapDrop:        []string{"ALL"},
+			SecurityOpt:    []string{"no-new-privileges"},
+			IpcMode:        "private",
+			ShmSize:        16 << 20,
+			LogConfig:      container.LogConfig{Type: "none"},
+			Tmpfs: map[string]string{
+				jobs.WorkspaceDir: tmpfs,
+				"/tmp":            tmpfs,
+			},
+			Resources: container.Resources{
+				Memory:     mem,
+				MemorySwap: mem, // equal to Memory: no swap
+				NanoCPUs:   int64(lim.CPUs * 1e9),
+				PidsLimit:  &pids,
+				Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}},
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	c := &Container{id: res.ID, sb: s}
+	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		c.Remove(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Sandbox) remove(ctx context.Context, id string) error {
+	_, err := s.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+		return nil // gone, or AutoRemove is already removing it
+	}
+	return fmt.Errorf("remove container %s: %w", shortID(id), err)
+}
+
+// Container is one job's sandbox.
+type Container struct {
+	id     string
+	sb     *Sandbox
+	killed sync.Once
+}
+
+// ID is the Docker container id.
+func (c *Container) ID() string { return c.id }
+
+// Kill kills every process in the container. It is idempotent.
+func (c *Container) Kill(ctx context.Context) {
+	c.killed.Do(func() {
+		_, _ = c.sb.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"})
+	})
+}
+
+// Remove kills and removes the container.
+func (c *Container) Remove(ctx context.Context) error { return c.sb.remove(ctx, c.id) }
+
+// Exec runs argv in the container as the sandbox user in /workspace, feeding
+// it stdin (if not nil) and copying its output to stdout and stderr. When
+// ctx ends first, the whole container is killed and ctx's error returned.
+func (c *Container) Exec(ctx context.Context, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
+	created, err := c.sb.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{
+		User:         SandboxUser,
+		WorkingDir:   jobs.WorkspaceDir,
+		Env:          env,
+		Cmd:          argv,
+		AttachStdin:  stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("exec create: %w", err)
+	}
+	att, err := c.sb.docker.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("exec attach: %w", err)
+	}
+	defer att.Close()
+
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.Kill(context.WithoutCancel(ctx))
+			att.Close()
+		case <-done:
+		}
+	}()
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if copyErr != nil {
+		return 0, fmt.Errorf("exec output: %w", copyErr)
+	}
+	insp, err := c.sb.docker.ExecInspect(context.WithoutCancel(ctx), created.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("exec inspect: %w", err)
+	}
+	return insp.ExitCode, nil
+}
+
+// run is Exec for gantry's own helper commands: it fails on a non-zero exit
+// and reports the command's stderr.
+func (c *Container) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+	var stderr bytes.Buffer
+	code, err := c.Exec(ctx, argv, nil, stdin, stdout, &limitedBuffer{buf: &stderr, max: 4096})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// PutFiles writes files into the container (paths are absolute, under
+// /workspace or /tmp) by piping a tar stream into tar inside it: Docker's
+// copy API cannot write to tmpfs mounts under a read-only root.
+func (c *Container) PutFiles(ctx context.Context, files map[string][]byte) error {
+	if len(files) == 0 {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		now := time.Now()
+		for name, content := range files {
+			hdr := &tar.Header{Name: strings.TrimPrefix(name, "/"), Mode: 0o644, Size: int64(len(content)), ModTime: now, Typeflag: tar.TypeReg}
+			if err := tw.WriteHeader(hdr); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if _, err := tw.Write(content); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	err := c.run(ctx, []string{"tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-same-permissions"}, pr, nil)
+	pr.Close()
+	if err != nil {
+		return fmt.Errorf("write files: %w", err)
+	}
+	return nil
+}
+
+// oomKilled reports whether the kernel's OOM killer struck in the
+// container: Docker's flag, or the cgroup's oom_kill counter (cgroup v2 or
+// v1), which also counts kills of exec'd processes that Docker's flag misses.
+func (c *Container) oomKilled(ctx context.Context) bool {
+	if insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{}); err == nil &&
+		insp.Container.State != nil && insp.Container.State.OOMKilled {
+		return true
+	}
+	var out bytes.Buffer
+	_, err := c.Exec(ctx, []string{"cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}, nil, nil, &limitedBuffer{buf: &out, max: 4096}, nil)
+	if err != nil {
+		return false
+	}
+	return parseOOMKills(out.String()) > 0
+}
+
+// parseOOMKills reads the "oom_kill N" line of a cgroup memory.events or
+// memory.oom_control file.
+func parseOOMKills(s string) int {
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// limitedBuffer keeps the first max bytes written to it and drops the rest.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+var errShutdown = errors.New("runner is shutting down")

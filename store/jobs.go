@@ -1,0 +1,361 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// NewJob is a validated job about to be queued.
+type NewJob struct {
+	TenantID       string
+	Spec           jobs.Spec
+	SessionID      *string
+	IdempotencyKey string
+	RequestHash    []byte
+	Metadata       map[string]string
+}
+
+const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
+	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
+	error_code, error_message, metadata`
+
+// EnqueueJob records a new job and hands it to publish inside the same
+// transaction: the row commits only after publish returned nil, so a job is
+// never left queued without a message. (If the commit itself fails after
+// publishing, the runner finds no row and drops the message.)
+//
+// With an idempotency key already used by the tenant, it returns the
+// existing job and created=false without publishing; if the earlier request
+// differed, it returns ErrConflict.
+func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx context.Context, jobID string) error) (job jobs.Job, created bool, err error) {
+	spec, err := jobs.MarshalSpec(nj.Spec)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	meta, err := json.Marshal(orEmpty(nj.Metadata))
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	var key *string
+	if nj.IdempotencyKey != "" {
+		key = &nj.IdempotencyKey
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+
+	id := jobs.NewID("job")
+	row := tx.QueryRow(ctx, `
+		INSERT INTO jobs (id, tenant_id, status, language, session_id, spec, metadata, idempotency_key, request_hash)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING `+jobColumns,
+		id, nj.TenantID, nj.Spec.Language, nj.SessionID, spec, meta, key, nj.RequestHash)
+	job, err = scanJob(row)
+	if errors.Is(err, pgx.ErrNoRows) && key != nil {
+		_ = tx.Rollback(ctx)
+		return s.jobByIdempotencyKey(ctx, nj.TenantID, *key, nj.RequestHash)
+	}
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("insert job: %w", err)
+	}
+	if err := publish(ctx, job.ID); err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return jobs.Job{}, false, fmt.Errorf("commit job: %w", err)
+	}
+	return job, true, nil
+}
+
+func (s *Store) jobByIdempotencyKey(ctx context.Context, tenantID, key string, hash []byte) (jobs.Job, bool, error) {
+	var stored []byte
+	row := s.pool.QueryRow(ctx, `SELECT request_hash, `+jobColumns+` FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
+	job, err := scanJobWith(row, &stored)
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("find job by idempotency key: %w", notFound(err))
+	}
+	if !bytes.Equal(stored, hash) {
+		return jobs.Job{}, false, fmt.Errorf("idempotency key %q was used for a different request (job %s): %w", key, job.ID, ErrConflict)
+	}
+	return job, false, nil
+}
+
+// GetJob returns the tenant's job, or ErrNotFound.
+func (s *Store) GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID)
+	j, err := scanJob(row)
+	return j, notFound(err)
+}
+
+// JobFilter narrows a job listing.
+type JobFilter struct {
+	Status    jobs.Status
+	SessionID string
+	// Before lists jobs older than this job id (the cursor).
+	Before string
+	Limit  int
+}
+
+// ListJobs lists the tenant's jobs newest first. It returns one page and the
+// cursor for the next one ("" at the end).
+func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]jobs.Job, string, error) {
+	where := []string{"tenant_id = $1"}
+	args := []any{tenantID}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if f.SessionID != "" {
+		add("session_id = $%d", f.SessionID)
+	}
+	if f.Before != "" {
+		add("id < $%d", f.Before)
+	}
+	args = append(args, f.Limit+1)
+	q := fmt.Sprintf(`SELECT %s FROM jobs WHERE %s ORDER BY id DESC LIMIT $%d`, jobColumns, strings.Join(where, " AND "), len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	out := make([]jobs.Job, 0, f.Limit)
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// CancelOutcome says what CancelJob did.
+type CancelOutcome int
+
+// The outcomes of CancelJob.
+const (
+	// CancelledQueued: the job had not started and is now cancelled.
+	CancelledQueued CancelOutcome = iota
+	// CancelRequested: the job is running; its runner must be told to kill it.
+	CancelRequested
+	// AlreadyFinished: nothing to do.
+	AlreadyFinished
+)
+
+// CancelJob cancels a queued job at once, or flags a running one for its
+// runner to kill. It is idempotent.
+func (s *Store) CancelJob(ctx context.Context, tenantID, id string) (CancelOutcome, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE jobs SET status = 'cancelled', finished_at = now(), cancel_requested = true,
+			error_code = 'cancelled', error_message = 'cancelled before it started'
+		WHERE id = $1 AND tenant_id = $2 AND status = 'queued'`, id, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	if tag.RowsAffected() == 1 {
+		return CancelledQueued, nil
+	}
+	tag, err = s.pool.Exec(ctx, `
+		UPDATE jobs SET cancel_requested = true
+		WHERE id = $1 AND tenant_id = $2 AND status = 'running'`, id, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	if tag.RowsAffected() == 1 {
+		return CancelRequested, nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT true FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&exists); err != nil {
+		return 0, notFound(err)
+	}
+	return AlreadyFinished, nil
+}
+
+// Claim is a job a runner has taken.
+type Claim struct {
+	TenantID        string
+	Spec            jobs.Spec
+	CancelRequested bool
+}
+
+// ClaimJob marks the job running for this attempt and returns its spec. It
+// succeeds for a queued job and for a running one whose earlier attempt was
+// lost (the message was redelivered); ok is false when the job is finished
+// or cancelled, and err is ErrNotFound when there is no such job.
+func (s *Store) ClaimJob(ctx context.Context, id string, attempt int, runnerID string) (c Claim, ok bool, err error) {
+	var spec []byte
+	err = s.pool.QueryRow(ctx, `
+		UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
+		WHERE id = $1 AND status IN ('queued', 'running')
+		RETURNING tenant_id, spec, cancel_requested`, id, attempt, runnerID).
+		Scan(&c.TenantID, &spec, &c.CancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT true FROM jobs WHERE id = $1`, id).Scan(&exists); err != nil {
+			return Claim{}, false, notFound(err)
+		}
+		return Claim{}, false, nil
+	}
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("claim job: %w", err)
+	}
+	if err := json.Unmarshal(spec, &c.Spec); err != nil {
+		return Claim{}, false, fmt.Errorf("decode spec of job %s: %w", id, err)
+	}
+	return c, true, nil
+}
+
+// CancelRequested reports whether a cancel was asked for the job.
+func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
+	var v bool
+	err := s.pool.QueryRow(ctx, `SELECT cancel_requested FROM jobs WHERE id = $1`, id).Scan(&v)
+	return v, notFound(err)
+}
+
+// FinishJob records the result of an attempt. It applies only if the job is
+// still running this attempt, so a runner that lost its job to a
+// redelivery cannot overwrite the newer attempt; applied says whether it did.
+func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (applied bool, err error) {
+	arts, err := json.Marshal(orEmptySlice(r.Artifacts))
+	if err != nil {
+		return false, err
+	}
+	var code, msg *string
+	if r.Error != nil {
+		code, msg = &r.Error.Code, &r.Error.Message
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
+			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
+			artifacts = $10, error_code = $11, error_message = $12
+		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
+		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
+		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
+		arts, code, msg)
+	if err != nil {
+		return false, fmt.Errorf("record result: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RequeueJob puts a running attempt back to queued when the runner gives the
+// job back (shutdown, Docker failure) so it shows as waiting for redelivery.
+func (s *Store) RequeueJob(ctx context.Context, id string, attempt int) error {
+	_, err := s.pool.Exec(ctx,
+		`UPDATE jobs SET status = 'queued' WHERE id = $1 AND attempt = $2 AND status = 'running'`, id, attempt)
+	return err
+}
+
+// FailJob ends an unfinished job as status error with the given message:
+// used when gantry gives up on it. applied is false if it had finished.
+func (s *Store) FailJob(ctx context.Context, id string, attempt int, message string) (applied bool, err error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE jobs SET status = 'error', finished_at = now(), attempt = GREATEST(attempt, $2),
+			error_code = 'infrastructure', error_message = $3
+		WHERE id = $1 AND status IN ('queued', 'running')`, id, attempt, message)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func scanJob(row pgx.Row) (jobs.Job, error) { return scanJobWith(row) }
+
+func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
+	var (
+		j              jobs.Job
+		status         string
+		stdout, stderr []byte
+		arts, meta     []byte
+		errCode, errMsg *string
+	)
+	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
+		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
+		&errCode, &errMsg, &meta)
+	if err := row.Scan(dest...); err != nil {
+		return jobs.Job{}, err
+	}
+	j.Status = jobs.Status(status)
+	j.Stdout, j.Stderr = text(stdout), text(stderr)
+	if err := json.Unmarshal(arts, &j.Artifacts); err != nil {
+		return jobs.Job{}, fmt.Errorf("decode artifacts: %w", err)
+	}
+	if err := json.Unmarshal(meta, &j.Metadata); err != nil {
+		return jobs.Job{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	if errCode != nil {
+		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}
+	}
+	j.CreatedAt = j.CreatedAt.UTC()
+	utc(j.StartedAt)
+	utc(j.FinishedAt)
+	return j, nil
+}
+
+// text turns program output into a JSON-safe string: invalid UTF-8 becomes
+// U+FFFD. The stored bytes are kept as the program wrote them.
+func text(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func utc(t *time.Time) {
+	if t != nil {
+		*t = t.UTC()
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func orEmptySlice(a []jobs.Artifact) []jobs.Artifact {
+	if a == nil {
+		return []jobs.Artifact{}
+	}
+	return a
+}
