@@ -233,7 +233,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	r.track(ex)
 	defer r.untrack(ex)
 
-	claim, ok, err := r.store.ClaimJob(ctx, rm.JobID, attempt, r.cfg.ID)
+	claim, ok, err := r.claim(ctx, rm.JobID, attempt)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The ingress publishes before it commits: give a young message
@@ -303,6 +303,24 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			r.metrics.observe(claim.Spec.Language, res)
 		}
 		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
+	}
+}
+
+// claim claims the job, waiting a little for its row: the ingress publishes
+// before it commits, so a fast runner can see the message first.
+func (r *Runner) claim(ctx context.Context, jobID string, attempt int) (store.Claim, bool, error) {
+	wait := 5 * time.Millisecond
+	for {
+		c, ok, err := r.store.ClaimJob(ctx, jobID, attempt, r.cfg.ID)
+		if !errors.Is(err, store.ErrNotFound) || wait > time.Second {
+			return c, ok, err
+		}
+		select {
+		case <-time.After(wait):
+			wait *= 2
+		case <-ctx.Done():
+			return c, ok, err
+		}
 	}
 }
 

@@ -209,17 +209,24 @@ type Claim struct {
 // or cancelled, and err is ErrNotFound when there is no such job.
 func (s *Store) ClaimJob(ctx context.Context, id string, attempt int, runnerID string) (c Claim, ok bool, err error) {
 	var spec []byte
-	err = s.pool.QueryRow(ctx, `
-		UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
-		WHERE id = $1 AND status IN ('queued', 'running')
-		RETURNING tenant_id, spec, cancel_requested`, id, attempt, runnerID).
-		Scan(&c.TenantID, &spec, &c.CancelRequested)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		if err := s.pool.QueryRow(ctx, `SELECT true FROM jobs WHERE id = $1`, id).Scan(&exists); err != nil {
+	// Two tries: a job whose row committed between the UPDATE and the
+	// SELECT below is claimable on the second.
+	for try := 0; try < 2; try++ {
+		err = s.pool.QueryRow(ctx, `
+			UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
+			WHERE id = $1 AND status IN ('queued', 'running')
+			RETURNING tenant_id, spec, cancel_requested`, id, attempt, runnerID).
+			Scan(&c.TenantID, &spec, &c.CancelRequested)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		var status string
+		if err := s.pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id).Scan(&status); err != nil {
 			return Claim{}, false, notFound(err)
 		}
-		return Claim{}, false, nil
+		if jobs.Status(status).Terminal() {
+			return Claim{}, false, nil
+		}
 	}
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("claim job: %w", err)

@@ -30,35 +30,42 @@ WORK=$(mktemp -d /var/tmp/gantry-sandbox.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 # Empty placeholder packages for hard dependencies that are useless at runtime:
-# scipy -> pythran (a compiler: pulls gcc, g++, boost, python3-dev; ~600 MB) and
-# matplotlib -> pil.imagetk (pulls tk and X11). Placeholders keep dpkg consistent.
+# scipy -> pythran (a compiler: pulls gcc, g++, boost, python3-dev; ~600 MB),
+# matplotlib -> pil.imagetk (pulls tk and X11), fonttools -> unicode-data (37 MB of
+# text files nothing reads). Placeholders keep dpkg's database consistent.
 placeholder() {
   mkdir -p "$WORK/$1/DEBIAN"
   printf 'Package: %s\nVersion: 99:0\nArchitecture: all\nMaintainer: gantry\nDescription: gantry sandbox placeholder (not needed at runtime)\n' \
     "$1" >"$WORK/$1/DEBIAN/control"
   dpkg-deb --root-owner-group -b "$WORK/$1" "$WORK/$1.deb" >/dev/null
+  INCLUDES+=(--include="$WORK/$1.deb")
 }
-placeholder python3-pythran
-placeholder python3-pil.imagetk
+INCLUDES=()
+for p in python3-pythran python3-pil.imagetk unicode-data; do placeholder "$p"; done
 start=$SECONDS
 echo "sandbox/build.sh: building $REF (mmdebstrap, ~2 min)" >&2
 
-# Hooks run on the host with "$1" = the new root filesystem.
-mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
-  --include="$WORK/python3-pythran.deb" --include="$WORK/python3-pil.imagetk.deb" \
+# Hooks run on the host with "$1" = the new root filesystem. mmdebstrap clamps mtimes,
+# so sitecustomize's .pyc is hash-based (else it is stale and recompiled every start).
+mmdebstrap --variant=minbase --include="$PACKAGES" \
+  "${INCLUDES[@]}" \
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+  --setup-hook="mkdir -p \"\$1$WORK\" && cp $WORK/*.deb \"\$1$WORK/\"" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
-  --dpkgopt='path-exclude=/usr/lib/python3/dist-packages/*/tests/*' \
   --customize-hook='chroot "$1" groupadd -g 1000 sandbox' \
   --customize-hook='chroot "$1" useradd -u 1000 -g 1000 -d /tmp -M -s /bin/bash sandbox' \
   --customize-hook='mkdir -p "$1/workspace" "$1/skills" && chown 1000:1000 "$1/workspace"' \
-  --customize-hook="cp '$DIR/sitecustomize.py' \"\$1\"/etc/python3.*/sitecustomize.py" \
-  --customize-hook='chroot "$1" python3 -c "import py_compile as c, sysconfig as s; c.compile(s.get_path(\"stdlib\") + \"/sitecustomize.py\")"' \
+  --customize-hook="cp '$DIR/sitecustomize.py' \"\$1/etc/python3.11/sitecustomize.py\"" \
+  --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3.11/sitecustomize.py' \
   --customize-hook='chroot "$1" env MPLCONFIGDIR=/usr/share/gantry/matplotlib python3 -c "import matplotlib.font_manager"' \
   --customize-hook='chmod -R a+rX "$1/usr/share/gantry"' \
-  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/* "$1"/tmp/*' \
-  bookworm "$WORK/rootfs.tar" ${MIRROR:+"$MIRROR"} || die "mmdebstrap failed (needs Debian apt mirror access)"
+  --customize-hook='find "$1/usr/lib/python3/dist-packages" -type d -name tests -prune -exec rm -rf {} +' \
+  --customize-hook="rm -rf \"\$1$WORK\" \"\$1\"/var/cache/apt/* \"\$1\"/var/lib/apt/lists/* \"\$1\"/var/log/* \"\$1\"/tmp/*" \
+  bookworm "$WORK/rootfs.tar" ${MIRROR:+"$MIRROR"} >"$WORK/mmdebstrap.log" 2>&1 ||
+  die "mmdebstrap failed (needs a reachable Debian bookworm apt mirror; set MIRROR=... to override); log tail:
+$(tail -n 40 "$WORK/mmdebstrap.log")"
 
 docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \

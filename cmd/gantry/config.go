@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// config is everything gantry reads from the environment. Each subcommand
+// uses the part it needs.
+type config struct {
+	Addr        string
+	DatabaseURL string
+	NATSURL     string
+	S3          blob.Config
+	AutoMigrate bool
+
+	Image        string
+	DockerHost   string
+	RunnerID     string
+	Slots        int
+	DrainTimeout time.Duration
+
+	Queue         jobs.QueueConfig
+	MaxBodyBytes  int64
+	PresignExpiry time.Duration
+
+	LogLevel  slog.Level
+	LogFormat string
+
+	// dev only
+	DataDir      string
+	DevAPIKey    string
+	DevNATSAddr  string
+	DevS3Addr    string
+	DevRunner    bool
+	VersityGWBin string
+}
+
+// envReader reads GANTRY_* variables and collects every bad one, so that a
+// misconfigured start names them all at once.
+type envReader struct{ errs []string }
+
+func (e *envReader) str(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *envReader) int(name string, def int, min, max int) int {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q: want an integer from %d to %d", name, v, min, max))
+		return def
+	}
+	return n
+}
+
+func (e *envReader) duration(name string, def, min, max time.Duration) time.Duration {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < min || d > max {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q: want a duration from %s to %s, such as 30s", name, v, min, max))
+		return def
+	}
+	return d
+}
+
+func (e *envReader) bool(name string, def bool) bool {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q: want true or false", name, v))
+		return def
+	}
+	return b
+}
+
+func (e *envReader) err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bad configuration:\n  %s", strings.Join(e.errs, "\n  "))
+}
+
+// DefaultDatabaseURL is the local cluster `make run` sets up.
+const DefaultDatabaseURL = "postgres://gantry:gantry@127.0.0.1:5432/gantry?sslmode=disable"
+
+func loadConfig() (config, error) {
+	var e envReader
+	host, _ := os.Hostname()
+	c := config{
+		Addr:        e.str("GANTRY_ADDR", "127.0.0.1:8080"),
+		DatabaseURL: e.str("GANTRY_DATABASE_URL", DefaultDatabaseURL),
+		NATSURL:     e.str("GANTRY_NATS_URL", "nats://127.0.0.1:4222"),
+		S3: blob.Config{
+			Endpoint:       e.str("GANTRY_S3_ENDPOINT", ""),
+			PublicEndpoint: e.str("GANTRY_S3_PUBLIC_ENDPOINT", ""),
+			AccessKey:      e.str("GANTRY_S3_ACCESS_KEY", ""),
+			SecretKey:      e.str("GANTRY_S3_SECRET_KEY", ""),
+			Bucket:         e.str("GANTRY_S3_BUCKET", "gantry"),
+			Region:         e.str("GANTRY_S3_REGION", "us-east-1"),
+		},
+		AutoMigrate:  e.bool("GANTRY_AUTO_MIGRATE", true),
+		Image:        e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
+		DockerHost:   e.str("GANTRY_DOCKER_HOST", ""),
+		RunnerID:     e.str("GANTRY_RUNNER_ID", host),
+		Slots:        e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
+		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
+		Queue: jobs.QueueConfig{
+			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
+			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
+			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),
+		},
+		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
+		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
+		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
+
+		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
+		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),
+		DevNATSAddr:  e.str("GANTRY_DEV_NATS_ADDR", "127.0.0.1:4222"),
+		DevS3Addr:    e.str("GANTRY_DEV_S3_ADDR", "127.0.0.1:7070"),
+		DevRunner:    e.bool("GANTRY_DEV_RUNNER", true),
+		VersityGWBin: e.str("GANTRY_VERSITYGW_BIN", ""),
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(e.str("GANTRY_LOG_LEVEL", "info"))); err != nil {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_LEVEL: want debug, info, warn or error"))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	if c.RunnerID == "" {
+		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
+	}
+	return c, e.err()
+}
+
+// requireS3 checks the S3 settings that ingress and runner need (dev fills
+// them in itself).
+func (c config) requireS3() error {
+	var missing []string
+	if c.S3.Endpoint == "" {
+		missing = append(missing, "GANTRY_S3_ENDPOINT")
+	}
+	if c.S3.AccessKey == "" {
+		missing = append(missing, "GANTRY_S3_ACCESS_KEY")
+	}
+	if c.S3.SecretKey == "" {
+		missing = append(missing, "GANTRY_S3_SECRET_KEY")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("bad configuration: %s must be set", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func newLogger(c config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,85 @@
+// Command gantry runs code for AI agents: the ingress (HTTP API), the
+// runners, a single-machine dev mode, and operator commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `gantry runs code for AI agents.
+
+Usage: gantry <command> [arguments]
+
+Services:
+  dev        ingress + runner in one process, with embedded NATS and S3
+  ingress    the HTTP API (needs NATS, Postgres, S3)
+  runner     runs jobs in Docker (needs NATS, Postgres, S3, Docker)
+
+Operators:
+  migrate                         apply database migrations
+  tenants create NAME             create a tenant
+  tenants list                    list tenants
+  keys create TENANT [LABEL]      create an API key (printed once)
+  keys list TENANT                list a tenant's keys
+  keys revoke KEY_ID              revoke a key
+  version                         print the version
+
+Configuration is read from GANTRY_* environment variables; see README.md.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(os.Stderr, usage)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "gantry:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "version", "--version":
+		fmt.Println("gantry", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "dev":
+		return runDev(ctx, cfg)
+	case "ingress":
+		return runIngress(ctx, cfg)
+	case "runner":
+		return runRunner(ctx, cfg)
+	case "migrate":
+		return runMigrate(ctx, cfg)
+	case "tenants":
+		return runTenants(ctx, cfg, args)
+	case "keys":
+		return runKeys(ctx, cfg, args)
+	}
+	return errUsage
+}

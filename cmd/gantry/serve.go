@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/devstack"
+	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/runner"
+	"github.com/gantryhq/gantry/store"
+)
+
+// deps are the connections every service needs.
+type deps struct {
+	log   *slog.Logger
+	store *store.Store
+	blobs *blob.Store
+	nc    *nats.Conn
+	reg   *prometheus.Registry
+}
+
+func (d *deps) close() {
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
+}
+
+func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*deps, error) {
+	d := &deps{log: log, reg: prometheus.NewRegistry()}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if d.store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("%w (set GANTRY_DATABASE_URL; `make postgres` starts a local one)", err)
+	}
+	if migrate {
+		applied, err := d.store.Migrate(ctx)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		for _, m := range applied {
+			log.Info("applied migration", "file", m)
+		}
+	}
+	if d.blobs, err = blob.New(cfg.S3); err != nil {
+		d.close()
+		return nil, fmt.Errorf("s3: %w", err)
+	}
+	d.nc, err = nats.Connect(cfg.NATSURL,
+		nats.Name("gantry"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+	)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("connect to nats at %s: %w (set GANTRY_NATS_URL)", cfg.NATSURL, err)
+	}
+	return d, nil
+}
+
+func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
+	srv, err := ingress.New(ingress.Config{
+		Queue:         cfg.Queue,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		PresignExpiry: cfg.PresignExpiry,
+	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
+	sb, err := runner.NewSandbox(cfg.DockerHost, cfg.Image, cfg.RunnerID)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := runner.New(runner.Config{
+		ID:           cfg.RunnerID,
+		Slots:        cfg.Slots,
+		Queue:        cfg.Queue,
+		DrainTimeout: cfg.DrainTimeout,
+	}, d.log, d.nc, d.store, d.blobs, sb, runner.NewMetrics(d.reg))
+	return r, sb, err
+}
+
+// serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	return nil
+}
+
+func runIngress(ctx context.Context, cfg config) error {
+	log := newLogger(cfg).With("service", "ingress")
+	if err := cfg.requireS3(); err != nil {
+		return err
+	}
+	d, err := connect(ctx, cfg, log, cfg.AutoMigrate)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	srv, err := newIngress(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
+	}
+	log.Info("ingress listening", "addr", ln.Addr().String())
+	return serveHTTP(ctx, ln, srv.Handler())
+}
+
+func runRunner(ctx context.Context, cfg config) error {
+	log := newLogger(cfg).With("service", "runner")
+	if err := cfg.requireS3(); err != nil {
+		return err
+	}
+	d, err := connect(ctx, cfg, log, false)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	r, sb, err := newRunner(cfg, d)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	return r.Run(ctx)
+}
+
+func runMigrate(ctx context.Context, cfg config) error {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Println("database is up to date")
+	}
+	for _, m := range applied {
+		fmt.Println("applied", m)
+	}
+	return nil
+}
+
+// runDev runs everything on one machine: embedded NATS, a versitygw child,
+// the local Postgres, the ingress and (unless GANTRY_DEV_RUNNER=false) a
+// runner.
+func runDev(ctx context.Context, cfg config) error {
+	log := newLogger(cfg).With("service", "dev")
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("GANTRY_DATA_DIR=%s: %w", dataDir, err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w (is another gantry running?)", cfg.Addr, err)
+	}
+	defer ln.Close()
+
+	ns, err := devstack.StartNATS(filepath.Join(dataDir, "nats"), cfg.DevNATSAddr)
+	if err != nil {
+		return fmt.Errorf("%w (set GANTRY_DEV_NATS_ADDR)", err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	cfg.NATSURL = ns.ClientURL()
+
+	bin, err := devstack.FindVersityGW(cfg.VersityGWBin)
+	if err != nil {
+		return err
+	}
+	s3, err := devstack.StartS3(ctx, bin, filepath.Join(dataDir, "s3"), cfg.DevS3Addr)
+	if err != nil {
+		return fmt.Errorf("%w (set GANTRY_DEV_S3_ADDR)", err)
+	}
+	defer s3.Stop()
+	cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = s3.Endpoint, s3.AccessKey, s3.SecretKey
+	if cfg.S3.PublicEndpoint == "" {
+		cfg.S3.PublicEndpoint = s3.Endpoint
+	}
+
+	d, err := connect(ctx, cfg, log, true)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := d.blobs.EnsureBucket(ctx); err != nil {
+		return err
+	}
+	key, err := devKey(ctx, cfg, d.store, dataDir)
+	if err != nil {
+		return err
+	}
+
+	var checks []ingress.Check
+	var r *runner.Runner
+	if cfg.DevRunner {
+		var sb *runner.Sandbox
+		if r, sb, err = newRunner(cfg, d); err != nil {
+			return err
+		}
+		defer sb.Close()
+		if err := r.Check(ctx); err != nil {
+			return err
+		}
+		checks = append(checks, ingress.Check{Name: "docker", Fn: sb.Ping})
+	}
+	srv, err := newIngress(ctx, cfg, d, checks...)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(gctx, ln, srv.Handler()) })
+	if r != nil {
+		g.Go(func() error { return r.Run(gctx) })
+	}
+	printBanner(cfg, ln.Addr().String(), key, s3)
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// devKey makes sure the dev tenant has an API key: GANTRY_DEV_API_KEY if
+// set, else the key kept in the data dir from an earlier run, else a new one.
+func devKey(ctx context.Context, cfg config, st *store.Store, dataDir string) (string, error) {
+	tenant, err := st.EnsureTenant(ctx, "default")
+	if err != nil {
+		return "", fmt.Errorf("create default tenant: %w", err)
+	}
+	keyFile := filepath.Join(dataDir, "dev-api-key")
+	key := cfg.DevAPIKey
+	if key == "" {
+		if b, err := os.ReadFile(keyFile); err == nil {
+			key = strings.TrimSpace(string(b))
+		}
+	}
+	if key == "" {
+		key = store.NewAPIKey()
+	}
+	if _, err := st.AddAPIKey(ctx, tenant.ID, "dev", key); err != nil {
+		return "", fmt.Errorf("GANTRY_DEV_API_KEY: %w", err)
+	}
+	if cfg.DevAPIKey == "" {
+		if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return key, nil
+}
+
+func printBanner(cfg config, addr, key string, s3 *devstack.S3) {
+	base := "http://" + addr
+	fmt.Printf(`
+gantry dev is ready (version %s)
+
+  API        %s
+  API key    %s
+  NATS       %s
+  S3         %s (bucket %s)
+  Runner     %s
+  Data       %s
+
+Run some Python:
+
+  curl -s %s/v1/execute \
+    -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"language": "python", "code": "print(6*7)"}'
+
+API description: %s/openapi.json   Stop with Ctrl-C.
+
+`, version, base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base)
+}
+
+func runnerLine(cfg config) string {
+	if !cfg.DevRunner {
+		return "none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner`"
+	}
+	return fmt.Sprintf("%s, %d slots, image %s", cfg.RunnerID, cfg.Slots, cfg.Image)
+}

@@ -1,0 +1,93 @@
+package ingress
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// APIError is the error body every failed request gets:
+// {"error": {"code": ..., "message": ..., "field": ...}}.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header.
+	RetryAfter int `json:"-"`
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+// Error codes of the HTTP API.
+const (
+	CodeInvalidArgument = "invalid_argument"
+	CodeUnauthenticated = "unauthenticated"
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodePayloadTooLarge = "payload_too_large"
+	CodeRateLimited     = "rate_limited"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal"
+)
+
+func badRequest(field, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(what string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found"}
+}
+
+// unavailable marks a failure of a dependency (queue, database) that a
+// retry may fix.
+func unavailable(format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: fmt.Sprintf(format, args...), RetryAfter: 1}
+}
+
+// toAPIError maps any error to what the client sees. It is the one place
+// that decides status codes; errors it does not know are internal and their
+// text is not shown.
+func toAPIError(err error) (e *APIError, internal bool) {
+	var apiErr *APIError
+	var fieldErr *jobs.FieldError
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr, false
+	case errors.As(err, &maxErr):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}, false
+	case errors.As(err, &fieldErr):
+		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Error()}, false
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("object"), false
+	case errors.Is(err, store.ErrConflict):
+		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}, true
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e, internal := toAPIError(err)
+	if internal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, map[string]*APIError{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,337 @@
+package ingress
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ store.Principal) error {
+	writeJSON(w, http.StatusOK, map[string]any{"languages": jobs.Languages})
+	return nil
+}
+
+// submit validates a request body, records the job and queues it.
+func (s *Server) submit(r *http.Request, p store.Principal) (jobs.Job, bool, error) {
+	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
+	req, err := jobs.DecodeRequest(r.Body)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if hk := r.Header.Get("Idempotency-Key"); hk != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != hk {
+			return jobs.Job{}, false, badRequest("idempotency_key", "differs from the Idempotency-Key header")
+		}
+		req.IdempotencyKey = hk
+	}
+	spec, err := s.cfg.Policy.Normalize(req)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if req.SessionID != nil {
+		// Sessions are not served by this version: no session id exists.
+		return jobs.Job{}, false, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: "session_id",
+			Message: fmt.Sprintf("session %q not found", *req.SessionID)}
+	}
+	job, created, err := s.store.EnqueueJob(r.Context(), store.NewJob{
+		TenantID:       p.TenantID,
+		Spec:           spec,
+		SessionID:      req.SessionID,
+		IdempotencyKey: req.IdempotencyKey,
+		RequestHash:    jobs.RequestHash(req),
+		Metadata:       req.Metadata,
+	}, func(ctx context.Context, jobID string) error {
+		return s.publish(ctx, p.TenantID, jobID)
+	})
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if created {
+		s.metrics.submitted.WithLabelValues(spec.Language).Inc()
+	}
+	return job, created, nil
+}
+
+// publish puts the job on the queue and waits for JetStream's ack. The job
+// id is the message id, so a retried publish is deduplicated by the stream.
+func (s *Server) publish(ctx context.Context, tenantID, jobID string) error {
+	data, _ := json.Marshal(jobs.RunMessage{JobID: jobID, TenantID: tenantID})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(jobID)); err != nil {
+		s.log.Error("publish job", "job_id", jobID, "err", err)
+		return unavailable("the job queue is unavailable; the job was not accepted, retry later")
+	}
+	return nil
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	job, _, err := s.submit(r, p)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	writeJSON(w, http.StatusAccepted, s.view(job))
+	return nil
+}
+
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	wait, err := parseWait(r, s.cfg.MaxExecuteWait)
+	if err != nil {
+		return err
+	}
+	job, _, err := s.submit(r, p)
+	if err != nil {
+		return err
+	}
+	if wait == 0 {
+		wait = s.cfg.MaxExecuteWait
+	}
+	job, err = s.waitFor(r.Context(), p.TenantID, job, wait)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/jobs/"+job.ID)
+	status := http.StatusOK
+	if !job.Status.Terminal() {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, s.view(job))
+	return nil
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	wait, err := parseWait(r, s.cfg.MaxWait)
+	if err != nil {
+		return err
+	}
+	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if wait > 0 && !job.Status.Terminal() {
+		if job, err = s.waitFor(r.Context(), p.TenantID, job, wait); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, s.view(job))
+	return nil
+}
+
+// getJob loads the tenant's job; another tenant's job, like a missing one,
+// is 404.
+func (s *Server) getJob(ctx context.Context, p store.Principal, id string) (jobs.Job, error) {
+	if !jobs.ValidID("job", id) {
+		return jobs.Job{}, notFound("job " + strconv.Quote(id))
+	}
+	job, err := s.store.GetJob(ctx, p.TenantID, id)
+	if err == store.ErrNotFound {
+		return jobs.Job{}, notFound("job " + strconv.Quote(id))
+	}
+	return job, err
+}
+
+// waitFor waits until the job is terminal, the wait ends or the client
+// goes away, and returns the job as it then is.
+func (s *Server) waitFor(ctx context.Context, tenantID string, job jobs.Job, wait time.Duration) (jobs.Job, error) {
+	events, stop := s.hub.watch(job.ID)
+	defer stop()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// A status event can be lost (NATS reconnect); re-read now and then.
+	recheck := time.NewTicker(5 * time.Second)
+	defer recheck.Stop()
+	for {
+		fresh, err := s.store.GetJob(ctx, tenantID, job.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return job, nil
+			}
+			return job, err
+		}
+		job = fresh
+		if job.Status.Terminal() {
+			return job, nil
+		}
+		select {
+		case <-events:
+		case <-recheck.C:
+		case <-deadline.C:
+			return job, nil
+		case <-ctx.Done():
+			return job, nil
+		}
+	}
+}
+
+func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, err2 := strconv.ParseFloat(v, 64)
+		if err2 != nil {
+			return 0, badRequest("wait", "must be a duration such as 30s or 500ms, not %q", v)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d < 0 || d > max {
+		return 0, badRequest("wait", "must be between 0s and %s", max)
+	}
+	return d, nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	q := r.URL.Query()
+	f := store.JobFilter{Limit: 20, SessionID: q.Get("session_id")}
+	if v := q.Get("status"); v != "" {
+		f.Status = jobs.Status(v)
+		if !f.Status.Valid() {
+			return badRequest("status", "unknown status %q", v)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return badRequest("limit", "must be a number between 1 and 100")
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !jobs.ValidID("job", string(raw)) {
+			return badRequest("cursor", "is not a cursor this API returned")
+		}
+		f.Before = string(raw)
+	}
+	list, next, err := s.store.ListJobs(r.Context(), p.TenantID, f)
+	if err != nil {
+		return err
+	}
+	out := make([]jobs.Job, len(list))
+	for i, j := range list {
+		out[i] = s.view(j)
+	}
+	resp := map[string]any{"jobs": out, "next_cursor": nil}
+	if next != "" {
+		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	outcome, err := s.store.CancelJob(r.Context(), p.TenantID, job.ID)
+	if err != nil {
+		return err
+	}
+	switch outcome {
+	case store.CancelledQueued:
+		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
+		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
+	case store.CancelRequested:
+		// The runner kills the container and records the job cancelled;
+		// wait briefly so that the answer usually shows the final state.
+		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		if job, err = s.waitFor(r.Context(), p.TenantID, job, 5*time.Second); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, s.view(job))
+		return nil
+	}
+	if job, err = s.store.GetJob(r.Context(), p.TenantID, job.ID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.view(job))
+	return nil
+}
+
+func (s *Server) handleArtifacts(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job_id": job.ID, "status": job.Status, "artifacts": s.view(job).Artifacts})
+	return nil
+}
+
+func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	path, err := jobs.CleanPath(r.PathValue("path"))
+	if err != nil {
+		return badRequest("path", "%v", err)
+	}
+	found := false
+	for _, a := range job.Artifacts {
+		if a.Path == path {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return notFound("artifact " + strconv.Quote(path) + " of job " + job.ID)
+	}
+	u, err := s.blobs.PresignGet(r.Context(), blob.ArtifactKey(p.TenantID, job.ID, path), s.cfg.PresignExpiry, lastSegment(path))
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("redirect") == "false" {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"url":        u.String(),
+			"expires_at": time.Now().Add(s.cfg.PresignExpiry).UTC().Truncate(time.Second),
+		})
+		return nil
+	}
+	http.Redirect(w, r, u.String(), http.StatusFound)
+	return nil
+}
+
+// view prepares a job for a response: artifact URLs filled in.
+func (s *Server) view(j jobs.Job) jobs.Job {
+	arts := make([]jobs.Artifact, len(j.Artifacts))
+	for i, a := range j.Artifacts {
+		a.URL = "/v1/jobs/" + j.ID + "/artifacts/" + escapePath(a.Path)
+		arts[i] = a
+	}
+	j.Artifacts = arts
+	if j.Metadata == nil {
+		j.Metadata = map[string]string{}
+	}
+	return j
+}
+
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+func lastSegment(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

@@ -1,0 +1,191 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// handleLogs streams a job's output as server-sent events: "stdout" and
+// "stderr" events with {"data": "..."} while it runs (the output so far
+// first, fetched from the runner, then live chunks), the stored output for a
+// finished job, and a closing "status" event.
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	ctx := r.Context()
+	job, err := s.getJob(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ch := make(chan *nats.Msg, 1024)
+	logSub, err := s.nc.ChanSubscribe(jobs.LogSubject(job.ID), ch)
+	if err != nil {
+		return err
+	}
+	defer logSub.Unsubscribe() //nolint:errcheck
+	events, stop := s.hub.watch(job.ID)
+	defer stop()
+	// Re-read after subscribing so that nothing between the two is missed.
+	if job, err = s.store.GetJob(ctx, p.TenantID, job.ID); err != nil {
+		return err
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	streams := map[string]*streamState{"stdout": {}, "stderr": {}}
+
+	backlogDone := false
+	backlog := func() {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		reply, err := s.nc.RequestWithContext(rctx, jobs.BacklogSubject(job.ID), nil)
+		if err != nil {
+			return // finished meanwhile, or its runner is gone: the end reads the store
+		}
+		var b jobs.Backlog
+		if json.Unmarshal(reply.Data, &b) == nil {
+			sse.chunk("stdout", streams["stdout"], 0, b.Stdout)
+			sse.chunk("stderr", streams["stderr"], 0, b.Stderr)
+			backlogDone = true
+		}
+	}
+	finish := func() {
+		final, err := s.store.GetJob(ctx, p.TenantID, job.ID)
+		if err != nil {
+			return
+		}
+		sse.chunk("stdout", streams["stdout"], 0, []byte(final.Stdout))
+		sse.chunk("stderr", streams["stderr"], 0, []byte(final.Stderr))
+		sse.flushTail("stdout", streams["stdout"])
+		sse.flushTail("stderr", streams["stderr"])
+		sse.event("status", statusSummary(final))
+	}
+
+	if job.Status.Terminal() {
+		finish()
+		return nil
+	}
+	if job.Status == jobs.StatusRunning {
+		backlog()
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	recheck := time.NewTicker(5 * time.Second)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-keepalive.C:
+			sse.comment("keep-alive")
+		case st := <-events:
+			if st.Terminal() {
+				finish()
+				return nil
+			}
+			if st == jobs.StatusRunning && !backlogDone {
+				backlog()
+			}
+		case <-recheck.C:
+			if cur, err := s.store.GetJob(ctx, p.TenantID, job.ID); err == nil && cur.Status.Terminal() {
+				finish()
+				return nil
+			}
+		case m := <-ch:
+			name := m.Header.Get(jobs.HeaderStream)
+			st, ok := streams[name]
+			if !ok {
+				continue
+			}
+			off, err := strconv.Atoi(m.Header.Get(jobs.HeaderOffset))
+			if err != nil {
+				continue
+			}
+			if off > st.sent && !backlogDone {
+				backlog() // we joined mid-stream: fetch what came before
+			}
+			sse.chunk(name, st, off, m.Data)
+		}
+	}
+}
+
+// streamState tracks how much of one output stream a client has been sent.
+type streamState struct {
+	sent int    // bytes of the raw stream delivered (including tail)
+	tail []byte // an incomplete UTF-8 sequence held back for the next chunk
+}
+
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// chunk sends the part of data (which starts at byte offset off of the
+// stream) that the client has not had yet.
+func (s *sseWriter) chunk(name string, st *streamState, off int, data []byte) {
+	end := off + len(data)
+	if end <= st.sent || off > st.sent {
+		return // already sent, or a gap we cannot fill in order
+	}
+	buf := append(st.tail, data[st.sent-off:]...)
+	st.sent = end
+	cut := validPrefix(buf)
+	st.tail = append([]byte(nil), buf[cut:]...)
+	if cut > 0 {
+		s.event(name, map[string]string{"data": string(buf[:cut])})
+	}
+}
+
+func (s *sseWriter) flushTail(name string, st *streamState) {
+	if len(st.tail) > 0 {
+		s.event(name, map[string]string{"data": string(st.tail)})
+		st.tail = nil
+	}
+}
+
+// validPrefix is the length of the longest prefix of b that does not end in
+// the middle of a UTF-8 sequence. Invalid bytes elsewhere are left to JSON
+// encoding, which replaces them with U+FFFD.
+func validPrefix(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(b)
+}
+
+func (s *sseWriter) event(name string, v any) {
+	data, _ := json.Marshal(v)
+	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data)
+	_ = s.rc.Flush()
+}
+
+func (s *sseWriter) comment(text string) {
+	fmt.Fprintf(s.w, ": %s\n\n", text)
+	_ = s.rc.Flush()
+}
+
+// statusSummary is the closing event of a log stream: the job without its
+// (already streamed) output.
+func statusSummary(j jobs.Job) map[string]any {
+	return map[string]any{
+		"id": j.ID, "status": j.Status, "exit_code": j.ExitCode, "duration_ms": j.DurationMS,
+		"stdout_truncated": j.StdoutTruncated, "stderr_truncated": j.StderrTruncated,
+		"error": j.Error, "attempt": j.Attempt,
+	}
+}

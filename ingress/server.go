@@ -1,0 +1,244 @@
+// Package ingress is gantry's front door: the HTTP API (/v1/...), health and
+// metrics endpoints. It authenticates requests, validates them, records jobs
+// in the store, publishes them on JetStream and answers; it never runs code.
+// Any number of ingress replicas can serve the same gantry.
+package ingress
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Config is the ingress's own configuration.
+type Config struct {
+	Policy jobs.Policy
+	Queue  jobs.QueueConfig
+	// MaxBodyBytes caps request bodies (413 beyond).
+	MaxBodyBytes int64
+	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
+	MaxWait time.Duration
+	// MaxExecuteWait caps how long POST /v1/execute waits.
+	MaxExecuteWait time.Duration
+	// PresignExpiry is how long artifact download URLs work.
+	PresignExpiry time.Duration
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Policy.MaxTimeoutMS == 0 {
+		c.Policy = jobs.DefaultPolicy()
+	}
+	c.Queue = c.Queue.WithDefaults()
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 10 << 20
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 60 * time.Second
+	}
+	if c.MaxExecuteWait == 0 {
+		c.MaxExecuteWait = 15*time.Minute + 30*time.Second
+	}
+	if c.PresignExpiry == 0 {
+		c.PresignExpiry = 15 * time.Minute
+	}
+	return c
+}
+
+// Store is what the ingress needs of the store.
+type Store interface {
+	Ping(ctx context.Context) error
+	Authenticate(ctx context.Context, key string) (store.Principal, error)
+	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) error) (jobs.Job, bool, error)
+	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
+	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
+	CancelJob(ctx context.Context, tenantID, id string) (store.CancelOutcome, error)
+}
+
+// Presigner hands out download URLs for stored objects.
+type Presigner interface {
+	Ping(ctx context.Context) error
+	PresignGet(ctx context.Context, key string, expiry time.Duration, filename string) (*url.URL, error)
+}
+
+// Check is a named readiness check.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   Store
+	blobs   Presigner
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	hub     *hub
+	checks  []Check
+	metrics *metrics
+	reg     prometheus.Gatherer
+	mux     *http.ServeMux
+}
+
+// New makes a Server. Start must be called before it serves jobs.
+func New(cfg Config, log *slog.Logger, st Store, blobs Presigner, nc *nats.Conn, reg *prometheus.Registry, extraChecks ...Check) (*Server, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
+		hub: newHub(), metrics: newMetrics(reg), reg: reg,
+	}
+	s.checks = append([]Check{
+		{"postgres", st.Ping},
+		{"nats", func(context.Context) error {
+			if !nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		}},
+		{"s3", blobs.Ping},
+	}, extraChecks...)
+	s.routes()
+	return s, nil
+}
+
+// Start creates the job stream if needed and subscribes to job status
+// events. It returns once the server is ready to serve.
+func (s *Server) Start(ctx context.Context) error {
+	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
+		return err
+	}
+	return s.hub.start(s.nc)
+}
+
+// Stop releases the server's subscriptions.
+func (s *Server) Stop() { s.hub.stop() }
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.handleReady)
+	m.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	m.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapiJSON)
+	})
+
+	api := func(pattern string, h func(http.ResponseWriter, *http.Request, store.Principal) error) {
+		m.Handle(pattern, s.instrument(pattern, s.authenticated(h)))
+	}
+	api("GET /v1/languages", s.handleLanguages)
+	api("POST /v1/jobs", s.handleSubmit)
+	api("GET /v1/jobs", s.handleList)
+	api("GET /v1/jobs/{id}", s.handleGet)
+	api("POST /v1/jobs/{id}/cancel", s.handleCancel)
+	api("GET /v1/jobs/{id}/logs", s.handleLogs)
+	api("GET /v1/jobs/{id}/artifacts", s.handleArtifacts)
+	api("GET /v1/jobs/{id}/artifacts/{path...}", s.handleArtifact)
+	api("POST /v1/execute", s.handleExecute)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
+	})
+	s.mux = m
+}
+
+// Routes lists the API's method+pattern pairs (used to check the OpenAPI
+// document against the mux).
+func Routes() []string {
+	return []string{
+		"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json",
+		"GET /v1/languages", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}",
+		"POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs", "GET /v1/jobs/{id}/artifacts",
+		"GET /v1/jobs/{id}/artifacts/{path...}", "POST /v1/execute",
+	}
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	status := http.StatusOK
+	out := map[string]string{}
+	for _, c := range s.checks {
+		if err := c.Fn(ctx); err != nil {
+			out[c.Name] = "error: " + err.Error()
+			status = http.StatusServiceUnavailable
+		} else {
+			out[c.Name] = "ok"
+		}
+	}
+	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": out})
+}
+
+type principalKey struct{}
+
+// authenticated resolves the bearer key to a tenant before calling h, and
+// turns h's error into the API error body.
+func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, store.Principal) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+			s.writeError(w, r, err)
+			return
+		}
+		if err := h(w, r, p); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authenticate resolves a request's bearer key to its tenant.
+func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
+	auth := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		return store.Principal{}, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+			Message: "missing API key: send the header Authorization: Bearer <key>"}
+	}
+	p, err := s.store.Authenticate(r.Context(), key)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Principal{}, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
+	}
+	if err != nil {
+		return store.Principal{}, unavailable("cannot check the API key: the database is unavailable")
+	}
+	return p, nil
+}
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				s.writeError(w, r, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
