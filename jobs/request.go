@@ -58,7 +58,7 @@ func (e *FieldError) Error() string {
 	if e.Field == "" {
 		return e.Message
 	}
-	return e.Field + ": " + e.Message
+	return e.Field + " " + e.Message
 }
 
 func fieldErr(field, format string, args ...any) *FieldError {

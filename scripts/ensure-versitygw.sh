@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
-# Ensure bin/versitygw (S3 gateway used for tests/dev) is built; keep bin/ out of git.
+# Ensure bin/versitygw (the S3 server gantry dev and the tests run) is built.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION=v1.8.0
 die() { echo "ensure-versitygw: $*" >&2; exit 1; }
-
-# .gitignore: create or append only the missing entries.
-[ -s "$ROOT/.gitignore" ] && [ -n "$(tail -c1 "$ROOT/.gitignore")" ] && echo >>"$ROOT/.gitignore"
-for line in bin/ .gantry/ /gantry; do
-  grep -qxF "$line" "$ROOT/.gitignore" 2>/dev/null || echo "$line" >>"$ROOT/.gitignore"
-done
 
 [ -x "$ROOT/bin/versitygw" ] && exit 0
 command -v go >/dev/null 2>&1 || die "go not found in PATH; install Go to build versitygw"

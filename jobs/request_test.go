@@ -1,0 +1,187 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func decodeAndNormalize(body string) (Spec, error) {
+	req, err := DecodeRequest(strings.NewReader(body))
+	if err != nil {
+		return Spec{}, err
+	}
+	return DefaultPolicy().Normalize(req)
+}
+
+func TestNormalizeDefaults(t *testing.T) {
+	spec, err := decodeAndNormalize(`{"language":"python","code":"print(1)"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := DefaultPolicy()
+	if spec.TimeoutMS != p.DefaultTimeoutMS || spec.Limits != p.DefaultLimits {
+		t.Errorf("defaults not applied: %+v", spec)
+	}
+	if len(spec.Artifacts) != 1 || spec.Artifacts[0] != "out/**" {
+		t.Errorf("artifacts = %v", spec.Artifacts)
+	}
+	if got := spec.Argv(); strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
+		t.Errorf("argv = %v", got)
+	}
+}
+
+func TestNormalizeFiles(t *testing.T) {
+	spec, err := decodeAndNormalize(`{"language":"bash","code":"cat a/b.txt","files":[
+		{"path":"./a//b.txt","content":"hi"},
+		{"path":"bin.dat","content":"AAEC","encoding":"base64"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Files[0].Path != "a/b.txt" || string(spec.Files[0].Content) != "hi" {
+		t.Errorf("file 0 = %+v", spec.Files[0])
+	}
+	if string(spec.Files[1].Content) != "\x00\x01\x02" {
+		t.Errorf("base64 not decoded: %q", spec.Files[1].Content)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	cases := []struct {
+		name, body, field, msg string
+	}{
+		{"malformed", `{"language":`, "", "malformed JSON"},
+		{"not object", `[1,2]`, "", "JSON object"},
+		{"empty body", ``, "", "empty"},
+		{"trailing data", `{"language":"python","code":"x"} {}`, "", "single JSON object"},
+		{"unknown field", `{"language":"python","code":"x","bogus":1}`, "bogus", "unknown field"},
+		{"wrong type", `{"language":"python","code":"x","timeout_ms":"10"}`, "timeout_ms", "number"},
+		{"missing language", `{"code":"x"}`, "language", "required"},
+		{"unknown language", `{"language":"cobol","code":"x"}`, "language", "unknown language"},
+		{"empty code", `{"language":"python","code":"   "}`, "code", "must not be empty"},
+		{"code and command", `{"language":"python","code":"x","command":["ls"]}`, "command", "either"},
+		{"timeout too big", `{"language":"python","code":"x","timeout_ms":900001}`, "timeout_ms", "between 1 and 900000"},
+		{"timeout negative", `{"language":"python","code":"x","timeout_ms":-5}`, "timeout_ms", "between"},
+		{"memory too small", `{"language":"python","code":"x","limits":{"memory_mb":1}}`, "limits.memory_mb", "between"},
+		{"cpus too many", `{"language":"python","code":"x","limits":{"cpus":64}}`, "limits.cpus", "between"},
+		{"pids negative", `{"language":"python","code":"x","limits":{"pids":-1}}`, "limits.pids", "between"},
+		{"traversal", `{"language":"python","code":"x","files":[{"path":"../x","content":""}]}`, "files[0].path", "leaves the workspace"},
+		{"deep traversal", `{"language":"python","code":"x","files":[{"path":"a/../../x","content":""}]}`, "files[0].path", "leaves the workspace"},
+		{"absolute", `{"language":"python","code":"x","files":[{"path":"/etc/passwd","content":""}]}`, "files[0].path", "absolute"},
+		{"nul", `{"language":"python","code":"x","files":[{"path":"a\u0000b","content":""}]}`, "files[0].path", "NUL"},
+		{"dot", `{"language":"python","code":"x","files":[{"path":".","content":""}]}`, "files[0].path", "leaves"},
+		{"duplicate", `{"language":"python","code":"x","files":[{"path":"a","content":""},{"path":"./a","content":""}]}`, "files[1].path", "twice"},
+		{"bad base64", `{"language":"python","code":"x","files":[{"path":"a","content":"!!","encoding":"base64"}]}`, "files[0].content", "base64"},
+		{"bad encoding", `{"language":"python","code":"x","files":[{"path":"a","content":"","encoding":"hex"}]}`, "files[0].encoding", "utf8 or base64"},
+		{"bad env name", `{"language":"python","code":"x","env":{"1X":"y"}}`, "env", "not a valid variable name"},
+		{"bad glob", `{"language":"python","code":"x","artifacts":["out/["]}`, "artifacts[0]", "malformed"},
+		{"glob traversal", `{"language":"python","code":"x","artifacts":["../*"]}`, "artifacts[0]", ".."},
+		{"glob absolute", `{"language":"python","code":"x","artifacts":["/etc/*"]}`, "artifacts[0]", "relative"},
+		{"bad idempotency key", `{"language":"python","code":"x","idempotency_key":"has space"}`, "idempotency_key", "printable"},
+		{"empty argv0", `{"language":"bash","command":[""]}`, "command", "must not be empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decodeAndNormalize(c.body)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v, want a FieldError", err)
+			}
+			if fe.Field != c.field || !strings.Contains(fe.Error(), c.msg) {
+				t.Errorf("got field %q message %q; want field %q containing %q", fe.Field, fe.Error(), c.field, c.msg)
+			}
+		})
+	}
+}
+
+func TestOversizeCode(t *testing.T) {
+	big, _ := json.Marshal(map[string]any{"language": "python", "code": strings.Repeat("x", DefaultPolicy().MaxCodeBytes+1)})
+	_, err := decodeAndNormalize(string(big))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "code" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestMatchGlob(t *testing.T) {
+	cases := []struct {
+		glob, path string
+		want       bool
+	}{
+		{"out/**", "out/a.png", true},
+		{"out/**", "out/x/y/z.csv", true},
+		{"out/**", "out", false},
+		{"out/**", "outside/a", false},
+		{"**/*.png", "a.png", true},
+		{"**/*.png", "x/y/a.png", true},
+		{"**/*.png", "x/y/a.csv", false},
+		{"*.csv", "a.csv", true},
+		{"*.csv", "d/a.csv", false},
+		{"out/*/r.txt", "out/1/r.txt", true},
+	}
+	for _, c := range cases {
+		if got := MatchGlob(c.glob, c.path); got != c.want {
+			t.Errorf("MatchGlob(%q, %q) = %v, want %v", c.glob, c.path, got, c.want)
+		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	a := NewID("job")
+	b := NewID("job")
+	if !ValidID("job", a) || !ValidID("job", b) || a == b {
+		t.Fatalf("ids %q %q", a, b)
+	}
+	if ValidID("job", "job_../../etc") || ValidID("ten", a) || ValidID("job", "") {
+		t.Error("ValidID accepted garbage")
+	}
+	if JobIDFromSubject(StatusSubject(a)) != a || JobIDFromSubject(CancelSubject(a)) != a {
+		t.Error("JobIDFromSubject does not invert the subject builders")
+	}
+}
+
+func TestRequestHashIgnoresKey(t *testing.T) {
+	r := Request{Language: "python", Code: "x", IdempotencyKey: "a"}
+	r2 := r
+	r2.IdempotencyKey = "b"
+	if string(RequestHash(r)) != string(RequestHash(r2)) {
+		t.Error("hash depends on the idempotency key")
+	}
+	r2.Code = "y"
+	if string(RequestHash(r)) == string(RequestHash(r2)) {
+		t.Error("hash ignores the code")
+	}
+}
+
+// FuzzDecodeRequest feeds arbitrary bodies through decoding and validation:
+// they must never panic, and whatever is accepted must be safe to run.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add(`{"language":"python","code":"print(1)"}`)
+	f.Add(`{"language":"bash","command":["ls","-la"],"files":[{"path":"a/b","content":"x"}]}`)
+	f.Add(`{"language":"node","code":"1","limits":{"memory_mb":64},"artifacts":["**/*.png"],"env":{"A":"b"}}`)
+	f.Add(`{"language":"python","code":"x","files":[{"path":"../../etc/passwd","content":"x"}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		spec, err := decodeAndNormalize(body)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("non-FieldError %T: %v", err, err)
+			}
+			return
+		}
+		for _, file := range spec.Files {
+			if c, err := CleanPath(file.Path); err != nil || c != file.Path {
+				t.Fatalf("accepted unsafe path %q", file.Path)
+			}
+		}
+		for _, g := range spec.Artifacts {
+			if ValidateGlob(g) != nil {
+				t.Fatalf("accepted bad glob %q", g)
+			}
+		}
+		if spec.TimeoutMS < 1 || spec.Limits.MemoryMB < 32 {
+			t.Fatalf("accepted out-of-range spec %+v", spec)
+		}
+	})
+}

@@ -1,0 +1,252 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/store/storetest"
+)
+
+func newJob(tenantID, key string) store.NewJob {
+	req := jobs.Request{Language: "python", Code: "print(1)", IdempotencyKey: key}
+	spec, _ := jobs.DefaultPolicy().Normalize(req)
+	return store.NewJob{TenantID: tenantID, Spec: spec, IdempotencyKey: key, RequestHash: jobs.RequestHash(req)}
+}
+
+func published(ids *[]string) func(context.Context, string) error {
+	return func(_ context.Context, id string) error { *ids = append(*ids, id); return nil }
+}
+
+func TestAuthenticate(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	tenantID, key := storetest.Tenant(t, st, "acme")
+
+	p, err := st.Authenticate(ctx, key)
+	if err != nil || p.TenantID != tenantID {
+		t.Fatalf("Authenticate = %+v, %v", p, err)
+	}
+	if _, err := st.Authenticate(ctx, key+"x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("wrong key: err = %v", err)
+	}
+	if err := st.RevokeAPIKey(ctx, p.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Authenticate(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("revoked key still works: %v", err)
+	}
+	if _, err := st.CreateTenant(ctx, "acme"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate tenant: %v", err)
+	}
+	if _, err := st.CreateTenant(ctx, "../bad"); err == nil {
+		t.Error("bad tenant name accepted")
+	}
+	// A chosen key can be registered again for the same tenant, never for another.
+	other, _ := storetest.Tenant(t, st, "other")
+	if _, err := st.AddAPIKey(ctx, tenantID, "dev", "gk_chosen_dev_key_123"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddAPIKey(ctx, tenantID, "dev", "gk_chosen_dev_key_123"); err != nil {
+		t.Fatalf("re-adding the same key: %v", err)
+	}
+	if _, err := st.AddAPIKey(ctx, other, "dev", "gk_chosen_dev_key_123"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("key of another tenant: %v", err)
+	}
+}
+
+func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	tenantID, _ := storetest.Tenant(t, st, "acme")
+	boom := errors.New("queue down")
+	_, _, err := st.EnqueueJob(ctx, newJob(tenantID, ""), func(context.Context, string) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	list, _, err := st.ListJobs(ctx, tenantID, store.JobFilter{Limit: 10})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("jobs after failed publish = %d (%v), want 0", len(list), err)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	tenantID, _ := storetest.Tenant(t, st, "acme")
+	otherID, _ := storetest.Tenant(t, st, "other")
+
+	var pubs []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	got := make([]jobs.Job, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j, _, err := st.EnqueueJob(ctx, newJob(tenantID, "k1"), func(_ context.Context, id string) error {
+				mu.Lock()
+				pubs = append(pubs, id)
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = j
+		}()
+	}
+	wg.Wait()
+	for _, j := range got {
+		if j.ID != got[0].ID {
+			t.Fatalf("same key gave different jobs: %s vs %s", j.ID, got[0].ID)
+		}
+	}
+	if len(pubs) != 1 {
+		t.Errorf("published %d times, want once", len(pubs))
+	}
+	// Same key, different request: conflict.
+	nj := newJob(tenantID, "k1")
+	nj.RequestHash = []byte("different")
+	if _, _, err := st.EnqueueJob(ctx, nj, published(&pubs)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("reused key with another body: err = %v", err)
+	}
+	// Keys are per tenant.
+	j, created, err := st.EnqueueJob(ctx, newJob(otherID, "k1"), published(&pubs))
+	if err != nil || !created || j.ID == got[0].ID {
+		t.Errorf("other tenant's key collided: %v %v", created, err)
+	}
+}
+
+func TestTenantScoping(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	b, _ := storetest.Tenant(t, st, "b")
+	var pubs []string
+	j, _, err := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetJob(ctx, b, j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("tenant b read a's job: %v", err)
+	}
+	if _, err := st.CancelJob(ctx, b, j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("tenant b cancelled a's job: %v", err)
+	}
+	if list, _, _ := st.ListJobs(ctx, b, store.JobFilter{Limit: 10}); len(list) != 0 {
+		t.Errorf("tenant b lists %d jobs", len(list))
+	}
+	if got, _ := st.GetJob(ctx, a, j.ID); got.Status != jobs.StatusQueued {
+		t.Errorf("status = %s", got.Status)
+	}
+}
+
+func TestClaimFinishFencing(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	var pubs []string
+	j, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+
+	c, ok, err := st.ClaimJob(ctx, j.ID, 1, "r1")
+	if err != nil || !ok || c.TenantID != a || c.Spec.Code != "print(1)" {
+		t.Fatalf("claim 1: %+v %v %v", c, ok, err)
+	}
+	// The runner is lost; the redelivery is claimed by another runner.
+	if _, ok, err := st.ClaimJob(ctx, j.ID, 2, "r2"); err != nil || !ok {
+		t.Fatalf("claim 2: %v %v", ok, err)
+	}
+	code := 0
+	if applied, err := st.FinishJob(ctx, j.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code}); err != nil || applied {
+		t.Fatalf("stale attempt recorded: %v %v", applied, err)
+	}
+	res := jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code, Stdout: []byte("ok\xff\n"),
+		Artifacts: []jobs.Artifact{{Path: "out/a.txt", Size: 2, SHA256: "x", ContentType: "text/plain"}}}
+	if applied, err := st.FinishJob(ctx, j.ID, 2, res); err != nil || !applied {
+		t.Fatalf("finish: %v %v", applied, err)
+	}
+	got, _ := st.GetJob(ctx, a, j.ID)
+	if got.Status != jobs.StatusSucceeded || got.Attempt != 2 || got.Stdout != "ok\uFFFD\n" || len(got.Artifacts) != 1 {
+		t.Errorf("job = %+v", got)
+	}
+	// Finished jobs are not claimed again, and never change.
+	if _, ok, err := st.ClaimJob(ctx, j.ID, 3, "r3"); err != nil || ok {
+		t.Errorf("claimed a finished job: %v %v", ok, err)
+	}
+	if applied, _ := st.FailJob(ctx, j.ID, 3, "x"); applied {
+		t.Error("FailJob changed a finished job")
+	}
+	if _, _, err := st.ClaimJob(ctx, jobs.NewID("job"), 1, "r"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("claim of unknown job: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	var pubs []string
+	queued, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	if out, err := st.CancelJob(ctx, a, queued.ID); err != nil || out != store.CancelledQueued {
+		t.Fatalf("cancel queued: %v %v", out, err)
+	}
+	if _, ok, _ := st.ClaimJob(ctx, queued.ID, 1, "r"); ok {
+		t.Error("a cancelled job was claimed")
+	}
+	running, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	_, _, _ = st.ClaimJob(ctx, running.ID, 1, "r")
+	if out, err := st.CancelJob(ctx, a, running.ID); err != nil || out != store.CancelRequested {
+		t.Fatalf("cancel running: %v %v", out, err)
+	}
+	if yes, _ := st.CancelRequested(ctx, running.ID); !yes {
+		t.Error("cancel not flagged")
+	}
+	if out, _ := st.CancelJob(ctx, a, queued.ID); out != store.AlreadyFinished {
+		t.Errorf("second cancel: %v", out)
+	}
+}
+
+func TestListPagination(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	var pubs []string
+	for range 7 {
+		if _, _, err := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	pages := 0
+	for {
+		list, next, err := st.ListJobs(ctx, a, store.JobFilter{Limit: 3, Before: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for i, j := range list {
+			if seen[j.ID] {
+				t.Fatalf("job %s listed twice", j.ID)
+			}
+			seen[j.ID] = true
+			if i > 0 && list[i-1].ID < j.ID {
+				t.Fatal("not newest first")
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 7 || pages != 3 {
+		t.Errorf("saw %d jobs in %d pages", len(seen), pages)
+	}
+	if list, _, _ := st.ListJobs(ctx, a, store.JobFilter{Limit: 10, Status: jobs.StatusSucceeded}); len(list) != 0 {
+		t.Errorf("status filter: %d", len(list))
+	}
+}
