@@ -1,0 +1,126 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+)
+
+type memUploader map[string][]byte
+
+func (m memUploader) Put(_ context.Context, key string, r io.Reader, size int64, _ string) error {
+	b, err := io.ReadAll(io.LimitReader(r, size+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != size {
+		return errors.New("size mismatch")
+	}
+	m[key] = b
+	return nil
+}
+
+func tarOf(t testing.TB, entries ...*tar.Header) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range entries {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			_, _ = tw.Write(bytes.Repeat([]byte("a"), int(h.Size)))
+		}
+	}
+	_ = tw.Close()
+	return buf.Bytes()
+}
+
+var testLimits = ArtifactLimits{MaxFiles: 10, MaxFileBytes: 100, MaxTotal: 150}
+
+func TestReadArtifactTarIgnoresWhatWasNotAskedFor(t *testing.T) {
+	data := tarOf(t,
+		&tar.Header{Name: "../etc/passwd", Typeflag: tar.TypeReg, Size: 3, Mode: 0o644},
+		&tar.Header{Name: "out/link", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"},
+		&tar.Header{Name: "out/a.txt", Typeflag: tar.TypeReg, Size: 5, Mode: 0o644},
+	)
+	up := memUploader{}
+	arts, err := readArtifactTar(context.Background(), bytes.NewReader(data),
+		map[string]int64{"out/a.txt": 5, "out/link": 0}, testLimits, up, func(p string) string { return "k/" + p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arts) != 1 || arts[0].Path != "out/a.txt" || len(up) != 1 || string(up["k/out/a.txt"]) != "aaaaa" {
+		t.Fatalf("arts %+v uploads %v", arts, up)
+	}
+}
+
+func TestReadArtifactTarCaps(t *testing.T) {
+	data := tarOf(t, &tar.Header{Name: "out/big", Typeflag: tar.TypeReg, Size: 500, Mode: 0o644})
+	_, err := readArtifactTar(context.Background(), bytes.NewReader(data), map[string]int64{"out/big": 10}, testLimits, memUploader{}, func(p string) string { return p })
+	var le *errArtifactLimit
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSelectArtifacts(t *testing.T) {
+	files := parseListing([]byte("5 out/a.png\x0012 out/x/b.csv\x003 main.py\x004 out/../../x\x00bad\x00"))
+	if len(files) != 3 {
+		t.Fatalf("parsed %+v", files)
+	}
+	sel, err := selectArtifacts(files, []string{"out/**"}, testLimits)
+	if err != nil || len(sel) != 2 {
+		t.Fatalf("selected %+v %v", sel, err)
+	}
+	if _, err := selectArtifacts([]workspaceFile{{"out/a", 101}}, []string{"out/**"}, testLimits); err == nil {
+		t.Error("file over the per-file cap accepted")
+	}
+	if _, err := selectArtifacts([]workspaceFile{{"out/a", 100}, {"out/b", 100}}, []string{"out/**"}, testLimits); err == nil {
+		t.Error("total over the cap accepted")
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	var published []string
+	o := newOutput("stdout", 5, func(_ string, off int, b []byte) { published = append(published, string(b)) })
+	_, _ = o.Write([]byte("abc"))
+	_, _ = o.Write([]byte("defg"))
+	_, _ = o.Write([]byte("h"))
+	got, trunc := o.snapshot()
+	if string(got) != "abcde" || !trunc || len(published) != 2 || published[1] != "de" {
+		t.Errorf("got %q trunc %v published %q", got, trunc, published)
+	}
+}
+
+func TestParseOOMKills(t *testing.T) {
+	if parseOOMKills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") != 2 || parseOOMKills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n") != 1 || parseOOMKills("") != 0 {
+		t.Error("parseOOMKills")
+	}
+}
+
+// FuzzArtifactTar feeds arbitrary bytes as the sandbox's tar stream: the
+// reader must never panic, and must only upload files it asked for, within
+// the caps.
+func FuzzArtifactTar(f *testing.F) {
+	f.Add(tarOf(f, &tar.Header{Name: "out/a.txt", Typeflag: tar.TypeReg, Size: 5, Mode: 0o644}))
+	f.Add(tarOf(f, &tar.Header{Name: "../../x", Typeflag: tar.TypeReg, Size: 5, Mode: 0o644}))
+	f.Add([]byte("not a tar"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		up := memUploader{}
+		want := map[string]int64{"out/a.txt": 5, "out/b": 50}
+		arts, _ := readArtifactTar(context.Background(), bytes.NewReader(data), want, testLimits, up, func(p string) string { return p })
+		var total int64
+		for _, a := range arts {
+			if a.Path != "out/a.txt" && a.Path != "out/b" {
+				t.Fatalf("uploaded unrequested %q", a.Path)
+			}
+			total += a.Size
+		}
+		if total > testLimits.MaxTotal {
+			t.Fatalf("total %d over cap", total)
+		}
+	})
+}

@@ -1,0 +1,351 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/store/storetest"
+)
+
+// harness is a runner wired to real Postgres, NATS, S3 and Docker.
+type harness struct {
+	st     *store.Store
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	blobs  *blob.Store
+	sb     *Sandbox
+	tenant string
+}
+
+func testImage() string {
+	if v := os.Getenv("GANTRY_IMAGE"); v != "" {
+		return v
+	}
+	return "gantry-sandbox:latest"
+}
+
+func newSandbox(t *testing.T) *Sandbox {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	sb, err := NewSandbox("", testImage(), "test-"+hex.EncodeToString(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sb.CheckImage(ctx); err != nil {
+		storetest.Unavailable(t, "%v", err)
+	}
+	return sb
+}
+
+func newHarness(t *testing.T, slots int) *harness {
+	t.Helper()
+	sb := newSandbox(t)
+	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
+	h.nc = jobstest.Connect(t, jobstest.Server(t))
+	h.js, _ = jetstream.New(h.nc)
+	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
+	r, err := New(Config{ID: sb.runnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
+		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), h.nc, h.st, h.blobs, sb, NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) submit(t *testing.T, req jobs.Request) string {
+	t.Helper()
+	spec, err := jobs.DefaultPolicy().Normalize(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: h.tenant, Spec: spec, RequestHash: jobs.RequestHash(req)},
+		func(ctx context.Context, id string) error {
+			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: h.tenant})
+			_, err := h.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id))
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// waitFor polls the job until cond holds or a minute passes.
+func (h *harness) waitFor(t *testing.T, id string, cond func(jobs.Job) bool) jobs.Job {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j, err := h.st.GetJob(context.Background(), h.tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s stuck in %s", id, j.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) run(t *testing.T, req jobs.Request) jobs.Job {
+	t.Helper()
+	return h.waitFor(t, h.submit(t, req), func(j jobs.Job) bool { return j.Status.Terminal() })
+}
+
+// containers waits up to 10s for the job's container to be gone and
+// returns how many are left (Docker removes auto-remove containers
+// asynchronously after a kill).
+func (h *harness) containers(t *testing.T, jobID string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := h.sb.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", LabelJob+"="+jobID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Items) == 0 || time.Now().After(deadline) {
+			return len(res.Items)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRunner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 4)
+
+	t.Run("python with files, stdin, env and artifacts", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "python", Stdin: "from stdin", Env: map[string]string{"GREETING": "hej"},
+			Files: []jobs.File{{Path: "data/in.csv", Content: "a,b\n1,2\n"}},
+			Code: `import os, sys
+print(os.environ["GREETING"], sys.stdin.read())
+os.makedirs("out/sub", exist_ok=True)
+open("out/result.csv", "w").write(open("data/in.csv").read().upper())
+open("out/sub/bin.dat", "wb").write(bytes(range(256)))
+open("not-collected.txt", "w").write("x")
+print("to stderr", file=sys.stderr)`})
+		if j.Status != jobs.StatusSucceeded || *j.ExitCode != 0 {
+			t.Fatalf("job = %+v", j)
+		}
+		if j.Stdout != "hej from stdin\n" || j.Stderr != "to stderr\n" {
+			t.Errorf("stdout %q stderr %q", j.Stdout, j.Stderr)
+		}
+		if len(j.Artifacts) != 2 || j.Artifacts[0].Path != "out/result.csv" || j.Artifacts[1].Path != "out/sub/bin.dat" {
+			t.Fatalf("artifacts = %+v", j.Artifacts)
+		}
+		want := map[string]string{"out/result.csv": "A,B\n1,2\n", "out/sub/bin.dat": string(func() []byte {
+			b := make([]byte, 256)
+			for i := range b {
+				b[i] = byte(i)
+			}
+			return b
+		}())}
+		for _, a := range j.Artifacts {
+			rc, err := h.blobs.Get(context.Background(), blob.ArtifactKey(h.tenant, j.ID, a.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(got)
+			if string(got) != want[a.Path] || a.SHA256 != hex.EncodeToString(sum[:]) || a.Size != int64(len(got)) {
+				t.Errorf("artifact %s: got %d bytes, manifest %+v", a.Path, len(got), a)
+			}
+		}
+		if j.Artifacts[0].ContentType != "text/csv; charset=utf-8" {
+			t.Errorf("content type %q", j.Artifacts[0].ContentType)
+		}
+		if n := h.containers(t, j.ID); n != 0 {
+			t.Errorf("%d containers left for the job", n)
+		}
+	})
+
+	t.Run("bash and node", func(t *testing.T) {
+		t.Parallel()
+		if j := h.run(t, jobs.Request{Language: "bash", Code: "echo $((6*7))"}); j.Stdout != "42\n" {
+			t.Errorf("bash: %+v", j)
+		}
+		if j := h.run(t, jobs.Request{Language: "node", Code: "console.log(6*7)"}); j.Stdout != "42\n" {
+			t.Errorf("node: %+v", j)
+		}
+		if j := h.run(t, jobs.Request{Language: "bash", Command: []string{"sh", "-c", "echo cmd"}}); j.Stdout != "cmd\n" {
+			t.Errorf("command: %+v", j)
+		}
+	})
+
+	t.Run("non-zero exit", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "python", Code: "import sys; sys.exit(3)"})
+		if j.Status != jobs.StatusFailed || j.ExitCode == nil || *j.ExitCode != 3 || j.Error != nil {
+			t.Errorf("job = %+v", j)
+		}
+	})
+
+	t.Run("timeout kills the container", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		j := h.run(t, jobs.Request{Language: "python", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)", TimeoutMS: 1500})
+		if j.Status != jobs.StatusTimedOut || j.Error == nil || j.Error.Code != jobs.ErrCodeTimedOut || j.Stdout != "started\n" {
+			t.Fatalf("job = %+v", j)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Errorf("timeout took %s", time.Since(start))
+		}
+		if n := h.containers(t, j.ID); n != 0 {
+			t.Errorf("%d containers left", n)
+		}
+	})
+
+	t.Run("out of memory", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "python", Code: "b = bytearray(400 << 20)", Limits: &jobs.Limits{MemoryMB: 128}})
+		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeOOMKilled {
+			t.Errorf("job = %+v", j)
+		}
+	})
+
+	t.Run("no network", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "python", Code: `import socket
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect(("1.1.1.1", 80)); print("connected")
+except OSError as e:
+    print("blocked", e.errno)
+print(sorted(n for _, n in socket.if_nameindex()))`})
+		if !strings.HasPrefix(j.Stdout, "blocked") || !strings.Contains(j.Stdout, "['lo']") {
+			t.Errorf("network reachable from the sandbox: %q %q", j.Stdout, j.Stderr)
+		}
+	})
+
+	t.Run("read-only root, unprivileged user, no capabilities", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "bash", Code: `touch /etc/x 2>/dev/null && echo root-writable
+touch /usr/x 2>/dev/null && echo usr-writable
+touch /workspace/x /tmp/x && echo scratch-ok
+id -u
+grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\t' ' '
+test -S /var/run/docker.sock && echo docker-socket`})
+		want := "scratch-ok\n1000\nCapEff: 0000000000000000\nNoNewPrivs: 1\n"
+		if j.Stdout != want {
+			t.Errorf("stdout = %q, want %q (stderr %q)", j.Stdout, want, j.Stderr)
+		}
+	})
+
+	t.Run("output is capped", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "python", Code: "print('x' * 100000)", Limits: &jobs.Limits{OutputBytes: 1024}})
+		if j.Status != jobs.StatusSucceeded || len(j.Stdout) != 1024 || !j.StdoutTruncated || j.StderrTruncated {
+			t.Errorf("len(stdout) = %d truncated = %v", len(j.Stdout), j.StdoutTruncated)
+		}
+	})
+
+	t.Run("artifact over the cap fails the job", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; head -c 2000000 /dev/zero > out/big.bin"})
+		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeOutputLimit || !strings.Contains(j.Error.Message, "out/big.bin") {
+			t.Errorf("job = %+v", j)
+		}
+	})
+
+	t.Run("symlinks out of the workspace are not collected", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; ln -s /etc/passwd out/passwd; echo ok > out/real.txt"})
+		if j.Status != jobs.StatusSucceeded || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/real.txt" {
+			t.Errorf("artifacts = %+v", j.Artifacts)
+		}
+	})
+
+	t.Run("cancel a running job", func(t *testing.T) {
+		t.Parallel()
+		id := h.submit(t, jobs.Request{Language: "python", Code: "import time\ntime.sleep(60)"})
+		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
+		if out, err := h.st.CancelJob(context.Background(), h.tenant, id); err != nil || out != store.CancelRequested {
+			t.Fatalf("cancel: %v %v", out, err)
+		}
+		start := time.Now()
+		if err := h.nc.Publish(jobs.CancelSubject(id), nil); err != nil {
+			t.Fatal(err)
+		}
+		j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
+		if j.Status != jobs.StatusCancelled || j.Error == nil || j.Error.Code != jobs.ErrCodeCancelled {
+			t.Errorf("job = %+v", j)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Errorf("cancel took %s", time.Since(start))
+		}
+		if n := h.containers(t, id); n != 0 {
+			t.Errorf("%d containers left", n)
+		}
+	})
+}
+
+func TestRemoveLeftovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	sb := newSandbox(t)
+	ctx := context.Background()
+	c, err := sb.Create(ctx, jobs.NewID("job"), jobs.DefaultPolicy().DefaultLimits, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newSandbox(t) // another runner's container must survive
+	c2, err := other.Create(ctx, jobs.NewID("job"), jobs.DefaultPolicy().DefaultLimits, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Remove(ctx)
+	n, err := sb.RemoveLeftovers(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("removed %d, %v", n, err)
+	}
+	if _, err := sb.docker.ContainerInspect(ctx, c.ID(), client.ContainerInspectOptions{}); err == nil {
+		t.Error("leftover container still exists")
+	}
+	if _, err := other.docker.ContainerInspect(ctx, c2.ID(), client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("another runner's container was removed: %v", err)
+	}
+}
