@@ -97,9 +97,9 @@ func FindVersityGW(explicit string) (string, error) {
 }
 
 // StartS3 starts versitygw serving dir on addr ("host:port"; port 0 picks a
-// free one) with fresh random root credentials, and waits until it answers.
-// The child dies with this process.
-func StartS3(ctx context.Context, bin, dir, addr string) (*S3, error) {
+// free one) with the given root credentials (fresh random ones when empty),
+// and waits until it answers. The child dies with this process.
+func StartS3(ctx context.Context, bin, dir, addr, accessKey, secretKey string) (*S3, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("s3 address %q: %w", addr, err)
@@ -120,7 +120,10 @@ func StartS3(ctx context.Context, bin, dir, addr string) (*S3, error) {
 	}
 	defer logf.Close()
 
-	s := &S3{Endpoint: "http://" + addr, AccessKey: "gantry" + randHex(6), SecretKey: randHex(20), done: make(chan error, 1)}
+	if accessKey == "" || secretKey == "" {
+		accessKey, secretKey = "gantry"+randHex(6), randHex(20)
+	}
+	s := &S3{Endpoint: "http://" + addr, AccessKey: accessKey, SecretKey: secretKey, done: make(chan error, 1)}
 	args := []string{"--port", addr, "--health", "/health", "--quiet", "posix"}
 	if !supportsXattr(dataDir) {
 		meta := filepath.Join(dir, "meta")

@@ -36,7 +36,7 @@ func Server(t testing.TB) *devstack.S3 {
 	if err != nil {
 		storetest.Unavailable(t, "%v", err)
 	}
-	s3, err := devstack.StartS3(context.Background(), bin, t.TempDir(), "127.0.0.1:0")
+	s3, err := devstack.StartS3(context.Background(), bin, t.TempDir(), "127.0.0.1:0", "", "")
 	if err != nil {
 		t.Fatalf("start versitygw: %v", err)
 	}

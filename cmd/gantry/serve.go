@@ -215,7 +215,7 @@ func runDev(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	s3, err := devstack.StartS3(ctx, bin, filepath.Join(dataDir, "s3"), cfg.DevS3Addr)
+	s3, err := devstack.StartS3(ctx, bin, filepath.Join(dataDir, "s3"), cfg.DevS3Addr, cfg.S3.AccessKey, cfg.S3.SecretKey)
 	if err != nil {
 		return fmt.Errorf("%w (set GANTRY_DEV_S3_ADDR)", err)
 	}
