@@ -328,8 +328,8 @@ func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
 		}
 	}
 	checks := []struct {
-		field         string
-		v, min, max   float64
+		field       string
+		v, min, max float64
 	}{
 		{"limits.memory_mb", float64(l.MemoryMB), float64(p.MinLimits.MemoryMB), float64(p.MaxLimits.MemoryMB)},
 		{"limits.cpus", l.CPUs, p.MinLimits.CPUs, p.MaxLimits.CPUs},

@@ -295,10 +295,10 @@ func scanJob(row pgx.Row) (jobs.Job, error) { return scanJobWith(row) }
 
 func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 	var (
-		j              jobs.Job
-		status         string
-		stdout, stderr []byte
-		arts, meta     []byte
+		j               jobs.Job
+		status          string
+		stdout, stderr  []byte
+		arts, meta      []byte
 		errCode, errMsg *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
