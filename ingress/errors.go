@@ -67,6 +67,8 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Error()}, false
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("object"), false
+	case store.Unavailable(err):
+		return unavailable("the database is unavailable; retry later"), false
 	case errors.Is(err, store.ErrConflict):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	}

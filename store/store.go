@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -94,4 +95,12 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// Unavailable reports whether err means Postgres could not be reached, as
+// opposed to a query that failed: a retry may succeed.
+func Unavailable(err error) bool {
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err)
 }
