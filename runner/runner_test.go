@@ -349,3 +349,19 @@ func TestRemoveLeftovers(t *testing.T) {
 		t.Errorf("another runner's container was removed: %v", err)
 	}
 }
+
+func TestMissingImageRefusesToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	newSandbox(t) // skips without Docker
+	sb, err := NewSandbox("", "gantry-sandbox:does-not-exist", "test-missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	err = sb.CheckImage(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "make image") {
+		t.Errorf("err = %v, want instructions to build the image", err)
+	}
+}

@@ -1,0 +1,45 @@
+package test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestOperatorCLI creates a tenant and a key with the CLI, uses the key,
+// and revokes it.
+func TestOperatorCLI(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false")
+	gantry := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gantryBin(t), args...)
+		cmd.Env = append(cmd.Environ(), d.env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("gantry %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gantry("tenants", "create", "acme")
+	if list := gantry("tenants", "list"); !strings.Contains(list, "acme") || !strings.Contains(list, "default") {
+		t.Errorf("tenants list:\n%s", list)
+	}
+	key := gantry("keys", "create", "acme", "ci")
+	if !strings.HasPrefix(key, "gk_") {
+		t.Fatalf("key = %q", key)
+	}
+	acme := &dev{proc: d.proc, url: d.url, key: key}
+	if r := acme.call(t, "GET", "/v1/jobs", ""); r.status != 200 || !strings.Contains(string(r.body), `"jobs":[]`) {
+		t.Fatalf("new tenant's key: %d %s", r.status, r.body)
+	}
+	// The new tenant does not see the dev tenant's jobs.
+	j := d.submit(t, map[string]any{"language": "python", "code": "print(1)"})
+	if r := acme.call(t, "GET", "/v1/jobs/"+j.ID, ""); r.status != 404 {
+		t.Errorf("acme read the default tenant's job: %d", r.status)
+	}
+	fields := strings.Fields(strings.Split(gantry("keys", "list", "acme"), "\n")[1])
+	gantry("keys", "revoke", fields[0])
+	if r := acme.call(t, "GET", "/v1/jobs", ""); r.status != 401 {
+		t.Errorf("revoked key: %d %s", r.status, r.body)
+	}
+}
