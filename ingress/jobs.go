@@ -23,7 +23,7 @@ func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ store
 	return nil
 }
 
-// submit validates a request body, records the job and queues it.
+// submit decodes a request body and queues the job.
 func (s *Server) submit(r *http.Request, p store.Principal) (jobs.Job, bool, error) {
 	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
 	req, err := jobs.DecodeRequest(r.Body)
@@ -36,6 +36,12 @@ func (s *Server) submit(r *http.Request, p store.Principal) (jobs.Job, bool, err
 		}
 		req.IdempotencyKey = hk
 	}
+	return s.submitJob(r.Context(), p, req)
+}
+
+// submitJob validates a request, records the job and queues it. It is the
+// one path by which jobs enter gantry, over HTTP and MCP alike.
+func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Request) (jobs.Job, bool, error) {
 	spec, err := s.cfg.Policy.Normalize(req)
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -45,7 +51,7 @@ func (s *Server) submit(r *http.Request, p store.Principal) (jobs.Job, bool, err
 		return jobs.Job{}, false, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: "session_id",
 			Message: fmt.Sprintf("session %q not found", *req.SessionID)}
 	}
-	job, created, err := s.store.EnqueueJob(r.Context(), store.NewJob{
+	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		TenantID:       p.TenantID,
 		Spec:           spec,
 		SessionID:      req.SessionID,
@@ -235,33 +241,35 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Prin
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	job, err := s.cancelJob(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	outcome, err := s.store.CancelJob(r.Context(), p.TenantID, job.ID)
+	writeJSON(w, http.StatusOK, s.view(job))
+	return nil
+}
+
+// cancelJob cancels the tenant's job: a queued one at once, a running one by
+// telling its runner, waiting briefly so that the answer usually shows the
+// final state. It is idempotent.
+func (s *Server) cancelJob(ctx context.Context, p store.Principal, id string) (jobs.Job, error) {
+	job, err := s.getJob(ctx, p, id)
 	if err != nil {
-		return err
+		return jobs.Job{}, err
+	}
+	outcome, err := s.store.CancelJob(ctx, p.TenantID, job.ID)
+	if err != nil {
+		return jobs.Job{}, err
 	}
 	switch outcome {
 	case store.CancelledQueued:
 		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
 		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
 	case store.CancelRequested:
-		// The runner kills the container and records the job cancelled;
-		// wait briefly so that the answer usually shows the final state.
 		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
-		if job, err = s.waitFor(r.Context(), p.TenantID, job, 5*time.Second); err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, s.view(job))
-		return nil
+		return s.waitFor(ctx, p.TenantID, job, 5*time.Second)
 	}
-	if job, err = s.store.GetJob(r.Context(), p.TenantID, job.ID); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, s.view(job))
-	return nil
+	return s.store.GetJob(ctx, p.TenantID, job.ID)
 }
 
 func (s *Server) handleArtifacts(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -274,13 +282,27 @@ func (s *Server) handleArtifacts(w http.ResponseWriter, r *http.Request, p store
 }
 
 func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	job, err := s.getJob(r.Context(), p, r.PathValue("id"))
+	u, expires, err := s.artifactURL(r.Context(), p, r.PathValue("id"), r.PathValue("path"))
 	if err != nil {
 		return err
 	}
-	path, err := jobs.CleanPath(r.PathValue("path"))
+	if r.URL.Query().Get("redirect") == "false" {
+		writeJSON(w, http.StatusOK, map[string]any{"url": u, "expires_at": expires})
+		return nil
+	}
+	http.Redirect(w, r, u, http.StatusFound)
+	return nil
+}
+
+// artifactURL presigns a download URL for one of the tenant's artifacts.
+func (s *Server) artifactURL(ctx context.Context, p store.Principal, jobID, rawPath string) (string, time.Time, error) {
+	job, err := s.getJob(ctx, p, jobID)
 	if err != nil {
-		return badRequest("path", "%v", err)
+		return "", time.Time{}, err
+	}
+	path, err := jobs.CleanPath(rawPath)
+	if err != nil {
+		return "", time.Time{}, badRequest("path", "%v", err)
 	}
 	found := false
 	for _, a := range job.Artifacts {
@@ -290,21 +312,14 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request, p store.
 		}
 	}
 	if !found {
-		return notFound("artifact " + strconv.Quote(path) + " of job " + job.ID)
+		return "", time.Time{}, notFound("artifact " + strconv.Quote(path) + " of job " + job.ID)
 	}
-	u, err := s.blobs.PresignGet(r.Context(), blob.ArtifactKey(p.TenantID, job.ID, path), s.cfg.PresignExpiry, lastSegment(path))
+	expires := time.Now().Add(s.cfg.PresignExpiry).UTC().Truncate(time.Second)
+	u, err := s.blobs.PresignGet(ctx, blob.ArtifactKey(p.TenantID, job.ID, path), s.cfg.PresignExpiry, lastSegment(path))
 	if err != nil {
-		return err
+		return "", time.Time{}, err
 	}
-	if r.URL.Query().Get("redirect") == "false" {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"url":        u.String(),
-			"expires_at": time.Now().Add(s.cfg.PresignExpiry).UTC().Truncate(time.Second),
-		})
-		return nil
-	}
-	http.Redirect(w, r, u.String(), http.StatusFound)
-	return nil
+	return u.String(), expires, nil
 }
 
 // view prepares a job for a response: artifact URLs filled in.
