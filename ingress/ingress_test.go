@@ -49,7 +49,9 @@ func newHarness(t *testing.T) *harness {
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
-	srv, err := ingress.New(ingress.Config{MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second},
+	policy := jobs.DefaultPolicy()
+	policy.MaxCodeBytes = 32 << 10
+	srv, err := ingress.New(ingress.Config{Policy: policy, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), h.st, h.blobs, h.nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

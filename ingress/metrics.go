@@ -62,3 +62,10 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.code, "duration", time.Since(start))
 	})
 }
+
+// Flush passes flushes through, for streaming responses.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,8 @@ type Config struct {
 	MaxExecuteWait time.Duration
 	// PresignExpiry is how long artifact download URLs work.
 	PresignExpiry time.Duration
+	// Version is reported to MCP clients.
+	Version string
 }
 
 // WithDefaults fills in zero fields.
@@ -54,6 +57,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.PresignExpiry == 0 {
 		c.PresignExpiry = 15 * time.Minute
+	}
+	if c.Version == "" {
+		c.Version = "dev"
 	}
 	return c
 }
@@ -93,6 +99,7 @@ type Server struct {
 	metrics *metrics
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
+	mcp     *server.MCPServer
 }
 
 // New makes a Server. Start must be called before it serves jobs.
@@ -158,6 +165,7 @@ func (s *Server) routes() {
 	api("GET /v1/jobs/{id}/artifacts", s.handleArtifacts)
 	api("GET /v1/jobs/{id}/artifacts/{path...}", s.handleArtifact)
 	api("POST /v1/execute", s.handleExecute)
+	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
 	})

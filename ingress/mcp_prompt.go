@@ -1,0 +1,44 @@
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+func (s *Server) addPrompt(ms *server.MCPServer) {
+	ms.AddPrompt(mcp.NewPrompt("agent_system_prompt",
+		mcp.WithPromptDescription("How to use gantry well: a system prompt for an agent, generated from what this server offers."),
+	), func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return mcp.NewGetPromptResult("How to run code with gantry",
+			[]mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(s.agentPrompt()))}), nil
+	})
+}
+
+// agentPrompt tells an agent how to use gantry, from the server's real
+// languages, limits and tools.
+func (s *Server) agentPrompt() string {
+	p := s.cfg.Policy
+	var b strings.Builder
+	b.WriteString("You can run code in gantry, a sandbox service. Each run gets a fresh, isolated Linux container with no network access.\n\n")
+	b.WriteString("Languages:\n")
+	for _, l := range jobs.Languages {
+		fmt.Fprintf(&b, "- %s: %s\n", l.Name, l.Description)
+	}
+	fmt.Fprintf(&b, `
+How to work:
+- Use execute_code to run a program and get its output. Write code that does the work in the sandbox — load, filter, join, aggregate, compute — and print only the small result you need. Output beyond %d bytes per stream is cut, and everything you print costs context.
+- Pass input data with the files argument (they land in the working directory, /workspace); use encoding "base64" for binary files.
+- To hand back files (plots, CSVs, reports), save them under out/ (for example out/plot.png with matplotlib). They come back as download links in the result; get_artifact_url makes a fresh link later.
+- The default time limit is %d s (timeout_ms up to %d s); memory is %d MB by default. A job ends as succeeded, failed (non-zero exit, or error.code oom_killed), timed_out, cancelled, or error (gantry could not run it).
+- If a run fails, read stderr, fix the code and run it again.
+- For long work use submit_job, then get_job with wait_ms; cancel_job stops a job. list_jobs shows your history.
+- Every run starts from an empty workspace: nothing persists between runs, so pass everything a program needs each time.
+`, p.DefaultLimits.OutputBytes, p.DefaultTimeoutMS/1000, p.MaxTimeoutMS/1000, p.DefaultLimits.MemoryMB)
+	return b.String()
+}

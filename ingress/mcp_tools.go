@@ -1,0 +1,481 @@
+package ingress
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// codeArgs are the arguments of execute_code and submit_job.
+type codeArgs struct {
+	Language       string      `json:"language"`
+	Code           string      `json:"code"`
+	Files          []jobs.File `json:"files,omitempty"`
+	Stdin          string      `json:"stdin,omitempty"`
+	TimeoutMS      int         `json:"timeout_ms,omitempty"`
+	SessionID      *string     `json:"session_id,omitempty"`
+	IdempotencyKey string      `json:"idempotency_key,omitempty"`
+}
+
+func (a codeArgs) request() jobs.Request {
+	return jobs.Request{Language: a.Language, Code: a.Code, Files: a.Files, Stdin: a.Stdin,
+		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, IdempotencyKey: a.IdempotencyKey,
+		Metadata: map[string]string{"via": "mcp"}}
+}
+
+// jobResult is the structuredContent of the job tools.
+type jobResult struct {
+	JobID           string          `json:"job_id"`
+	Status          jobs.Status     `json:"status"`
+	Attempt         int             `json:"attempt"`
+	ExitCode        *int            `json:"exit_code"`
+	DurationMS      *int64          `json:"duration_ms"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	StderrTruncated bool            `json:"stderr_truncated"`
+	Error           *jobs.ErrorInfo `json:"error"`
+	Artifacts       []artifactLink  `json:"artifacts"`
+}
+
+// artifactLink is an artifact with a presigned URL that needs no API key.
+type artifactLink struct {
+	Path        string    `json:"path"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	ContentType string    `json:"content_type"`
+	URL         string    `json:"url"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+func (s *Server) addJobTools(ms *server.MCPServer) {
+	ms.AddTool(mcp.NewTool("execute_code",
+		mcp.WithDescription("Run a program in a fresh, isolated sandbox and wait for it to finish. "+
+			"Returns exit status, stdout, stderr and download links for every file the program wrote under out/ in its working directory. "+
+			"The sandbox has no network access. Python has numpy, pandas, scipy, matplotlib and sympy. "+
+			"Filter and summarise data in the program and print only what you need: output beyond 1 MiB per stream is cut. "+
+			"Sends the output as progress notifications while it runs when you pass a progress token; cancelling the call kills the program."),
+		mcp.WithTitleAnnotation("Run code"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(s.codeSchema(false)),
+		mcp.WithRawOutputSchema(jobResultSchema),
+	), s.toolExecuteCode)
+
+	ms.AddTool(mcp.NewTool("submit_job",
+		mcp.WithDescription("Queue a program like execute_code but return at once with its job_id; follow it with get_job. "+
+			"Use it for long jobs or to run several at once. An idempotency_key makes a retried submission return the same job."),
+		mcp.WithTitleAnnotation("Queue code"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(s.codeSchema(true)),
+		mcp.WithRawOutputSchema(jobResultSchema),
+	), s.toolSubmitJob)
+
+	ms.AddTool(mcp.NewTool("get_job",
+		mcp.WithDescription("Get a job's status and, once finished, its output and artifact links. wait_ms waits up to that long for it to finish."),
+		mcp.WithTitleAnnotation("Get job"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{
+			"job_id":{"type":"string","description":"The job's id (job_...)."},
+			"wait_ms":{"type":"integer","minimum":0,"maximum":60000,"description":"Wait up to this long for the job to finish (default 0: answer at once)."}}}`)),
+		mcp.WithRawOutputSchema(jobResultSchema),
+	), s.toolGetJob)
+
+	ms.AddTool(mcp.NewTool("cancel_job",
+		mcp.WithDescription("Cancel a job: a queued job never runs, a running job's sandbox is killed. Cancelling a finished job changes nothing."),
+		mcp.WithTitleAnnotation("Cancel job"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(true),
+		mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{
+			"job_id":{"type":"string","description":"The job's id (job_...)."}}}`)),
+		mcp.WithRawOutputSchema(jobResultSchema),
+	), s.toolCancelJob)
+
+	ms.AddTool(mcp.NewTool("list_jobs",
+		mcp.WithDescription("List your jobs, newest first, with their status (no output; use get_job for that)."),
+		mcp.WithTitleAnnotation("List jobs"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
+			"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
+			"limit":{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 20)."},
+			"cursor":{"type":"string","description":"next_cursor of the previous page."}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["jobs","next_cursor"],"properties":{
+			"jobs":{"type":"array","items":{"type":"object","required":["job_id","status","language","created_at"],"properties":{
+				"job_id":{"type":"string"},"status":{"type":"string"},"language":{"type":"string"},
+				"created_at":{"type":"string","format":"date-time"},"exit_code":{"type":["integer","null"]},
+				"artifacts":{"type":"integer","description":"Number of artifacts."}}}},
+			"next_cursor":{"type":["string","null"]}}}`)),
+	), s.toolListJobs)
+
+	ms.AddTool(mcp.NewTool("get_artifact_url",
+		mcp.WithDescription("Get a fresh download link for a file a job produced (links expire; this makes a new one). The link needs no credentials."),
+		mcp.WithTitleAnnotation("Artifact link"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id","path"],"properties":{
+			"job_id":{"type":"string"},
+			"path":{"type":"string","description":"The artifact's path, e.g. out/plot.png."}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["url","expires_at"],"properties":{
+			"url":{"type":"string"},"expires_at":{"type":"string","format":"date-time"}}}`)),
+	), s.toolArtifactURL)
+}
+
+// codeSchema is the input schema of execute_code and submit_job, with the
+// bounds the server really enforces.
+func (s *Server) codeSchema(withKey bool) json.RawMessage {
+	p := s.cfg.Policy
+	key := ""
+	if withKey {
+		key = `,"idempotency_key":{"type":"string","minLength":1,"maxLength":255,"description":"Same key, same job: makes retries safe."}`
+	}
+	return json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["language","code"],"properties":{
+		"language":{"type":"string","enum":[%s],"description":"python (python3), bash or node."},
+		"code":{"type":"string","minLength":1,"maxLength":%d,"description":"The program. It runs with /workspace as its working directory; files it writes under out/ are returned as download links."},
+		"files":{"type":"array","maxItems":%d,"description":"Input files placed in /workspace before the program runs.","items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
+			"path":{"type":"string","description":"Relative path, e.g. data/input.csv."},
+			"content":{"type":"string"},
+			"encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary content."}}}},
+		"stdin":{"type":"string","maxLength":%d},
+		"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Wall-clock limit (default %d)."},
+		"session_id":{"type":"string","description":"Run inside a stateful session (not available on this server yet)."}%s}}`,
+		quotedLanguages(), p.MaxCodeBytes, p.MaxFiles, p.MaxStdinBytes, p.MaxTimeoutMS, p.DefaultTimeoutMS, key))
+}
+
+func quotedLanguages() string {
+	q := make([]string, len(jobs.Languages))
+	for i, l := range jobs.Languages {
+		q[i] = strconv.Quote(l.Name)
+	}
+	return strings.Join(q, ",")
+}
+
+var jobResultSchema = json.RawMessage(`{"type":"object",
+	"required":["job_id","status","attempt","exit_code","duration_ms","stdout","stderr","stdout_truncated","stderr_truncated","error","artifacts"],
+	"properties":{
+		"job_id":{"type":"string"},
+		"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
+		"attempt":{"type":"integer"},
+		"exit_code":{"type":["integer","null"]},
+		"duration_ms":{"type":["integer","null"]},
+		"stdout":{"type":"string"},
+		"stderr":{"type":"string"},
+		"stdout_truncated":{"type":"boolean"},
+		"stderr_truncated":{"type":"boolean"},
+		"error":{"oneOf":[{"type":"null"},{"type":"object","required":["code","message"],"properties":{"code":{"type":"string"},"message":{"type":"string"}}}]},
+		"artifacts":{"type":"array","items":{"type":"object","required":["path","size","sha256","content_type","url","expires_at"],"properties":{
+			"path":{"type":"string"},"size":{"type":"integer"},"sha256":{"type":"string"},"content_type":{"type":"string"},
+			"url":{"type":"string","description":"Presigned download URL; no credentials needed until expires_at."},
+			"expires_at":{"type":"string","format":"date-time"}}}}}}`)
+
+func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args codeArgs
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	args.IdempotencyKey = ""
+	job, _, err := s.submitJob(ctx, p, args.request())
+	if err != nil {
+		return toolError(err), nil
+	}
+	var progress mcp.ProgressToken
+	if req.Params.Meta != nil {
+		progress = req.Params.Meta.ProgressToken
+	}
+	job, err = s.followJob(ctx, p, job, progress)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return s.jobToolResult(ctx, p, job), nil
+}
+
+// followJob waits for the job to finish, forwarding its output as progress
+// notifications when the client asked for them. If the call is cancelled,
+// the job is cancelled too.
+func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken) (jobs.Job, error) {
+	events, stop := s.hub.watch(job.ID)
+	defer stop()
+	var logs chan *nats.Msg
+	if progressToken != nil {
+		logs = make(chan *nats.Msg, 256)
+		sub, err := s.nc.ChanSubscribe(jobs.LogSubject(job.ID), logs)
+		if err == nil {
+			defer sub.Unsubscribe() //nolint:errcheck
+		}
+	}
+	ms := server.ServerFromContext(ctx)
+	sent := 0
+	deadline := time.NewTimer(s.cfg.MaxExecuteWait)
+	defer deadline.Stop()
+	recheck := time.NewTicker(5 * time.Second)
+	defer recheck.Stop()
+	for {
+		fresh, err := s.store.GetJob(ctx, p.TenantID, job.ID)
+		if err == nil {
+			job = fresh
+		} else if ctx.Err() == nil {
+			return job, err
+		}
+		if job.Status.Terminal() {
+			return job, nil
+		}
+		select {
+		case <-ctx.Done():
+			// The client cancelled the call (or went away): stop the job.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if cancelled, err := s.cancelJob(cctx, p, job.ID); err == nil {
+				job = cancelled
+			}
+			return job, nil
+		case <-events:
+		case <-recheck.C:
+		case <-deadline.C:
+			return job, nil
+		case m := <-logs:
+			if ms == nil {
+				continue
+			}
+			sent += len(m.Data)
+			_ = ms.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+				"progressToken": progressToken,
+				"progress":      sent,
+				"message":       m.Header.Get(jobs.HeaderStream) + ": " + strings.ToValidUTF8(string(m.Data), "\uFFFD"),
+			})
+		}
+	}
+}
+
+func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args codeArgs
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	job, _, err := s.submitJob(ctx, p, args.request())
+	if err != nil {
+		return toolError(err), nil
+	}
+	return s.jobToolResult(ctx, p, job), nil
+}
+
+func (s *Server) toolGetJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		JobID  string `json:"job_id"`
+		WaitMS int    `json:"wait_ms"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	job, err := s.getJob(ctx, p, args.JobID)
+	if err != nil {
+		return toolError(err), nil
+	}
+	if wait := time.Duration(min(max(args.WaitMS, 0), 60_000)) * time.Millisecond; wait > 0 && !job.Status.Terminal() {
+		if job, err = s.waitFor(ctx, p.TenantID, job, wait); err != nil {
+			return toolError(err), nil
+		}
+	}
+	return s.jobToolResult(ctx, p, job), nil
+}
+
+func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		JobID string `json:"job_id"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	job, err := s.cancelJob(ctx, p, args.JobID)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return s.jobToolResult(ctx, p, job), nil
+}
+
+func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		Status string `json:"status"`
+		Limit  int    `json:"limit"`
+		Cursor string `json:"cursor"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	f := store.JobFilter{Status: jobs.Status(args.Status), Limit: 20}
+	if args.Limit > 0 {
+		f.Limit = min(args.Limit, 100)
+	}
+	if args.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(args.Cursor)
+		if err != nil || !jobs.ValidID("job", string(raw)) {
+			return mcp.NewToolResultError("cursor is not one list_jobs returned"), nil
+		}
+		f.Before = string(raw)
+	}
+	list, next, err := s.store.ListJobs(ctx, p.TenantID, f)
+	if err != nil {
+		return toolError(err), nil
+	}
+	type item struct {
+		JobID     string      `json:"job_id"`
+		Status    jobs.Status `json:"status"`
+		Language  string      `json:"language"`
+		CreatedAt time.Time   `json:"created_at"`
+		ExitCode  *int        `json:"exit_code"`
+		Artifacts int         `json:"artifacts"`
+	}
+	out := struct {
+		Jobs       []item  `json:"jobs"`
+		NextCursor *string `json:"next_cursor"`
+	}{Jobs: []item{}}
+	var text strings.Builder
+	for _, j := range list {
+		out.Jobs = append(out.Jobs, item{j.ID, j.Status, j.Language, j.CreatedAt, j.ExitCode, len(j.Artifacts)})
+		fmt.Fprintf(&text, "%s  %-9s  %-6s  %s\n", j.ID, j.Status, j.Language, j.CreatedAt.Format(time.RFC3339))
+	}
+	if next != "" {
+		c := base64.RawURLEncoding.EncodeToString([]byte(next))
+		out.NextCursor = &c
+		fmt.Fprintf(&text, "more: list_jobs cursor=%s\n", c)
+	}
+	if len(list) == 0 {
+		text.WriteString("no jobs\n")
+	}
+	return mcp.NewToolResultStructured(out, text.String()), nil
+}
+
+func (s *Server) toolArtifactURL(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		JobID string `json:"job_id"`
+		Path  string `json:"path"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	u, expires, err := s.artifactURL(ctx, p, args.JobID, args.Path)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return mcp.NewToolResultStructured(map[string]any{"url": u, "expires_at": expires}, u), nil
+}
+
+// textOutputLimit is how much of each stream the text content carries; the
+// structured content and get_job have it all.
+const textOutputLimit = 8 << 10
+
+// jobToolResult renders a job as structured content plus a short text for
+// clients that read text only.
+func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Job) *mcp.CallToolResult {
+	res := jobResult{
+		JobID: j.ID, Status: j.Status, Attempt: j.Attempt, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
+		Stdout: j.Stdout, Stderr: j.Stderr, StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
+		Error: j.Error, Artifacts: []artifactLink{},
+	}
+	for _, a := range j.Artifacts {
+		u, expires, err := s.artifactURL(ctx, p, j.ID, a.Path)
+		if err != nil {
+			continue
+		}
+		res.Artifacts = append(res.Artifacts, artifactLink{a.Path, a.Size, a.SHA256, a.ContentType, u, expires})
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s: %s", j.ID, j.Status)
+	if j.ExitCode != nil {
+		fmt.Fprintf(&b, " (exit code %d", *j.ExitCode)
+		if j.DurationMS != nil {
+			fmt.Fprintf(&b, ", %d ms", *j.DurationMS)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("\n")
+	if j.Error != nil {
+		fmt.Fprintf(&b, "error %s: %s\n", j.Error.Code, j.Error.Message)
+	}
+	if !j.Status.Terminal() {
+		fmt.Fprintf(&b, "not finished yet: call get_job with job_id=%s and wait_ms to wait for it\n", j.ID)
+	}
+	writeStream(&b, "stdout", j.Stdout, j.StdoutTruncated, j.ID)
+	writeStream(&b, "stderr", j.Stderr, j.StderrTruncated, j.ID)
+	if len(res.Artifacts) > 0 {
+		b.WriteString("artifacts (download links, no credentials needed):\n")
+		for _, a := range res.Artifacts {
+			fmt.Fprintf(&b, "- %s (%d bytes, %s): %s\n", a.Path, a.Size, a.ContentType, a.URL)
+		}
+	}
+	// A program that failed is a result, not a tool error: the model reads
+	// the status and output and fixes its code.
+	return mcp.NewToolResultStructured(res, b.String())
+}
+
+func writeStream(b *strings.Builder, name, out string, truncated bool, jobID string) {
+	if out == "" {
+		return
+	}
+	fmt.Fprintf(b, "--- %s ---\n", name)
+	if len(out) > textOutputLimit {
+		cut := strings.ToValidUTF8(out[:textOutputLimit], "") // drop a split rune
+		fmt.Fprintf(b, "%s\n[%s trimmed here: %d more bytes. The full output is in the structured result, and from get_job job_id=%s]\n",
+			cut, name, len(out)-len(cut), jobID)
+	} else {
+		b.WriteString(out)
+		if !strings.HasSuffix(out, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	if truncated {
+		fmt.Fprintf(b, "[%s exceeded the output limit; the rest was dropped. Print less, or write it to a file under out/]\n", name)
+	}
+}
+
+// rawInputSchema sets a hand-written input schema, replacing the default
+// one mcp.NewTool starts with (the library refuses tools that carry both).
+func rawInputSchema(schema json.RawMessage) mcp.ToolOption {
+	return func(t *mcp.Tool) {
+		t.InputSchema = mcp.ToolInputSchema{}
+		t.RawInputSchema = schema
+	}
+}
