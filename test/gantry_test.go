@@ -193,14 +193,14 @@ type resp struct {
 	body   []byte
 }
 
-var client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+var httpClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func (d *dev) call(t *testing.T, method, path, body string) resp {
 	t.Helper()
 	req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+d.key)
 	req.Header.Set("Content-Type", "application/json")
-	r, err := client.Do(req)
+	r, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

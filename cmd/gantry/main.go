@@ -22,6 +22,7 @@ Services:
   dev        ingress + runner in one process, with embedded NATS and S3
   ingress    the HTTP API (needs NATS, Postgres, S3)
   runner     runs jobs in Docker (needs NATS, Postgres, S3, Docker)
+  mcp        MCP over stdio, forwarded to the gantry at GANTRY_URL (key: GANTRY_API_KEY)
 
 Operators:
   migrate                         apply database migrations
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string) error {
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil
+	case "mcp":
+		return runMCP(ctx)
 	}
 	cfg, err := loadConfig()
 	if err != nil {

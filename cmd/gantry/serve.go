@@ -86,6 +86,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		Queue:         cfg.Queue,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		PresignExpiry: cfg.PresignExpiry,
+		Version:       version,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err

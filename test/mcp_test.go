@@ -1,0 +1,172 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+const plotCode = `
+import os
+import matplotlib.pyplot as plt
+os.makedirs("out", exist_ok=True)
+print("plotting", flush=True)
+plt.bar(["a", "b", "c"], [3, 1, 2])
+plt.savefig("out/plot.png")
+print("saved out/plot.png")
+`
+
+func initialize(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+}
+
+type toolJob struct {
+	JobID     string      `json:"job_id"`
+	Status    jobs.Status `json:"status"`
+	Stdout    string      `json:"stdout"`
+	Artifacts []struct {
+		Path string `json:"path"`
+		URL  string `json:"url"`
+	} `json:"artifacts"`
+}
+
+// runPlot runs the plotting program through execute_code with a progress
+// token and checks the output, the progress and the PNG behind the link.
+func runPlot(t *testing.T, c *client.Client) {
+	t.Helper()
+	var mu sync.Mutex
+	var progress strings.Builder
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/progress" {
+			mu.Lock()
+			progress.WriteString(n.Params.AdditionalFields["message"].(string))
+			mu.Unlock()
+		}
+	})
+	tools, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil || len(tools.Tools) < 6 {
+		t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "execute_code"
+	req.Params.Arguments = map[string]any{"language": "python", "code": plotCode}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "plot"}
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil || res.IsError {
+		t.Fatalf("execute_code: %v %+v", err, res)
+	}
+	var j toolJob
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &j)
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "plotting\nsaved out/plot.png\n" || len(j.Artifacts) != 1 {
+		t.Fatalf("result: %s", data)
+	}
+	r, err := http.Get(j.Artifacts[0].URL) // the link needs no credentials
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("plot download: %d, %d bytes", r.StatusCode, len(png))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(progress.String(), "plotting") {
+		t.Errorf("no progress notification carried the output: %q", progress.String())
+	}
+}
+
+func TestMCPOverHTTP(t *testing.T) {
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=2")
+	c, err := client.NewStreamableHttpClient(d.url+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + d.key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, c)
+	runPlot(t, c)
+
+	t.Run("cancelling the call kills the container", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "execute_code"
+			req.Params.Arguments = map[string]any{"language": "bash", "code": "echo started; sleep 120"}
+			_, _ = c.CallTool(ctx, req)
+		}()
+		var id string
+		deadline := time.Now().Add(time.Minute)
+		for id == "" {
+			var list struct{ Jobs []jobs.Job }
+			_ = json.Unmarshal(d.call(t, "GET", "/v1/jobs?status=running", "").body, &list)
+			if len(list.Jobs) > 0 {
+				id = list.Jobs[0].ID
+			} else if time.Now().After(deadline) {
+				t.Fatal("the job never ran")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		j := d.await(t, id, 30*time.Second, terminal)
+		if j.Status != jobs.StatusCancelled {
+			t.Errorf("job after the call was cancelled: %s", j.Status)
+		}
+		waitNoContainers(t, "dev.gantry.job="+id)
+	})
+}
+
+func TestMCPOverStdio(t *testing.T) {
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=2")
+	env := append(os.Environ(), "GANTRY_URL="+d.url, "GANTRY_API_KEY="+d.key)
+	c, err := client.NewStdioMCPClient(gantryBin(t), env, "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, c)
+	runPlot(t, c)
+
+	// A wrong key is reported as an error, not a hang.
+	bad, err := client.NewStdioMCPClient(gantryBin(t), append(os.Environ(), "GANTRY_URL="+d.url, "GANTRY_API_KEY=gk_wrong_key_0000000000"), "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := bad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	_, err = bad.Initialize(ctx, init)
+	if err == nil || !strings.Contains(err.Error(), "invalid or revoked API key") {
+		t.Errorf("initialize with a wrong key: %v", err)
+	}
+}
