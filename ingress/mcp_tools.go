@@ -67,6 +67,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 			"Filter and summarise data in the program and print only what you need: output beyond 1 MiB per stream is cut. "+
 			"Sends the output as progress notifications while it runs when you pass a progress token; cancelling the call kills the program."),
 		mcp.WithTitleAnnotation("Run code"),
+		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithIdempotentHintAnnotation(false),
@@ -192,6 +193,19 @@ func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (
 	if !ok {
 		return nil, errNoPrincipal
 	}
+	var progress mcp.ProgressToken
+	if req.Params.Meta != nil {
+		progress = req.Params.Meta.ProgressToken
+	}
+	stop := ctx.Done()
+	if req.Params.Task != nil {
+		// A task-augmented call: the client already holds its task and the
+		// HTTP request that carried the call is over, so work detached and
+		// stop only when the task is cancelled (tasks/cancel).
+		cancelled, done := s.tasks.register(taskSlotFrom(ctx).get())
+		defer done()
+		ctx, stop, progress = context.WithoutCancel(ctx), cancelled, nil
+	}
 	var args codeArgs
 	if err := bindArgs(req, &args); err != nil {
 		return toolError(err), nil
@@ -201,11 +215,7 @@ func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (
 	if err != nil {
 		return toolError(err), nil
 	}
-	var progress mcp.ProgressToken
-	if req.Params.Meta != nil {
-		progress = req.Params.Meta.ProgressToken
-	}
-	job, err = s.followJob(ctx, p, job, progress)
+	job, err = s.followJob(ctx, p, job, progress, stop)
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -213,11 +223,11 @@ func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (
 }
 
 // followJob waits for the job to finish, forwarding its output as progress
-// notifications when the client asked for them. If the call is cancelled,
-// the job is cancelled too.
-func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken) (jobs.Job, error) {
-	events, stop := s.hub.watch(job.ID)
-	defer stop()
+// notifications when the client asked for them. If stop closes first (the
+// call or its task was cancelled), the job is cancelled too.
+func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken, stop <-chan struct{}) (jobs.Job, error) {
+	events, unwatch := s.hub.watch(job.ID)
+	defer unwatch()
 	var logs chan *nats.Msg
 	if progressToken != nil {
 		logs = make(chan *nats.Msg, 256)
@@ -243,7 +253,7 @@ func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job,
 			return job, nil
 		}
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			// The client cancelled the call (or went away): stop the job.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()

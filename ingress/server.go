@@ -100,6 +100,7 @@ type Server struct {
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
+	tasks   taskRegistry
 }
 
 // New makes a Server. Start must be called before it serves jobs.
