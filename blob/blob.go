@@ -112,7 +112,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
 	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
 		ContentType:      contentType,
-		DisableMultipart: size < 64<<20,
+		DisableMultipart: size >= 0 && size < 64<<20,
 	})
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
@@ -148,4 +148,44 @@ func (s *Store) PresignGet(ctx context.Context, key string, expiry time.Duration
 // so that a tenant's objects can be listed and removed together.
 func ArtifactKey(tenantID, jobID, path string) string {
 	return "tenants/" + tenantID + "/jobs/" + jobID + "/artifacts/" + path
+}
+
+// Delete removes the object under key; a missing object is not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		var resp minio.ErrorResponse
+		if errors.As(err, &resp) && resp.Code == "NoSuchKey" {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// DeletePrefix removes every object whose key starts with prefix and
+// returns how many it removed.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	n := 0
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return n, fmt.Errorf("list %s: %w", prefix, obj.Err)
+		}
+		if err := s.Delete(ctx, obj.Key); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Count returns how many objects start with prefix.
+func (s *Store) Count(ctx context.Context, prefix string) (int, error) {
+	n := 0
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return n, obj.Err
+		}
+		n++
+	}
+	return n, nil
 }

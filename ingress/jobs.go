@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -46,10 +47,12 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
+	sessionID := ""
 	if req.SessionID != nil {
-		// Sessions are not served by this version: no session id exists.
-		return jobs.Job{}, false, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: "session_id",
-			Message: fmt.Sprintf("session %q not found", *req.SessionID)}
+		sessionID = *req.SessionID
+		if !jobs.ValidID("ses", sessionID) {
+			return jobs.Job{}, false, sessionNotFound(sessionID)
+		}
 	}
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		TenantID:       p.TenantID,
@@ -59,8 +62,11 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 		RequestHash:    jobs.RequestHash(req),
 		Metadata:       req.Metadata,
 	}, func(ctx context.Context, jobID string) error {
-		return s.publish(ctx, p.TenantID, jobID)
+		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID})
 	})
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return jobs.Job{}, false, sessionNotFound(sessionID)
+	}
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
@@ -72,12 +78,12 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 
 // publish puts the job on the queue and waits for JetStream's ack. The job
 // id is the message id, so a retried publish is deduplicated by the stream.
-func (s *Server) publish(ctx context.Context, tenantID, jobID string) error {
-	data, _ := json.Marshal(jobs.RunMessage{JobID: jobID, TenantID: tenantID})
+func (s *Server) publish(ctx context.Context, m jobs.RunMessage) error {
+	data, _ := json.Marshal(m)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := s.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(jobID)); err != nil {
-		s.log.Error("publish job", "job_id", jobID, "err", err)
+	if _, err := s.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(m.JobID)); err != nil {
+		s.log.Error("publish job", "job_id", m.JobID, "err", err)
 		return unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return nil
@@ -349,4 +355,9 @@ func lastSegment(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+func sessionNotFound(id string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Field: "session_id",
+		Message: fmt.Sprintf("session %q not found (it may have expired or been closed)", id)}
 }

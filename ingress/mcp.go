@@ -56,6 +56,7 @@ func (s *Server) newMCP() http.Handler {
 		server.WithTaskHooks(taskHooks),
 	)
 	s.addJobTools(ms)
+	s.addSessionTools(ms)
 	s.addPrompt(ms)
 	s.addResources(ms)
 	s.mcp = ms

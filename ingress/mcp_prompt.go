@@ -38,7 +38,7 @@ How to work:
 - The default time limit is %d s (timeout_ms up to %d s); memory is %d MB by default. A job ends as succeeded, failed (non-zero exit, or error.code oom_killed), timed_out, cancelled, or error (gantry could not run it).
 - If a run fails, read stderr, fix the code and run it again.
 - For long work use submit_job, then get_job with wait_ms; cancel_job stops a job. list_jobs shows your history.
-- Every run starts from an empty workspace: nothing persists between runs, so pass everything a program needs each time.
+- Each execute_code call without a session starts from an empty workspace. For multi-step work (write a file, run it, read the result, fix, rerun) create a session with create_session and pass its session_id: files in /workspace persist from call to call, calls run one at a time in order, and read_file, write_file, list_files and read_docstring work on its files. Close it with close_session when done; an idle session expires.
 `, p.DefaultLimits.OutputBytes, p.DefaultTimeoutMS/1000, p.MaxTimeoutMS/1000, p.DefaultLimits.MemoryMB)
 	return b.String()
 }

@@ -158,7 +158,7 @@ func (s *Server) codeSchema(withKey bool) json.RawMessage {
 			"encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary content."}}}},
 		"stdin":{"type":"string","maxLength":%d},
 		"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Wall-clock limit (default %d)."},
-		"session_id":{"type":"string","description":"Run inside a stateful session (not available on this server yet)."}%s}}`,
+		"session_id":{"type":"string","description":"Run inside a session made with create_session: the program sees the files earlier jobs of the session left in /workspace, and what it leaves is kept for the next."}%s}}`,
 		quotedLanguages(), p.MaxCodeBytes, p.MaxFiles, p.MaxStdinBytes, p.MaxTimeoutMS, p.DefaultTimeoutMS, key))
 }
 
@@ -189,6 +189,18 @@ var jobResultSchema = json.RawMessage(`{"type":"object",
 			"expires_at":{"type":"string","format":"date-time"}}}}}}`)
 
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args codeArgs
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	args.IdempotencyKey = ""
+	return s.runAndWait(ctx, req, args.request())
+}
+
+// runAndWait submits a job for a tool call and waits for it, with progress
+// notifications and cancellation (see followJob), and in task mode
+// detached from the HTTP request.
+func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr jobs.Request) (*mcp.CallToolResult, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		return nil, errNoPrincipal
@@ -206,12 +218,7 @@ func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (
 		defer done()
 		ctx, stop, progress = context.WithoutCancel(ctx), cancelled, nil
 	}
-	var args codeArgs
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
-	}
-	args.IdempotencyKey = ""
-	job, _, err := s.submitJob(ctx, p, args.request())
+	job, _, err := s.submitJob(ctx, p, jr)
 	if err != nil {
 		return toolError(err), nil
 	}

@@ -7,6 +7,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -38,6 +39,8 @@ type Config struct {
 	PresignExpiry time.Duration
 	// Version is reported to MCP clients.
 	Version string
+	// SweepInterval is how often expired sessions are reclaimed.
+	SweepInterval time.Duration
 }
 
 // WithDefaults fills in zero fields.
@@ -61,6 +64,9 @@ func (c Config) WithDefaults() Config {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 15 * time.Second
+	}
 	return c
 }
 
@@ -72,12 +78,28 @@ type Store interface {
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
 	CancelJob(ctx context.Context, tenantID, id string) (store.CancelOutcome, error)
+
+	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
+	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
+	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
+	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
+	FinishClosing(ctx context.Context, id string) (bool, error)
+	ExpireSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
+	ClosingSessions(ctx context.Context, age time.Duration, limit int) ([]store.SessionRef, error)
+	StalledSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
+	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
+	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
+	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
 }
 
-// Presigner hands out download URLs for stored objects.
-type Presigner interface {
+// Blobs is what the ingress needs of the object store.
+type Blobs interface {
 	Ping(ctx context.Context) error
 	PresignGet(ctx context.Context, key string, expiry time.Duration, filename string) (*url.URL, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	Delete(ctx context.Context, key string) error
+	DeletePrefix(ctx context.Context, prefix string) (int, error)
 }
 
 // Check is a named readiness check.
@@ -91,7 +113,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   Store
-	blobs   Presigner
+	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	hub     *hub
@@ -101,10 +123,11 @@ type Server struct {
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
 	tasks   taskRegistry
+	stop    context.CancelFunc
 }
 
 // New makes a Server. Start must be called before it serves jobs.
-func New(cfg Config, log *slog.Logger, st Store, blobs Presigner, nc *nats.Conn, reg *prometheus.Registry, extraChecks ...Check) (*Server, error) {
+func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg *prometheus.Registry, extraChecks ...Check) (*Server, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -133,11 +156,22 @@ func (s *Server) Start(ctx context.Context) error {
 	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
 	}
-	return s.hub.start(s.nc)
+	if err := s.hub.start(s.nc); err != nil {
+		return err
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	go s.runSweeper(bg, s.cfg.SweepInterval)
+	return nil
 }
 
-// Stop releases the server's subscriptions.
-func (s *Server) Stop() { s.hub.stop() }
+// Stop ends the sweeper and releases the server's subscriptions.
+func (s *Server) Stop() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.hub.stop()
+}
 
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
@@ -166,6 +200,14 @@ func (s *Server) routes() {
 	api("GET /v1/jobs/{id}/artifacts", s.handleArtifacts)
 	api("GET /v1/jobs/{id}/artifacts/{path...}", s.handleArtifact)
 	api("POST /v1/execute", s.handleExecute)
+	api("POST /v1/sessions", s.handleCreateSession)
+	api("GET /v1/sessions", s.handleListSessions)
+	api("GET /v1/sessions/{id}", s.handleGetSession)
+	api("DELETE /v1/sessions/{id}", s.handleDeleteSession)
+	api("GET /v1/sessions/{id}/files", s.handleListFiles)
+	api("GET /v1/sessions/{id}/files/{path...}", s.handleGetFile)
+	api("PUT /v1/sessions/{id}/files/{path...}", s.handlePutFile)
+	api("DELETE /v1/sessions/{id}/files/{path...}", s.handleDeleteFile)
 	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
@@ -181,6 +223,9 @@ func Routes() []string {
 		"GET /v1/languages", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}",
 		"POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs", "GET /v1/jobs/{id}/artifacts",
 		"GET /v1/jobs/{id}/artifacts/{path...}", "POST /v1/execute",
+		"POST /v1/sessions", "GET /v1/sessions", "GET /v1/sessions/{id}", "DELETE /v1/sessions/{id}",
+		"GET /v1/sessions/{id}/files", "GET /v1/sessions/{id}/files/{path...}",
+		"PUT /v1/sessions/{id}/files/{path...}", "DELETE /v1/sessions/{id}/files/{path...}",
 	}
 }
 

@@ -140,6 +140,9 @@ func (s *Spec) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * tim
 type RunMessage struct {
 	JobID    string `json:"job_id"`
 	TenantID string `json:"tenant_id"`
+	// SessionID is set for a session's job. The message then asks a runner
+	// to run the session's queued jobs in order, not this job alone.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // StatusEvent is published on the job's status subject whenever its status

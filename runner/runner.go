@@ -72,6 +72,7 @@ type Store interface {
 	RequeueJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
+	SessionStore
 }
 
 // Runner runs jobs from the queue.
@@ -80,17 +81,23 @@ type Runner struct {
 	log     *slog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	store   Store
-	blobs   Uploader
-	sandbox *Sandbox
-	metrics *Metrics
+	store    Store
+	sessions SessionStore
+	blobs    Blobs
+	sandbox  *Sandbox
+	metrics  *Metrics
+	warm     *warmCache
+
+	// stopping closes when Run is asked to stop: session owners finish
+	// their current job and hand the rest back.
+	stopping <-chan struct{}
 
 	mu      sync.Mutex
 	running map[string]*execution
 }
 
 // New makes a runner. Nothing is started until Run.
-func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Uploader, sb *Sandbox, m *Metrics) (*Runner, error) {
+func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb *Sandbox, m *Metrics) (*Runner, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.ID == "" {
 		return nil, errors.New("runner id is required")
@@ -100,8 +107,9 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Uploader, 
 		return nil, err
 	}
 	return &Runner{
-		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, blobs: blobs,
+		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{},
+		warm: newWarmCache(max(2*cfg.Slots, 4), 10*time.Minute),
 	}, nil
 }
 
@@ -126,6 +134,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.sandbox.CheckImage(ctx); err != nil {
 		return err
 	}
+	r.stopping = ctx.Done()
 	if n, err := r.sandbox.RemoveLeftovers(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -145,6 +154,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer backlogSub.Unsubscribe() //nolint:errcheck
+	closedSub, err := r.nc.Subscribe(jobs.SessionClosedAll, func(m *nats.Msg) {
+		r.warm.drop(sessionIDFromSubject(m.Subject))
+	})
+	if err != nil {
+		return err
+	}
+	defer closedSub.Unsubscribe() //nolint:errcheck
+	defer r.warm.closeAll()
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.warm.sweep()
+			}
+		}
+	}()
 
 	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait)
 	// jobCtx outlives ctx by the drain timeout so that running jobs can
@@ -204,9 +233,13 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	var rm jobs.RunMessage
-	if err := json.Unmarshal(msg.Data(), &rm); err != nil || !jobs.ValidID("job", rm.JobID) {
+	if err := json.Unmarshal(msg.Data(), &rm); err != nil || !(jobs.ValidID("job", rm.JobID) || jobs.ValidID("ses", rm.SessionID)) {
 		r.log.Error("malformed job message dropped", "data_len", len(msg.Data()))
 		_ = msg.TermWithReason("malformed job message")
+		return
+	}
+	if rm.SessionID != "" {
+		r.handleSession(ctx, msg, rm)
 		return
 	}
 	attempt := int(meta.NumDelivered)
@@ -354,7 +387,7 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil
 	}
-	ctr, err := r.sandbox.Create(ctx, ex.jobID, spec.Limits, spec.Timeout())
+	ctr, err := r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errCancelled) {
 			return cancelledResult(0), nil
@@ -366,7 +399,14 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 			r.log.Warn("remove container", "job_id", ex.jobID, "err", err)
 		}
 	}()
+	return r.runIn(ctx, ex, ctr, claim)
+}
 
+// runIn runs a job's program in a ready container: files in, program,
+// output, artifacts out. A returned error means gantry failed, not the
+// program.
+func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
+	spec := claim.Spec
 	files := make(map[string][]byte, len(spec.Files)+1)
 	for _, f := range spec.Files {
 		files[jobs.WorkspaceDir+"/"+f.Path] = f.Content
@@ -522,4 +562,14 @@ func (r *Runner) publishStatus(jobID string, s jobs.Status) {
 	if err := r.nc.Publish(jobs.StatusSubject(jobID), data); err != nil {
 		r.log.Warn("publish status", "job_id", jobID, "err", err)
 	}
+}
+
+// sessionIDFromSubject returns the id in gantry.session.<id>.closed.
+func sessionIDFromSubject(subject string) string {
+	rest, ok := strings.CutPrefix(subject, "gantry.session.")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, ".")
+	return id
 }

@@ -328,12 +328,12 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	sb := newSandbox(t)
 	ctx := context.Background()
-	c, err := sb.Create(ctx, jobs.NewID("job"), jobs.DefaultPolicy().DefaultLimits, time.Minute)
+	c, err := sb.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits, Lifetime: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := newSandbox(t) // another runner's container must survive
-	c2, err := other.Create(ctx, jobs.NewID("job"), jobs.DefaultPolicy().DefaultLimits, time.Minute)
+	c2, err := other.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits, Lifetime: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

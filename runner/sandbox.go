@@ -25,6 +25,7 @@ const (
 	LabelManaged = "dev.gantry.managed"
 	LabelRunner  = "dev.gantry.runner"
 	LabelJob     = "dev.gantry.job"
+	LabelSession = "dev.gantry.session"
 )
 
 // SandboxUser is the unprivileged uid:gid code runs as.
@@ -97,12 +98,22 @@ func (s *Sandbox) RemoveLeftovers(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Create creates and starts a hardened container for a job. Its main
-// process only sleeps; the job runs through exec. The container removes
-// itself when that sleep ends, so one orphaned by a crashed runner does not
-// live much past its job's timeout.
-func (s *Sandbox) Create(ctx context.Context, jobID string, lim jobs.Limits, timeout time.Duration) (*Container, error) {
-	lifetime := int((timeout + 5*time.Minute).Seconds())
+// ContainerSpec says what a container is for and what it may use.
+type ContainerSpec struct {
+	JobID     string // the job it serves (or the session's first job)
+	SessionID string // set for a session's container
+	Limits    jobs.Limits
+	// Lifetime bounds how long the container lives if nobody removes it.
+	Lifetime time.Duration
+}
+
+// Create creates and starts a hardened container. Its main process only
+// sleeps; jobs run through exec. The container removes itself when that
+// sleep ends, so one orphaned by a crashed runner does not outlive its
+// Lifetime.
+func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
+	lim := cs.Limits
+	lifetime := int(cs.Lifetime.Seconds())
 	pids := int64(lim.Pids)
 	init := true
 	tmpfs := fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", lim.DiskMB)
@@ -117,7 +128,8 @@ func (s *Sandbox) Create(ctx context.Context, jobID string, lim jobs.Limits, tim
 			Labels: map[string]string{
 				LabelManaged: "true",
 				LabelRunner:  s.runnerID,
-				LabelJob:     jobID,
+				LabelJob:     cs.JobID,
+				LabelSession: cs.SessionID,
 			},
 		},
 		HostConfig: &container.HostConfig{
@@ -250,6 +262,28 @@ func (c *Container) run(ctx context.Context, argv []string, stdin io.Reader, std
 	}
 	if code != 0 {
 		return fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// Alive reports whether the container is still running.
+func (c *Container) Alive(ctx context.Context) bool {
+	insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	return err == nil && insp.Container.State != nil && insp.Container.State.Running
+}
+
+// SaveWorkspace streams a tar of /workspace to w.
+func (c *Container) SaveWorkspace(ctx context.Context, w io.Writer) error {
+	if err := c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "."}, nil, w); err != nil {
+		return fmt.Errorf("save workspace: %w", err)
+	}
+	return nil
+}
+
+// RestoreWorkspace unpacks a tar (from SaveWorkspace) into /workspace.
+func (c *Container) RestoreWorkspace(ctx context.Context, r io.Reader) error {
+	if err := c.run(ctx, []string{"tar", "-x", "-f", "-", "-C", jobs.WorkspaceDir, "--no-same-owner"}, r, nil); err != nil {
+		return fmt.Errorf("restore workspace: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -51,19 +52,43 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 		key = &nj.IdempotencyKey
 	}
 
+	if key != nil {
+		// A retry must not count as a second job of its session.
+		if j, created, err := s.jobByIdempotencyKey(ctx, nj.TenantID, *key, nj.RequestHash); err == nil || errors.Is(err, ErrConflict) {
+			return j, created, err
+		}
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 
+	// A session's row is locked from here to commit: its jobs are numbered
+	// in the order their submissions commit.
+	var seq *int64
+	if nj.SessionID != nil {
+		var n int64
+		err := tx.QueryRow(ctx, `
+			UPDATE sessions SET seq = seq + 1, queued = queued + 1, last_used_at = now(),
+				expires_at = now() + make_interval(secs => ttl_seconds)
+			WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()
+			RETURNING seq`, *nj.SessionID, nj.TenantID).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return jobs.Job{}, false, ErrSessionNotFound
+		}
+		if err != nil {
+			return jobs.Job{}, false, fmt.Errorf("queue in session: %w", err)
+		}
+		seq = &n
+	}
 	id := jobs.NewID("job")
 	row := tx.QueryRow(ctx, `
-		INSERT INTO jobs (id, tenant_id, status, language, session_id, spec, metadata, idempotency_key, request_hash)
-		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)
+		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+jobColumns,
-		id, nj.TenantID, nj.Spec.Language, nj.SessionID, spec, meta, key, nj.RequestHash)
+		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash)
 	job, err = scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
@@ -248,6 +273,15 @@ func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
 // still running this attempt, so a runner that lost its job to a
 // redelivery cannot overwrite the newer attempt; applied says whether it did.
 func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (applied bool, err error) {
+	return finishJob(ctx, s.pool, id, attempt, r)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Result) (bool, error) {
 	arts, err := json.Marshal(orEmptySlice(r.Artifacts))
 	if err != nil {
 		return false, err
@@ -256,7 +290,7 @@ func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Re
 	if r.Error != nil {
 		code, msg = &r.Error.Code, &r.Error.Message
 	}
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,6 +39,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// The default (4 on small machines) is too few for long polls,
+		// log streams and runners sharing one process.
+		cfg.MaxConns = 16
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -31,6 +31,7 @@ type config struct {
 	Queue         jobs.QueueConfig
 	MaxBodyBytes  int64
 	PresignExpiry time.Duration
+	SweepInterval time.Duration
 
 	LogLevel  slog.Level
 	LogFormat string
@@ -132,6 +133,7 @@ func loadConfig() (config, error) {
 		},
 		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
 		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
+		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
 
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),

@@ -87,6 +87,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
+		SweepInterval: cfg.SweepInterval,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,359 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+const sessionBehaviour = "A session is a persistent workspace (/workspace): files written by one call are there for the next, " +
+	"on whichever machine runs it. Calls in one session run one at a time, in the order you make them. " +
+	"Only /workspace persists (not /tmp, not running processes); a call that times out or is cancelled leaves the workspace as it was before it. " +
+	"An idle session expires after its ttl_seconds and everything in it is deleted."
+
+func (s *Server) addSessionTools(ms *server.MCPServer) {
+	sessionID := `"session_id":{"type":"string","description":"A session id from create_session (ses_...)."}`
+	ms.AddTool(mcp.NewTool("create_session",
+		mcp.WithDescription("Create a session for multi-step work. "+sessionBehaviour+" Close it with close_session when done."),
+		mcp.WithTitleAnnotation("Create session"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"properties":{
+			"language":{"type":"string","enum":[%s],"description":"Default language (python)."},
+			"ttl_seconds":{"type":"integer","minimum":10,"maximum":%d,"description":"Idle time before the session expires (default %d)."}}}`,
+			quotedLanguages(), jobs.MaxSessionTTL, jobs.DefaultSessionTTL))),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","expires_at"],"properties":{
+			"session_id":{"type":"string"},"language":{"type":"string"},"ttl_seconds":{"type":"integer"},
+			"expires_at":{"type":"string","format":"date-time"}}}`)),
+	), s.toolCreateSession)
+
+	ms.AddTool(mcp.NewTool("execute_bash",
+		mcp.WithDescription("Run a bash command in a session's workspace and wait for it. "+sessionBehaviour+
+			" Returns exit status, stdout, stderr and links to files under out/."),
+		mcp.WithTitleAnnotation("Run bash in session"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["session_id","command"],"properties":{%s,
+			"command":{"type":"string","minLength":1,"maxLength":%d},
+			"timeout_ms":{"type":"integer","minimum":1,"maximum":%d}}}`, sessionID, s.cfg.Policy.MaxCodeBytes, s.cfg.Policy.MaxTimeoutMS))),
+		mcp.WithRawOutputSchema(jobResultSchema),
+	), s.toolExecuteBash)
+
+	ms.AddTool(mcp.NewTool("read_file",
+		mcp.WithDescription("Read a text file from a session's workspace, a page of lines at a time: offset is the first line (0-based), line_count how many (default 200). "+
+			"next_offset says where the next page starts (null at the end)."),
+		mcp.WithTitleAnnotation("Read file"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path"],"properties":{`+sessionID+`,
+			"path":{"type":"string","description":"Relative to /workspace."},
+			"offset":{"type":"integer","minimum":0},
+			"line_count":{"type":"integer","minimum":1,"maximum":5000}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["path","content","offset","line_count","total_lines","next_offset"],"properties":{
+			"path":{"type":"string"},"content":{"type":"string"},"offset":{"type":"integer"},"line_count":{"type":"integer"},
+			"total_lines":{"type":"integer"},"next_offset":{"type":["integer","null"]}}}`)),
+	), s.toolReadFile)
+
+	ms.AddTool(mcp.NewTool("write_file",
+		mcp.WithDescription("Write a text file into a session's workspace (creating directories, replacing an existing file). "+
+			"It waits for a call running in the session to finish first."),
+		mcp.WithTitleAnnotation("Write file"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(true),
+		mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["session_id","path","content"],"properties":{%s,
+			"path":{"type":"string","description":"Relative to /workspace."},
+			"content":{"type":"string","maxLength":%d}}}`, sessionID, maxFileBytes))),
+		mcp.WithRawOutputSchema(fileInfoSchema),
+	), s.toolWriteFile)
+
+	ms.AddTool(mcp.NewTool("list_files",
+		mcp.WithDescription("List the files of a session's workspace (recursively), with sizes and modification times; path limits it to a directory."),
+		mcp.WithTitleAnnotation("List files"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`,
+			"path":{"type":"string","description":"A directory relative to /workspace (default: everything)."}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["files"],"properties":{"files":{"type":"array","items":`+string(fileInfoSchema)+`}}}`)),
+	), s.toolListFiles)
+
+	ms.AddTool(mcp.NewTool("read_docstring",
+		mcp.WithDescription("Get a Python function's (or class's, or Class.method's) signature and docstring from a file in a session's workspace. "+
+			"The file is parsed, not run, so this is cheap and safe on any module."),
+		mcp.WithTitleAnnotation("Read docstring"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path","function"],"properties":{`+sessionID+`,
+			"path":{"type":"string","description":"A .py file relative to /workspace."},
+			"function":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$","description":"name, or Class.method"}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["function","signature","docstring","line"],"properties":{
+			"function":{"type":"string"},"signature":{"type":"string"},"docstring":{"type":["string","null"]},"line":{"type":"integer"}}}`)),
+	), s.toolReadDocstring)
+
+	ms.AddTool(mcp.NewTool("close_session",
+		mcp.WithDescription("Close a session: stops a call running in it, drops queued ones and deletes its files. The session id stops working."),
+		mcp.WithTitleAnnotation("Close session"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(true),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","closed"],"properties":{"session_id":{"type":"string"},"closed":{"type":"boolean"}}}`)),
+	), s.toolCloseSession)
+}
+
+var fileInfoSchema = json.RawMessage(`{"type":"object","required":["path","type","size","modified_at"],"properties":{
+	"path":{"type":"string"},"type":{"type":"string","enum":["file","dir","symlink"]},"size":{"type":"integer"},
+	"modified_at":{"type":"string","format":"date-time"},"target":{"type":"string"}}}`)
+
+func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args jobs.SessionRequest
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	sess, err := s.createSession(ctx, p, args)
+	if err != nil {
+		return toolError(err), nil
+	}
+	out := map[string]any{"session_id": sess.ID, "language": sess.Language, "ttl_seconds": sess.TTLSeconds, "expires_at": sess.ExpiresAt}
+	return mcp.NewToolResultStructured(out, fmt.Sprintf("session %s created (%s); it expires after %d s idle", sess.ID, sess.Language, sess.TTLSeconds)), nil
+}
+
+func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		SessionID string `json:"session_id"`
+		Command   string `json:"command"`
+		TimeoutMS int    `json:"timeout_ms"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	return s.runAndWait(ctx, req, jobs.Request{Language: "bash", Code: args.Command, TimeoutMS: args.TimeoutMS,
+		SessionID: &args.SessionID, Metadata: map[string]string{"via": "mcp", "tool": "execute_bash"}})
+}
+
+// maxReadFile caps the file read_file pages through.
+const maxReadFile = 16 << 20
+
+func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		SessionID string `json:"session_id"`
+		Path      string `json:"path"`
+		Offset    int    `json:"offset"`
+		LineCount int    `json:"line_count"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	if args.LineCount == 0 {
+		args.LineCount = 200
+	}
+	var content []byte
+	err := s.readFile(ctx, p, args.SessionID, args.Path, func(fi FileInfo, r io.Reader) error {
+		if fi.Size > maxReadFile {
+			return badRequest("path", "%s is %d bytes; read_file pages through files up to %d bytes (process bigger ones with a program)", fi.Path, fi.Size, maxReadFile)
+		}
+		var err error
+		content, err = io.ReadAll(r)
+		return err
+	})
+	if err != nil {
+		return toolError(err), nil
+	}
+	if !utf8.Valid(content) || bytes.IndexByte(content, 0) >= 0 {
+		return mcp.NewToolResultError(fmt.Sprintf("%s is a binary file (%d bytes); inspect it with a program, or download it with GET /v1/sessions/%s/files/%s", args.Path, len(content), args.SessionID, args.Path)), nil
+	}
+	lines := strings.SplitAfter(string(content), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	start := min(args.Offset, len(lines))
+	end := min(start+args.LineCount, len(lines))
+	page := strings.Join(lines[start:end], "")
+	var next *int
+	if end < len(lines) {
+		next = &end
+	}
+	out := map[string]any{"path": args.Path, "content": page, "offset": start, "line_count": end - start, "total_lines": len(lines), "next_offset": next}
+	text := page
+	if next != nil {
+		text += fmt.Sprintf("\n[lines %d-%d of %d; continue with offset=%d]", start, end, len(lines), end)
+	}
+	return mcp.NewToolResultStructured(out, text), nil
+}
+
+func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		SessionID string `json:"session_id"`
+		Path      string `json:"path"`
+		Content   string `json:"content"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	if err := s.writeFile(ctx, p, args.SessionID, args.Path, []byte(args.Content)); err != nil {
+		return toolError(err), nil
+	}
+	clean, _ := jobs.CleanPath(args.Path)
+	fi := FileInfo{Path: clean, Type: "file", Size: int64(len(args.Content)), ModifiedAt: time.Now().UTC()}
+	return mcp.NewToolResultStructured(fi, fmt.Sprintf("wrote %s (%d bytes)", clean, len(args.Content))), nil
+}
+
+func (s *Server) toolListFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		SessionID string `json:"session_id"`
+		Path      string `json:"path"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	files, err := s.listFiles(ctx, p, args.SessionID, args.Path)
+	if err != nil {
+		return toolError(err), nil
+	}
+	var b strings.Builder
+	for _, f := range files {
+		switch f.Type {
+		case "dir":
+			fmt.Fprintf(&b, "%s/\n", f.Path)
+		case "symlink":
+			fmt.Fprintf(&b, "%s -> %s\n", f.Path, f.Target)
+		default:
+			fmt.Fprintf(&b, "%s  %d bytes  %s\n", f.Path, f.Size, f.ModifiedAt.Format(time.RFC3339))
+		}
+	}
+	if len(files) == 0 {
+		b.WriteString("(empty)\n")
+	}
+	return mcp.NewToolResultStructured(map[string]any{"files": files}, b.String()), nil
+}
+
+// docstringScript finds a definition with Python's own parser; it never
+// imports or runs the file. Its inputs come through the environment, so
+// nothing the caller sends becomes code.
+const docstringScript = `import ast, json, os, sys
+path, name = os.environ["GANTRY_PATH"], os.environ["GANTRY_FUNCTION"]
+try:
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+except FileNotFoundError:
+    print(json.dumps({"error": path + " does not exist"})); sys.exit(0)
+except (SyntaxError, UnicodeDecodeError) as e:
+    print(json.dumps({"error": "cannot parse " + path + ": " + str(e)})); sys.exit(0)
+node, body = None, tree.body
+for part in name.split("."):
+    node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part), None)
+    if node is None:
+        print(json.dumps({"error": name + " is not defined in " + path})); sys.exit(0)
+    body = node.body
+if isinstance(node, ast.ClassDef):
+    sig = "class " + node.name + ("(" + ", ".join(ast.unparse(b) for b in node.bases) + ")" if node.bases else "")
+else:
+    sig = ("async def " if isinstance(node, ast.AsyncFunctionDef) else "def ") + node.name + "(" + ast.unparse(node.args) + ")"
+    if node.returns is not None:
+        sig += " -> " + ast.unparse(node.returns)
+print(json.dumps({"function": name, "signature": sig, "docstring": ast.get_docstring(node), "line": node.lineno}))
+`
+
+func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		SessionID string `json:"session_id"`
+		Path      string `json:"path"`
+		Function  string `json:"function"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	path, err := jobs.CleanPath(args.Path)
+	if err != nil {
+		return mcp.NewToolResultError("path " + err.Error()), nil
+	}
+	// It runs as a job of the session, so it sees the workspace in order
+	// with the session's other calls.
+	req.Params.Meta = nil
+	res, err := s.runAndWait(ctx, req, jobs.Request{Language: "python", Code: docstringScript, TimeoutMS: 30_000,
+		SessionID: &args.SessionID, Env: map[string]string{"GANTRY_PATH": path, "GANTRY_FUNCTION": args.Function},
+		Metadata: map[string]string{"via": "mcp", "tool": "read_docstring"}})
+	if err != nil || res.IsError {
+		return res, err
+	}
+	job, _ := res.StructuredContent.(jobResult)
+	if job.Status != jobs.StatusSucceeded {
+		return mcp.NewToolResultError(fmt.Sprintf("could not read the docstring (job %s %s): %s", job.JobID, job.Status, strings.TrimSpace(job.Stderr))), nil
+	}
+	var out struct {
+		Error     string  `json:"error,omitempty"`
+		Function  string  `json:"function"`
+		Signature string  `json:"signature"`
+		Docstring *string `json:"docstring"`
+		Line      int     `json:"line"`
+	}
+	if err := json.Unmarshal([]byte(job.Stdout), &out); err != nil {
+		return mcp.NewToolResultError("could not read the docstring: unexpected output " + truncateText(job.Stdout, 200)), nil
+	}
+	if out.Error != "" {
+		return mcp.NewToolResultError(out.Error), nil
+	}
+	text := out.Signature + "\n"
+	if out.Docstring != nil {
+		text += *out.Docstring + "\n"
+	} else {
+		text += "(no docstring)\n"
+	}
+	out.Error = ""
+	return mcp.NewToolResultStructured(out, text), nil
+}
+
+func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	if err := s.closeSession(ctx, p, args.SessionID); err != nil {
+		return toolError(err), nil
+	}
+	return mcp.NewToolResultStructured(map[string]any{"session_id": args.SessionID, "closed": true}, "session "+args.SessionID+" closed"), nil
+}
+
+func truncateText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

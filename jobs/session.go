@@ -1,0 +1,87 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+)
+
+// Session is a stateful workspace as the API shows it.
+type Session struct {
+	ID         string            `json:"id"`
+	Status     string            `json:"status"`
+	Language   string            `json:"language"`
+	TTLSeconds int               `json:"ttl_seconds"`
+	DiskMB     int               `json:"disk_mb"`
+	CreatedAt  time.Time         `json:"created_at"`
+	LastUsedAt time.Time         `json:"last_used_at"`
+	ExpiresAt  time.Time         `json:"expires_at"`
+	LastJobID  *string           `json:"last_job_id"`
+	Version    int64             `json:"version"`
+	Bytes      int64             `json:"workspace_bytes"`
+	Queued     int               `json:"queued_jobs"`
+	Metadata   map[string]string `json:"metadata"`
+}
+
+// SessionRequest creates a session.
+type SessionRequest struct {
+	Language   string            `json:"language"`
+	TTLSeconds int               `json:"ttl_seconds,omitempty"`
+	DiskMB     int               `json:"disk_mb,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+}
+
+// Session bounds.
+const (
+	DefaultSessionTTL = 3600
+	MaxSessionTTL     = 7 * 24 * 3600
+	DefaultSessionMB  = 512
+	MaxSessionMB      = 4096
+)
+
+// Normalize validates a session request and fills in defaults.
+func (r SessionRequest) Normalize() (SessionRequest, error) {
+	if r.Language == "" {
+		r.Language = "python"
+	}
+	if _, ok := LookupLanguage(r.Language); !ok {
+		return r, fieldErr("language", "unknown language %q (one of %s)", r.Language, languageNames())
+	}
+	if r.TTLSeconds == 0 {
+		r.TTLSeconds = DefaultSessionTTL
+	}
+	if r.TTLSeconds < 10 || r.TTLSeconds > MaxSessionTTL {
+		return r, fieldErr("ttl_seconds", "must be between 10 and %d", MaxSessionTTL)
+	}
+	if r.DiskMB == 0 {
+		r.DiskMB = DefaultSessionMB
+	}
+	if r.DiskMB < 1 || r.DiskMB > MaxSessionMB {
+		return r, fieldErr("disk_mb", "must be between 1 and %d", MaxSessionMB)
+	}
+	if len(r.Metadata) > 32 {
+		return r, fieldErr("metadata", "has %d keys; at most 32", len(r.Metadata))
+	}
+	for k, v := range r.Metadata {
+		if k == "" || len(k) > 64 || len(v) > 512 {
+			return r, fieldErr("metadata", "keys must be 1-64 bytes and values at most 512 bytes (%q)", truncate(k, 64))
+		}
+	}
+	return r, nil
+}
+
+// SessionKey is where version v of a session's workspace snapshot is stored.
+func SessionKey(tenantID, sessionID string, version int64) string {
+	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
+}
+
+// SessionPrefix holds every object of a session.
+func SessionPrefix(tenantID, sessionID string) string {
+	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
+}
+
+// SessionClosedSubject announces that a session was deleted or expired, so
+// that runners drop any warm container they keep for it.
+func SessionClosedSubject(sessionID string) string { return "gantry.session." + sessionID + ".closed" }
+
+// SessionClosedAll matches every session-closed subject.
+const SessionClosedAll = "gantry.session.*.closed"

@@ -1,0 +1,300 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// SessionStore is what the runner needs of the store to run sessions.
+type SessionStore interface {
+	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
+	ExtendSession(ctx context.Context, id, owner string, lease time.Duration) error
+	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
+	NextSessionJob(ctx context.Context, sessionID, owner, runnerID string, maxAttempts int) (store.SessionJob, bool, error)
+	FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot) (bool, bool, string, error)
+}
+
+// Blobs is what the runner needs of the object store.
+type Blobs interface {
+	Uploader
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// errSessionLost means the runner no longer owns the session (it closed,
+// expired or was taken over).
+var errSessionLost = errors.New("session lost")
+
+// handleSession runs a session's jobs. The message only says the session
+// has work: the runner that becomes the session's owner runs all of its
+// queued jobs, one at a time in submission order, and lets go only when
+// none is left. A runner that cannot become owner acks the message: the
+// owner cannot let go while the job it announced is queued.
+func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
+	log := r.log.With("session_id", rm.SessionID)
+	owner := r.cfg.ID
+	lease := r.sessionLease()
+	st, ok, err := r.sessions.AcquireSession(ctx, rm.SessionID, owner, lease)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		_ = msg.Ack() // closed: its jobs were cancelled
+		return
+	case err != nil:
+		log.Error("acquire session", "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	case !ok:
+		_ = msg.Ack()
+		return
+	}
+
+	// Keep the message and the lease alive while the session runs.
+	loopCtx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
+	go func() {
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+				if err := r.sessions.ExtendSession(loopCtx, rm.SessionID, owner, lease); errors.Is(err, store.ErrNotFound) {
+					stopLoop(errSessionLost)
+					return
+				}
+			}
+		}
+	}()
+
+	err = r.runSession(loopCtx, log, rm.SessionID, owner, st)
+	release := context.WithoutCancel(ctx)
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case errors.Is(err, errSessionLost) || errors.Is(context.Cause(loopCtx), errSessionLost):
+		r.warm.drop(rm.SessionID)
+		_ = msg.Ack()
+	default:
+		// Shutdown or a failure of gantry's own: hand the session over.
+		log.Warn("handing the session back to the queue", "err", err)
+		r.warm.drop(rm.SessionID)
+		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
+			log.Error("release session", "err", rerr)
+		}
+		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+func (r *Runner) sessionLease() time.Duration { return max(r.cfg.Queue.AckWait, 15*time.Second) }
+
+// runSession runs jobs until none is queued and the session is released.
+func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState) error {
+	version := st.Version
+	key := st.SnapshotKey
+	for {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-r.stopping:
+			return errShutdown
+		default:
+		}
+		sj, ok, err := r.sessions.NextSessionJob(ctx, sessionID, owner, r.cfg.ID, r.cfg.Queue.MaxAttempts)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSessionLost
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			released, _, err := r.sessions.ReleaseSession(ctx, sessionID, owner, false)
+			if err != nil {
+				return err
+			}
+			if released {
+				return nil
+			}
+			continue // a job was queued meanwhile
+		}
+		if version, key, err = r.runSessionJob(ctx, log, sessionID, owner, st, version, key, sj); err != nil {
+			return err
+		}
+	}
+}
+
+// runSessionJob runs one job in the session's workspace and records it with
+// the workspace it left. It returns the session's new version and snapshot.
+func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, version int64, key string, sj store.SessionJob) (int64, string, error) {
+	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
+	ex := &execution{jobID: sj.JobID, attempt: sj.Attempt}
+	execCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancel = cancel
+	r.track(ex)
+	defer r.untrack(ex)
+	if sj.Claim.CancelRequested {
+		cancel(errCancelled)
+	}
+	r.publishStatus(sj.JobID, jobs.StatusRunning)
+	log.Info("session job started")
+
+	spec := sj.Claim.Spec
+	ctr, err := r.sessionContainer(execCtx, sessionID, st, version, key, spec)
+	var res jobs.Result
+	switch {
+	case err != nil && errors.Is(context.Cause(execCtx), errCancelled):
+		res = cancelledResult(0)
+	case err != nil:
+		return version, key, err
+	default:
+		res, err = r.runIn(execCtx, ex, ctr, sj.Claim)
+		if err != nil {
+			if errors.Is(context.Cause(execCtx), errCancelled) {
+				res = cancelledResult(0)
+			} else {
+				ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+				return version, key, err
+			}
+		}
+	}
+
+	// The workspace is kept only when the program ended by itself: a
+	// timeout or cancel kills the container and the session stays at the
+	// version before this job.
+	var snap *store.Snapshot
+	keep := ctr != nil && (res.Status == jobs.StatusSucceeded || res.Status == jobs.StatusFailed)
+	if keep {
+		snap, err = r.saveSnapshot(ctx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
+		if err != nil {
+			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
+			keep = false
+			res.Status = jobs.StatusError
+			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: "the program ran, but gantry could not save the session's workspace: " + err.Error()}
+		}
+	}
+	if !keep && ctr != nil {
+		ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+	}
+
+	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelCommit()
+	applied, snapApplied, replaced, err := r.sessions.FinishSessionJob(commitCtx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
+	if err != nil {
+		if snap != nil {
+			_ = r.blobs.Delete(commitCtx, snap.Key)
+		}
+		if keep {
+			ctr.Remove(commitCtx) //nolint:errcheck
+		}
+		return version, key, fmt.Errorf("record session job: %w", err)
+	}
+	if snap != nil && !snapApplied {
+		_ = r.blobs.Delete(commitCtx, snap.Key)
+		if keep {
+			ctr.Remove(commitCtx) //nolint:errcheck
+		}
+		keep = false
+	}
+	if snapApplied {
+		version, key = snap.Version, snap.Key
+		if replaced != "" && replaced != key {
+			if err := r.blobs.Delete(commitCtx, replaced); err != nil {
+				log.Warn("delete old snapshot", "key", replaced, "err", err)
+			}
+		}
+	}
+	if keep {
+		r.warm.put(sessionID, &warmSession{ctr: ctr, version: version, limits: spec.Limits})
+	}
+	if applied {
+		r.publishStatus(sj.JobID, res.Status)
+		if r.metrics != nil {
+			r.metrics.observe(spec.Language, res)
+		}
+		log.Info("session job finished", "status", res.Status, "version", version)
+	}
+	return version, key, nil
+}
+
+// sessionContainer returns a container holding the session's workspace at
+// version: the warm one this runner kept, if it is current and fits the
+// job's limits, else a new one restored from the snapshot.
+func (r *Runner) sessionContainer(ctx context.Context, sessionID string, st store.SessionState, version int64, key string, spec jobs.Spec) (*Container, error) {
+	if w := r.warm.take(sessionID); w != nil {
+		if w.version == version && w.limits == spec.Limits && w.ctr.Alive(ctx) {
+			return w.ctr, nil
+		}
+		w.ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+	}
+	lim := spec.Limits
+	lim.DiskMB = st.DiskMB
+	ctr, err := r.sandbox.Create(ctx, ContainerSpec{JobID: "", SessionID: sessionID, Limits: lim, Lifetime: 2 * time.Hour})
+	if err != nil {
+		return nil, err
+	}
+	if version > 0 && key != "" {
+		rc, err := r.blobs.Get(ctx, key)
+		if err == nil {
+			err = ctr.RestoreWorkspace(ctx, rc)
+			rc.Close()
+		}
+		if err != nil {
+			ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+			return nil, fmt.Errorf("restore session workspace version %d: %w", version, err)
+		}
+	}
+	return ctr, nil
+}
+
+// saveSnapshot uploads the container's workspace as the given version.
+func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
+	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
+	pr, pw := io.Pipe()
+	saveErr := make(chan error, 1)
+	go func() {
+		err := ctr.SaveWorkspace(ctx, pw)
+		pw.CloseWithError(err)
+		saveErr <- err
+	}()
+	// The tmpfs caps the workspace; the bound here guards against a tar
+	// stream larger than the workspace could be.
+	limit := int64(diskMB)<<20 + 64<<20
+	cr := &countingReader{r: io.LimitReader(pr, limit+1)}
+	err := r.blobs.Put(ctx, snap.Key, cr, -1, "application/x-tar")
+	pr.CloseWithError(io.ErrClosedPipe)
+	if serr := <-saveErr; err == nil && serr != nil && !errors.Is(serr, io.ErrClosedPipe) {
+		err = serr
+	}
+	if err == nil && cr.n > limit {
+		err = fmt.Errorf("workspace snapshot is larger than the session's %d MB", diskMB)
+	}
+	if err != nil {
+		_ = r.blobs.Delete(context.WithoutCancel(ctx), snap.Key)
+		return nil, err
+	}
+	snap.Bytes = cr.n
+	return snap, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,471 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// ErrSessionNotFound is a job naming a session that does not exist (or is
+// closing) for the tenant.
+var ErrSessionNotFound = errors.New("session not found")
+
+const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
+	last_job_id, version, snapshot_bytes, queued, metadata`
+
+func scanSession(row pgx.Row) (jobs.Session, error) {
+	var s jobs.Session
+	var meta []byte
+	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(meta, &s.Metadata); err != nil {
+		return s, err
+	}
+	s.CreatedAt, s.LastUsedAt, s.ExpiresAt = s.CreatedAt.UTC(), s.LastUsedAt.UTC(), s.ExpiresAt.UTC()
+	return s, nil
+}
+
+// CreateSession creates an empty session.
+func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error) {
+	meta, _ := json.Marshal(orEmpty(req.Metadata))
+	return scanSession(s.pool.QueryRow(ctx, `
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $4::integer))
+		RETURNING `+sessionColumns,
+		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta))
+}
+
+// GetSession returns the tenant's active session, or ErrNotFound (also for
+// one that is closing or has expired).
+func (s *Store) GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()`, id, tenantID))
+	return sess, notFound(err)
+}
+
+// TouchSession extends an active session's life by its TTL.
+func (s *Store) TouchSession(ctx context.Context, tenantID, id string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
+		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()`, id, tenantID)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ListSessions lists the tenant's active sessions, newest first.
+func (s *Store) ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error) {
+	args := []any{tenantID, limit + 1}
+	cond := ""
+	if before != "" {
+		args = append(args, before)
+		cond = " AND id < $3"
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE tenant_id = $1 AND status = 'active' AND expires_at > now()`+cond+` ORDER BY id DESC LIMIT $2`, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	out := []jobs.Session{}
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// SessionRef identifies a session's objects and running jobs while it is
+// being closed.
+type SessionRef struct {
+	ID          string
+	TenantID    string
+	RunningJobs []string
+}
+
+// CloseSession starts closing the tenant's session: it stops accepting jobs
+// and files, its queued jobs are cancelled and its running job flagged for
+// cancellation. The closing is finished by FinishClosing once its objects
+// are gone. ErrNotFound if there is no such active session.
+func (s *Store) CloseSession(ctx context.Context, tenantID, id string) (SessionRef, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return SessionRef{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	tag, err := tx.Exec(ctx, `UPDATE sessions SET status = 'closing', closing_since = now()
+		WHERE id = $1 AND tenant_id = $2 AND status = 'active'`, id, tenantID)
+	if err != nil {
+		return SessionRef{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return SessionRef{}, ErrNotFound
+	}
+	ref, err := closeSessionJobs(ctx, tx, id)
+	if err != nil {
+		return SessionRef{}, err
+	}
+	ref.TenantID = tenantID
+	return ref, tx.Commit(ctx)
+}
+
+// closeSessionJobs cancels a closing session's queued jobs and flags its
+// running ones.
+func closeSessionJobs(ctx context.Context, tx pgx.Tx, sessionID string) (SessionRef, error) {
+	ref := SessionRef{ID: sessionID}
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'cancelled', finished_at = now(), cancel_requested = true,
+			error_code = 'cancelled', error_message = 'the session was closed before the job started'
+		WHERE session_id = $1 AND status = 'queued'`, sessionID); err != nil {
+		return ref, err
+	}
+	rows, err := tx.Query(ctx, `UPDATE jobs SET cancel_requested = true WHERE session_id = $1 AND status = 'running' RETURNING id`, sessionID)
+	if err != nil {
+		return ref, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ref.RunningJobs = ids
+	return ref, err
+}
+
+// ExpireSessions marks up to limit sessions idle past their expiry as
+// closing and returns them. Several sweepers may run at once: rows another
+// one is handling are skipped.
+func (s *Store) ExpireSessions(ctx context.Context, limit int) ([]SessionRef, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	rows, err := tx.Query(ctx, `
+		UPDATE sessions SET status = 'closing', closing_since = now()
+		WHERE id IN (SELECT id FROM sessions WHERE status = 'active' AND expires_at <= now()
+		             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+		RETURNING id, tenant_id`, limit)
+	if err != nil {
+		return nil, err
+	}
+	var refs []SessionRef
+	for rows.Next() {
+		var r SessionRef
+		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range refs {
+		r, err := closeSessionJobs(ctx, tx, refs[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		refs[i].RunningJobs = r.RunningJobs
+	}
+	return refs, tx.Commit(ctx)
+}
+
+// ClosingSessions lists sessions left closing for longer than age (their
+// closer died): the sweeper finishes them.
+func (s *Store) ClosingSessions(ctx context.Context, age time.Duration, limit int) ([]SessionRef, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id FROM sessions
+		WHERE status = 'closing' AND closing_since < now() - make_interval(secs => $1) LIMIT $2`, age.Seconds(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var refs []SessionRef
+	for rows.Next() {
+		var r SessionRef
+		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	return refs, rows.Err()
+}
+
+// FinishClosing deletes a closing session's row once nobody runs its jobs
+// any more. done is false while an owner still holds it.
+func (s *Store) FinishClosing(ctx context.Context, id string) (done bool, err error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1 AND status = 'closing'
+		AND (owner IS NULL OR owner_until < now())`, id)
+	if err != nil {
+		return false, err
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var exists bool
+	err = s.pool.QueryRow(ctx, `SELECT true FROM sessions WHERE id = $1`, id).Scan(&exists)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	return false, err
+}
+
+// SessionState is what the owner of a session needs to run its jobs.
+type SessionState struct {
+	TenantID    string
+	Language    string
+	DiskMB      int
+	Version     int64
+	SnapshotKey string
+	Queued      int
+}
+
+// AcquireSession makes owner the session's only runner of jobs until
+// lease passes (renewed with ExtendSession). ok is false if someone else
+// holds it; ErrNotFound if it is gone or closing.
+func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (st SessionState, ok bool, err error) {
+	var key *string
+	err = s.pool.QueryRow(ctx, `
+		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
+		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner = $2 OR owner_until < now())
+		RETURNING tenant_id, language, disk_mb, version, snapshot_key, queued`, id, owner, lease.Seconds()).
+		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var status string
+		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {
+			return st, false, ErrNotFound
+		}
+		return st, false, nil
+	}
+	if key != nil {
+		st.SnapshotKey = *key
+	}
+	return st, err == nil, err
+}
+
+// ExtendSession renews the owner's lease. ErrNotFound if the owner lost the
+// session (it expired, was taken over, or is closing).
+func (s *Store) ExtendSession(ctx context.Context, id, owner string, lease time.Duration) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET owner_until = now() + make_interval(secs => $3)
+		WHERE id = $1 AND owner = $2 AND status = 'active'`, id, owner, lease.Seconds())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ReleaseSession lets go of a session. It succeeds only when no job is
+// queued: otherwise the owner keeps it and must run them (released=false).
+// With force, it lets go regardless and returns how many jobs wait, so the
+// caller can hand them to another owner.
+func (s *Store) ReleaseSession(ctx context.Context, id, owner string, force bool) (released bool, queued int, err error) {
+	err = s.pool.QueryRow(ctx, `
+		UPDATE sessions SET owner = NULL, owner_until = NULL
+		WHERE id = $1 AND owner = $2 AND ($3 OR queued = 0 OR status = 'closing')
+		RETURNING queued`, id, owner, force).Scan(&queued)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var cur *string
+		if err := s.pool.QueryRow(ctx, `SELECT owner FROM sessions WHERE id = $1`, id).Scan(&cur); err != nil || cur == nil || *cur != owner {
+			return true, 0, nil // not ours (any more), or gone
+		}
+		return false, 0, nil
+	}
+	return err == nil, queued, err
+}
+
+// SessionJob is the next job an owner should run.
+type SessionJob struct {
+	JobID   string
+	Attempt int
+	Claim   Claim
+}
+
+// NextSessionJob claims the session's oldest unfinished job for the owner:
+// a job left running by a lost owner is run again, then queued ones in
+// submission order. A job already tried maxAttempts times is ended as an
+// error and skipped. ok is false when nothing is left to run.
+func (s *Store) NextSessionJob(ctx context.Context, sessionID, owner, runnerID string, maxAttempts int) (sj SessionJob, ok bool, err error) {
+	for {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return sj, false, err
+		}
+		sj, ok, retry, err := nextSessionJob(ctx, tx, sessionID, owner, runnerID, maxAttempts)
+		if err != nil {
+			tx.Rollback(ctx) //nolint:errcheck
+			return sj, false, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return sj, false, err
+		}
+		if !retry {
+			return sj, ok, nil
+		}
+	}
+}
+
+func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID string, maxAttempts int) (sj SessionJob, ok, retry bool, err error) {
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT owner = $2 AND status = 'active' FROM sessions WHERE id = $1 FOR UPDATE`, sessionID, owner).Scan(&held); err != nil {
+		return sj, false, false, notFound(err)
+	}
+	if !held {
+		return sj, false, false, ErrNotFound
+	}
+	var status string
+	var attempt int
+	var tenantID string
+	var spec []byte
+	var cancelReq bool
+	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested FROM jobs
+		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE`, sessionID).
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing left. Holding the session's row, no submission is half
+		// done, so the count of queued jobs is exactly zero (it can drift
+		// when queued jobs are cancelled).
+		_, err := tx.Exec(ctx, `UPDATE sessions SET queued = 0 WHERE id = $1`, sessionID)
+		return sj, false, false, err
+	}
+	if err != nil {
+		return sj, false, false, err
+	}
+	if status == "queued" {
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET queued = greatest(queued - 1, 0) WHERE id = $1`, sessionID); err != nil {
+			return sj, false, false, err
+		}
+	}
+	if attempt >= maxAttempts {
+		_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'error', finished_at = now(), error_code = 'infrastructure',
+			error_message = $2 WHERE id = $1`, sj.JobID,
+			fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", attempt))
+		return sj, false, true, err
+	}
+	sj.Attempt = attempt + 1
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now() WHERE id = $1`,
+		sj.JobID, sj.Attempt, runnerID); err != nil {
+		return sj, false, false, err
+	}
+	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq}
+	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
+		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
+	}
+	return sj, true, false, nil
+}
+
+// Snapshot is a new version of a session's workspace.
+type Snapshot struct {
+	Version int64
+	Key     string
+	Bytes   int64
+}
+
+// FinishSessionJob records a session job's result and, if snap is set, the
+// workspace version it left, in one transaction. It returns whether the
+// result applied and, when the snapshot was recorded, the key of the
+// snapshot it replaced (for deletion). If the session is closing or the
+// owner lost it, the result is still recorded but the snapshot is not
+// (snapshotApplied=false): the caller deletes the object it uploaded.
+func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *Snapshot) (applied, snapshotApplied bool, replaced string, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, false, "", err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	applied, err = finishJob(ctx, tx, jobID, attempt, r)
+	if err != nil {
+		return false, false, "", err
+	}
+	var prev *string
+	if snap != nil && applied {
+		err = tx.QueryRow(ctx, `
+			WITH old AS (SELECT snapshot_key FROM sessions WHERE id = $1 FOR UPDATE)
+			UPDATE sessions SET version = $3, snapshot_key = $4, snapshot_bytes = $5, last_job_id = $6,
+				last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
+			WHERE id = $1 AND owner = $2 AND status = 'active'
+			RETURNING (SELECT snapshot_key FROM old)`, sessionID, owner, snap.Version, snap.Key, snap.Bytes, jobID).Scan(&prev)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return false, false, "", err
+		default:
+			snapshotApplied = true
+		}
+	} else if applied {
+		_, err = tx.Exec(ctx, `UPDATE sessions SET last_job_id = $2, last_used_at = now(),
+			expires_at = now() + make_interval(secs => ttl_seconds) WHERE id = $1 AND status = 'active'`, sessionID, jobID)
+		if err != nil {
+			return false, false, "", err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, false, "", err
+	}
+	if prev != nil {
+		replaced = *prev
+	}
+	return applied, snapshotApplied, replaced, nil
+}
+
+// CommitWorkspace records a new workspace version written outside a job
+// (the files API), by the current owner. It returns the replaced key.
+func (s *Store) CommitWorkspace(ctx context.Context, sessionID, owner string, snap Snapshot) (replaced string, err error) {
+	var prev *string
+	err = s.pool.QueryRow(ctx, `
+		WITH old AS (SELECT snapshot_key FROM sessions WHERE id = $1 FOR UPDATE)
+		UPDATE sessions SET version = $3, snapshot_key = $4, snapshot_bytes = $5,
+			last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
+		WHERE id = $1 AND owner = $2 AND status = 'active'
+		RETURNING (SELECT snapshot_key FROM old)`, sessionID, owner, snap.Version, snap.Key, snap.Bytes).Scan(&prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if prev != nil {
+		replaced = *prev
+	}
+	return replaced, err
+}
+
+// StalledSessions lists active sessions with unfinished jobs that nobody
+// owns (the message announcing them was lost, or its owner died for good).
+func (s *Store) StalledSessions(ctx context.Context, limit int) ([]SessionRef, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT s.id, s.tenant_id FROM sessions s
+		WHERE s.status = 'active' AND (s.owner IS NULL OR s.owner_until < now() - interval '5 seconds')
+		  AND EXISTS (SELECT 1 FROM jobs j WHERE j.session_id = s.id AND j.status IN ('queued', 'running')
+		              AND j.created_at < now() - interval '10 seconds')
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var refs []SessionRef
+	for rows.Next() {
+		var r SessionRef
+		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	return refs, rows.Err()
+}
