@@ -218,12 +218,11 @@ func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err := bindArgs(req, &args); err != nil {
 		return toolError(err), nil
 	}
-	if err := s.writeFile(ctx, p, args.SessionID, args.Path, []byte(args.Content)); err != nil {
+	fi, err := s.writeFile(ctx, p, args.SessionID, args.Path, []byte(args.Content))
+	if err != nil {
 		return toolError(err), nil
 	}
-	clean, _ := jobs.CleanPath(args.Path)
-	fi := FileInfo{Path: clean, Type: "file", Size: int64(len(args.Content)), ModifiedAt: time.Now().UTC()}
-	return mcp.NewToolResultStructured(fi, fmt.Sprintf("wrote %s (%d bytes)", clean, len(args.Content))), nil
+	return mcp.NewToolResultStructured(fi, fmt.Sprintf("wrote %s (%d bytes)", fi.Path, fi.Size)), nil
 }
 
 func (s *Server) toolListFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -164,10 +164,11 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request, p store.P
 	if err != nil {
 		return err
 	}
-	if err := s.writeFile(r.Context(), p, r.PathValue("id"), r.PathValue("path"), content); err != nil {
+	fi, err := s.writeFile(r.Context(), p, r.PathValue("id"), r.PathValue("path"), content)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, FileInfo{Path: r.PathValue("path"), Type: "file", Size: int64(len(content)), ModifiedAt: time.Now().UTC()})
+	writeJSON(w, http.StatusOK, fi)
 	return nil
 }
 

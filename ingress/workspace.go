@@ -278,12 +278,14 @@ func copyEntry(tw *tar.Writer, fi FileInfo, r io.Reader) error {
 }
 
 // writeFile puts content at path, replacing a file there.
-func (s *Server) writeFile(ctx context.Context, p store.Principal, sessionID, rawPath string, content []byte) error {
+func (s *Server) writeFile(ctx context.Context, p store.Principal, sessionID, rawPath string, content []byte) (FileInfo, error) {
 	want, err := jobs.CleanPath(rawPath)
 	if err != nil {
-		return badRequest("path", "%v", err)
+		return FileInfo{}, badRequest("path", "%v", err)
 	}
-	return s.editWorkspace(ctx, p, sessionID, func(tw *tar.Writer, existing map[string]FileInfo) (func(FileInfo) bool, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	fi := FileInfo{Path: want, Type: "file", Size: int64(len(content)), ModifiedAt: now}
+	return fi, s.editWorkspace(ctx, p, sessionID, func(tw *tar.Writer, existing map[string]FileInfo) (func(FileInfo) bool, error) {
 		if fi, ok := existing[want]; ok && fi.Type != "file" {
 			return nil, &APIError{Status: http.StatusConflict, Code: CodeConflict, Field: "path",
 				Message: fmt.Sprintf("%q is a %s in the workspace", want, fi.Type)}
@@ -294,7 +296,20 @@ func (s *Server) writeFile(ctx context.Context, p store.Principal, sessionID, ra
 					Message: fmt.Sprintf("%q is a %s, not a directory", dir, fi.Type)}
 			}
 		}
-		hdr := &tar.Header{Name: want, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content)), ModTime: time.Now()}
+		// Parent directories the workspace lacks get entries of their own,
+		// so that they show in listings like directories a program made.
+		var parents []string
+		for dir := path.Dir(want); dir != "."; dir = path.Dir(dir) {
+			if _, ok := existing[dir]; !ok {
+				parents = append([]string{dir}, parents...)
+			}
+		}
+		for _, dir := range parents {
+			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
+				return nil, err
+			}
+		}
+		hdr := &tar.Header{Name: want, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content)), ModTime: now}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}

@@ -17,7 +17,8 @@ import (
 var ErrSessionNotFound = errors.New("session not found")
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, queued, metadata`
+	last_job_id, version, snapshot_bytes,
+	(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer, metadata`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
@@ -396,16 +397,10 @@ func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int,
 	if err != nil {
 		return false, false, "", err
 	}
-	var prev *string
 	if snap != nil && applied {
-		err = tx.QueryRow(ctx, `
-			WITH old AS (SELECT snapshot_key FROM sessions WHERE id = $1 FOR UPDATE)
-			UPDATE sessions SET version = $3, snapshot_key = $4, snapshot_bytes = $5, last_job_id = $6,
-				last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
-			WHERE id = $1 AND owner = $2 AND status = 'active'
-			RETURNING (SELECT snapshot_key FROM old)`, sessionID, owner, snap.Version, snap.Key, snap.Bytes, jobID).Scan(&prev)
+		replaced, err = setSnapshot(ctx, tx, sessionID, owner, *snap, jobID)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return false, false, "", err
 		default:
@@ -421,29 +416,46 @@ func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int,
 	if err := tx.Commit(ctx); err != nil {
 		return false, false, "", err
 	}
-	if prev != nil {
-		replaced = *prev
-	}
 	return applied, snapshotApplied, replaced, nil
+}
+
+// setSnapshot makes snap the session's workspace if owner still holds the
+// active session, returning the key it replaces (ErrNotFound otherwise).
+func setSnapshot(ctx context.Context, tx pgx.Tx, sessionID, owner string, snap Snapshot, jobID string) (string, error) {
+	var prev *string
+	err := tx.QueryRow(ctx, `SELECT snapshot_key FROM sessions WHERE id = $1 AND owner = $2 AND status = 'active' FOR UPDATE`,
+		sessionID, owner).Scan(&prev)
+	if err != nil {
+		return "", notFound(err)
+	}
+	_, err = tx.Exec(ctx, `UPDATE sessions SET version = $2, snapshot_key = $3, snapshot_bytes = $4,
+			last_job_id = coalesce($5, last_job_id), last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
+		WHERE id = $1`, sessionID, snap.Version, snap.Key, snap.Bytes, nilIfEmpty(jobID))
+	if err != nil || prev == nil {
+		return "", err
+	}
+	return *prev, nil
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // CommitWorkspace records a new workspace version written outside a job
 // (the files API), by the current owner. It returns the replaced key.
 func (s *Store) CommitWorkspace(ctx context.Context, sessionID, owner string, snap Snapshot) (replaced string, err error) {
-	var prev *string
-	err = s.pool.QueryRow(ctx, `
-		WITH old AS (SELECT snapshot_key FROM sessions WHERE id = $1 FOR UPDATE)
-		UPDATE sessions SET version = $3, snapshot_key = $4, snapshot_bytes = $5,
-			last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
-		WHERE id = $1 AND owner = $2 AND status = 'active'
-		RETURNING (SELECT snapshot_key FROM old)`, sessionID, owner, snap.Version, snap.Key, snap.Bytes).Scan(&prev)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrNotFound
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", err
 	}
-	if prev != nil {
-		replaced = *prev
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if replaced, err = setSnapshot(ctx, tx, sessionID, owner, snap, ""); err != nil {
+		return "", err
 	}
-	return replaced, err
+	return replaced, tx.Commit(ctx)
 }
 
 // StalledSessions lists active sessions with unfinished jobs that nobody

@@ -110,3 +110,11 @@ func Unavailable(err error) bool {
 	var netErr net.Error
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err)
 }
+
+// ExecForTest runs a statement directly. It exists for tests (storetest)
+// that must put the database in states such as "this session expired an
+// hour ago"; production code never calls it.
+func (s *Store) ExecForTest(ctx context.Context, sql string, args ...any) error {
+	_, err := s.pool.Exec(ctx, sql, args...)
+	return err
+}

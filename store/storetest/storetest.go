@@ -100,3 +100,9 @@ func Tenant(t testing.TB, st *store.Store, name string) (tenantID, key string) {
 	}
 	return ten.ID, key
 }
+
+// Exec runs a statement on the store's database, for tests that need to
+// set up states the API cannot reach quickly (an expired session).
+func Exec(st *store.Store, sql string, args ...any) error {
+	return st.ExecForTest(context.Background(), sql, args...)
+}
