@@ -77,10 +77,10 @@ type Store interface {
 
 // Runner runs jobs from the queue.
 type Runner struct {
-	cfg     Config
-	log     *slog.Logger
-	nc      *nats.Conn
-	js      jetstream.JetStream
+	cfg      Config
+	log      *slog.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
 	store    Store
 	sessions SessionStore
 	blobs    Blobs
