@@ -91,9 +91,13 @@ func (h *harness) submit(t *testing.T, req jobs.Request) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: h.tenant, Spec: spec, RequestHash: jobs.RequestHash(req)},
+	sid := ""
+	if req.SessionID != nil {
+		sid = *req.SessionID
+	}
+	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: h.tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
 		func(ctx context.Context, id string) error {
-			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: h.tenant})
+			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: h.tenant, SessionID: sid})
 			_, err := h.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id))
 			return err
 		})

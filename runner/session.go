@@ -41,7 +41,9 @@ var errSessionLost = errors.New("session lost")
 // owner cannot let go while the job it announced is queued.
 func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
 	log := r.log.With("session_id", rm.SessionID)
-	owner := r.cfg.ID
+	// Each ownership is its own: two slots of one runner must not both
+	// believe they own the session.
+	owner := r.cfg.ID + "/" + jobs.NewID("own")
 	lease := r.sessionLease()
 	st, ok, err := r.sessions.AcquireSession(ctx, rm.SessionID, owner, lease)
 	switch {

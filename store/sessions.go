@@ -245,7 +245,7 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 	var key *string
 	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
-		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner = $2 OR owner_until < now())
+		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
 		RETURNING tenant_id, language, disk_mb, version, snapshot_key, queued`, id, owner, lease.Seconds()).
 		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued)
 	if errors.Is(err, pgx.ErrNoRows) {

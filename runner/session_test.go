@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+func (h *harness) session(t *testing.T) string {
+	t.Helper()
+	req, _ := jobs.SessionRequest{DiskMB: 64}.Normalize()
+	sess, err := h.st.CreateSession(context.Background(), h.tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess.ID
+}
+
+func (h *harness) submitIn(t *testing.T, sessionID string, req jobs.Request) string {
+	t.Helper()
+	req.SessionID = &sessionID
+	return h.submit(t, req)
+}
+
+func TestSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 4)
+
+	t.Run("state persists across jobs", func(t *testing.T) {
+		t.Parallel()
+		sid := h.session(t)
+		run := func(code string) jobs.Job {
+			return h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: code}), func(j jobs.Job) bool { return j.Status.Terminal() })
+		}
+		if j := run("mkdir -p src && echo 'print(40 + 2)' > src/main.py && echo written"); j.Stdout != "written\n" {
+			t.Fatalf("job 1: %+v", j)
+		}
+		if j := run("python3 src/main.py > result.txt && cat result.txt"); j.Stdout != "42\n" {
+			t.Fatalf("job 2: %+v", j)
+		}
+		// A job that times out leaves the workspace as it was before it.
+		if j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "echo junk > junk.txt; rm result.txt; sleep 30", TimeoutMS: 1000}),
+			func(j jobs.Job) bool { return j.Status.Terminal() }); j.Status != jobs.StatusTimedOut {
+			t.Fatalf("job 3: %+v", j)
+		}
+		if j := run("ls; cat result.txt"); j.Stdout != "result.txt\nsrc\n42\n" {
+			t.Fatalf("workspace after a timed-out job: %q", j.Stdout)
+		}
+		sess, _ := h.st.GetSession(context.Background(), h.tenant, sid)
+		n, err := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenant, sid))
+		if err != nil || n != 1 || sess.Version != 3 {
+			t.Errorf("%d snapshot objects (want only the current one), version %d", n, sess.Version)
+		}
+	})
+
+	t.Run("20 jobs submitted at once run in order", func(t *testing.T) {
+		t.Parallel()
+		sid := h.session(t)
+		ids := make([]string, 20)
+		for i := range ids {
+			ids[i] = h.submitIn(t, sid, jobs.Request{Language: "bash", Code: fmt.Sprintf("echo %d >> order.txt; tr '\\n' ' ' < order.txt", i)})
+		}
+		var want strings.Builder
+		for i, id := range ids {
+			fmt.Fprintf(&want, "%d ", i)
+			j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
+			if j.Status != jobs.StatusSucceeded || j.Stdout != want.String() {
+				t.Fatalf("job %d saw %q, want %q (%s, %+v, %q)", i, j.Stdout, want.String(), j.Status, j.Error, j.Stderr)
+			}
+		}
+	})
+
+	t.Run("sessions do not share a workspace", func(t *testing.T) {
+		t.Parallel()
+		a, b := h.session(t), h.session(t)
+		var wg sync.WaitGroup
+		for _, sid := range []string{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "echo " + sid + " > who.txt"}), func(j jobs.Job) bool { return j.Status.Terminal() })
+			}()
+		}
+		wg.Wait()
+		for _, sid := range []string{a, b} {
+			j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "cat who.txt"}), func(j jobs.Job) bool { return j.Status.Terminal() })
+			if j.Stdout != sid+"\n" {
+				t.Errorf("session %s sees %q", sid, j.Stdout)
+			}
+		}
+	})
+
+	t.Run("artifacts of a session job", func(t *testing.T) {
+		t.Parallel()
+		sid := h.session(t)
+		j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "mkdir -p out; echo hi > out/a.txt"}), func(j jobs.Job) bool { return j.Status.Terminal() })
+		if len(j.Artifacts) != 1 {
+			t.Fatalf("artifacts %+v", j.Artifacts)
+		}
+		rc, err := h.blobs.Get(context.Background(), blob.ArtifactKey(h.tenant, j.ID, "out/a.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	})
+}
