@@ -108,9 +108,9 @@ type ContainerSpec struct {
 }
 
 // Create creates and starts a hardened container. Its main process only
-// sleeps; jobs run through exec. The container removes itself when that
-// sleep ends, so one orphaned by a crashed runner does not outlive its
-// Lifetime.
+// sleeps; jobs run through exec. When that sleep ends the container stops,
+// so one orphaned by a crashed runner holds no memory or CPU past its
+// Lifetime; the runner removes it when it starts again.
 func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
 	lim := cs.Limits
 	lifetime := int(cs.Lifetime.Seconds())
@@ -118,6 +118,11 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	init := true
 	tmpfs := fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", lim.DiskMB)
 	mem := int64(lim.MemoryMB) << 20
+	// Creating and starting are not interrupted midway: a create cancelled
+	// after the engine acted on it would leave a container nobody knows.
+	want := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
 	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:           s.image,
@@ -135,7 +140,6 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
 			ReadonlyRootfs: true,
-			AutoRemove:     true,
 			Init:           &init,
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges"},
@@ -160,16 +164,27 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	}
 	c := &Container{id: res.ID, sb: s}
 	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		c.Remove(context.WithoutCancel(ctx))
+		c.Remove(ctx) //nolint:errcheck
 		return nil, fmt.Errorf("start container: %w", err)
+	}
+	if err := want.Err(); err != nil {
+		c.Remove(ctx) //nolint:errcheck
+		return nil, err
 	}
 	return c, nil
 }
 
 func (s *Sandbox) remove(ctx context.Context, id string) error {
-	_, err := s.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-	if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
-		return nil // gone, or AutoRemove is already removing it
+	var err error
+	for try := 0; try < 5; try++ {
+		_, err = s.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if !cerrdefs.IsConflict(err) { // a conflict: a removal is already under way
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("remove container %s: %w", shortID(id), err)
 }
