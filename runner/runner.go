@@ -155,7 +155,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	defer backlogSub.Unsubscribe() //nolint:errcheck
 	closedSub, err := r.nc.Subscribe(jobs.SessionClosedAll, func(m *nats.Msg) {
-		r.warm.drop(sessionIDFromSubject(m.Subject))
+		sid := sessionIDFromSubject(m.Subject)
+		if sid == "" {
+			return
+		}
+		go func() {
+			r.warm.drop(sid)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.sandbox.RemoveSession(ctx, sid); err != nil {
+				r.log.Warn("remove containers of a closed session", "session_id", sid, "err", err)
+			}
+		}()
 	})
 	if err != nil {
 		return err

@@ -107,6 +107,27 @@ type ContainerSpec struct {
 	Lifetime time.Duration
 }
 
+// RemoveSession removes every container of a closed session on this Docker
+// host, whichever runner made it (one made by a runner that died is
+// nobody's to remove otherwise).
+func (s *Sandbox) RemoveSession(ctx context.Context, sessionID string) error {
+	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{
+		All: true,
+		Filters: make(client.Filters).
+			Add("label", LabelManaged+"=true").
+			Add("label", LabelSession+"="+sessionID),
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Items {
+		if err := s.remove(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Create creates and starts a hardened container. Its main process only
 // sleeps; jobs run through exec. When that sleep ends the container stops,
 // so one orphaned by a crashed runner holds no memory or CPU past its
