@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/skills"
+)
+
+// ErrBuiltinSkill is an attempt to change or shadow a built-in skill.
+var ErrBuiltinSkill = errors.New("built-in skill")
+
+// SkillRecord is a stored version of a skill.
+type SkillRecord struct {
+	skills.Skill
+	Builtin   bool      `json:"builtin"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// SkillHit is a search result.
+type SkillHit struct {
+	SkillRecord
+	Score float64 `json:"score"`
+}
+
+const skillColumns = `name, version, description, tags, language, requires, body, files, tenant_id IS NULL, created_at`
+
+// visibleSkills selects the current version of each skill a tenant sees:
+// its own, and the built-ins it has none of the same name for.
+const visibleSkills = `SELECT DISTINCT ON (name) * FROM skills WHERE tenant_id = $1 OR tenant_id IS NULL
+	ORDER BY name, (tenant_id IS NULL), version DESC`
+
+func scanSkill(row pgx.Row, extra ...any) (SkillRecord, error) {
+	var r SkillRecord
+	var files []byte
+	dest := append([]any{&r.Name, &r.Version, &r.Description, &r.Tags, &r.Language, &r.Requires, &r.Body, &files, &r.Builtin, &r.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(files, &r.Files); err != nil {
+		return r, err
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, nil
+}
+
+func skillHash(sk skills.Skill) []byte {
+	h := sha256.New()
+	v := sk
+	v.Version = 0
+	h.Write([]byte(v.Markdown()))
+	for _, f := range sk.Files {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%s", f.Path, len(f.Content), f.Content)
+	}
+	return h.Sum(nil)
+}
+
+// insertSkill stores sk as the next version for tenantID (nil: built-in),
+// serialised per skill by an advisory lock. If sk.Version is set it must be
+// that next version (optimistic concurrency), else ErrConflict.
+func insertSkill(ctx context.Context, tx pgx.Tx, tenantID *string, sk skills.Skill) (SkillRecord, error) {
+	scope := ""
+	if tenantID != nil {
+		scope = *tenantID
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skill:"+scope+":"+sk.Name); err != nil {
+		return SkillRecord{}, err
+	}
+	var latest int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM skills WHERE coalesce(tenant_id, '') = $1 AND name = $2`,
+		scope, sk.Name).Scan(&latest); err != nil {
+		return SkillRecord{}, err
+	}
+	if sk.Version != 0 && sk.Version != latest+1 {
+		return SkillRecord{}, fmt.Errorf("skill %s is at version %d; saving version %d would skip or overwrite one: %w", sk.Name, latest, sk.Version, ErrConflict)
+	}
+	sk.Version = latest + 1
+	files, _ := json.Marshal(sk.Files)
+	return scanSkill(tx.QueryRow(ctx, `
+		INSERT INTO skills (tenant_id, name, version, description, tags, language, requires, body, files, content_hash, tags_text)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		RETURNING `+skillColumns,
+		tenantID, sk.Name, sk.Version, sk.Description, sk.Tags, sk.Language, sk.Requires, sk.Body, files, skillHash(sk),
+		strings.Join(sk.Tags, " ")))
+}
+
+// SaveSkill saves a new version of the tenant's skill. A name used by a
+// built-in skill is refused with ErrBuiltinSkill.
+func (s *Store) SaveSkill(ctx context.Context, tenantID string, sk skills.Skill) (SkillRecord, error) {
+	if err := sk.Validate(); err != nil {
+		return SkillRecord{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return SkillRecord{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var builtin bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM skills WHERE tenant_id IS NULL AND name = $1)`, sk.Name).Scan(&builtin); err != nil {
+		return SkillRecord{}, err
+	}
+	if builtin {
+		return SkillRecord{}, fmt.Errorf("%q is a built-in skill; save yours under another name: %w", sk.Name, ErrBuiltinSkill)
+	}
+	rec, err := insertSkill(ctx, tx, &tenantID, sk)
+	if err != nil {
+		return SkillRecord{}, err
+	}
+	return rec, tx.Commit(ctx)
+}
+
+// SyncBuiltins stores each built-in skill whose content differs from its
+// latest stored version, and returns how many it stored. Replicas may run
+// it at once.
+func (s *Store) SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int, error) {
+	n := 0
+	for _, sk := range builtins {
+		var same bool
+		err := s.pool.QueryRow(ctx, `SELECT content_hash = $2 FROM skills WHERE tenant_id IS NULL AND name = $1
+			ORDER BY version DESC LIMIT 1`, sk.Name, skillHash(sk)).Scan(&same)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return n, err
+		}
+		if same {
+			continue
+		}
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return n, err
+		}
+		sk.Version = 0
+		if _, err := insertSkill(ctx, tx, nil, sk); err != nil {
+			tx.Rollback(ctx) //nolint:errcheck
+			return n, fmt.Errorf("store built-in skill %s: %w", sk.Name, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// GetSkill returns a version of a skill the tenant sees (0: the current
+// one), or ErrNotFound.
+func (s *Store) GetSkill(ctx context.Context, tenantID, name string, version int) (SkillRecord, error) {
+	var row pgx.Row
+	if version == 0 {
+		row = s.pool.QueryRow(ctx, `SELECT `+skillColumns+` FROM (`+visibleSkills+`) v WHERE name = $2`, tenantID, name)
+	} else {
+		row = s.pool.QueryRow(ctx, `SELECT `+skillColumns+` FROM skills WHERE (tenant_id = $1 OR tenant_id IS NULL) AND name = $2 AND version = $3
+			ORDER BY (tenant_id IS NULL) LIMIT 1`, tenantID, name, version)
+	}
+	rec, err := scanSkill(row)
+	return rec, notFound(err)
+}
+
+// CurrentSkills returns the current version of every skill the tenant sees.
+func (s *Store) CurrentSkills(ctx context.Context, tenantID string) ([]SkillRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+skillColumns+` FROM (`+visibleSkills+`) v ORDER BY (tenant_id IS NULL), name`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []SkillRecord{}
+	for rows.Next() {
+		r, err := scanSkill(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// SkillsStamp changes whenever the set of skills the tenant sees changes:
+// runners key their cache of mounted skills on it.
+func (s *Store) SkillsStamp(ctx context.Context, tenantID string) (string, error) {
+	var n, maxID int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(id), 0) FROM skills WHERE tenant_id = $1 OR tenant_id IS NULL`, tenantID).Scan(&n, &maxID)
+	return fmt.Sprintf("%d-%d", n, maxID), err
+}
+
+// SearchSkills ranks the tenant's current skills by relevance to q: any of
+// its words may match; name and description weigh most, then tags, then the
+// body.
+func (s *Store) SearchSkills(ctx context.Context, tenantID, q string, limit int) ([]SkillHit, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH q AS (SELECT nullif(replace(plainto_tsquery('english', $2)::text, '&', '|'), '')::tsquery AS q)
+		SELECT `+skillColumns+`, ts_rank_cd(v.search, q.q) AS score
+		FROM (`+visibleSkills+`) v, q
+		WHERE q.q IS NOT NULL AND v.search @@ q.q
+		ORDER BY score DESC, name LIMIT $3`, tenantID, q, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []SkillHit{}
+	for rows.Next() {
+		var h SkillHit
+		rec, err := scanSkill(rows, &h.Score)
+		if err != nil {
+			return nil, err
+		}
+		h.SkillRecord = rec
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// SkillVersion describes one stored version.
+type SkillVersion struct {
+	Version     int       `json:"version"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// SkillVersions lists the versions of a skill the tenant sees, newest first.
+func (s *Store) SkillVersions(ctx context.Context, tenantID, name string) ([]SkillVersion, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT version, description, created_at FROM skills
+		WHERE name = $2 AND coalesce(tenant_id, '') = (
+			SELECT coalesce(tenant_id, '') FROM skills WHERE name = $2 AND (tenant_id = $1 OR tenant_id IS NULL)
+			ORDER BY (tenant_id IS NULL) LIMIT 1)
+		ORDER BY version DESC`, tenantID, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SkillVersion
+	for rows.Next() {
+		var v SkillVersion
+		if err := rows.Scan(&v.Version, &v.Description, &v.CreatedAt); err != nil {
+			return nil, err
+		}
+		v.CreatedAt = v.CreatedAt.UTC()
+		out = append(out, v)
+	}
+	if len(out) == 0 && rows.Err() == nil {
+		return nil, ErrNotFound
+	}
+	return out, rows.Err()
+}
+
+// DeleteSkill deletes every version of the tenant's skill. Built-ins cannot
+// be deleted (ErrBuiltinSkill).
+func (s *Store) DeleteSkill(ctx context.Context, tenantID, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM skills WHERE tenant_id = $1 AND name = $2`, tenantID, name)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var builtin bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM skills WHERE tenant_id IS NULL AND name = $1)`, name).Scan(&builtin); err != nil {
+		return err
+	}
+	if builtin {
+		return fmt.Errorf("%q is a built-in skill and cannot be deleted: %w", name, ErrBuiltinSkill)
+	}
+	return ErrNotFound
+}

@@ -1,0 +1,127 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gantryhq/gantry/skills"
+	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/store/storetest"
+)
+
+func TestSkills(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	b, _ := storetest.Tenant(t, st, "b")
+	builtins, err := skills.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.SyncBuiltins(ctx, builtins); err != nil || n != len(builtins) {
+		t.Fatalf("sync: %d %v", n, err)
+	}
+	if n, _ := st.SyncBuiltins(ctx, builtins); n != 0 {
+		t.Errorf("unchanged built-ins stored again: %d", n)
+	}
+
+	mine := skills.Skill{Name: "tidy_logs", Description: "Parse and summarise web server logs", Body: "Use awk.\n", Tags: []string{"logs"}}
+	rec, err := st.SaveSkill(ctx, a, mine)
+	if err != nil || rec.Version != 1 || rec.Builtin {
+		t.Fatalf("save: %+v %v", rec, err)
+	}
+	mine.Body = "Use awk, then sort.\n"
+	if rec, _ = st.SaveSkill(ctx, a, mine); rec.Version != 2 {
+		t.Fatalf("second save is version %d", rec.Version)
+	}
+	stale := mine
+	stale.Version = 2
+	if _, err := st.SaveSkill(ctx, a, stale); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("saving an existing version number: %v", err)
+	}
+	if got, _ := st.GetSkill(ctx, a, "tidy_logs", 1); got.Body != "Use awk.\n" {
+		t.Errorf("old version not readable: %q", got.Body)
+	}
+	if got, _ := st.GetSkill(ctx, a, "tidy_logs", 0); got.Version != 2 {
+		t.Errorf("current version %d", got.Version)
+	}
+	if _, err := st.GetSkill(ctx, b, "tidy_logs", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("tenant b read a's skill: %v", err)
+	}
+	if _, err := st.SaveSkill(ctx, a, skills.Skill{Name: "plotting", Description: "mine", Body: "x"}); !errors.Is(err, store.ErrBuiltinSkill) {
+		t.Errorf("saving over a built-in: %v", err)
+	}
+	if err := st.DeleteSkill(ctx, a, "plotting"); !errors.Is(err, store.ErrBuiltinSkill) {
+		t.Errorf("deleting a built-in: %v", err)
+	}
+	vs, err := st.SkillVersions(ctx, a, "tidy_logs")
+	if err != nil || len(vs) != 2 || vs[0].Version != 2 {
+		t.Errorf("versions: %+v %v", vs, err)
+	}
+	cur, _ := st.CurrentSkills(ctx, a)
+	if len(cur) != len(builtins)+1 || cur[0].Name != "tidy_logs" {
+		t.Errorf("current skills of a: %d, first %s", len(cur), cur[0].Name)
+	}
+	if cur, _ := st.CurrentSkills(ctx, b); len(cur) != len(builtins) {
+		t.Errorf("tenant b sees %d skills", len(cur))
+	}
+	stamp1, _ := st.SkillsStamp(ctx, a)
+	if err := st.DeleteSkill(ctx, a, "tidy_logs"); err != nil {
+		t.Fatal(err)
+	}
+	if stamp2, _ := st.SkillsStamp(ctx, a); stamp1 == stamp2 {
+		t.Error("stamp did not change after a delete")
+	}
+	if _, err := st.GetSkill(ctx, a, "tidy_logs", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted skill: %v", err)
+	}
+}
+
+// TestSkillSearchRanking checks the ranking on a fixed corpus: the built-ins
+// plus decoys that mention the query words less prominently.
+func TestSkillSearchRanking(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	builtins, _ := skills.Builtins()
+	if _, err := st.SyncBuiltins(ctx, builtins); err != nil {
+		t.Fatal(err)
+	}
+	decoys := []skills.Skill{
+		{Name: "report_writing", Description: "Write a markdown report of findings", Body: "A report may include a chart or a plot made elsewhere.\n"},
+		{Name: "statistics_tests", Description: "Hypothesis tests with scipy (t-test, chi-square)", Body: "Check the histogram of residuals first.\n"},
+		{Name: "geometry", Description: "Compute areas, distances and angles", Body: "Use math and numpy.\n"},
+	}
+	for _, d := range decoys {
+		if _, err := st.SaveSkill(ctx, a, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ q, first string }{
+		{"plot a histogram", "plotting"},
+		{"chart", "plotting"},
+		{"solve an equation", "symbolic_math"},
+		{"derivative of sin", "symbolic_math"},
+		{"clean a dataframe and group by", "data_analysis"},
+		{"read a csv file", "csv_json_files"},
+		{"json lines", "csv_json_files"},
+		{"hypothesis test", "statistics_tests"},
+	} {
+		hits, err := st.SearchSkills(ctx, a, c.q, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || hits[0].Name != c.first {
+			var names []string
+			for _, h := range hits {
+				names = append(names, fmt.Sprintf("%s(%.3f)", h.Name, h.Score))
+			}
+			t.Errorf("%q ranks %v; want %s first", c.q, names, c.first)
+		}
+	}
+	if hits, _ := st.SearchSkills(ctx, a, "the and of", 5); len(hits) != 0 {
+		t.Errorf("stop words matched %d skills", len(hits))
+	}
+}
