@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -57,6 +58,7 @@ func toAPIError(err error) (e *APIError, internal bool) {
 	var apiErr *APIError
 	var fieldErr *jobs.FieldError
 	var maxErr *http.MaxBytesError
+	var skillErr *skills.Error
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, false
@@ -65,6 +67,10 @@ func toAPIError(err error) (e *APIError, internal bool) {
 			Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}, false
 	case errors.As(err, &fieldErr):
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Error()}, false
+	case errors.As(err, &skillErr):
+		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: skillErr.Field, Message: "invalid skill: " + skillErr.Error()}, false
+	case errors.Is(err, store.ErrBuiltinSkill):
+		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("object"), false
 	case store.Unavailable(err):

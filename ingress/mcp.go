@@ -57,6 +57,8 @@ func (s *Server) newMCP() http.Handler {
 	)
 	s.addJobTools(ms)
 	s.addSessionTools(ms)
+	s.addSkillTools(ms)
+	s.addSkillResources(ms)
 	s.addPrompt(ms)
 	s.addResources(ms)
 	s.mcp = ms

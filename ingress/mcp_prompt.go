@@ -15,8 +15,16 @@ func (s *Server) addPrompt(ms *server.MCPServer) {
 	ms.AddPrompt(mcp.NewPrompt("agent_system_prompt",
 		mcp.WithPromptDescription("How to use gantry well: a system prompt for an agent, generated from what this server offers."),
 	), func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		text := s.agentPrompt()
+		if p, ok := principalFrom(ctx); ok {
+			recs, err := s.store.CurrentSkills(ctx, p.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			text += skillsPromptSection(recs)
+		}
 		return mcp.NewGetPromptResult("How to run code with gantry",
-			[]mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(s.agentPrompt()))}), nil
+			[]mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text))}), nil
 	})
 }
 

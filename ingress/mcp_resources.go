@@ -55,6 +55,12 @@ func (s *Server) listJobResources(ctx context.Context, _ any, _ *mcp.ListResourc
 		s.log.Warn("list job resources", "err", err)
 		return
 	}
+	if recs, err := s.store.CurrentSkills(ctx, p.TenantID); err == nil {
+		for _, r := range recs {
+			result.Resources = append(result.Resources, mcp.NewResource(skillURIPrefix+r.Name, "skill "+r.Name,
+				mcp.WithResourceDescription(r.Description), mcp.WithMIMEType("text/markdown")))
+		}
+	}
 	for _, j := range list {
 		result.Resources = append(result.Resources, mcp.NewResource(jobURIPrefix+j.ID,
 			fmt.Sprintf("job %s (%s, %s)", j.ID, j.Language, j.Status),

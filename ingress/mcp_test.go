@@ -306,13 +306,18 @@ func testMCP(t *testing.T, h *harness, version string) {
 			t.Fatalf("resources: %v %+v", err, list)
 		}
 		rr := mcp.ReadResourceRequest{}
-		rr.Params.URI = list.Resources[0].URI
+		for _, r := range list.Resources {
+			if strings.HasPrefix(r.URI, "gantry://jobs/") {
+				rr.Params.URI = r.URI
+				break
+			}
+		}
 		read, err := c.ReadResource(ctx, rr)
 		if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].(mcp.TextResourceContents).Text, `"status"`) {
 			t.Fatalf("read %s: %v", rr.Params.URI, err)
 		}
 		templates, err := c.ListResourceTemplates(ctx, mcp.ListResourceTemplatesRequest{})
-		if err != nil || len(templates.ResourceTemplates) != 1 {
+		if err != nil || len(templates.ResourceTemplates) != 2 {
 			t.Errorf("templates: %v", err)
 		}
 	})

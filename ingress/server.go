@@ -7,6 +7,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -90,6 +92,14 @@ type Store interface {
 	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
 	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
 	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
+
+	SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int, error)
+	SaveSkill(ctx context.Context, tenantID string, sk skills.Skill) (store.SkillRecord, error)
+	GetSkill(ctx context.Context, tenantID, name string, version int) (store.SkillRecord, error)
+	CurrentSkills(ctx context.Context, tenantID string) ([]store.SkillRecord, error)
+	SearchSkills(ctx context.Context, tenantID, q string, limit int) ([]store.SkillHit, error)
+	SkillVersions(ctx context.Context, tenantID, name string) ([]store.SkillVersion, error)
+	DeleteSkill(ctx context.Context, tenantID, name string) error
 }
 
 // Blobs is what the ingress needs of the object store.
@@ -156,6 +166,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
 	}
+	builtins, err := skills.Builtins()
+	if err != nil {
+		return err
+	}
+	if n, err := s.store.SyncBuiltins(ctx, builtins); err != nil {
+		return fmt.Errorf("load built-in skills: %w", err)
+	} else if n > 0 {
+		s.log.Info("stored new versions of built-in skills", "count", n)
+	}
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
@@ -208,6 +227,11 @@ func (s *Server) routes() {
 	api("GET /v1/sessions/{id}/files/{path...}", s.handleGetFile)
 	api("PUT /v1/sessions/{id}/files/{path...}", s.handlePutFile)
 	api("DELETE /v1/sessions/{id}/files/{path...}", s.handleDeleteFile)
+	api("GET /v1/skills", s.handleListSkills)
+	api("GET /v1/skills/{name}", s.handleGetSkill)
+	api("PUT /v1/skills/{name}", s.handlePutSkill)
+	api("DELETE /v1/skills/{name}", s.handleDeleteSkill)
+	api("GET /v1/skills/{name}/versions", s.handleSkillVersions)
 	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
@@ -226,6 +250,8 @@ func Routes() []string {
 		"POST /v1/sessions", "GET /v1/sessions", "GET /v1/sessions/{id}", "DELETE /v1/sessions/{id}",
 		"GET /v1/sessions/{id}/files", "GET /v1/sessions/{id}/files/{path...}",
 		"PUT /v1/sessions/{id}/files/{path...}", "DELETE /v1/sessions/{id}/files/{path...}",
+		"GET /v1/skills", "GET /v1/skills/{name}", "PUT /v1/skills/{name}", "DELETE /v1/skills/{name}",
+		"GET /v1/skills/{name}/versions",
 	}
 }
 

@@ -73,6 +73,7 @@ type Store interface {
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
 	SessionStore
+	SkillStore
 }
 
 // Runner runs jobs from the queue.
@@ -87,6 +88,7 @@ type Runner struct {
 	sandbox  *Sandbox
 	metrics  *Metrics
 	warm     *warmCache
+	skills   *skillCache
 
 	// stopping closes when Run is asked to stop: session owners finish
 	// their current job and hand the rest back.
@@ -109,7 +111,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	return &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{},
-		warm: newWarmCache(max(2*cfg.Slots, 4), 10*time.Minute),
+		warm: newWarmCache(max(2*cfg.Slots, 4), 10*time.Minute), skills: newSkillCache(st),
 	}, nil
 }
 
@@ -418,14 +420,19 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 // program.
 func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
 	spec := claim.Spec
-	files := make(map[string][]byte, len(spec.Files)+1)
+	files := make([]FileEntry, 0, len(spec.Files)+1)
 	for _, f := range spec.Files {
-		files[jobs.WorkspaceDir+"/"+f.Path] = f.Content
+		files = append(files, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
 	}
 	if spec.Code != "" {
 		lang, _ := jobs.LookupLanguage(spec.Language)
-		files[jobs.ProgramDir+"/"+lang.File] = []byte(spec.Code)
+		files = append(files, FileEntry{Path: jobs.ProgramDir + "/" + lang.File, Content: []byte(spec.Code)})
 	}
+	skillFiles, err := r.skills.files(ctx, claim.TenantID)
+	if err != nil {
+		return jobs.Result{}, fmt.Errorf("load skills: %w", err)
+	}
+	files = append(files, skillFiles...)
 	if err := ctr.PutFiles(ctx, files); err != nil {
 		if errors.Is(context.Cause(ctx), errCancelled) {
 			return cancelledResult(0), nil

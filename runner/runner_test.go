@@ -33,6 +33,7 @@ type harness struct {
 	js     jetstream.JetStream
 	blobs  *blob.Store
 	sb     *Sandbox
+	r      *Runner
 	tenant string
 }
 
@@ -73,6 +74,7 @@ func newHarness(t *testing.T, slots int) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.r = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,12 @@ const (
 
 // SandboxUser is the unprivileged uid:gid code runs as.
 const SandboxUser = "1000:1000"
+
+// sandboxUID is SandboxUser's uid (and gid).
+const sandboxUID = 1000
+
+// SkillsDir is where a job finds its tenant's skills, read-only.
+const SkillsDir = "/skills"
 
 // Sandbox creates hardened containers from the sandbox image. Each container
 // serves one job and is removed after it.
@@ -170,6 +177,8 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 			Tmpfs: map[string]string{
 				jobs.WorkspaceDir: tmpfs,
 				"/tmp":            tmpfs,
+				// Owned by root: the job (uid 1000) can read skills, not change them.
+				SkillsDir: "rw,nosuid,nodev,noexec,size=64m,mode=0755",
 			},
 			Resources: container.Resources{
 				Memory:     mem,
@@ -234,8 +243,12 @@ func (c *Container) Remove(ctx context.Context) error { return c.sb.remove(ctx, 
 // it stdin (if not nil) and copying its output to stdout and stderr. When
 // ctx ends first, the whole container is killed and ctx's error returned.
 func (c *Container) Exec(ctx context.Context, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
+	return c.exec(ctx, SandboxUser, argv, env, stdin, stdout, stderr)
+}
+
+func (c *Container) exec(ctx context.Context, user string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
 	created, err := c.sb.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{
-		User:         SandboxUser,
+		User:         user,
 		WorkingDir:   jobs.WorkspaceDir,
 		Env:          env,
 		Cmd:          argv,
@@ -291,8 +304,12 @@ func (c *Container) Exec(ctx context.Context, argv, env []string, stdin io.Reade
 // run is Exec for gantry's own helper commands: it fails on a non-zero exit
 // and reports the command's stderr.
 func (c *Container) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
+	return c.runAs(ctx, SandboxUser, argv, stdin, stdout)
+}
+
+func (c *Container) runAs(ctx context.Context, user string, argv []string, stdin io.Reader, stdout io.Writer) error {
 	var stderr bytes.Buffer
-	code, err := c.Exec(ctx, argv, nil, stdin, stdout, &limitedBuffer{buf: &stderr, max: 4096})
+	code, err := c.exec(ctx, user, argv, nil, stdin, stdout, &limitedBuffer{buf: &stderr, max: 4096})
 	if err != nil {
 		return err
 	}
@@ -324,36 +341,95 @@ func (c *Container) RestoreWorkspace(ctx context.Context, r io.Reader) error {
 	return nil
 }
 
-// PutFiles writes files into the container (paths are absolute, under
-// /workspace or /tmp) by piping a tar stream into tar inside it: Docker's
-// copy API cannot write to tmpfs mounts under a read-only root.
-func (c *Container) PutFiles(ctx context.Context, files map[string][]byte) error {
-	if len(files) == 0 {
-		return nil
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		now := time.Now()
-		for name, content := range files {
-			hdr := &tar.Header{Name: strings.TrimPrefix(name, "/"), Mode: 0o644, Size: int64(len(content)), ModTime: now, Typeflag: tar.TypeReg}
-			if err := tw.WriteHeader(hdr); err != nil {
-				pw.CloseWithError(err)
-				return
-			}
-			if _, err := tw.Write(content); err != nil {
-				pw.CloseWithError(err)
-				return
-			}
+// FileEntry is a file to place in a container.
+type FileEntry struct {
+	Path    string // absolute: under /workspace, /tmp or /skills
+	Content []byte
+	// Root marks gantry's own read-only files (skills): owned by root, so
+	// the job cannot change them. Everything else belongs to the job's user.
+	Root bool
+}
+
+// PutFiles writes files into the container by piping a tar stream into tar
+// inside it (Docker's copy API cannot write to tmpfs mounts under a
+// read-only root). The job's files are unpacked as the job's user; gantry's
+// own (skills) as root, into /skills, which is emptied first so that it
+// holds exactly the skills given. Root here has no capabilities: it cannot
+// chown, so each tar runs as the user who should own what it writes.
+func (c *Container) PutFiles(ctx context.Context, files []FileEntry) error {
+	var mine, root []FileEntry
+	for _, f := range files {
+		if f.Root {
+			root = append(root, f)
+		} else {
+			mine = append(mine, f)
 		}
-		pw.CloseWithError(tw.Close())
-	}()
-	err := c.run(ctx, []string{"tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-same-permissions"}, pr, nil)
+	}
+	if len(root) > 0 {
+		script := "find " + SkillsDir + " -mindepth 1 -delete && exec tar -x -f - -C / --no-same-owner"
+		if err := c.untar(ctx, "0:0", []string{"sh", "-c", script}, root); err != nil {
+			return err
+		}
+	}
+	if len(mine) > 0 {
+		return c.untar(ctx, SandboxUser, []string{"tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir"}, mine)
+	}
+	return nil
+}
+
+func (c *Container) untar(ctx context.Context, user string, argv []string, files []FileEntry) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTar(pw, files)) }()
+	err := c.runAs(ctx, user, argv, pr, nil)
 	pr.Close()
 	if err != nil {
 		return fmt.Errorf("write files: %w", err)
 	}
 	return nil
+}
+
+// writeTar writes files with a directory entry for every parent below the
+// mount points, so that directories get the right owner too.
+func writeTar(w io.Writer, files []FileEntry) error {
+	tw := tar.NewWriter(w)
+	now := time.Now()
+	dirs := map[string]bool{}
+	for _, f := range files {
+		uid := sandboxUID
+		if f.Root {
+			uid = 0
+		}
+		name := strings.TrimPrefix(f.Path, "/")
+		var parents []string
+		for dir := path.Dir(name); dir != "." && !isMountPoint(dir); dir = path.Dir(dir) {
+			parents = append([]string{dir}, parents...)
+		}
+		for _, dir := range parents {
+			if dirs[dir] {
+				continue
+			}
+			dirs[dir] = true
+			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: uid, Gid: uid, ModTime: now}); err != nil {
+				return err
+			}
+		}
+		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.Content)), Uid: uid, Gid: uid, ModTime: now}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Content); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func isMountPoint(dir string) bool {
+	switch "/" + dir {
+	case jobs.WorkspaceDir, "/tmp", SkillsDir:
+		return true
+	}
+	return false
 }
 
 // oomKilled reports whether the kernel's OOM killer struck in the

@@ -162,6 +162,10 @@ func (s *Skill) Validate() error {
 		return errf("description", "must be one line")
 	case strings.TrimSpace(s.Body) == "":
 		return errf("body", "is required: when to use the skill, the steps and an example")
+	case len(s.Body) > MaxSkillMD-1024:
+		return errf("body", "is %d bytes; at most %d", len(s.Body), MaxSkillMD-1024)
+	case s.Version < 0:
+		return errf("version", "must be a positive whole number")
 	}
 	if s.Language == "" {
 		s.Language = "python"
@@ -191,8 +195,11 @@ func (s *Skill) Validate() error {
 	seen := map[string]bool{}
 	for i, f := range s.Files {
 		p := path.Clean(f.Path)
-		if f.Path == "" || strings.HasPrefix(f.Path, "/") || p == "." || p == ".." || strings.HasPrefix(p, "../") ||
-			strings.ContainsAny(f.Path, "\x00\\") || strings.Contains(p, "/.") {
+		hidden := false
+		for _, seg := range strings.Split(p, "/") {
+			hidden = hidden || strings.HasPrefix(seg, ".")
+		}
+		if f.Path == "" || strings.HasPrefix(f.Path, "/") || hidden || strings.ContainsAny(f.Path, "\x00\\") {
 			return errf(fmt.Sprintf("files[%d].path", i), "%q must be a plain relative path inside the skill", f.Path)
 		}
 		if p == SkillFileName {

@@ -1,0 +1,179 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/gantryhq/gantry/skills"
+)
+
+const skillURIPrefix = "skill://"
+
+func (s *Server) addSkillTools(ms *server.MCPServer) {
+	ms.AddTool(mcp.NewTool("search_skills",
+		mcp.WithDescription("Search the skill library (tested recipes and helper code for common tasks: charts, data clean-up, maths, files...) by what you want to do. "+
+			"Returns the best matches, one line each; read one with get_skill."),
+		mcp.WithTitleAnnotation("Search skills"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["query"],"properties":{
+			"query":{"type":"string","minLength":1,"maxLength":500,"description":"What you want to do, e.g. 'plot a histogram'."},
+			"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Default 5."}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["skills"],"properties":{"skills":{"type":"array","items":{"type":"object",
+			"required":["name","description","version","score"],"properties":{"name":{"type":"string"},"description":{"type":"string"},
+			"version":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},"builtin":{"type":"boolean"},"score":{"type":"number"}}}}}}`)),
+	), s.toolSearchSkills)
+
+	ms.AddTool(mcp.NewTool("get_skill",
+		mcp.WithDescription("Read a skill in full: its SKILL.md (when to use it, steps, examples) and its code files. "+
+			"The files are at /skills/<name>/ in every run; Python imports them with `from skills.<name> import helpers`."),
+		mcp.WithTitleAnnotation("Read skill"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
+			"name":{"type":"string"},
+			"version":{"type":"integer","minimum":1,"description":"A past version (default: the current one)."}}}`)),
+		mcp.WithRawOutputSchema(skillSchema),
+	), s.toolGetSkill)
+
+	ms.AddTool(mcp.NewTool("save_skill",
+		mcp.WithDescription("Save a skill for later runs: a new skill, or a new version of one of yours (old versions stay readable). "+
+			"Write the body as markdown: when to use it, the steps, and an example that runs. Code files are mounted at /skills/<name>/ in every later run. "+
+			"Built-in skills cannot be overwritten; save an improved copy under a new name."),
+		mcp.WithTitleAnnotation("Save skill"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["name","description","body"],"properties":{
+			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,63}$","description":"A lowercase identifier; also the Python package name."},
+			"description":{"type":"string","minLength":1,"maxLength":%d,"description":"One line: when to use it."},
+			"body":{"type":"string","minLength":1,"maxLength":%d},
+			"tags":{"type":"array","maxItems":%d,"items":{"type":"string"}},
+			"language":{"type":"string","enum":["python","bash","node"]},
+			"files":{"type":"array","maxItems":%d,"items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
+				"path":{"type":"string","description":"e.g. helpers.py"},"content":{"type":"string","maxLength":%d}}}}}}`,
+			skills.MaxDescription, skills.MaxSkillMD, skills.MaxTags, skills.MaxFiles, skills.MaxFileBytes))),
+		mcp.WithRawOutputSchema(skillSchema),
+	), s.toolSaveSkill)
+}
+
+var skillSchema = json.RawMessage(`{"type":"object","required":["name","version","description","skill_md","files"],"properties":{
+	"name":{"type":"string"},"version":{"type":"integer"},"description":{"type":"string"},"builtin":{"type":"boolean"},
+	"skill_md":{"type":"string"},
+	"files":{"type":"array","items":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"}}}}}}`)
+
+func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		Query string `json:"query"`
+		Limit int    `json:"limit"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	if args.Limit == 0 {
+		args.Limit = 5
+	}
+	hits, err := s.store.SearchSkills(ctx, p.TenantID, args.Query, min(args.Limit, 50))
+	if err != nil {
+		return toolError(err), nil
+	}
+	out := []skillSummary{}
+	var b strings.Builder
+	for _, h := range hits {
+		sum := summarize(h.SkillRecord)
+		score := h.Score
+		sum.Score = &score
+		out = append(out, sum)
+		fmt.Fprintf(&b, "- %s (v%d): %s\n", h.Name, h.Version, h.Description)
+	}
+	if len(hits) == 0 {
+		b.WriteString("no skill matches; try other words\n")
+	}
+	return mcp.NewToolResultStructured(map[string]any{"skills": out}, b.String()), nil
+}
+
+func skillResult(v skillView) *mcp.CallToolResult {
+	var b strings.Builder
+	b.WriteString(v.SkillMD)
+	if len(v.Files) > 0 {
+		fmt.Fprintf(&b, "\n\nFiles at /skills/%s/:\n", v.Name)
+		for _, f := range v.Files {
+			fmt.Fprintf(&b, "\n--- %s ---\n%s", f.Path, f.Content)
+		}
+	}
+	return mcp.NewToolResultStructured(v, b.String())
+}
+
+func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	rec, err := s.getSkill(ctx, p, args.Name, args.Version)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return skillResult(viewSkill(rec)), nil
+}
+
+func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return nil, errNoPrincipal
+	}
+	var args struct {
+		Name        string        `json:"name"`
+		Description string        `json:"description"`
+		Body        string        `json:"body"`
+		Tags        []string      `json:"tags"`
+		Language    string        `json:"language"`
+		Files       []skills.File `json:"files"`
+	}
+	if err := bindArgs(req, &args); err != nil {
+		return toolError(err), nil
+	}
+	rec, err := s.store.SaveSkill(ctx, p.TenantID, skills.Skill{Name: args.Name, Description: args.Description, Body: args.Body,
+		Tags: args.Tags, Language: args.Language, Files: args.Files})
+	if err != nil {
+		return toolError(err), nil
+	}
+	res := skillResult(viewSkill(rec))
+	res.Content = []mcp.Content{mcp.NewTextContent(fmt.Sprintf("saved %s version %d; later runs see it at /skills/%s/", rec.Name, rec.Version, rec.Name))}
+	return res, nil
+}
+
+func (s *Server) addSkillResources(ms *server.MCPServer) {
+	ms.AddResourceTemplate(mcp.NewResourceTemplate(skillURIPrefix+"{name}", "skill",
+		mcp.WithTemplateDescription("A skill's SKILL.md (markdown with front matter)."),
+		mcp.WithTemplateMIMEType("text/markdown"),
+	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		p, ok := principalFrom(ctx)
+		if !ok {
+			return nil, errNoPrincipal
+		}
+		name, _ := strings.CutPrefix(req.Params.URI, skillURIPrefix)
+		rec, err := s.getSkill(ctx, p, name, 0)
+		if err != nil {
+			e, _ := toAPIError(err)
+			return nil, fmt.Errorf("%s", e.Message)
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/markdown", Text: rec.Markdown()}}, nil
+	})
+}

@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gantryhq/gantry/skills"
+	"github.com/gantryhq/gantry/store"
+)
+
+// SkillStore is what the runner needs to mount a tenant's skills.
+type SkillStore interface {
+	SkillsStamp(ctx context.Context, tenantID string) (string, error)
+	CurrentSkills(ctx context.Context, tenantID string) ([]store.SkillRecord, error)
+}
+
+// skillCache keeps, per tenant, the files of the skills it sees, rebuilt
+// when the tenant's skills stamp changes. Only the tenant's own skills and
+// the built-ins are ever loaded for it.
+type skillCache struct {
+	st SkillStore
+
+	mu sync.Mutex
+	m  map[string]cachedSkills
+}
+
+type cachedSkills struct {
+	stamp string
+	files []FileEntry
+}
+
+func newSkillCache(st SkillStore) *skillCache {
+	return &skillCache{st: st, m: map[string]cachedSkills{}}
+}
+
+// files returns /skills/<name>/SKILL.md and each skill's files for the
+// tenant's current skills.
+func (c *skillCache) files(ctx context.Context, tenantID string) ([]FileEntry, error) {
+	stamp, err := c.st.SkillsStamp(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	cached, ok := c.m[tenantID]
+	c.mu.Unlock()
+	if ok && cached.stamp == stamp {
+		return cached.files, nil
+	}
+	recs, err := c.st.CurrentSkills(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	var files []FileEntry
+	for _, r := range recs {
+		dir := SkillsDir + "/" + r.Name + "/"
+		files = append(files, FileEntry{Path: dir + skills.SkillFileName, Content: []byte(r.Markdown()), Root: true})
+		for _, f := range r.Files {
+			files = append(files, FileEntry{Path: dir + f.Path, Content: []byte(f.Content), Root: true})
+		}
+	}
+	c.mu.Lock()
+	c.m[tenantID] = cachedSkills{stamp: stamp, files: files}
+	c.mu.Unlock()
+	return files, nil
+}
