@@ -20,7 +20,9 @@ type skillView struct {
 	SkillMD string `json:"skill_md"`
 }
 
-func viewSkill(r store.SkillRecord) skillView { return skillView{SkillRecord: r, SkillMD: r.Markdown()} }
+func viewSkill(r store.SkillRecord) skillView {
+	return skillView{SkillRecord: r, SkillMD: r.Markdown()}
+}
 
 // skillSummary is a skill in lists: no body or files.
 type skillSummary struct {
