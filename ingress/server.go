@@ -146,6 +146,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
 		hub: newHub(), metrics: newMetrics(reg), reg: reg,
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
+	}, s.queueDepth))
 	s.checks = append([]Check{
 		{"postgres", st.Ping},
 		{"nats", func(context.Context) error {
@@ -253,6 +256,21 @@ func Routes() []string {
 		"GET /v1/skills", "GET /v1/skills/{name}", "PUT /v1/skills/{name}", "DELETE /v1/skills/{name}",
 		"GET /v1/skills/{name}/versions",
 	}
+}
+
+// queueDepth is the runners' consumer's count of undelivered messages.
+func (s *Server) queueDepth() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cons, err := s.js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
+	if err != nil {
+		return -1
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return float64(info.NumPending)
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

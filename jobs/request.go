@@ -201,6 +201,9 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		if len(req.Code) > p.MaxCodeBytes {
 			return Spec{}, fieldErr("code", "is %d bytes; at most %d", len(req.Code), p.MaxCodeBytes)
 		}
+		if strings.ContainsRune(req.Code, 0) {
+			return Spec{}, fieldErr("code", "must not contain NUL bytes")
+		}
 		spec.Code = req.Code
 	}
 	if len(req.Stdin) > p.MaxStdinBytes {

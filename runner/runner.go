@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
@@ -42,6 +43,8 @@ type Config struct {
 	// DrainTimeout is how long Run waits for running jobs after its
 	// context ends before it kills them and hands them back to the queue.
 	DrainTimeout time.Duration
+	// Pool sizes the warm container pool (Min 0: no pool).
+	Pool PoolConfig
 }
 
 // WithDefaults fills in zero fields.
@@ -89,6 +92,7 @@ type Runner struct {
 	metrics  *Metrics
 	warm     *warmCache
 	skills   *skillCache
+	pool     *pool
 
 	// stopping closes when Run is asked to stop: session owners finish
 	// their current job and hand the rest back.
@@ -99,7 +103,8 @@ type Runner struct {
 }
 
 // New makes a runner. Nothing is started until Run.
-func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb *Sandbox, m *Metrics) (*Runner, error) {
+// Metrics are registered with reg (nil: none are kept).
+func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb *Sandbox, reg prometheus.Registerer) (*Runner, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.ID == "" {
 		return nil, errors.New("runner id is required")
@@ -108,11 +113,19 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{
+	var m *Metrics
+	if reg != nil {
+		m = NewMetrics(reg)
+	}
+	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{},
 		warm: newWarmCache(max(2*cfg.Slots, 4), 10*time.Minute), skills: newSkillCache(st),
-	}, nil
+	}
+	if cfg.Pool.Min > 0 {
+		r.pool = newPool(cfg.Pool, sb, r.skills, r.log, reg)
+	}
+	return r, nil
 }
 
 // execution is one job attempt in progress on this runner.
@@ -145,6 +158,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	cons, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue)
 	if err != nil {
 		return err
+	}
+	if r.pool != nil {
+		poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+		poolDone := make(chan struct{})
+		go func() { r.pool.run(poolCtx); close(poolDone) }()
+		// Stopped after the drain below (defers run last-in first-out).
+		defer func() { stopPool(); <-poolDone }()
 	}
 	cancelSub, err := r.nc.Subscribe(jobs.CancelSubjectAll, r.onCancel)
 	if err != nil {
@@ -400,45 +420,86 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil
 	}
-	ctr, err := r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
-	if err != nil {
-		if errors.Is(context.Cause(ctx), errCancelled) {
-			return cancelledResult(0), nil
+	ctr, pooled := r.takePooled(spec.Limits)
+	if !pooled {
+		var err error
+		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
+		if err != nil {
+			if errors.Is(context.Cause(ctx), errCancelled) {
+				return cancelledResult(0), nil
+			}
+			return jobs.Result{}, err
 		}
-		return jobs.Result{}, err
 	}
-	defer func() {
-		if err := ctr.Remove(context.WithoutCancel(ctx)); err != nil {
-			r.log.Warn("remove container", "job_id", ex.jobID, "err", err)
+	// The container goes away in the background: its removal is not on
+	// the path to the job's result.
+	defer func() { go r.removeContainer(ctr, ex.jobID) }()
+	res, err := r.runIn(ctx, ex, ctr, claim)
+	if err != nil && pooled && !ctr.Alive(context.WithoutCancel(ctx)) && ctx.Err() == nil {
+		// The pooled container died while waiting (a Docker restart):
+		// start one of the job's own and run there.
+		r.log.Warn("pooled container was dead; starting a fresh one", "job_id", ex.jobID)
+		go r.removeContainer(ctr, ex.jobID)
+		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute}); err != nil {
+			return jobs.Result{}, err
 		}
-	}()
-	return r.runIn(ctx, ex, ctr, claim)
+		return r.runIn(ctx, ex, ctr, claim)
+	}
+	return res, err
 }
+
+func (r *Runner) takePooled(lim jobs.Limits) (*Container, bool) {
+	if r.pool == nil {
+		return nil, false
+	}
+	return r.pool.take(lim)
+}
+
+func (r *Runner) removeContainer(ctr *Container, jobID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ctr.Remove(ctx); err != nil {
+		r.log.Warn("remove container", "job_id", jobID, "err", err)
+	}
+}
+
+
 
 // runIn runs a job's program in a ready container: files in, program,
 // output, artifacts out. A returned error means gantry failed, not the
 // program.
 func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
 	spec := claim.Spec
-	files := make([]FileEntry, 0, len(spec.Files)+1)
-	for _, f := range spec.Files {
-		files = append(files, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
-	}
-	if spec.Code != "" {
-		lang, _ := jobs.LookupLanguage(spec.Language)
-		files = append(files, FileEntry{Path: jobs.ProgramDir + "/" + lang.File, Content: []byte(spec.Code)})
-	}
-	skillFiles, err := r.skills.files(ctx, claim.TenantID)
+	stamp, skillFiles, err := r.skills.get(ctx, claim.TenantID)
 	if err != nil {
 		return jobs.Result{}, fmt.Errorf("load skills: %w", err)
 	}
-	files = append(files, skillFiles...)
+	var files []FileEntry
+	if ctr.skills != stamp {
+		files = append(files, skillFiles...)
+	}
+	for _, f := range spec.Files {
+		files = append(files, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
+	}
+	argv := spec.Argv()
+	if spec.Code != "" {
+		lang, _ := jobs.LookupLanguage(spec.Language)
+		program := jobs.ProgramDir + "/" + lang.File
+		if len(spec.Code) <= maxInlineProgram {
+			// The program travels in the exec's own arguments and a shell
+			// writes it to its file before running it: no extra round trip.
+			argv = append([]string{"sh", "-c", `mkdir -p ` + jobs.ProgramDir + ` && printf '%s' "$0" > ` + program + ` && exec "$@"`, spec.Code}, argv...)
+		} else {
+			files = append(files, FileEntry{Path: program, Content: []byte(spec.Code)})
+		}
+	}
 	if err := ctr.PutFiles(ctx, files); err != nil {
 		if errors.Is(context.Cause(ctx), errCancelled) {
 			return cancelledResult(0), nil
 		}
 		return jobs.Result{}, err
 	}
+	ctr.skills = stamp
 
 	publish := func(stream string, offset int, chunk []byte) {
 		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
@@ -465,7 +526,7 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
 	defer cancelRun()
 	start := time.Now()
-	code, err := ctr.Exec(runCtx, spec.Argv(), env, stdin, stdout, stderr)
+	code, err := ctr.Exec(runCtx, argv, env, stdin, stdout, stderr)
 	res := jobs.Result{Duration: time.Since(start)}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
@@ -512,6 +573,10 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 }
 
 var errTimeout = errors.New("timed out")
+
+// maxInlineProgram is the largest program passed as an exec argument
+// (Linux caps one argument at 128 KiB).
+const maxInlineProgram = 100 << 10
 
 func cancelledResult(d time.Duration) jobs.Result {
 	return jobs.Result{Status: jobs.StatusCancelled, Duration: d,

@@ -61,7 +61,7 @@ func newSandbox(t *testing.T) *Sandbox {
 	return sb
 }
 
-func newHarness(t *testing.T, slots int) *harness {
+func newHarness(t *testing.T, slots int, pool ...PoolConfig) *harness {
 	t.Helper()
 	sb := newSandbox(t)
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
@@ -69,8 +69,8 @@ func newHarness(t *testing.T, slots int) *harness {
 	h.js, _ = jetstream.New(h.nc)
 	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
 	r, err := New(Config{ID: sb.runnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
-		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), h.nc, h.st, h.blobs, sb, NewMetrics(prometheus.NewRegistry()))
+		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second, Pool: poolConfig(pool)},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), h.nc, h.st, h.blobs, sb, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,4 +370,11 @@ func TestMissingImageRefusesToStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "make image") {
 		t.Errorf("err = %v, want instructions to build the image", err)
 	}
+}
+
+func poolConfig(p []PoolConfig) PoolConfig {
+	if len(p) == 0 {
+		return PoolConfig{}
+	}
+	return p[0]
 }

@@ -109,6 +109,7 @@ func (s *Sandbox) RemoveLeftovers(ctx context.Context) (int, error) {
 type ContainerSpec struct {
 	JobID     string // the job it serves (or the session's first job)
 	SessionID string // set for a session's container
+	Pool      bool   // made ahead of demand by the warm pool
 	Limits    jobs.Limits
 	// Lifetime bounds how long the container lives if nobody removes it.
 	Lifetime time.Duration
@@ -163,6 +164,7 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 				LabelRunner:  s.runnerID,
 				LabelJob:     cs.JobID,
 				LabelSession: cs.SessionID,
+				LabelPool:    strconv.FormatBool(cs.Pool),
 			},
 		},
 		HostConfig: &container.HostConfig{
@@ -224,6 +226,8 @@ type Container struct {
 	id     string
 	sb     *Sandbox
 	killed sync.Once
+	// skills is the stamp of the skills in /skills ("" for none).
+	skills string
 }
 
 // ID is the Docker container id.

@@ -36,19 +36,27 @@ func newSkillCache(st SkillStore) *skillCache {
 // files returns /skills/<name>/SKILL.md and each skill's files for the
 // tenant's current skills.
 func (c *skillCache) files(ctx context.Context, tenantID string) ([]FileEntry, error) {
+	_, files, err := c.get(ctx, tenantID)
+	return files, err
+}
+
+// get returns the tenant's skill files and their stamp. The tenant ""
+// (no tenant) sees the built-ins alone: the warm pool mounts those ahead
+// of time, and a tenant whose stamp equals theirs needs nothing more.
+func (c *skillCache) get(ctx context.Context, tenantID string) (string, []FileEntry, error) {
 	stamp, err := c.st.SkillsStamp(ctx, tenantID)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	c.mu.Lock()
 	cached, ok := c.m[tenantID]
 	c.mu.Unlock()
 	if ok && cached.stamp == stamp {
-		return cached.files, nil
+		return stamp, cached.files, nil
 	}
 	recs, err := c.st.CurrentSkills(ctx, tenantID)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var files []FileEntry
 	for _, r := range recs {
@@ -61,5 +69,5 @@ func (c *skillCache) files(ctx context.Context, tenantID string) ([]FileEntry, e
 	c.mu.Lock()
 	c.m[tenantID] = cachedSkills{stamp: stamp, files: files}
 	c.mu.Unlock()
-	return files, nil
+	return stamp, files, nil
 }

@@ -27,6 +27,8 @@ type config struct {
 	RunnerID     string
 	Slots        int
 	DrainTimeout time.Duration
+	PoolMin      int
+	PoolMax      int
 
 	Queue         jobs.QueueConfig
 	MaxBodyBytes  int64
@@ -126,6 +128,8 @@ func loadConfig() (config, error) {
 		RunnerID:     e.str("GANTRY_RUNNER_ID", host),
 		Slots:        e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
 		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
+		PoolMin:      e.int("GANTRY_POOL_MIN", -1, 0, 256),
+		PoolMax:      e.int("GANTRY_POOL_MAX", -1, 0, 1024),
 		Queue: jobs.QueueConfig{
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
@@ -148,6 +152,17 @@ func loadConfig() (config, error) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	// The pool keeps as many containers ready as there are slots, and may
+	// grow to twice that under bursts.
+	if c.PoolMin < 0 {
+		c.PoolMin = c.Slots
+	}
+	if c.PoolMax < 0 {
+		c.PoolMax = max(2*c.Slots, c.PoolMin)
+	}
+	if c.PoolMax < c.PoolMin {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_POOL_MAX=%d is below GANTRY_POOL_MIN=%d", c.PoolMax, c.PoolMin))
 	}
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")

@@ -20,6 +20,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/store"
 )
@@ -103,12 +104,17 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	policy := jobs.DefaultPolicy()
 	r, err := runner.New(runner.Config{
 		ID:           cfg.RunnerID,
 		Slots:        cfg.Slots,
 		Queue:        cfg.Queue,
 		DrainTimeout: cfg.DrainTimeout,
-	}, d.log, d.nc, d.store, d.blobs, sb, runner.NewMetrics(d.reg))
+		Pool: runner.PoolConfig{
+			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
+			MaxJobTimeout: time.Duration(policy.MaxTimeoutMS) * time.Millisecond,
+		},
+	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
 }
 
