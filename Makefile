@@ -46,6 +46,10 @@ test: deps build ## run every test against the real engines
 	GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./...
 
+.PHONY: bench
+bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json
+	$(GO) run ./bench -gantry bin/gantry
+
 .PHONY: test-short
 test-short: ## unit tests only (no engines needed)
 	$(GO) test -short -count=1 ./...
