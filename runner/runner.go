@@ -463,8 +463,6 @@ func (r *Runner) removeContainer(ctr *Container, jobID string) {
 	}
 }
 
-
-
 // runIn runs a job's program in a ready container: files in, program,
 // output, artifacts out. A returned error means gantry failed, not the
 // program.
