@@ -133,6 +133,7 @@ type Server struct {
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
 	tasks   taskRegistry
+	auth    *authCache
 	stop    context.CancelFunc
 }
 
@@ -144,7 +145,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	s := &Server{
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
-		hub: newHub(), metrics: newMetrics(reg), reg: reg,
+		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(5*time.Second, 10000),
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
@@ -316,7 +317,13 @@ func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
 		return store.Principal{}, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 			Message: "missing API key: send the header Authorization: Bearer <key>"}
 	}
+	if p, ok := s.auth.get(key); ok {
+		return p, nil
+	}
 	p, err := s.store.Authenticate(r.Context(), key)
+	if err == nil {
+		s.auth.put(key, p)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Principal{}, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
 	}

@@ -1,0 +1,59 @@
+package ingress
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/store"
+)
+
+// authCache remembers recent key lookups for a few seconds, so that busy
+// clients (pollers, log streams) do not cost a database query per request.
+// Entries are keyed by the key's SHA-256, never the key; a revoked key stops
+// working within the TTL.
+type authCache struct {
+	ttl time.Duration
+	max int
+
+	mu sync.Mutex
+	m  map[[32]byte]authEntry
+}
+
+type authEntry struct {
+	p       store.Principal
+	expires time.Time
+}
+
+func newAuthCache(ttl time.Duration, max int) *authCache {
+	return &authCache{ttl: ttl, max: max, m: map[[32]byte]authEntry{}}
+}
+
+func (c *authCache) get(key string) (store.Principal, bool) {
+	h := sha256.Sum256([]byte(key))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[h]
+	if !ok || time.Now().After(e.expires) {
+		return store.Principal{}, false
+	}
+	return e.p, true
+}
+
+func (c *authCache) put(key string, p store.Principal) {
+	h := sha256.Sum256([]byte(key))
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		for k, e := range c.m { // drop expired entries, else start over
+			if now.After(e.expires) {
+				delete(c.m, k)
+			}
+		}
+		if len(c.m) >= c.max {
+			c.m = map[[32]byte]authEntry{}
+		}
+	}
+	c.m[h] = authEntry{p: p, expires: now.Add(c.ttl)}
+}
