@@ -148,9 +148,15 @@ func (s *Server) getJob(ctx context.Context, p store.Principal, id string) (jobs
 	if !jobs.ValidID("job", id) {
 		return jobs.Job{}, notFound("job " + strconv.Quote(id))
 	}
+	if job, ok := s.done.get(p.TenantID, id); ok {
+		return job, nil
+	}
 	job, err := s.store.GetJob(ctx, p.TenantID, id)
 	if err == store.ErrNotFound {
 		return jobs.Job{}, notFound("job " + strconv.Quote(id))
+	}
+	if err == nil {
+		s.done.put(p.TenantID, job)
 	}
 	return job, err
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -56,4 +57,32 @@ func (c *authCache) put(key string, p store.Principal) {
 		}
 	}
 	c.m[h] = authEntry{p: p, expires: now.Add(c.ttl)}
+}
+
+// doneJobs keeps recently read finished jobs: a finished job never changes,
+// so polls of it need no database query.
+type doneJobs struct {
+	max int
+
+	mu sync.Mutex
+	m  map[string]jobs.Job // key: tenant id + job id
+}
+
+func (c *doneJobs) get(tenantID, id string) (jobs.Job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.m[tenantID+"/"+id]
+	return j, ok
+}
+
+func (c *doneJobs) put(tenantID string, j jobs.Job) {
+	if !j.Status.Terminal() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = map[string]jobs.Job{}
+	}
+	c.m[tenantID+"/"+j.ID] = j
 }
