@@ -49,38 +49,98 @@ type Uploader interface {
 // into the object store under keyFor(path). The tar stream from the sandbox
 // is untrusted: only regular files that were selected, no larger than
 // listed and within the caps, are accepted.
-func collectArtifacts(ctx context.Context, c *Container, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
-	var listing bytes.Buffer
-	err := c.run(ctx, []string{"find", jobs.WorkspaceDir, "-mindepth", "1", "-type", "f", "-printf", `%s %P\0`}, nil,
-		&limitedBuffer{buf: &listing, max: 16 << 20})
+func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
+	listing, err := ws.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list workspace: %w", err)
 	}
-	selected, err := selectArtifacts(parseListing(listing.Bytes()), globs, lim)
+	selected, err := selectArtifacts(parseListing(listing), globs, lim)
 	if err != nil || len(selected) == 0 {
 		return nil, err
 	}
-
 	want := make(map[string]int64, len(selected))
-	var names bytes.Buffer
+	paths := make([]string, 0, len(selected))
 	for _, f := range selected {
 		want[f.path] = f.size
-		names.WriteString(f.path)
+		paths = append(paths, f.path)
+	}
+	tr, wait, err := ws.tar(ctx, paths)
+	if err != nil {
+		return nil, fmt.Errorf("read artifacts: %w", err)
+	}
+	arts, readErr := readArtifactTar(ctx, tr, want, lim, up, keyFor)
+	if err := wait(); readErr == nil && err != nil {
+		readErr = fmt.Errorf("read artifacts: %w", err)
+	}
+	return arts, readErr
+}
+
+// workspace gives the files a job left: a listing ("size path\0" records)
+// and a tar of chosen paths. Both come from the sandbox and are untrusted.
+type workspace interface {
+	list(ctx context.Context) ([]byte, error)
+	// tar streams the paths; wait reports how the stream ended, once the
+	// caller has stopped reading.
+	tar(ctx context.Context, paths []string) (r io.Reader, wait func() error, err error)
+}
+
+// execWorkspace reads a container's workspace with find and tar over exec.
+type execWorkspace struct{ c *Container }
+
+func (w execWorkspace) list(ctx context.Context) ([]byte, error) {
+	var listing bytes.Buffer
+	err := w.c.run(ctx, []string{"find", jobs.WorkspaceDir, "-mindepth", "1", "-type", "f", "-printf", `%s %P\0`}, nil,
+		&limitedBuffer{buf: &listing, max: 16 << 20})
+	return listing.Bytes(), err
+}
+
+func (w execWorkspace) tar(ctx context.Context, paths []string) (io.Reader, func() error, error) {
+	var names bytes.Buffer
+	for _, p := range paths {
+		names.WriteString(p)
 		names.WriteByte(0)
 	}
 	pr, pw := io.Pipe()
 	tarErr := make(chan error, 1)
 	go func() {
-		err := c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "--null", "--no-recursion", "-T", "-"}, &names, pw)
+		err := w.c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "--null", "--no-recursion", "-T", "-"}, &names, pw)
 		pw.CloseWithError(err)
 		tarErr <- err
 	}()
-	arts, readErr := readArtifactTar(ctx, pr, want, lim, up, keyFor)
-	pr.CloseWithError(io.ErrClosedPipe) // unblock tar if we stopped early
-	if err := <-tarErr; readErr == nil && err != nil && !errors.Is(err, io.ErrClosedPipe) {
-		readErr = fmt.Errorf("read artifacts: %w", err)
+	return pr, func() error {
+		pr.CloseWithError(io.ErrClosedPipe) // unblock tar if the reader stopped early
+		if err := <-tarErr; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			return err
+		}
+		return nil
+	}, nil
+}
+
+// agentWorkspace reads it through the container's agent, which sent the
+// listing when the program ended.
+type agentWorkspace struct {
+	a       *agentConn
+	listing []byte
+}
+
+func (w agentWorkspace) list(context.Context) ([]byte, error) { return w.listing, nil }
+
+func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, func() error, error) {
+	r, err := w.a.tar(paths)
+	if err != nil {
+		return nil, nil, err
 	}
-	return arts, readErr
+	// The agent shares the sandbox with the program, which could stall
+	// it: give up (closing the stream) when ctx ends.
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			w.a.close()
+		case <-done:
+		}
+	}()
+	return r, func() error { close(done); return nil }, nil
 }
 
 // parseListing parses find's "%s %P\0" output.

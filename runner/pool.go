@@ -45,9 +45,13 @@ type pool struct {
 
 	mu       sync.Mutex
 	idle     []pooled
+	creating int
 	target   int
 	lastMiss time.Time
 	wake     chan struct{}
+	// ready is closed and replaced whenever a container joins the pool,
+	// waking jobs waiting for one.
+	ready chan struct{}
 }
 
 type pooled struct {
@@ -64,6 +68,7 @@ func newPool(cfg PoolConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, 
 	}
 	p := &pool{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "pool"), target: cfg.Min, wake: make(chan struct{}, 1),
+		ready: make(chan struct{}),
 		size: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gantry_pool_size", Help: "Started containers waiting in the warm pool."}),
 		hits: prometheus.NewCounter(prometheus.CounterOpts{Name: "gantry_pool_hits_total", Help: "Jobs that got a pooled container."}),
 		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_pool_misses_total",
@@ -76,29 +81,45 @@ func newPool(cfg PoolConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, 
 }
 
 // take returns a ready container for a job with these limits, or false
-// (a cold start) when the pool is empty or the limits differ.
-func (p *pool) take(lim jobs.Limits) (*Container, bool) {
+// (a cold start) when the limits differ or the pool stays empty for
+// maxWait. When containers are being made, waiting for one is faster than
+// making another: both need the same CPU.
+func (p *pool) take(ctx context.Context, lim jobs.Limits, maxWait time.Duration) (*Container, bool) {
 	if lim != p.cfg.Limits {
 		p.misses.WithLabelValues("limits").Inc()
 		return nil, false
 	}
-	p.mu.Lock()
-	n := len(p.idle)
-	if n == 0 {
+	deadline := time.NewTimer(maxWait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		if n := len(p.idle); n > 0 {
+			c := p.idle[n-1]
+			p.idle = p.idle[:n-1]
+			p.size.Set(float64(len(p.idle)))
+			p.mu.Unlock()
+			p.hits.Inc()
+			p.poke()
+			return c.ctr, true
+		}
 		p.lastMiss = time.Now()
 		p.target = min(p.target+1, p.cfg.Max)
+		ready, creating := p.ready, p.creating
 		p.mu.Unlock()
-		p.misses.WithLabelValues("empty").Inc()
 		p.poke()
-		return nil, false
+		if creating == 0 {
+			p.misses.WithLabelValues("empty").Inc()
+			return nil, false
+		}
+		select {
+		case <-ready:
+		case <-deadline.C:
+			p.misses.WithLabelValues("empty").Inc()
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
-	c := p.idle[n-1]
-	p.idle = p.idle[:n-1]
-	p.size.Set(float64(len(p.idle)))
-	p.mu.Unlock()
-	p.hits.Inc()
-	p.poke()
-	return c.ctr, true
 }
 
 func (p *pool) poke() {
@@ -125,36 +146,55 @@ func (p *pool) run(ctx context.Context) {
 	}
 }
 
-// fill creates containers until the pool holds its target.
+// fillers bounds how many containers the pool makes at once.
+const fillers = 3
+
+// fill starts making containers until the pool (with what is being made)
+// holds its target.
 func (p *pool) fill(ctx context.Context) {
 	for ctx.Err() == nil {
 		p.mu.Lock()
-		need := p.target - len(p.idle)
+		if p.creating >= fillers || len(p.idle)+p.creating >= p.target {
+			p.mu.Unlock()
+			return
+		}
+		p.creating++
 		p.mu.Unlock()
-		if need <= 0 {
-			return
-		}
-		ctr, err := p.sb.Create(ctx, ContainerSpec{Pool: true, Limits: p.cfg.Limits, Lifetime: p.cfg.MaxAge + p.cfg.MaxJobTimeout + 5*time.Minute})
-		if err != nil {
-			if ctx.Err() == nil {
-				p.log.Warn("warm a container", "err", err)
-				select { // Docker is unwell: do not spin
-				case <-time.After(2 * time.Second):
-				case <-ctx.Done():
-				}
-			}
-			return
-		}
+		go p.make(ctx)
+	}
+}
+
+func (p *pool) make(ctx context.Context) {
+	ctr, err := p.sb.Create(ctx, ContainerSpec{Pool: true, Agent: true, Limits: p.cfg.Limits, Lifetime: p.cfg.MaxAge + p.cfg.MaxJobTimeout + 5*time.Minute})
+	if err == nil {
 		// Mount the built-in skills now, off the path of the job: a tenant
 		// with no skills of its own then needs nothing more.
 		if stamp, files, err := p.skills.get(ctx, ""); err == nil && ctr.PutFiles(ctx, files) == nil {
 			ctr.skills = stamp
 		}
-		p.mu.Lock()
+	}
+	p.mu.Lock()
+	p.creating--
+	if err == nil {
+		if ctx.Err() != nil {
+			p.mu.Unlock()
+			ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+			return
+		}
 		p.idle = append(p.idle, pooled{ctr: ctr, born: time.Now()})
 		p.size.Set(float64(len(p.idle)))
-		p.mu.Unlock()
+		close(p.ready)
+		p.ready = make(chan struct{})
 	}
+	p.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		p.log.Warn("warm a container", "err", err)
+		select { // Docker is unwell: do not spin
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	p.poke()
 }
 
 // prune drops containers that died (a Docker restart kills them all) or

@@ -420,10 +420,10 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil
 	}
-	ctr, pooled := r.takePooled(spec.Limits)
+	ctr, pooled := r.takePooled(ctx, spec.Limits)
 	if !pooled {
 		var err error
-		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
+		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Agent: true, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
 		if err != nil {
 			if errors.Is(context.Cause(ctx), errCancelled) {
 				return cancelledResult(0), nil
@@ -440,7 +440,7 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 		// start one of the job's own and run there.
 		r.log.Warn("pooled container was dead; starting a fresh one", "job_id", ex.jobID)
 		go r.removeContainer(ctr, ex.jobID)
-		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute}); err != nil {
+		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Agent: true, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute}); err != nil {
 			return jobs.Result{}, err
 		}
 		return r.runIn(ctx, ex, ctr, claim)
@@ -448,11 +448,11 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 	return res, err
 }
 
-func (r *Runner) takePooled(lim jobs.Limits) (*Container, bool) {
+func (r *Runner) takePooled(ctx context.Context, lim jobs.Limits) (*Container, bool) {
 	if r.pool == nil {
 		return nil, false
 	}
-	return r.pool.take(lim)
+	return r.pool.take(ctx, lim, time.Second)
 }
 
 func (r *Runner) removeContainer(ctr *Container, jobID string) {
@@ -472,24 +472,28 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	if err != nil {
 		return jobs.Result{}, fmt.Errorf("load skills: %w", err)
 	}
-	var files []FileEntry
+	var files, jobFiles []FileEntry
 	if ctr.skills != stamp {
 		files = append(files, skillFiles...)
 	}
 	for _, f := range spec.Files {
-		files = append(files, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
+		jobFiles = append(jobFiles, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
 	}
 	argv := spec.Argv()
 	if spec.Code != "" {
 		lang, _ := jobs.LookupLanguage(spec.Language)
 		program := jobs.ProgramDir + "/" + lang.File
-		if len(spec.Code) <= maxInlineProgram {
+		if ctr.agent != nil || len(spec.Code) > maxInlineProgram {
+			jobFiles = append(jobFiles, FileEntry{Path: program, Content: []byte(spec.Code)})
+		} else {
 			// The program travels in the exec's own arguments and a shell
 			// writes it to its file before running it: no extra round trip.
 			argv = append([]string{"sh", "-c", `mkdir -p ` + jobs.ProgramDir + ` && printf '%s' "$0" > ` + program + ` && exec "$@"`, spec.Code}, argv...)
-		} else {
-			files = append(files, FileEntry{Path: program, Content: []byte(spec.Code)})
 		}
+	}
+	if ctr.agent == nil {
+		// Without an agent the job's files go in by exec too.
+		files, jobFiles = append(files, jobFiles...), nil
 	}
 	if err := ctr.PutFiles(ctx, files); err != nil {
 		if errors.Is(context.Cause(ctx), errCancelled) {
@@ -524,7 +528,19 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
 	defer cancelRun()
 	start := time.Now()
-	code, err := ctr.Exec(runCtx, argv, env, stdin, stdout, stderr)
+	var code int
+	var ws workspace = execWorkspace{ctr}
+	oom := func() bool { return ctr.oomKilled(ctx) }
+	if ctr.agent != nil {
+		var exit agentExit
+		var listing []byte
+		exit, listing, err = ctr.runAgent(runCtx, jobFiles, argv, spec, stdout, stderr)
+		code = exit.Code
+		ws = agentWorkspace{ctr.agent, listing}
+		oom = func() bool { return exit.OOMKills > 0 }
+	} else {
+		code, err = ctr.Exec(runCtx, argv, env, stdin, stdout, stderr)
+	}
 	res := jobs.Result{Duration: time.Since(start)}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
@@ -547,12 +563,15 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	res.Status = jobs.StatusSucceeded
 	if code != 0 {
 		res.Status = jobs.StatusFailed
-		if code == 137 && ctr.oomKilled(ctx) {
+		if code == 137 && oom() {
 			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", spec.Limits.MemoryMB)}
 		}
 	}
 
-	arts, err := collectArtifacts(ctx, ctr, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
+	// Collecting is bounded in time: what the sandbox sends is untrusted.
+	artCtx, cancelArt := context.WithTimeout(ctx, artifactTimeout)
+	defer cancelArt()
+	arts, err := collectArtifacts(artCtx, ws, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
 		return blob.ArtifactKey(claim.TenantID, ex.jobID, p)
 	})
 	var limitErr *errArtifactLimit
@@ -571,6 +590,9 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 }
 
 var errTimeout = errors.New("timed out")
+
+// artifactTimeout bounds collecting a job's artifacts.
+const artifactTimeout = 5 * time.Minute
 
 // maxInlineProgram is the largest program passed as an exec argument
 // (Linux caps one argument at 128 KiB).

@@ -110,6 +110,9 @@ type ContainerSpec struct {
 	JobID     string // the job it serves (or the session's first job)
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
+	// Agent makes the container's main process the sandbox agent, which
+	// serves one job over the attach stream instead of docker exec.
+	Agent bool
 	Limits    jobs.Limits
 	// Lifetime bounds how long the container lives if nobody removes it.
 	Lifetime time.Duration
@@ -152,12 +155,20 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	want := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	cmd := []string{"sleep", strconv.Itoa(lifetime)}
+	if cs.Agent {
+		cmd = []string{"python3", "-c", agentSource}
+	}
 	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:           s.image,
 			User:            SandboxUser,
 			WorkingDir:      jobs.WorkspaceDir,
-			Cmd:             []string{"sleep", strconv.Itoa(lifetime)},
+			Cmd:             cmd,
+			OpenStdin:       cs.Agent,
+			AttachStdin:     cs.Agent,
+			AttachStdout:    cs.Agent,
+			AttachStderr:    cs.Agent,
 			NetworkDisabled: true,
 			Labels: map[string]string{
 				LabelManaged: "true",
@@ -195,6 +206,15 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	c := &Container{id: res.ID, sb: s}
+	if cs.Agent {
+		// Attach before starting, so that nothing the agent says is lost.
+		att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+		if err != nil {
+			c.Remove(ctx) //nolint:errcheck
+			return nil, fmt.Errorf("attach to container: %w", err)
+		}
+		c.agent = newAgentConn(att.HijackedResponse)
+	}
 	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		c.Remove(ctx) //nolint:errcheck
 		return nil, fmt.Errorf("start container: %w", err)
@@ -228,6 +248,8 @@ type Container struct {
 	killed sync.Once
 	// skills is the stamp of the skills in /skills ("" for none).
 	skills string
+	// agent, if set, runs the job (see agent.py).
+	agent *agentConn
 }
 
 // ID is the Docker container id.
@@ -241,7 +263,12 @@ func (c *Container) Kill(ctx context.Context) {
 }
 
 // Remove kills and removes the container.
-func (c *Container) Remove(ctx context.Context) error { return c.sb.remove(ctx, c.id) }
+func (c *Container) Remove(ctx context.Context) error {
+	if c.agent != nil {
+		c.agent.close()
+	}
+	return c.sb.remove(ctx, c.id)
+}
 
 // Exec runs argv in the container as the sandbox user in /workspace, feeding
 // it stdin (if not nil) and copying its output to stdout and stderr. When
