@@ -120,6 +120,25 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	return nil
 }
 
+// PutStream stores everything r yields under key, its size unknown in
+// advance, and returns how many bytes that was.
+func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error) {
+	cr := &countingReader{r: r}
+	err := s.Put(ctx, key, cr, -1, contentType)
+	return cr.n, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // Get opens the object stored under key.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})

@@ -79,8 +79,7 @@ func (s *Server) newMCP() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
-			s.writeError(w, r, err)
+			s.unauthorized(w, r, err)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
@@ -98,6 +97,19 @@ func toolError(err error) *mcp.CallToolResult {
 		return mcp.NewToolResultError("internal error; the job may or may not have been affected, check with get_job")
 	}
 	return mcp.NewToolResultError(e.Message)
+}
+
+// begin resolves a tool call's tenant and decodes its arguments into args.
+// A non-nil result is the answer to give at once (the arguments were bad).
+func begin(ctx context.Context, req mcp.CallToolRequest, args any) (store.Principal, *mcp.CallToolResult, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return p, nil, errNoPrincipal
+	}
+	if err := bindArgs(req, args); err != nil {
+		return p, toolError(err), nil
+	}
+	return p, nil, nil
 }
 
 // bindArgs decodes a tool call's arguments strictly into v.

@@ -122,13 +122,10 @@ var fileInfoSchema = json.RawMessage(`{"type":"object","required":["path","type"
 	"modified_at":{"type":"string","format":"date-time"},"target":{"type":"string"}}}`)
 
 func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args jobs.SessionRequest
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	sess, err := s.createSession(ctx, p, args)
 	if err != nil {
@@ -144,8 +141,8 @@ func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (
 		Command   string `json:"command"`
 		TimeoutMS int    `json:"timeout_ms"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
+		return res, err
 	}
 	return s.runAndWait(ctx, req, jobs.Request{Language: "bash", Code: args.Command, TimeoutMS: args.TimeoutMS,
 		SessionID: &args.SessionID, Metadata: map[string]string{"via": "mcp", "tool": "execute_bash"}})
@@ -155,24 +152,21 @@ func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (
 const maxReadFile = 16 << 20
 
 func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		SessionID string `json:"session_id"`
 		Path      string `json:"path"`
 		Offset    int    `json:"offset"`
 		LineCount int    `json:"line_count"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	if args.LineCount == 0 {
 		args.LineCount = 200
 	}
 	var content []byte
-	err := s.readFile(ctx, p, args.SessionID, args.Path, func(fi FileInfo, r io.Reader) error {
+	err = s.readFile(ctx, p, args.SessionID, args.Path, func(fi FileInfo, r io.Reader) error {
 		if fi.Size > maxReadFile {
 			return badRequest("path", "%s is %d bytes; read_file pages through files up to %d bytes (process bigger ones with a program)", fi.Path, fi.Size, maxReadFile)
 		}
@@ -206,17 +200,14 @@ func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mc
 }
 
 func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		SessionID string `json:"session_id"`
 		Path      string `json:"path"`
 		Content   string `json:"content"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	fi, err := s.writeFile(ctx, p, args.SessionID, args.Path, []byte(args.Content))
 	if err != nil {
@@ -226,16 +217,13 @@ func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolListFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		SessionID string `json:"session_id"`
 		Path      string `json:"path"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	files, err := s.listFiles(ctx, p, args.SessionID, args.Path)
 	if err != nil {
@@ -290,8 +278,8 @@ func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest)
 		Path      string `json:"path"`
 		Function  string `json:"function"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
+		return res, err
 	}
 	path, err := jobs.CleanPath(args.Path)
 	if err != nil {
@@ -334,15 +322,12 @@ func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest)
 }
 
 func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		SessionID string `json:"session_id"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	if err := s.closeSession(ctx, p, args.SessionID); err != nil {
 		return toolError(err), nil

@@ -69,16 +69,13 @@ var skillSchema = json.RawMessage(`{"type":"object","required":["name","version"
 	"files":{"type":"array","items":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"}}}}}}`)
 
 func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	if args.Limit == 0 {
 		args.Limit = 5
@@ -115,16 +112,13 @@ func skillResult(v skillView) *mcp.CallToolResult {
 }
 
 func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		Name    string `json:"name"`
 		Version int    `json:"version"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	rec, err := s.getSkill(ctx, p, args.Name, args.Version)
 	if err != nil {
@@ -134,10 +128,6 @@ func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mc
 }
 
 func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		Name        string        `json:"name"`
 		Description string        `json:"description"`
@@ -146,15 +136,16 @@ func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*m
 		Language    string        `json:"language"`
 		Files       []skills.File `json:"files"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	rec, err := s.store.SaveSkill(ctx, p.TenantID, skills.Skill{Name: args.Name, Description: args.Description, Body: args.Body,
 		Tags: args.Tags, Language: args.Language, Files: args.Files})
 	if err != nil {
 		return toolError(err), nil
 	}
-	res := skillResult(viewSkill(rec))
+	res = skillResult(viewSkill(rec))
 	res.Content = []mcp.Content{mcp.NewTextContent(fmt.Sprintf("saved %s version %d; later runs see it at /skills/%s/", rec.Name, rec.Version, rec.Name))}
 	return res, nil
 }

@@ -190,8 +190,8 @@ var jobResultSchema = json.RawMessage(`{"type":"object",
 
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args codeArgs
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
+		return res, err
 	}
 	args.IdempotencyKey = ""
 	return s.runAndWait(ctx, req, args.request())
@@ -287,13 +287,10 @@ func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job,
 }
 
 func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args codeArgs
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	job, _, err := s.submitJob(ctx, p, args.request())
 	if err != nil {
@@ -303,16 +300,13 @@ func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolGetJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		JobID  string `json:"job_id"`
 		WaitMS int    `json:"wait_ms"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	job, err := s.getJob(ctx, p, args.JobID)
 	if err != nil {
@@ -327,15 +321,12 @@ func (s *Server) toolGetJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 }
 
 func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		JobID string `json:"job_id"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	job, err := s.cancelJob(ctx, p, args.JobID)
 	if err != nil {
@@ -345,17 +336,14 @@ func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		Status string `json:"status"`
 		Limit  int    `json:"limit"`
 		Cursor string `json:"cursor"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	f := store.JobFilter{Status: jobs.Status(args.Status), Limit: 20}
 	if args.Limit > 0 {
@@ -401,16 +389,13 @@ func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mc
 }
 
 func (s *Server) toolArtifactURL(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return nil, errNoPrincipal
-	}
 	var args struct {
 		JobID string `json:"job_id"`
 		Path  string `json:"path"`
 	}
-	if err := bindArgs(req, &args); err != nil {
-		return toolError(err), nil
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
 	}
 	u, expires, err := s.artifactURL(ctx, p, args.JobID, args.Path)
 	if err != nil {

@@ -107,7 +107,7 @@ type Blobs interface {
 	Ping(ctx context.Context) error
 	PresignGet(ctx context.Context, key string, expiry time.Duration, filename string) (*url.URL, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
-	Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error
+	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 }
@@ -299,14 +299,19 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, store.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
-			s.writeError(w, r, err)
+			s.unauthorized(w, r, err)
 			return
 		}
 		if err := h(w, r, p); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// unauthorized answers a request whose key did not check out.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+	s.writeError(w, r, err)
 }
 
 // authenticate resolves a request's bearer key to its tenant.

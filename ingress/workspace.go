@@ -200,13 +200,12 @@ func (s *Server) editWorkspace(ctx context.Context, p store.Principal, sessionID
 		writeErr <- err
 	}()
 	limit := int64(st.DiskMB) << 20
-	cr := &countingReader{r: pr}
-	err = s.blobs.Put(ctx, next.Key, cr, -1, "application/x-tar")
+	n, err := s.blobs.PutStream(ctx, next.Key, pr, "application/x-tar")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if werr := <-writeErr; werr != nil {
 		err = werr
 	}
-	if err == nil && cr.n > limit+limit/8+1<<20 {
+	if err == nil && n > limit+limit/8+1<<20 {
 		err = &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the workspace would exceed the session's %d MB", st.DiskMB)}
 	}
@@ -214,7 +213,7 @@ func (s *Server) editWorkspace(ctx context.Context, p store.Principal, sessionID
 		_ = s.blobs.Delete(context.WithoutCancel(ctx), next.Key)
 		return err
 	}
-	next.Bytes = cr.n
+	next.Bytes = n
 	replaced, err := s.store.CommitWorkspace(ctx, sess.ID, owner, next)
 	if err != nil {
 		_ = s.blobs.Delete(context.WithoutCancel(ctx), next.Key)
@@ -386,15 +385,4 @@ func (s *Server) kickSession(ctx context.Context, sessionID, tenantID string) {
 	if err := s.publish(ctx, m); err != nil {
 		s.log.Error("announce session jobs", "session_id", sessionID, "err", err)
 	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -26,6 +26,7 @@ type SessionStore interface {
 // Blobs is what the runner needs of the object store.
 type Blobs interface {
 	Uploader
+	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
 }
@@ -273,30 +274,18 @@ func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, ses
 	// The tmpfs caps the workspace; the bound here guards against a tar
 	// stream larger than the workspace could be.
 	limit := int64(diskMB)<<20 + 64<<20
-	cr := &countingReader{r: io.LimitReader(pr, limit+1)}
-	err := r.blobs.Put(ctx, snap.Key, cr, -1, "application/x-tar")
+	n, err := r.blobs.PutStream(ctx, snap.Key, io.LimitReader(pr, limit+1), "application/x-tar")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if serr := <-saveErr; err == nil && serr != nil && !errors.Is(serr, io.ErrClosedPipe) {
 		err = serr
 	}
-	if err == nil && cr.n > limit {
+	if err == nil && n > limit {
 		err = fmt.Errorf("workspace snapshot is larger than the session's %d MB", diskMB)
 	}
 	if err != nil {
 		_ = r.blobs.Delete(context.WithoutCancel(ctx), snap.Key)
 		return nil, err
 	}
-	snap.Bytes = cr.n
+	snap.Bytes = n
 	return snap, nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -168,15 +168,8 @@ func (s *Store) ExpireSessions(ctx context.Context, limit int) ([]SessionRef, er
 	if err != nil {
 		return nil, err
 	}
-	var refs []SessionRef
-	for rows.Next() {
-		var r SessionRef
-		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
-			return nil, err
-		}
-		refs = append(refs, r)
-	}
-	if err := rows.Err(); err != nil {
+	refs, err := collectRefs(rows)
+	if err != nil {
 		return nil, err
 	}
 	for i := range refs {
@@ -197,16 +190,7 @@ func (s *Store) ClosingSessions(ctx context.Context, age time.Duration, limit in
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var refs []SessionRef
-	for rows.Next() {
-		var r SessionRef
-		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
-			return nil, err
-		}
-		refs = append(refs, r)
-	}
-	return refs, rows.Err()
+	return collectRefs(rows)
 }
 
 // FinishClosing deletes a closing session's row once nobody runs its jobs
@@ -470,14 +454,14 @@ func (s *Store) StalledSessions(ctx context.Context, limit int) ([]SessionRef, e
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var refs []SessionRef
-	for rows.Next() {
+	return collectRefs(rows)
+}
+
+// collectRefs reads (id, tenant_id) rows.
+func collectRefs(rows pgx.Rows) ([]SessionRef, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SessionRef, error) {
 		var r SessionRef
-		if err := rows.Scan(&r.ID, &r.TenantID); err != nil {
-			return nil, err
-		}
-		refs = append(refs, r)
-	}
-	return refs, rows.Err()
+		err := row.Scan(&r.ID, &r.TenantID)
+		return r, err
+	})
 }
