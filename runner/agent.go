@@ -2,8 +2,8 @@ package runner
 
 import (
 	"bufio"
-	"context"
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/binary"

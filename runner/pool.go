@@ -69,8 +69,8 @@ func newPool(cfg PoolConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, 
 	p := &pool{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "pool"), target: cfg.Min, wake: make(chan struct{}, 1),
 		ready: make(chan struct{}),
-		size: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gantry_pool_size", Help: "Started containers waiting in the warm pool."}),
-		hits: prometheus.NewCounter(prometheus.CounterOpts{Name: "gantry_pool_hits_total", Help: "Jobs that got a pooled container."}),
+		size:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "gantry_pool_size", Help: "Started containers waiting in the warm pool."}),
+		hits:  prometheus.NewCounter(prometheus.CounterOpts{Name: "gantry_pool_hits_total", Help: "Jobs that got a pooled container."}),
 		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_pool_misses_total",
 			Help: "Jobs that had to start a container (cold start), by reason: empty pool or limits unlike the pool's."}, []string{"reason"}),
 	}

@@ -112,8 +112,8 @@ type ContainerSpec struct {
 	Pool      bool   // made ahead of demand by the warm pool
 	// Agent makes the container's main process the sandbox agent, which
 	// serves one job over the attach stream instead of docker exec.
-	Agent bool
-	Limits    jobs.Limits
+	Agent  bool
+	Limits jobs.Limits
 	// Lifetime bounds how long the container lives if nobody removes it.
 	Lifetime time.Duration
 }
