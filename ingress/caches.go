@@ -60,12 +60,14 @@ func (c *authCache) put(key string, p store.Principal) {
 }
 
 // doneJobs keeps recently read finished jobs: a finished job never changes,
-// so polls of it need no database query.
+// so polls of it need no database query. It holds at most maxBytes of
+// output in all (a job's output can be megabytes).
 type doneJobs struct {
-	max int
+	maxBytes int
 
-	mu sync.Mutex
-	m  map[string]jobs.Job // key: tenant id + job id
+	mu    sync.Mutex
+	m     map[string]jobs.Job // key: tenant id + job id
+	bytes int
 }
 
 func (c *doneJobs) get(tenantID, id string) (jobs.Job, bool) {
@@ -79,10 +81,15 @@ func (c *doneJobs) put(tenantID string, j jobs.Job) {
 	if !j.Status.Terminal() {
 		return
 	}
+	size := len(j.Stdout) + len(j.Stderr) + 1024
+	if size > c.maxBytes/64 {
+		return // big outputs are read from the store each time
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = map[string]jobs.Job{}
+	if c.m == nil || c.bytes+size > c.maxBytes {
+		c.m, c.bytes = map[string]jobs.Job{}, 0
 	}
 	c.m[tenantID+"/"+j.ID] = j
+	c.bytes += size
 }

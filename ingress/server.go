@@ -146,7 +146,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	s := &Server{
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
-		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(5*time.Second, 10000), done: doneJobs{max: 10000},
+		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(5*time.Second, 10000), done: doneJobs{maxBytes: 64 << 20},
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
