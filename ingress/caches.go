@@ -90,6 +90,9 @@ func (c *doneJobs) put(tenantID string, j jobs.Job) {
 	if c.m == nil || c.bytes+size > c.maxBytes {
 		c.m, c.bytes = map[string]jobs.Job{}, 0
 	}
-	c.m[tenantID+"/"+j.ID] = j
-	c.bytes += size
+	key := tenantID + "/" + j.ID
+	if _, ok := c.m[key]; !ok {
+		c.m[key] = j
+		c.bytes += size
+	}
 }
