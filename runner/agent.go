@@ -137,8 +137,9 @@ func (a *agentConn) run(files []FileEntry, argv []string, env map[string]string,
 	}
 }
 
-// tar streams a tar of the given workspace paths.
-func (a *agentConn) tar(paths []string) (io.Reader, error) {
+// tar streams a tar of the given workspace paths. The caller closes the
+// reader when done with it.
+func (a *agentConn) tar(paths []string) (*io.PipeReader, error) {
 	if err := a.send(map[string]any{"op": "tar", "paths": paths}); err != nil {
 		return nil, err
 	}

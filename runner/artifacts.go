@@ -140,7 +140,11 @@ func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, fun
 		case <-done:
 		}
 	}()
-	return r, func() error { close(done); return nil }, nil
+	return r, func() error {
+		close(done)
+		r.CloseWithError(io.ErrClosedPipe) // release the frame reader if we stopped early
+		return nil
+	}, nil
 }
 
 // parseListing parses find's "%s %P\0" output.

@@ -64,7 +64,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	go func() {
-		t := time.NewTicker(lease / 3)
+		t := time.NewTicker(min(lease, r.cfg.Queue.AckWait) / 3)
 		defer t.Stop()
 		for {
 			select {
