@@ -137,14 +137,20 @@ func (a *agentConn) run(files []FileEntry, argv []string, env map[string]string,
 	}
 }
 
-// tar streams a tar of the given workspace paths. The caller closes the
-// reader when done with it.
-func (a *agentConn) tar(paths []string) (*io.PipeReader, error) {
+// tar streams a tar of the given workspace paths (nil: the whole
+// workspace). The caller closes the reader when done with it, then waits
+// on finished before sending the agent anything else.
+func (a *agentConn) tar(paths []string) (r *io.PipeReader, finished <-chan struct{}, err error) {
 	if err := a.send(map[string]any{"op": "tar", "paths": paths}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pr, pw := io.Pipe()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
+		// Read every frame up to 'd' even if the reader stopped early:
+		// what is left of this tar must not be taken for the next answer.
+		reading := true
 		for {
 			kind, payload, err := a.next()
 			if err != nil {
@@ -153,8 +159,10 @@ func (a *agentConn) tar(paths []string) (*io.PipeReader, error) {
 			}
 			switch kind {
 			case 't':
-				if _, err := pw.Write(payload); err != nil {
-					return
+				if reading {
+					if _, err := pw.Write(payload); err != nil {
+						reading = false
+					}
 				}
 			case 'd':
 				pw.Close()
@@ -165,7 +173,7 @@ func (a *agentConn) tar(paths []string) (*io.PipeReader, error) {
 			}
 		}
 	}()
-	return pr, nil
+	return pr, done, nil
 }
 
 // runAgent runs the job's program through the container's agent. When ctx

@@ -6,7 +6,7 @@
 # Requests (runner -> agent): 4-byte big-endian length, then JSON.
 #   {"op": "run", "files": [{"path", "data" (base64)}], "argv", "env",
 #    "stdin" (base64 or null), "cap": bytes per stream}
-#   {"op": "tar", "paths": [...]}  (relative to /workspace)
+#   {"op": "tar", "paths": [...]}  (relative to /workspace; null: all of it)
 # Frames (agent -> runner): 1 type byte, 4-byte big-endian length, payload.
 #   o/e: stdout/stderr bytes; x: exit JSON {"code", "signal", "oom_kills"};
 #   l: workspace listing ("size path\0"...); t: tar bytes; d: tar done;
@@ -117,7 +117,10 @@ class FrameWriter:
 
 def tar(req):
     with tarfile.open(fileobj=FrameWriter(), mode="w|", format=tarfile.GNU_FORMAT) as tf:
-        for p in req["paths"]:
+        paths = req.get("paths")
+        if paths is None:  # the whole workspace (a session's snapshot)
+            tf.add(WORKSPACE, arcname=".", recursive=True)
+        for p in paths or []:
             full = os.path.join(WORKSPACE, p)
             if os.path.isfile(full) and not os.path.islink(full):
                 tf.add(full, arcname=p, recursive=False)

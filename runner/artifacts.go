@@ -126,7 +126,7 @@ type agentWorkspace struct {
 func (w agentWorkspace) list(context.Context) ([]byte, error) { return w.listing, nil }
 
 func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, func() error, error) {
-	r, err := w.a.tar(paths)
+	r, finished, err := w.a.tar(paths)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,8 +141,9 @@ func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, fun
 		}
 	}()
 	return r, func() error {
+		r.CloseWithError(io.ErrClosedPipe) // the frame reader drains the rest
+		<-finished
 		close(done)
-		r.CloseWithError(io.ErrClosedPipe) // release the frame reader if we stopped early
 		return nil
 	}, nil
 }

@@ -358,6 +358,21 @@ func (c *Container) Alive(ctx context.Context) bool {
 
 // SaveWorkspace streams a tar of /workspace to w.
 func (c *Container) SaveWorkspace(ctx context.Context, w io.Writer) error {
+	if c.agent != nil {
+		r, finished, err := c.agent.tar(nil)
+		if err != nil {
+			return fmt.Errorf("save workspace: %w", err)
+		}
+		stop := context.AfterFunc(ctx, c.agent.close) // a stalled agent must not hang us
+		defer stop()
+		_, err = io.Copy(w, r)
+		r.CloseWithError(io.ErrClosedPipe)
+		<-finished
+		if err != nil {
+			return fmt.Errorf("save workspace: %w", err)
+		}
+		return nil
+	}
 	if err := c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "."}, nil, w); err != nil {
 		return fmt.Errorf("save workspace: %w", err)
 	}

@@ -179,7 +179,9 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	var snap *store.Snapshot
 	keep := ctr != nil && (res.Status == jobs.StatusSucceeded || res.Status == jobs.StatusFailed)
 	if keep {
-		snap, err = r.saveSnapshot(ctx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
+		snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
+		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
+		cancelSnap()
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
 			keep = false
@@ -243,7 +245,7 @@ func (r *Runner) sessionContainer(ctx context.Context, sessionID string, st stor
 	}
 	lim := spec.Limits
 	lim.DiskMB = st.DiskMB
-	ctr, err := r.sandbox.Create(ctx, ContainerSpec{JobID: "", SessionID: sessionID, Limits: lim, Lifetime: 2 * time.Hour})
+	ctr, err := r.sandbox.Create(ctx, ContainerSpec{SessionID: sessionID, Agent: true, Limits: lim, Lifetime: 2 * time.Hour})
 	if err != nil {
 		return nil, err
 	}
