@@ -28,7 +28,8 @@ var agentSource string
 
 // agentConn speaks to a container's agent over its attach stream.
 type agentConn struct {
-	att    client.HijackedResponse
+	w      io.Writer // requests to the agent
+	closer func()
 	frames *bufio.Reader
 	stderr bytes.Buffer // the agent's own complaints, for error messages
 }
@@ -37,7 +38,7 @@ type agentConn struct {
 const maxFrame = 32 << 20
 
 func newAgentConn(att client.HijackedResponse) *agentConn {
-	a := &agentConn{att: att}
+	a := &agentConn{w: att.Conn, closer: att.Close}
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, &limitedBuffer{buf: &a.stderr, max: 4096}, att.Reader)
@@ -47,7 +48,7 @@ func newAgentConn(att client.HijackedResponse) *agentConn {
 	return a
 }
 
-func (a *agentConn) close() { a.att.Close() }
+func (a *agentConn) close() { a.closer() }
 
 func (a *agentConn) send(v any) error {
 	data, err := json.Marshal(v)
@@ -56,7 +57,7 @@ func (a *agentConn) send(v any) error {
 	}
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(data)))
-	if _, err := a.att.Conn.Write(append(head[:], data...)); err != nil {
+	if _, err := a.w.Write(append(head[:], data...)); err != nil {
 		return fmt.Errorf("send to sandbox agent: %w", err)
 	}
 	return nil
