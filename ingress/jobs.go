@@ -215,26 +215,16 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Principal) error {
 	q := r.URL.Query()
-	f := store.JobFilter{Limit: 20, SessionID: q.Get("session_id")}
+	limit, before, err := pageParams(q, "job")
+	if err != nil {
+		return err
+	}
+	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id")}
 	if v := q.Get("status"); v != "" {
 		f.Status = jobs.Status(v)
 		if !f.Status.Valid() {
 			return badRequest("status", "unknown status %q", v)
 		}
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return badRequest("limit", "must be a number between 1 and 100")
-		}
-		f.Limit = n
-	}
-	if v := q.Get("cursor"); v != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !jobs.ValidID("job", string(raw)) {
-			return badRequest("cursor", "is not a cursor this API returned")
-		}
-		f.Before = string(raw)
 	}
 	list, next, err := s.store.ListJobs(r.Context(), p.TenantID, f)
 	if err != nil {
@@ -244,12 +234,38 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Prin
 	for i, j := range list {
 		out[i] = s.view(j)
 	}
-	resp := map[string]any{"jobs": out, "next_cursor": nil}
+	writePage(w, "jobs", out, next)
+	return nil
+}
+
+// pageParams reads ?limit= (1-100, default 20) and ?cursor= (a cursor this
+// API returned: the last id of a page of objects with this id prefix).
+func pageParams(q url.Values, idPrefix string) (limit int, before string, err error) {
+	limit = 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return 0, "", badRequest("limit", "must be a number between 1 and 100")
+		}
+		limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !jobs.ValidID(idPrefix, string(raw)) {
+			return 0, "", badRequest("cursor", "is not a cursor this API returned")
+		}
+		before = string(raw)
+	}
+	return limit, before, nil
+}
+
+// writePage answers a page of a list with the cursor of the next one.
+func writePage(w http.ResponseWriter, name string, items any, next string) {
+	resp := map[string]any{name: items, "next_cursor": nil}
 	if next != "" {
 		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
 	writeJSON(w, http.StatusOK, resp)
-	return nil
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p store.Principal) error {

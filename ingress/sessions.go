@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
@@ -56,32 +55,15 @@ func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request, p stor
 }
 
 func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return badRequest("limit", "must be a number between 1 and 100")
-		}
-		limit = n
-	}
-	before := ""
-	if v := q.Get("cursor"); v != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !jobs.ValidID("ses", string(raw)) {
-			return badRequest("cursor", "is not a cursor this API returned")
-		}
-		before = string(raw)
+	limit, before, err := pageParams(r.URL.Query(), "ses")
+	if err != nil {
+		return err
 	}
 	list, next, err := s.store.ListSessions(r.Context(), p.TenantID, limit, before)
 	if err != nil {
 		return err
 	}
-	resp := map[string]any{"sessions": list, "next_cursor": nil}
-	if next != "" {
-		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writePage(w, "sessions", list, next)
 	return nil
 }
 
