@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -82,38 +81,6 @@ type workspace interface {
 	// tar streams the paths; wait reports how the stream ended, once the
 	// caller has stopped reading.
 	tar(ctx context.Context, paths []string) (r io.Reader, wait func() error, err error)
-}
-
-// execWorkspace reads a container's workspace with find and tar over exec.
-type execWorkspace struct{ c *Container }
-
-func (w execWorkspace) list(ctx context.Context) ([]byte, error) {
-	var listing bytes.Buffer
-	err := w.c.run(ctx, []string{"find", jobs.WorkspaceDir, "-mindepth", "1", "-type", "f", "-printf", `%s %P\0`}, nil,
-		&limitedBuffer{buf: &listing, max: 16 << 20})
-	return listing.Bytes(), err
-}
-
-func (w execWorkspace) tar(ctx context.Context, paths []string) (io.Reader, func() error, error) {
-	var names bytes.Buffer
-	for _, p := range paths {
-		names.WriteString(p)
-		names.WriteByte(0)
-	}
-	pr, pw := io.Pipe()
-	tarErr := make(chan error, 1)
-	go func() {
-		err := w.c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "--null", "--no-recursion", "-T", "-"}, &names, pw)
-		pw.CloseWithError(err)
-		tarErr <- err
-	}()
-	return pr, func() error {
-		pr.CloseWithError(io.ErrClosedPipe) // unblock tar if the reader stopped early
-		if err := <-tarErr; err != nil && !errors.Is(err, io.ErrClosedPipe) {
-			return err
-		}
-		return nil
-	}, nil
 }
 
 // agentWorkspace reads it through the container's agent, which sent the

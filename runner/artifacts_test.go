@@ -95,12 +95,6 @@ func TestOutputCap(t *testing.T) {
 	}
 }
 
-func TestParseOOMKills(t *testing.T) {
-	if parseOOMKills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") != 2 || parseOOMKills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n") != 1 || parseOOMKills("") != 0 {
-		t.Error("parseOOMKills")
-	}
-}
-
 // FuzzArtifactTar feeds arbitrary bytes as the sandbox's tar stream: the
 // reader must never panic, and must only upload files it asked for, within
 // the caps.

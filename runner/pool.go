@@ -23,11 +23,8 @@ type PoolConfig struct {
 	// Limits is the profile pooled containers are made with: jobs asking
 	// for other limits start a container of their own (the cold path).
 	Limits jobs.Limits
-	// MaxAge retires pooled containers; with the longest job timeout it
-	// bounds how long a pooled container may live.
+	// MaxAge retires pooled containers that waited this long.
 	MaxAge time.Duration
-	// MaxJobTimeout is the longest timeout a job may have.
-	MaxJobTimeout time.Duration
 }
 
 // pool keeps hardened containers created and started ahead of demand, so
@@ -165,11 +162,11 @@ func (p *pool) fill(ctx context.Context) {
 }
 
 func (p *pool) make(ctx context.Context) {
-	ctr, err := p.sb.Create(ctx, ContainerSpec{Pool: true, Agent: true, Limits: p.cfg.Limits, Lifetime: p.cfg.MaxAge + p.cfg.MaxJobTimeout + 5*time.Minute})
+	ctr, err := p.sb.Create(ctx, ContainerSpec{Pool: true, Limits: p.cfg.Limits})
 	if err == nil {
 		// Mount the built-in skills now, off the path of the job: a tenant
 		// with no skills of its own then needs nothing more.
-		if stamp, files, err := p.skills.get(ctx, ""); err == nil && ctr.PutFiles(ctx, files) == nil {
+		if stamp, files, err := p.skills.get(ctx, ""); err == nil && ctr.PutSkills(ctx, files) == nil {
 			ctr.skills = stamp
 		}
 	}

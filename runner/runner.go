@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -423,7 +422,7 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 	ctr, pooled := r.takePooled(ctx, spec.Limits)
 	if !pooled {
 		var err error
-		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Agent: true, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute})
+		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits})
 		if err != nil {
 			if errors.Is(context.Cause(ctx), errCancelled) {
 				return cancelledResult(0), nil
@@ -440,7 +439,7 @@ func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) 
 		// start one of the job's own and run there.
 		r.log.Warn("pooled container was dead; starting a fresh one", "job_id", ex.jobID)
 		go r.removeContainer(ctr, ex.jobID)
-		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Agent: true, Limits: spec.Limits, Lifetime: spec.Timeout() + 5*time.Minute}); err != nil {
+		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits}); err != nil {
 			return jobs.Result{}, err
 		}
 		return r.runIn(ctx, ex, ctr, claim)
@@ -472,36 +471,26 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	if err != nil {
 		return jobs.Result{}, fmt.Errorf("load skills: %w", err)
 	}
-	var files, jobFiles []FileEntry
+	// Skills go in as root (the job must not change them), only when the
+	// container holds other skills than the tenant's; the job's own files
+	// and program go with the request to the agent.
 	if ctr.skills != stamp {
-		files = append(files, skillFiles...)
+		if err := ctr.PutSkills(ctx, skillFiles); err != nil {
+			if errors.Is(context.Cause(ctx), errCancelled) {
+				return cancelledResult(0), nil
+			}
+			return jobs.Result{}, err
+		}
+		ctr.skills = stamp
 	}
+	var jobFiles []FileEntry
 	for _, f := range spec.Files {
 		jobFiles = append(jobFiles, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
 	}
-	argv := spec.Argv()
 	if spec.Code != "" {
 		lang, _ := jobs.LookupLanguage(spec.Language)
-		program := jobs.ProgramDir + "/" + lang.File
-		if ctr.agent != nil || len(spec.Code) > maxInlineProgram {
-			jobFiles = append(jobFiles, FileEntry{Path: program, Content: []byte(spec.Code)})
-		} else {
-			// The program travels in the exec's own arguments and a shell
-			// writes it to its file before running it: no extra round trip.
-			argv = append([]string{"sh", "-c", `mkdir -p ` + jobs.ProgramDir + ` && printf '%s' "$0" > ` + program + ` && exec "$@"`, spec.Code}, argv...)
-		}
+		jobFiles = append(jobFiles, FileEntry{Path: jobs.ProgramDir + "/" + lang.File, Content: []byte(spec.Code)})
 	}
-	if ctr.agent == nil {
-		// Without an agent the job's files go in by exec too.
-		files, jobFiles = append(files, jobFiles...), nil
-	}
-	if err := ctr.PutFiles(ctx, files); err != nil {
-		if errors.Is(context.Cause(ctx), errCancelled) {
-			return cancelledResult(0), nil
-		}
-		return jobs.Result{}, err
-	}
-	ctr.skills = stamp
 
 	publish := func(stream string, offset int, chunk []byte) {
 		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
@@ -516,31 +505,11 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	ex.stdout, ex.stderr = stdout, stderr
 	r.mu.Unlock()
 
-	env := make([]string, 0, len(spec.Env))
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
-	var stdin io.Reader
-	if spec.Stdin != "" {
-		stdin = strings.NewReader(spec.Stdin)
-	}
-
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
 	defer cancelRun()
 	start := time.Now()
-	var code int
-	var ws workspace = execWorkspace{ctr}
-	oom := func() bool { return ctr.oomKilled(ctx) }
-	if ctr.agent != nil {
-		var exit agentExit
-		var listing []byte
-		exit, listing, err = ctr.runAgent(runCtx, jobFiles, argv, spec, stdout, stderr)
-		code = exit.Code
-		ws = agentWorkspace{ctr.agent, listing}
-		oom = func() bool { return exit.OOMKills > 0 }
-	} else {
-		code, err = ctr.Exec(runCtx, argv, env, stdin, stdout, stderr)
-	}
+	exit, listing, err := ctr.runAgent(runCtx, jobFiles, spec.Argv(), spec, stdout, stderr)
+	code := exit.Code
 	res := jobs.Result{Duration: time.Since(start)}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
@@ -563,7 +532,7 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	res.Status = jobs.StatusSucceeded
 	if code != 0 {
 		res.Status = jobs.StatusFailed
-		if code == 137 && oom() {
+		if code == 137 && exit.OOMKills > 0 {
 			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", spec.Limits.MemoryMB)}
 		}
 	}
@@ -571,7 +540,7 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	// Collecting is bounded in time: what the sandbox sends is untrusted.
 	artCtx, cancelArt := context.WithTimeout(ctx, artifactTimeout)
 	defer cancelArt()
-	arts, err := collectArtifacts(artCtx, ws, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
+	arts, err := collectArtifacts(artCtx, agentWorkspace{ctr.agent, listing}, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
 		return blob.ArtifactKey(claim.TenantID, ex.jobID, p)
 	})
 	var limitErr *errArtifactLimit
@@ -593,10 +562,6 @@ var errTimeout = errors.New("timed out")
 
 // artifactTimeout bounds collecting a job's artifacts.
 const artifactTimeout = 5 * time.Minute
-
-// maxInlineProgram is the largest program passed as an exec argument
-// (Linux caps one argument at 128 KiB).
-const maxInlineProgram = 100 << 10
 
 func cancelledResult(d time.Duration) jobs.Result {
 	return jobs.Result{Status: jobs.StatusCancelled, Duration: d,

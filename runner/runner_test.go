@@ -334,12 +334,12 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	sb := newSandbox(t)
 	ctx := context.Background()
-	c, err := sb.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits, Lifetime: time.Minute})
+	c, err := sb.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := newSandbox(t) // another runner's container must survive
-	c2, err := other.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits, Lifetime: time.Minute})
+	c2, err := other.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,6 @@ const (
 // SandboxUser is the unprivileged uid:gid code runs as.
 const SandboxUser = "1000:1000"
 
-// sandboxUID is SandboxUser's uid (and gid).
-const sandboxUID = 1000
-
 // SkillsDir is where a job finds its tenant's skills, read-only.
 const SkillsDir = "/skills"
 
@@ -139,13 +136,11 @@ func (s *Sandbox) RemoveSession(ctx context.Context, sessionID string) error {
 	return nil
 }
 
-// Create creates and starts a hardened container. Its main process only
-// sleeps; jobs run through exec. When that sleep ends the container stops,
-// so one orphaned by a crashed runner holds no memory or CPU past its
-// Lifetime; the runner removes it when it starts again.
+// Create creates and starts a hardened container. Its main process is the
+// sandbox agent (agent.py), attached to this runner: jobs run through it,
+// without docker exec, and the container stops when the runner goes away.
 func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
 	lim := cs.Limits
-	lifetime := int(cs.Lifetime.Seconds())
 	pids := int64(lim.Pids)
 	init := true
 	tmpfs := fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", lim.DiskMB)
@@ -155,20 +150,16 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	want := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	cmd := []string{"sleep", strconv.Itoa(lifetime)}
-	if cs.Agent {
-		cmd = []string{"python3", "-c", agentSource}
-	}
 	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:           s.image,
 			User:            SandboxUser,
 			WorkingDir:      jobs.WorkspaceDir,
-			Cmd:             cmd,
-			OpenStdin:       cs.Agent,
-			AttachStdin:     cs.Agent,
-			AttachStdout:    cs.Agent,
-			AttachStderr:    cs.Agent,
+			Cmd:             []string{"python3", "-c", agentSource},
+			OpenStdin:       true,
+			AttachStdin:     true,
+			AttachStdout:    true,
+			AttachStderr:    true,
 			NetworkDisabled: true,
 			Labels: map[string]string{
 				LabelManaged: "true",
@@ -206,15 +197,13 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	c := &Container{id: res.ID, sb: s}
-	if cs.Agent {
-		// Attach before starting, so that nothing the agent says is lost.
-		att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-		if err != nil {
-			c.Remove(ctx) //nolint:errcheck
-			return nil, fmt.Errorf("attach to container: %w", err)
-		}
-		c.agent = newAgentConn(att.HijackedResponse)
+	// Attach before starting, so that nothing the agent says is lost.
+	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		c.Remove(ctx) //nolint:errcheck
+		return nil, fmt.Errorf("attach to container: %w", err)
 	}
+	c.agent = newAgentConn(att.HijackedResponse)
 	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		c.Remove(ctx) //nolint:errcheck
 		return nil, fmt.Errorf("start container: %w", err)
@@ -248,7 +237,7 @@ type Container struct {
 	killed sync.Once
 	// skills is the stamp of the skills in /skills ("" for none).
 	skills string
-	// agent, if set, runs the job (see agent.py).
+	// agent runs the job (see agent.py).
 	agent *agentConn
 }
 
@@ -264,19 +253,15 @@ func (c *Container) Kill(ctx context.Context) {
 
 // Remove kills and removes the container.
 func (c *Container) Remove(ctx context.Context) error {
-	if c.agent != nil {
-		c.agent.close()
-	}
+	c.agent.close()
 	return c.sb.remove(ctx, c.id)
 }
 
-// Exec runs argv in the container as the sandbox user in /workspace, feeding
-// it stdin (if not nil) and copying its output to stdout and stderr. When
-// ctx ends first, the whole container is killed and ctx's error returned.
-func (c *Container) Exec(ctx context.Context, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
-	return c.exec(ctx, SandboxUser, argv, env, stdin, stdout, stderr)
-}
-
+// exec runs argv in the container as user in /workspace, feeding it stdin
+// (if not nil) and copying its output to stdout and stderr. When ctx ends
+// first, the whole container is killed and ctx's error returned. gantry
+// uses it for its own chores (skills, restoring snapshots); jobs run
+// through the agent.
 func (c *Container) exec(ctx context.Context, user string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
 	created, err := c.sb.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{
 		User:         user,
@@ -358,7 +343,7 @@ func (c *Container) Alive(ctx context.Context) bool {
 
 // SaveWorkspace streams a tar of /workspace to w.
 func (c *Container) SaveWorkspace(ctx context.Context, w io.Writer) error {
-	if c.agent != nil {
+	{
 		r, finished, err := c.agent.tar(nil)
 		if err != nil {
 			return fmt.Errorf("save workspace: %w", err)
@@ -373,10 +358,6 @@ func (c *Container) SaveWorkspace(ctx context.Context, w io.Writer) error {
 		}
 		return nil
 	}
-	if err := c.run(ctx, []string{"tar", "-c", "-f", "-", "-C", jobs.WorkspaceDir, "."}, nil, w); err != nil {
-		return fmt.Errorf("save workspace: %w", err)
-	}
-	return nil
 }
 
 // RestoreWorkspace unpacks a tar (from SaveWorkspace) into /workspace.
@@ -391,60 +372,31 @@ func (c *Container) RestoreWorkspace(ctx context.Context, r io.Reader) error {
 type FileEntry struct {
 	Path    string // absolute: under /workspace, /tmp or /skills
 	Content []byte
-	// Root marks gantry's own read-only files (skills): owned by root, so
-	// the job cannot change them. Everything else belongs to the job's user.
-	Root bool
 }
 
-// PutFiles writes files into the container by piping a tar stream into tar
-// inside it (Docker's copy API cannot write to tmpfs mounts under a
-// read-only root). The job's files are unpacked as the job's user; gantry's
-// own (skills) as root, into /skills, which is emptied first so that it
-// holds exactly the skills given. Root here has no capabilities: it cannot
-// chown, so each tar runs as the user who should own what it writes.
-func (c *Container) PutFiles(ctx context.Context, files []FileEntry) error {
-	var mine, root []FileEntry
-	for _, f := range files {
-		if f.Root {
-			root = append(root, f)
-		} else {
-			mine = append(mine, f)
-		}
-	}
-	if len(root) > 0 {
-		script := "find " + SkillsDir + " -mindepth 1 -delete && exec tar -x -f - -C / --no-same-owner"
-		if err := c.untar(ctx, "0:0", []string{"sh", "-c", script}, root); err != nil {
-			return err
-		}
-	}
-	if len(mine) > 0 {
-		return c.untar(ctx, SandboxUser, []string{"tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir"}, mine)
-	}
-	return nil
-}
-
-func (c *Container) untar(ctx context.Context, user string, argv []string, files []FileEntry) error {
+// PutSkills replaces what /skills holds with the given files, by piping a
+// tar stream into tar run as root (with no capabilities): the files belong
+// to root, so the job (uid 1000) can read them but not change them.
+// Docker's copy API cannot write to tmpfs mounts under a read-only root.
+func (c *Container) PutSkills(ctx context.Context, files []FileEntry) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, files)) }()
-	err := c.runAs(ctx, user, argv, pr, nil)
+	script := "find " + SkillsDir + " -mindepth 1 -delete && exec tar -x -f - -C / --no-same-owner"
+	err := c.runAs(ctx, "0:0", []string{"sh", "-c", script}, pr, nil)
 	pr.Close()
 	if err != nil {
-		return fmt.Errorf("write files: %w", err)
+		return fmt.Errorf("write skills: %w", err)
 	}
 	return nil
 }
 
 // writeTar writes files with a directory entry for every parent below the
-// mount points, so that directories get the right owner too.
+// mount point.
 func writeTar(w io.Writer, files []FileEntry) error {
 	tw := tar.NewWriter(w)
 	now := time.Now()
 	dirs := map[string]bool{}
 	for _, f := range files {
-		uid := sandboxUID
-		if f.Root {
-			uid = 0
-		}
 		name := strings.TrimPrefix(f.Path, "/")
 		var parents []string
 		for dir := path.Dir(name); dir != "." && !isMountPoint(dir); dir = path.Dir(dir) {
@@ -455,11 +407,11 @@ func writeTar(w io.Writer, files []FileEntry) error {
 				continue
 			}
 			dirs[dir] = true
-			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: uid, Gid: uid, ModTime: now}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
 				return err
 			}
 		}
-		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.Content)), Uid: uid, Gid: uid, ModTime: now}
+		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.Content)), ModTime: now}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
@@ -476,35 +428,6 @@ func isMountPoint(dir string) bool {
 		return true
 	}
 	return false
-}
-
-// oomKilled reports whether the kernel's OOM killer struck in the
-// container: Docker's flag, or the cgroup's oom_kill counter (cgroup v2 or
-// v1), which also counts kills of exec'd processes that Docker's flag misses.
-func (c *Container) oomKilled(ctx context.Context) bool {
-	if insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{}); err == nil &&
-		insp.Container.State != nil && insp.Container.State.OOMKilled {
-		return true
-	}
-	var out bytes.Buffer
-	_, err := c.Exec(ctx, []string{"cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}, nil, nil, &limitedBuffer{buf: &out, max: 4096}, nil)
-	if err != nil {
-		return false
-	}
-	return parseOOMKills(out.String()) > 0
-}
-
-// parseOOMKills reads the "oom_kill N" line of a cgroup memory.events or
-// memory.oom_control file.
-func parseOOMKills(s string) int {
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return 0
 }
 
 // limitedBuffer keeps the first max bytes written to it and drops the rest.

@@ -245,7 +245,7 @@ func (r *Runner) sessionContainer(ctx context.Context, sessionID string, st stor
 	}
 	lim := spec.Limits
 	lim.DiskMB = st.DiskMB
-	ctr, err := r.sandbox.Create(ctx, ContainerSpec{SessionID: sessionID, Agent: true, Limits: lim, Lifetime: 2 * time.Hour})
+	ctr, err := r.sandbox.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim})
 	if err != nil {
 		return nil, err
 	}

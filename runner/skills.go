@@ -61,9 +61,9 @@ func (c *skillCache) get(ctx context.Context, tenantID string) (string, []FileEn
 	var files []FileEntry
 	for _, r := range recs {
 		dir := SkillsDir + "/" + r.Name + "/"
-		files = append(files, FileEntry{Path: dir + skills.SkillFileName, Content: []byte(r.Markdown()), Root: true})
+		files = append(files, FileEntry{Path: dir + skills.SkillFileName, Content: []byte(r.Markdown())})
 		for _, f := range r.Files {
-			files = append(files, FileEntry{Path: dir + f.Path, Content: []byte(f.Content), Root: true})
+			files = append(files, FileEntry{Path: dir + f.Path, Content: []byte(f.Content)})
 		}
 	}
 	c.mu.Lock()

@@ -112,7 +112,6 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		DrainTimeout: cfg.DrainTimeout,
 		Pool: runner.PoolConfig{
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
-			MaxJobTimeout: time.Duration(policy.MaxTimeoutMS) * time.Millisecond,
 		},
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
