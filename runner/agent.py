@@ -1,7 +1,7 @@
 # gantry sandbox agent: the main process of a pooled container. It serves
 # one job for the runner over the container's attached stdin/stdout, so a
 # job costs no `docker exec` round trips. It runs as the sandbox user with
-# the container's limits; it exits when its stdin closes.
+# the container's limits; it exits when its stdin closes or it is left idle.
 #
 # Requests (runner -> agent): 4-byte big-endian length, then JSON.
 #   {"op": "run", "files": [{"path", "data" (base64)}], "argv", "env",
@@ -11,9 +11,12 @@
 #   o/e: stdout/stderr bytes; x: exit JSON {"code", "signal", "oom_kills"};
 #   l: workspace listing ("size path\0"...); t: tar bytes; d: tar done;
 #   E: agent error text.
-import base64, json, os, selectors, struct, subprocess, sys, tarfile, threading
+import base64, json, os, select, selectors, struct, subprocess, sys, tarfile, threading
 
 WORKSPACE = "/workspace"
+# An agent left without requests this long has lost its runner (which
+# retires idle containers well before): it exits, stopping the container.
+IDLE_SECONDS = 40 * 60
 out = sys.stdout.buffer
 lock = threading.Lock()
 
@@ -24,10 +27,12 @@ def frame(kind, data):
         out.flush()
 
 
-def read_exact(n):
+def read_exact(n, idle=None):
     buf = b""
     while len(buf) < n:
-        chunk = sys.stdin.buffer.read(n - len(buf))
+        if idle is not None and not select.select([0], [], [], idle)[0]:
+            return None
+        chunk = os.read(0, n - len(buf))
         if not chunk:
             return None
         buf += chunk
@@ -129,7 +134,7 @@ def tar(req):
 
 def main():
     while True:
-        head = read_exact(4)
+        head = read_exact(4, IDLE_SECONDS)
         if head is None:
             return
         req = json.loads(read_exact(struct.unpack(">I", head)[0]))

@@ -152,11 +152,14 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	defer cancel()
 	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
-			Image:           s.image,
-			User:            SandboxUser,
-			WorkingDir:      jobs.WorkspaceDir,
-			Cmd:             []string{"python3", "-c", agentSource},
-			OpenStdin:       true,
+			Image:      s.image,
+			User:       SandboxUser,
+			WorkingDir: jobs.WorkspaceDir,
+			Cmd:        []string{"python3", "-c", agentSource},
+			OpenStdin:  true,
+			// Stdin closes when the runner's attach connection does (the
+			// runner died): the agent sees EOF and the container stops.
+			StdinOnce:       true,
 			AttachStdin:     true,
 			AttachStdout:    true,
 			AttachStderr:    true,

@@ -279,11 +279,15 @@ func (d *dev) download(t *testing.T, a jobs.Artifact) []byte {
 	return b
 }
 
-// dockerContainers lists the containers carrying all the labels.
+// dockerContainers lists the containers carrying all the labels (a
+// "status=..." filter is passed as it is).
 func dockerContainers(t *testing.T, labels ...string) []string {
 	args := []string{"ps", "-aq"}
 	for _, l := range labels {
-		args = append(args, "--filter", "label="+l)
+		if !strings.HasPrefix(l, "status=") {
+			l = "label=" + l
+		}
+		args = append(args, "--filter", l)
 	}
 	out, err := exec.Command("docker", args...).Output()
 	if err != nil {
@@ -430,6 +434,14 @@ open("out/done.txt", "w").write("finished")
 	d.await(t, j.ID, time.Minute, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
 	leftovers := dockerContainers(t, "dev.gantry.runner="+idA) // its job's and its warm pool's
 	a.kill()
+	// Its containers stop at once: their agents see the runner's connection close.
+	stopDeadline := time.Now().Add(15 * time.Second)
+	for len(dockerContainers(t, "dev.gantry.runner="+idA, "status=running")) > 0 {
+		if time.Now().After(stopDeadline) {
+			t.Fatal("the killed runner's containers are still running")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	b := runner(idB)
 	j = d.await(t, j.ID, 2*time.Minute, terminal)
 	if j.Status != jobs.StatusSucceeded || j.Attempt != 2 || len(j.Artifacts) != 1 {
