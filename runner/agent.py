@@ -82,9 +82,15 @@ def run(req):
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, b"o")
     sel.register(proc.stderr, selectors.EVENT_READ, b"e")
+    # The runner sends nothing while a program runs: stdin becoming readable
+    # means it closed (the runner died). Leave at once; the container, and
+    # the program with it, stops.
+    sel.register(0, selectors.EVENT_READ, b"in")
     open_streams = 2
     while open_streams:
         for key, _ in sel.select():
+            if key.data == b"in":
+                os._exit(1)
             data = os.read(key.fileobj.fileno(), 65536)
             if not data:
                 sel.unregister(key.fileobj)
