@@ -100,9 +100,3 @@ func (c *warmCache) closeAll() {
 		w.ctr.Remove(context.Background()) //nolint:errcheck
 	}
 }
-
-func (c *warmCache) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}

@@ -53,19 +53,6 @@ func (s *Store) GetSession(ctx context.Context, tenantID, id string) (jobs.Sessi
 	return sess, notFound(err)
 }
 
-// TouchSession extends an active session's life by its TTL.
-func (s *Store) TouchSession(ctx context.Context, tenantID, id string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => ttl_seconds)
-		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()`, id, tenantID)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
 // ListSessions lists the tenant's active sessions, newest first.
 func (s *Store) ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error) {
 	args := []any{tenantID, limit + 1}
