@@ -96,6 +96,26 @@ type Job struct {
 	Artifacts       []Artifact        `json:"artifacts"`
 	Error           *ErrorInfo        `json:"error"`
 	Metadata        map[string]string `json:"metadata"`
+	// ToolCalls are the upstream MCP tool calls the job's code made
+	// through the code-mode bridge, in the order they started.
+	ToolCalls []ToolCall `json:"tool_calls"`
+}
+
+// ToolCall is one upstream tool call made by a job's code (code mode): what
+// was called, how it went and how many bytes went each way. Arguments and
+// results are not recorded.
+type ToolCall struct {
+	Server     string    `json:"server"`
+	Tool       string    `json:"tool"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	// Status is ok, error (the tool reported an error), denied,
+	// budget_exceeded, unknown_server, unknown_tool, timeout,
+	// upstream_error, too_large or bad_request.
+	Status   string `json:"status"`
+	BytesIn  int    `json:"bytes_in"`  // arguments sent upstream
+	BytesOut int    `json:"bytes_out"` // result returned to the code
+	Error    string `json:"error,omitempty"`
 }
 
 // Result is what a runner records when a job attempt ends.
@@ -109,6 +129,7 @@ type Result struct {
 	StderrTruncated bool
 	Artifacts       []Artifact
 	Error           *ErrorInfo
+	ToolCalls       []ToolCall
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

@@ -46,6 +46,15 @@ type Limits struct {
 	Pids        int     `json:"pids,omitempty"`
 	DiskMB      int     `json:"disk_mb,omitempty"`
 	OutputBytes int     `json:"output_bytes,omitempty"`
+	// ToolCalls is the job's budget of upstream MCP tool calls (code mode).
+	ToolCalls int `json:"tool_calls,omitempty"`
+}
+
+// Container is the limits that shape a container (all but the tool-call
+// budget): two jobs with equal Container limits can share a pooled one.
+func (l Limits) Container() Limits {
+	l.ToolCalls = 0
+	return l
 }
 
 // FieldError is a request that fails validation, naming the field at fault.
@@ -83,9 +92,9 @@ func DefaultPolicy() Policy {
 	return Policy{
 		DefaultTimeoutMS: 30_000,
 		MaxTimeoutMS:     900_000,
-		DefaultLimits:    Limits{MemoryMB: 512, CPUs: 1, Pids: 128, DiskMB: 512, OutputBytes: 1 << 20},
-		MinLimits:        Limits{MemoryMB: 32, CPUs: 0.1, Pids: 16, DiskMB: 1, OutputBytes: 1 << 10},
-		MaxLimits:        Limits{MemoryMB: 8192, CPUs: 8, Pids: 4096, DiskMB: 8192, OutputBytes: 16 << 20},
+		DefaultLimits:    Limits{MemoryMB: 512, CPUs: 1, Pids: 128, DiskMB: 512, OutputBytes: 1 << 20, ToolCalls: 100},
+		MinLimits:        Limits{MemoryMB: 32, CPUs: 0.1, Pids: 16, DiskMB: 1, OutputBytes: 1 << 10, ToolCalls: 1},
+		MaxLimits:        Limits{MemoryMB: 8192, CPUs: 8, Pids: 4096, DiskMB: 8192, OutputBytes: 16 << 20, ToolCalls: 10000},
 		MaxCodeBytes:     1 << 20,
 		MaxFiles:         1000,
 		MaxFilesBytes:    8 << 20,
@@ -329,6 +338,9 @@ func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
 		if in.OutputBytes != 0 {
 			l.OutputBytes = in.OutputBytes
 		}
+		if in.ToolCalls != 0 {
+			l.ToolCalls = in.ToolCalls
+		}
 	}
 	checks := []struct {
 		field       string
@@ -339,6 +351,7 @@ func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
 		{"limits.pids", float64(l.Pids), float64(p.MinLimits.Pids), float64(p.MaxLimits.Pids)},
 		{"limits.disk_mb", float64(l.DiskMB), float64(p.MinLimits.DiskMB), float64(p.MaxLimits.DiskMB)},
 		{"limits.output_bytes", float64(l.OutputBytes), float64(p.MinLimits.OutputBytes), float64(p.MaxLimits.OutputBytes)},
+		{"limits.tool_calls", float64(l.ToolCalls), float64(p.MinLimits.ToolCalls), float64(p.MaxLimits.ToolCalls)},
 	}
 	for _, c := range checks {
 		if c.v < c.min || c.v > c.max {

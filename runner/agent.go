@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -28,7 +30,8 @@ var agentSource string
 
 // agentConn speaks to a container's agent over its attach stream.
 type agentConn struct {
-	w      io.Writer // requests to the agent
+	wmu    sync.Mutex // bridge replies are written from their own goroutines
+	w      io.Writer  // requests to the agent
 	closer func()
 	frames *bufio.Reader
 	stderr bytes.Buffer // the agent's own complaints, for error messages
@@ -57,6 +60,8 @@ func (a *agentConn) send(v any) error {
 	}
 	var head [4]byte
 	binary.BigEndian.PutUint32(head[:], uint32(len(data)))
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	if _, err := a.w.Write(append(head[:], data...)); err != nil {
 		return fmt.Errorf("send to sandbox agent: %w", err)
 	}
@@ -100,10 +105,36 @@ type agentExit struct {
 	OOMKills int `json:"oom_kills"`
 }
 
+// BridgeHandler answers the code-mode requests of a job's program (see
+// codemode.Bridge).
+type BridgeHandler interface {
+	Handle(ctx context.Context, req []byte) []byte
+}
+
+// bridgeRequest is a 'c' frame: a request the program made on the bridge
+// socket, numbered by the agent.
+type bridgeRequest struct {
+	ID  int64           `json:"id"`
+	Req json.RawMessage `json:"req"`
+}
+
+// maxBridgeWaiting caps the bridge requests a job has in progress on the
+// runner; more are refused at once (the agent caps them too, but the
+// agent is not trusted).
+const maxBridgeWaiting = 64
+
 // run runs the program and returns its exit and the workspace listing
-// ("size path\0" records, as find prints them).
-func (a *agentConn) run(files []FileEntry, argv []string, env map[string]string, stdin *string, outCap int, stdout, stderr io.Writer) (agentExit, []byte, error) {
+// ("size path\0" records, as find prints them). With a bridge, the
+// program's tool requests are answered while it runs.
+func (a *agentConn) run(ctx context.Context, files []FileEntry, argv []string, env map[string]string, stdin *string, outCap int, stdout, stderr io.Writer, bridge BridgeHandler) (agentExit, []byte, error) {
 	req := map[string]any{"op": "run", "argv": argv, "env": env, "cap": outCap}
+	if bridge != nil {
+		req["bridge"] = codemode.SocketPath
+		req["clean"] = []string{codemode.GenDir}
+	}
+	bctx, stopBridge := context.WithCancel(ctx)
+	defer stopBridge()
+	waiting := make(chan struct{}, maxBridgeWaiting)
 	fs := make([]agentFile, 0, len(files))
 	for _, f := range files {
 		fs = append(fs, agentFile{Path: f.Path, Data: base64.StdEncoding.EncodeToString(f.Content)})
@@ -126,6 +157,24 @@ func (a *agentConn) run(files []FileEntry, argv []string, env map[string]string,
 			_, _ = stdout.Write(payload)
 		case 'e':
 			_, _ = stderr.Write(payload)
+		case 'c':
+			var br bridgeRequest
+			if bridge == nil || json.Unmarshal(payload, &br) != nil {
+				return agentExit{}, nil, errors.New("sandbox agent sent a malformed bridge request")
+			}
+			select {
+			case waiting <- struct{}{}:
+				go func() {
+					defer func() { <-waiting }()
+					body := bridge.Handle(bctx, br.Req)
+					if bctx.Err() == nil {
+						_ = a.send(map[string]any{"op": "reply", "id": br.ID, "body": json.RawMessage(body)})
+					}
+				}()
+			default:
+				_ = a.send(map[string]any{"op": "reply", "id": br.ID, "body": json.RawMessage(
+					`{"ok":false,"error":{"code":"busy","message":"too many tool requests in progress"}}`)})
+			}
 		case 'x':
 			if err := json.Unmarshal(payload, &exit); err != nil {
 				return agentExit{}, nil, fmt.Errorf("sandbox agent exit report: %w", err)
@@ -180,7 +229,7 @@ func (a *agentConn) tar(paths []string) (r *io.PipeReader, finished <-chan struc
 // runAgent runs the job's program through the container's agent. When ctx
 // ends first the whole container is killed (timeout, cancel) and ctx's
 // error returned, as Exec does.
-func (c *Container) runAgent(ctx context.Context, files []FileEntry, argv []string, spec jobs.Spec, stdout, stderr io.Writer) (agentExit, []byte, error) {
+func (c *Container) runAgent(ctx context.Context, files []FileEntry, argv []string, env map[string]string, spec jobs.Spec, stdout, stderr io.Writer, bridge BridgeHandler) (agentExit, []byte, error) {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -195,7 +244,7 @@ func (c *Container) runAgent(ctx context.Context, files []FileEntry, argv []stri
 	if spec.Stdin != "" {
 		stdin = &spec.Stdin
 	}
-	exit, listing, err := c.agent.run(files, argv, spec.Env, stdin, spec.Limits.OutputBytes, stdout, stderr)
+	exit, listing, err := c.agent.run(ctx, files, argv, env, stdin, spec.Limits.OutputBytes, stdout, stderr, bridge)
 	if ctx.Err() != nil {
 		return agentExit{}, nil, ctx.Err()
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"bufio"
 	"bytes"
 	"encoding/binary"
@@ -26,15 +27,15 @@ func TestAgentRunFrames(t *testing.T) {
 	stream = append(stream, agentFrame('x', `{"code":137,"signal":9,"oom_kills":1}`)...)
 	stream = append(stream, agentFrame('l', "5 out/a.txt\x00")...)
 	var out, errb bytes.Buffer
-	exit, listing, err := fakeAgent(stream).run(nil, []string{"true"}, nil, nil, 100, &out, &errb)
+	exit, listing, err := fakeAgent(stream).run(context.Background(), nil, []string{"true"}, nil, nil, 100, &out, &errb, nil)
 	if err != nil || out.String() != "hello world" || errb.String() != "warn" || exit.Code != 137 || exit.OOMKills != 1 || string(listing) != "5 out/a.txt\x00" {
 		t.Fatalf("run: %+v %q %v %q %q", exit, listing, err, out.String(), errb.String())
 	}
-	if _, _, err := fakeAgent(agentFrame('E', "boom")).run(nil, []string{"true"}, nil, nil, 100, io.Discard, io.Discard); err == nil {
+	if _, _, err := fakeAgent(agentFrame('E', "boom")).run(context.Background(), nil, []string{"true"}, nil, nil, 100, io.Discard, io.Discard, nil); err == nil {
 		t.Error("agent error frame not reported")
 	}
 	huge := []byte{'o', 0xff, 0xff, 0xff, 0xff}
-	if _, _, err := fakeAgent(huge).run(nil, []string{"true"}, nil, nil, 100, io.Discard, io.Discard); err == nil {
+	if _, _, err := fakeAgent(huge).run(context.Background(), nil, []string{"true"}, nil, nil, 100, io.Discard, io.Discard, nil); err == nil {
 		t.Error("oversized frame accepted")
 	}
 }
@@ -70,7 +71,7 @@ func FuzzAgentFrames(f *testing.F) {
 	f.Add([]byte{'l', 0, 0, 0})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		var out bytes.Buffer
-		_, listing, err := fakeAgent(stream).run(nil, []string{"true"}, nil, nil, 100, &out, io.Discard)
+		_, listing, err := fakeAgent(stream).run(context.Background(), nil, []string{"true"}, nil, nil, 100, &out, io.Discard, nil)
 		if err == nil && len(listing) > len(stream) {
 			t.Fatal("listing larger than the input")
 		}

@@ -82,7 +82,7 @@ func newPool(cfg PoolConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, 
 // maxWait. When containers are being made, waiting for one is faster than
 // making another: both need the same CPU.
 func (p *pool) take(ctx context.Context, lim jobs.Limits, maxWait time.Duration) (*Container, bool) {
-	if lim != p.cfg.Limits {
+	if lim.Container() != p.cfg.Limits.Container() {
 		p.misses.WithLabelValues("limits").Inc()
 		return nil, false
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -44,6 +45,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Pool sizes the warm container pool (Min 0: no pool).
 	Pool PoolConfig
+	// CodeMode, when set, gives every job a bridge to its tenant's
+	// upstream MCP servers (code mode).
+	CodeMode *codemode.Registry
 }
 
 // WithDefaults fills in zero fields.
@@ -491,6 +495,15 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 		lang, _ := jobs.LookupLanguage(spec.Language)
 		jobFiles = append(jobFiles, FileEntry{Path: jobs.ProgramDir + "/" + lang.File, Content: []byte(spec.Code)})
 	}
+	bridge, genFiles, env, err := r.codeMode(ctx, claim)
+	if err != nil {
+		return jobs.Result{}, fmt.Errorf("prepare code mode: %w", err)
+	}
+	jobFiles = append(jobFiles, genFiles...)
+	var handler BridgeHandler
+	if bridge != nil {
+		handler = bridge
+	}
 
 	publish := func(stream string, offset int, chunk []byte) {
 		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
@@ -508,9 +521,9 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
 	defer cancelRun()
 	start := time.Now()
-	exit, listing, err := ctr.runAgent(runCtx, jobFiles, spec.Argv(), spec, stdout, stderr)
+	exit, listing, err := ctr.runAgent(runCtx, jobFiles, spec.Argv(), env, spec, stdout, stderr, handler)
 	code := exit.Code
-	res := jobs.Result{Duration: time.Since(start)}
+	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(bridge)}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
 
@@ -522,6 +535,7 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 			return res, nil
 		case errors.Is(cause, errCancelled):
 			c := cancelledResult(res.Duration)
+			c.ToolCalls = res.ToolCalls
 			c.Stdout, c.Stderr, c.StdoutTruncated, c.StderrTruncated = res.Stdout, res.Stderr, res.StdoutTruncated, res.StderrTruncated
 			return c, nil
 		default:

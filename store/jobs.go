@@ -28,7 +28,7 @@ type NewJob struct {
 
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
-	error_code, error_message, metadata`
+	error_code, error_message, metadata, tool_calls`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, so a job is
@@ -286,6 +286,14 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	if err != nil {
 		return false, err
 	}
+	calls := r.ToolCalls
+	if calls == nil {
+		calls = []jobs.ToolCall{}
+	}
+	callsJSON, err := json.Marshal(calls)
+	if err != nil {
+		return false, err
+	}
 	var code, msg *string
 	if r.Error != nil {
 		code, msg = &r.Error.Code, &r.Error.Message
@@ -293,11 +301,11 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
-			artifacts = $10, error_code = $11, error_message = $12
+			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg)
+		arts, code, msg, callsJSON)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -333,11 +341,12 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		status          string
 		stdout, stderr  []byte
 		arts, meta      []byte
+		calls           []byte
 		errCode, errMsg *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta)
+		&errCode, &errMsg, &meta, &calls)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -348,6 +357,9 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 	}
 	if err := json.Unmarshal(meta, &j.Metadata); err != nil {
 		return jobs.Job{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	if err := json.Unmarshal(calls, &j.ToolCalls); err != nil {
+		return jobs.Job{}, fmt.Errorf("decode tool calls: %w", err)
 	}
 	if errCode != nil {
 		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}

@@ -9,7 +9,10 @@ IMAGE="${IMAGE:-gantry-sandbox}"
 PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,nodejs,procps
 die() { echo "sandbox/build.sh: $*" >&2; exit 1; }
 
-TAG=$(cat "$DIR/build.sh" "$DIR/sitecustomize.py" | sha256sum | cut -c1-12)
+# Code-mode client libraries, relative to $DIR (lib/testdata is for tests, not the image).
+PYLIB=(lib/python/gantry/__init__.py)
+NODELIB=(lib/node/gantry/index.js lib/node/gantry/package.json)
+TAG=$(cd "$DIR" && sha256sum build.sh sitecustomize.py "${PYLIB[@]}" "${NODELIB[@]}" | sha256sum | cut -c1-12)
 REF="$IMAGE:$TAG"
 docker info >/dev/null 2>&1 || die "docker engine not reachable (run scripts/ensure-docker.sh)"
 if docker image inspect "$REF" >/dev/null 2>&1; then
@@ -46,7 +49,8 @@ start=$SECONDS
 echo "sandbox/build.sh: building $REF (mmdebstrap, ~2 min)" >&2
 
 # Hooks run on the host with "$1" = the new root filesystem. mmdebstrap clamps mtimes,
-# so sitecustomize's .pyc is hash-based (else it is stale and recompiled every start).
+# so sitecustomize's and gantry's .pyc are hash-based (else stale, recompiled every start).
+# gantry: `import gantry` (dist-packages) and `require('gantry')` (a node global path).
 mmdebstrap --variant=minbase --include="$PACKAGES" \
   "${INCLUDES[@]}" \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
@@ -60,6 +64,11 @@ mmdebstrap --variant=minbase --include="$PACKAGES" \
   --customize-hook='ln -s /skills "$1/usr/lib/python3/dist-packages/skills"' \
   --customize-hook="cp '$DIR/sitecustomize.py' \"\$1/etc/python3.11/sitecustomize.py\"" \
   --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3.11/sitecustomize.py' \
+  --customize-hook="install -d -m 755 \"\$1/usr/lib/python3/dist-packages/gantry\" \"\$1/usr/share/nodejs/gantry\"" \
+  --customize-hook="cd '$DIR' && install -m 644 ${PYLIB[*]} \"\$1/usr/lib/python3/dist-packages/gantry/\"" \
+  --customize-hook="cd '$DIR' && install -m 644 ${NODELIB[*]} \"\$1/usr/share/nodejs/gantry/\"" \
+  --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3/dist-packages/gantry' \
+  --customize-hook='chown -R 0:0 "$1/usr/lib/python3/dist-packages/gantry" "$1/usr/share/nodejs/gantry" && chmod -R a+rX,go-w "$1/usr/lib/python3/dist-packages/gantry" "$1/usr/share/nodejs/gantry"' \
   --customize-hook='chroot "$1" env MPLCONFIGDIR=/usr/share/gantry/matplotlib python3 -c "import matplotlib.font_manager"' \
   --customize-hook='chmod -R a+rX "$1/usr/share/gantry"' \
   --customize-hook='find "$1/usr/lib/python3/dist-packages" -type d -name tests -prune -exec rm -rf {} +' \

@@ -1,0 +1,469 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Config is the operator's code-mode configuration, shared by the ingress
+// (which lists tools) and the runners (which call them).
+type Config struct {
+	// Commands are the stdio MCP servers tenants may register: a
+	// registration's command[0] must equal one of these exactly.
+	Commands []string
+	// AllowPrivate lets upstream URLs reach loopback, private and
+	// link-local addresses. Off in production, so a tenant cannot point
+	// gantry at internal services; on in dev mode.
+	AllowPrivate bool
+	// ToolsTTL is how old a cached tool list may get before it is fetched
+	// again.
+	ToolsTTL time.Duration
+	// MaxResultBytes caps one tool result handed to the sandbox.
+	MaxResultBytes int
+	// MaxResponseBytes caps one HTTP response read from an upstream.
+	MaxResponseBytes int64
+	// MaxTools caps how many tools of one server are kept.
+	MaxTools int
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.ToolsTTL == 0 {
+		c.ToolsTTL = 10 * time.Minute
+	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = 4 << 20
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = 16 << 20
+	}
+	if c.MaxTools == 0 {
+		c.MaxTools = 1000
+	}
+	return c
+}
+
+func (c Config) checkCommand(argv []string) error {
+	if len(argv) > maxCommandArgs {
+		return &jobs.FieldError{Field: "command", Message: fmt.Sprintf("must have at most %d arguments", maxCommandArgs)}
+	}
+	for _, a := range argv {
+		if len(a) > 4096 || strings.ContainsRune(a, 0) {
+			return &jobs.FieldError{Field: "command", Message: "arguments must be at most 4096 bytes, without NUL"}
+		}
+	}
+	if !slices.Contains(c.Commands, argv[0]) {
+		if len(c.Commands) == 0 {
+			return &jobs.FieldError{Field: "command", Message: "stdio MCP servers are not enabled on this gantry (the operator allows commands with GANTRY_MCP_COMMANDS)"}
+		}
+		return &jobs.FieldError{Field: "command", Message: fmt.Sprintf("%q is not a command the operator allows (GANTRY_MCP_COMMANDS: %s)", argv[0], strings.Join(c.Commands, ", "))}
+	}
+	return nil
+}
+
+// UpstreamError is a failure to reach or use an upstream server, as opposed
+// to a tool that ran and reported an error.
+type UpstreamError struct {
+	Server string
+	Err    error
+}
+
+func (e *UpstreamError) Error() string { return fmt.Sprintf("MCP server %q: %v", e.Server, e.Err) }
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Upstreams keeps one initialised client per registered server version and
+// reuses it across jobs: an MCP handshake (or a stdio server's start) is
+// paid once, not per call. Idle clients are closed.
+type Upstreams struct {
+	cfg  Config
+	log  *slog.Logger
+	idle time.Duration
+
+	mu    sync.Mutex
+	conns map[string]*upstream
+}
+
+type upstream struct {
+	key      string
+	ready    chan struct{}
+	c        *client.Client
+	err      error
+	lastUsed time.Time
+	inUse    int
+}
+
+// NewUpstreams returns an empty connection cache.
+func NewUpstreams(cfg Config, log *slog.Logger) *Upstreams {
+	return &Upstreams{cfg: cfg.WithDefaults(), log: log, idle: 5 * time.Minute, conns: map[string]*upstream{}}
+}
+
+func connKey(m store.MCPServer) string {
+	return fmt.Sprintf("%s\x00%s\x00%d", m.TenantID, m.Name, m.Version)
+}
+
+// acquire returns a connected client for the server, connecting if needed.
+// The caller calls release with whether the connection still works.
+func (u *Upstreams) acquire(ctx context.Context, m store.MCPServer, sec secrets) (*upstream, error) {
+	key := connKey(m)
+	u.mu.Lock()
+	c, ok := u.conns[key]
+	if !ok {
+		c = &upstream{key: key, ready: make(chan struct{})}
+		u.conns[key] = c
+		// Older versions of this server are replaced: close them when idle.
+		prefix := m.TenantID + "\x00" + m.Name + "\x00"
+		for k, old := range u.conns {
+			if k != key && strings.HasPrefix(k, prefix) && old.inUse == 0 {
+				delete(u.conns, k)
+				go old.close()
+			}
+		}
+		go func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Duration(m.TimeoutMS)*time.Millisecond+5*time.Second)
+			defer cancel()
+			c.c, c.err = u.connect(cctx, m, sec)
+			close(c.ready)
+		}()
+	}
+	c.inUse++
+	u.mu.Unlock()
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		u.release(c, true)
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		u.release(c, false)
+		return nil, &UpstreamError{Server: m.Name, Err: c.err}
+	}
+	return c, nil
+}
+
+func (u *Upstreams) release(c *upstream, healthy bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	c.inUse--
+	c.lastUsed = time.Now()
+	if !healthy && u.conns[c.key] == c {
+		// The next call connects afresh.
+		delete(u.conns, c.key)
+	}
+	if c.inUse == 0 && u.conns[c.key] != c {
+		go c.close()
+	}
+}
+
+func (c *upstream) close() {
+	<-c.ready
+	if c.c != nil {
+		_ = c.c.Close()
+	}
+}
+
+// Sweep closes connections idle for longer than the idle time.
+func (u *Upstreams) Sweep() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, c := range u.conns {
+		if c.inUse == 0 && time.Since(c.lastUsed) > u.idle {
+			select {
+			case <-c.ready:
+			default:
+				continue
+			}
+			delete(u.conns, k)
+			go c.close()
+		}
+	}
+}
+
+// Close closes every connection.
+func (u *Upstreams) Close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, c := range u.conns {
+		delete(u.conns, k)
+		go c.close()
+	}
+}
+
+// Run sweeps idle connections until ctx ends, then closes them all.
+func (u *Upstreams) Run(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			u.Close()
+			return
+		case <-t.C:
+			u.Sweep()
+		}
+	}
+}
+
+func (u *Upstreams) connect(ctx context.Context, m store.MCPServer, sec secrets) (*client.Client, error) {
+	var c *client.Client
+	switch m.Transport {
+	case "http":
+		hc := &http.Client{Transport: &limitedTransport{base: u.httpTransport(), max: u.cfg.MaxResponseBytes}}
+		var err error
+		c, err = client.NewStreamableHttpClient(sec.URL,
+			transport.WithHTTPHeaders(sec.Headers), transport.WithHTTPBasicClient(hc),
+			transport.WithHTTPLogger(quietLogger()))
+		if err != nil {
+			return nil, err
+		}
+	case "stdio":
+		if err := u.cfg.checkCommand(m.Command); err != nil {
+			return nil, errors.New("the command is no longer allowed by the operator")
+		}
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + filepath.Join("/tmp", "gantry-mcp-"+m.TenantID)}
+		for k, v := range sec.Env {
+			env = append(env, k+"="+v)
+		}
+		t := transport.NewStdioWithOptions(m.Command[0], env, m.Command[1:],
+			transport.WithCommandFunc(func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+				// Not the runner's environment (it holds gantry's own
+				// secrets): only PATH, HOME and what the tenant set.
+				cmd := exec.Command(command, args...)
+				cmd.Env = env
+				cmd.Dir = "/"
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+				return cmd, nil
+			}),
+			transport.WithCommandLogger(quietLogger()))
+		if err := t.Start(context.Background()); err != nil {
+			return nil, fmt.Errorf("start %s: %w", m.Command[0], err)
+		}
+		c = client.NewClient(t)
+	default:
+		return nil, fmt.Errorf("unknown transport %q", m.Transport)
+	}
+	if err := c.Start(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "gantry", Version: "code-mode"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return c, nil
+}
+
+// quietLogger drops the MCP library's own logging: its messages may quote
+// request URLs.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// httpTransport dials only public addresses unless AllowPrivate: the check
+// is on the address actually dialled, so DNS tricks cannot get round it.
+func (u *Upstreams) httpTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !u.cfg.AllowPrivate {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip := net.ParseIP(host)
+			if ip == nil || !publicIP(ip) {
+				return fmt.Errorf("address %s is not public; the operator allows only public upstream addresses (GANTRY_MCP_ALLOW_PRIVATE)", host)
+			}
+			return nil
+		}
+	}
+	return &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 8,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 5 * time.Minute}
+}
+
+func publicIP(ip net.IP) bool {
+	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
+		// Carrier-grade NAT and the IPv4-in-IPv6 forms of private ranges.
+		(ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64))
+}
+
+// limitedTransport fails a response body that grows past max, so a huge
+// or endless upstream answer cannot exhaust the runner's memory.
+type limitedTransport struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (t *limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: t.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+var errResponseTooLarge = errors.New("the upstream's response is too large")
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// listTools fetches the server's tool list over its cached connection.
+func (u *Upstreams) listTools(ctx context.Context, m store.MCPServer, sec secrets) ([]store.MCPTool, error) {
+	c, err := u.acquire(ctx, m, sec)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := fetchTools(ctx, c.c, m, u.cfg.MaxTools, u.log)
+	u.release(c, err == nil)
+	return tools, err
+}
+
+// fetchTools lists a server's tools, dropping what gantry cannot keep:
+// invalid or duplicate names, oversized schemas.
+func fetchTools(ctx context.Context, c *client.Client, m store.MCPServer, maxTools int, log *slog.Logger) ([]store.MCPTool, error) {
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("list tools: %w", err)}
+	}
+	if len(res.Tools) > maxTools {
+		return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("it offers %d tools; at most %d are kept", len(res.Tools), maxTools)}
+	}
+	out := make([]store.MCPTool, 0, len(res.Tools))
+	seen := map[string]bool{}
+	for _, t := range res.Tools {
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("tool %q: %w", t.Name, err)}
+		}
+		var w struct {
+			Name         string          `json:"name"`
+			Description  string          `json:"description"`
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("tool %q: %w", t.Name, err)}
+		}
+		if w.Name == "" || len(w.Name) > 128 || seen[w.Name] || strings.ContainsAny(w.Name, "\x00\n") {
+			log.Warn("upstream MCP server lists an invalid or duplicate tool name; skipped", "tenant_id", m.TenantID, "server", m.Name)
+			continue
+		}
+		seen[w.Name] = true
+		if len(w.Description) > 8<<10 {
+			w.Description = w.Description[:8<<10] + "…"
+		}
+		if len(w.InputSchema) > 64<<10 || !json.Valid(w.InputSchema) {
+			w.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		if len(w.OutputSchema) > 64<<10 || !json.Valid(w.OutputSchema) {
+			w.OutputSchema = nil
+		}
+		out = append(out, store.MCPTool{Server: m.Name, Name: w.Name, Description: strings.ToValidUTF8(w.Description, "\uFFFD"),
+			InputSchema: w.InputSchema, OutputSchema: w.OutputSchema, Allowed: Allowed(m, w.Name)})
+	}
+	return out, nil
+}
+
+// callResult is a tool's answer as the sandbox gets it.
+type callResult struct {
+	Content    json.RawMessage `json:"content"`
+	Structured json.RawMessage `json:"structured"`
+	IsError    bool            `json:"-"`
+}
+
+// call calls a tool. A returned error means the upstream could not be used;
+// a tool that ran and failed gives a result with IsError.
+func (u *Upstreams) call(ctx context.Context, m store.MCPServer, sec secrets, tool string, args map[string]any) (callResult, error) {
+	c, err := u.acquire(ctx, m, sec)
+	if err != nil {
+		return callResult{}, err
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.c.CallTool(ctx, req)
+	// A timed-out call leaves the connection usable; other failures may
+	// mean it is not (a restarted upstream forgot our session).
+	u.release(c, err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+	if err != nil {
+		return callResult{}, &UpstreamError{Server: m.Name, Err: err}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return callResult{}, &UpstreamError{Server: m.Name, Err: err}
+	}
+	var w struct {
+		Content    json.RawMessage `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return callResult{}, &UpstreamError{Server: m.Name, Err: err}
+	}
+	if len(w.Content) == 0 || string(w.Content) == "null" {
+		w.Content = json.RawMessage(`[]`)
+	}
+	if len(w.Structured) == 0 {
+		w.Structured = json.RawMessage(`null`)
+	}
+	return callResult{Content: w.Content, Structured: w.Structured, IsError: res.IsError}, nil
+}
+
+// errorText is the text of an error result: its text blocks joined.
+func (r callResult) errorText() string {
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(r.Content, &blocks)
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" && b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "the tool reported an error without a message"
+	}
+	msg := strings.Join(parts, "\n")
+	if len(msg) > 4096 {
+		msg = msg[:4096] + "…"
+	}
+	return msg
+}

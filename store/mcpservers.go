@@ -1,0 +1,347 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MCPServer is an upstream MCP server a tenant registered for code mode.
+// SecretSealed holds what may carry a credential (URL, headers, the
+// environment of a stdio server), sealed; only its names are shown.
+type MCPServer struct {
+	TenantID         string
+	Name             string
+	Description      string
+	Transport        string // "http" or "stdio"
+	DisplayURL       string
+	Command          []string
+	SecretSealed     []byte
+	SecretNames      []string
+	AllowTools       []string
+	DenyTools        []string
+	TimeoutMS        int
+	Version          int // bumped on every change, so cached connections are replaced
+	ToolsRefreshedAt *time.Time
+	ToolsError       string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	ToolCount        int // allowed tools in the cached list
+}
+
+// MCPTool is one tool in a server's cached tool list.
+type MCPTool struct {
+	Server       string          `json:"server"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Allowed      bool            `json:"-"`
+}
+
+// MCPToolHit is a search result.
+type MCPToolHit struct {
+	MCPTool
+	Score float64
+}
+
+const mcpServerColumns = `tenant_id, name, description, transport, display_url, command, secret_sealed, secret_names,
+	allow_tools, deny_tools, timeout_ms, version, tools_refreshed_at, coalesce(tools_error, ''), created_at, updated_at,
+	(SELECT count(*) FROM mcp_tools t WHERE t.tenant_id = s.tenant_id AND t.server = s.name AND t.allowed)`
+
+func scanMCPServer(row pgx.Row) (MCPServer, error) {
+	var m MCPServer
+	err := row.Scan(&m.TenantID, &m.Name, &m.Description, &m.Transport, &m.DisplayURL, &m.Command, &m.SecretSealed,
+		&m.SecretNames, &m.AllowTools, &m.DenyTools, &m.TimeoutMS, &m.Version, &m.ToolsRefreshedAt, &m.ToolsError,
+		&m.CreatedAt, &m.UpdatedAt, &m.ToolCount)
+	if err != nil {
+		return m, err
+	}
+	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	utc(m.ToolsRefreshedAt)
+	return m, nil
+}
+
+// CreateMCPServer registers a server with its first tool list, or returns
+// ErrConflict when the tenant has one of that name.
+func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer, tools []MCPTool) (MCPServer, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return MCPServer{}, err
+	}
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `
+		INSERT INTO mcp_servers (tenant_id, name, description, transport, display_url, command, secret_sealed,
+			secret_names, allow_tools, deny_tools, timeout_ms, tools_refreshed_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())`,
+		m.TenantID, m.Name, m.Description, m.Transport, m.DisplayURL, nonNilStrings(m.Command), m.SecretSealed,
+		nonNilStrings(m.SecretNames), nonNilStrings(m.AllowTools), nonNilStrings(m.DenyTools), m.TimeoutMS)
+	if isUniqueViolation(err) {
+		return MCPServer{}, fmt.Errorf("%w: an MCP server named %q is already registered", ErrConflict, m.Name)
+	}
+	if err != nil {
+		return MCPServer{}, err
+	}
+	if err := replaceTools(ctx, tx, m.TenantID, m.Name, tools); err != nil {
+		return MCPServer{}, err
+	}
+	out, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name))
+	if err != nil {
+		return MCPServer{}, err
+	}
+	return out, tx.Commit(ctx)
+}
+
+// UpdateMCPServer replaces a server's settings when its version is still
+// m.Version (else ErrConflict), bumping the version. tools, when not nil,
+// replaces the cached tool list; otherwise the cached tools' allowed flags
+// are recomputed by allowed.
+func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPTool, allowed func(tool string) bool) (MCPServer, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return MCPServer{}, err
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `
+		UPDATE mcp_servers SET description = $4, display_url = $5, command = $6, secret_sealed = $7, secret_names = $8,
+			allow_tools = $9, deny_tools = $10, timeout_ms = $11, version = version + 1, updated_at = now(),
+			tools_refreshed_at = CASE WHEN $12 THEN now() ELSE tools_refreshed_at END,
+			tools_error = CASE WHEN $12 THEN NULL ELSE tools_error END
+		WHERE tenant_id = $1 AND name = $2 AND version = $3`,
+		m.TenantID, m.Name, m.Version, m.Description, m.DisplayURL, nonNilStrings(m.Command), m.SecretSealed,
+		nonNilStrings(m.SecretNames), nonNilStrings(m.AllowTools), nonNilStrings(m.DenyTools), m.TimeoutMS, tools != nil)
+	if err != nil {
+		return MCPServer{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		if _, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name)); err != nil {
+			return MCPServer{}, notFound(err)
+		}
+		return MCPServer{}, fmt.Errorf("%w: MCP server %q was changed concurrently; retry", ErrConflict, m.Name)
+	}
+	if tools != nil {
+		if err := replaceTools(ctx, tx, m.TenantID, m.Name, tools); err != nil {
+			return MCPServer{}, err
+		}
+	} else if err := reflag(ctx, tx, m.TenantID, m.Name, allowed); err != nil {
+		return MCPServer{}, err
+	}
+	out, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name))
+	if err != nil {
+		return MCPServer{}, err
+	}
+	return out, tx.Commit(ctx)
+}
+
+func reflag(ctx context.Context, tx pgx.Tx, tenantID, server string, allowed func(string) bool) error {
+	rows, err := tx.Query(ctx, `SELECT name FROM mcp_tools WHERE tenant_id = $1 AND server = $2`, tenantID, server)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var yes []string
+	for _, n := range names {
+		if allowed(n) {
+			yes = append(yes, n)
+		}
+	}
+	_, err = tx.Exec(ctx, `UPDATE mcp_tools SET allowed = (name = ANY($3)) WHERE tenant_id = $1 AND server = $2`,
+		tenantID, server, nonNilStrings(yes))
+	return err
+}
+
+func replaceTools(ctx context.Context, tx pgx.Tx, tenantID, server string, tools []MCPTool) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM mcp_tools WHERE tenant_id = $1 AND server = $2`, tenantID, server); err != nil {
+		return err
+	}
+	rows := make([][]any, 0, len(tools))
+	for _, t := range tools {
+		var out any
+		if len(t.OutputSchema) > 0 && string(t.OutputSchema) != "null" {
+			out = t.OutputSchema
+		}
+		in := t.InputSchema
+		if len(in) == 0 {
+			in = json.RawMessage(`{}`)
+		}
+		rows = append(rows, []any{tenantID, server, t.Name, t.Description, in, out, t.Allowed})
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"mcp_tools"},
+		[]string{"tenant_id", "server", "name", "description", "input_schema", "output_schema", "allowed"},
+		pgx.CopyFromRows(rows))
+	return err
+}
+
+// SetMCPTools records a refreshed tool list (or, with errMsg set, why the
+// refresh failed, keeping the old list) if the server is still at version.
+func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, version int, tools []MCPTool, errMsg string) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `
+		UPDATE mcp_servers SET tools_refreshed_at = now(), refresh_claimed_at = NULL, tools_error = nullif($4, '')
+		WHERE tenant_id = $1 AND name = $2 AND version = $3`, tenantID, server, version, errMsg)
+	if err != nil || tag.RowsAffected() == 0 {
+		return err
+	}
+	if errMsg == "" {
+		if err := replaceTools(ctx, tx, tenantID, server, tools); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// GetMCPServer returns one of the tenant's servers or ErrNotFound.
+func (s *Store) GetMCPServer(ctx context.Context, tenantID, name string) (MCPServer, error) {
+	m, err := scanMCPServer(s.pool.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, tenantID, name))
+	return m, notFound(err)
+}
+
+// ListMCPServers returns the tenant's servers by name.
+func (s *Store) ListMCPServers(ctx context.Context, tenantID string) ([]MCPServer, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 ORDER BY name`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []MCPServer{}
+	for rows.Next() {
+		m, err := scanMCPServer(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// DeleteMCPServer removes a server and its tools, or returns ErrNotFound.
+func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM mcp_servers WHERE tenant_id = $1 AND name = $2`, tenantID, name)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ClaimStaleMCPServers returns up to limit servers (of any tenant) whose
+// tool list is older than age, marking them claimed for a minute so that
+// concurrent ingress replicas refresh each one once.
+func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, limit int) ([]MCPServer, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH c AS (
+			SELECT tenant_id, name FROM mcp_servers
+			WHERE (tools_refreshed_at IS NULL OR tools_refreshed_at < now() - make_interval(secs => $1))
+			  AND (refresh_claimed_at IS NULL OR refresh_claimed_at < now() - interval '1 minute')
+			ORDER BY tools_refreshed_at NULLS FIRST LIMIT $2 FOR UPDATE SKIP LOCKED)
+		UPDATE mcp_servers s SET refresh_claimed_at = now() FROM c
+		WHERE s.tenant_id = c.tenant_id AND s.name = c.name
+		RETURNING `+mcpServerColumnsOf("s"), age.Seconds(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MCPServer
+	for rows.Next() {
+		m, err := scanMCPServer(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func mcpServerColumnsOf(alias string) string {
+	return alias + `.tenant_id, ` + alias + `.name, ` + alias + `.description, ` + alias + `.transport, ` + alias + `.display_url, ` +
+		alias + `.command, ` + alias + `.secret_sealed, ` + alias + `.secret_names, ` + alias + `.allow_tools, ` + alias + `.deny_tools, ` +
+		alias + `.timeout_ms, ` + alias + `.version, ` + alias + `.tools_refreshed_at, coalesce(` + alias + `.tools_error, ''), ` +
+		alias + `.created_at, ` + alias + `.updated_at, 0`
+}
+
+const mcpToolColumns = `server, name, description, input_schema, output_schema, allowed`
+
+func scanMCPTool(row pgx.Row, extra ...any) (MCPTool, error) {
+	var t MCPTool
+	var out []byte
+	err := row.Scan(append([]any{&t.Server, &t.Name, &t.Description, &t.InputSchema, &out, &t.Allowed}, extra...)...)
+	if out != nil {
+		t.OutputSchema = out
+	}
+	return t, err
+}
+
+// MCPTools returns the allowed tools of the tenant's servers (server ""
+// means all), by server and name.
+func (s *Store) MCPTools(ctx context.Context, tenantID, server string) ([]MCPTool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+mcpToolColumns+` FROM mcp_tools
+		WHERE tenant_id = $1 AND ($2 = '' OR server = $2) AND allowed ORDER BY server, name`, tenantID, server)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []MCPTool{}
+	for rows.Next() {
+		t, err := scanMCPTool(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// GetMCPTool returns one cached tool (allowed or not) or ErrNotFound.
+func (s *Store) GetMCPTool(ctx context.Context, tenantID, server, name string) (MCPTool, error) {
+	t, err := scanMCPTool(s.pool.QueryRow(ctx, `SELECT `+mcpToolColumns+` FROM mcp_tools
+		WHERE tenant_id = $1 AND server = $2 AND name = $3`, tenantID, server, name))
+	return t, notFound(err)
+}
+
+// SearchMCPTools ranks the tenant's allowed tools by relevance to q: any of
+// its words may match; the tool's name weighs most, then its description
+// and server. A query that names a tool exactly ("crm.get_customer" or
+// "get_customer") ranks it first.
+func (s *Store) SearchMCPTools(ctx context.Context, tenantID, q string, limit int) ([]MCPToolHit, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH q AS (SELECT nullif(replace(plainto_tsquery('english', regexp_replace($2, '[_.-]+', ' ', 'g'))::text, '&', '|'), '')::tsquery AS q)
+		SELECT `+mcpToolColumns+`,
+			ts_rank_cd(t.search, q.q) + CASE WHEN lower($2) IN (lower(t.name), lower(t.server || '.' || t.name)) THEN 10 ELSE 0 END AS score
+		FROM mcp_tools t, q
+		WHERE t.tenant_id = $1 AND t.allowed AND q.q IS NOT NULL AND t.search @@ q.q
+		ORDER BY score DESC, server, name LIMIT $3`, tenantID, q, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []MCPToolHit{}
+	for rows.Next() {
+		var h MCPToolHit
+		t, err := scanMCPTool(rows, &h.Score)
+		if err != nil {
+			return nil, err
+		}
+		h.MCPTool = t
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func nonNilStrings(a []string) []string {
+	if a == nil {
+		return []string{}
+	}
+	return a
+}
