@@ -1,9 +1,9 @@
 package runner
 
 import (
-	"context"
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"testing"
