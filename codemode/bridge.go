@@ -230,7 +230,7 @@ func (b *Bridge) call(ctx context.Context, req request) (res any, err error) {
 	case err != nil && ctx.Err() != nil:
 		return nil, errorf(CodeTimeout, "the job ended while %s.%s was running", m.Name, req.Tool)
 	case err != nil:
-		return nil, errorf(CodeUpstreamError, "%s", upstreamMessage(err))
+		return nil, errorf(CodeUpstreamError, "%s", UpstreamMessage(err))
 	}
 	size := len(out.Content) + len(out.Structured)
 	rec.BytesOut = size
@@ -243,10 +243,10 @@ func (b *Bridge) call(ctx context.Context, req request) (res any, err error) {
 	return out, nil
 }
 
-// upstreamMessage describes a failed upstream call without quoting
+// UpstreamMessage describes a failed upstream call without quoting
 // anything that may hold a credential (the library's errors can include
 // the request URL).
-func upstreamMessage(err error) string {
+func UpstreamMessage(err error) string {
 	var ue *UpstreamError
 	if errors.As(err, &ue) {
 		msg := ue.Err.Error()

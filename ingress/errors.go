@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
@@ -34,6 +35,7 @@ const (
 	CodePayloadTooLarge = "payload_too_large"
 	CodeRateLimited     = "rate_limited"
 	CodeUnavailable     = "unavailable"
+	CodeUpstream        = "upstream_error"
 	CodeInternal        = "internal"
 )
 
@@ -59,7 +61,21 @@ func toAPIError(err error) (e *APIError, internal bool) {
 	var fieldErr *jobs.FieldError
 	var maxErr *http.MaxBytesError
 	var skillErr *skills.Error
+	var cmErr *codemode.Error
+	var upErr *codemode.UpstreamError
 	switch {
+	case errors.As(err, &cmErr):
+		status := map[string]int{codemode.CodeUnknownServer: http.StatusNotFound, codemode.CodeUnknownTool: http.StatusNotFound,
+			codemode.CodeUnavailable: http.StatusServiceUnavailable, codemode.CodeUpstreamError: http.StatusBadGateway,
+			codemode.CodeTimeout: http.StatusGatewayTimeout}[cmErr.Code]
+		code := map[int]string{http.StatusNotFound: CodeNotFound, http.StatusServiceUnavailable: CodeUnavailable,
+			http.StatusBadGateway: CodeUpstream, http.StatusGatewayTimeout: CodeUpstream}[status]
+		if status == 0 {
+			status, code = http.StatusBadRequest, CodeInvalidArgument
+		}
+		return &APIError{Status: status, Code: code, Message: cmErr.Message}, false
+	case errors.As(err, &upErr):
+		return &APIError{Status: http.StatusBadGateway, Code: CodeUpstream, Message: codemode.UpstreamMessage(err)}, false
 	case errors.As(err, &apiErr):
 		return apiErr, false
 	case errors.As(err, &maxErr):

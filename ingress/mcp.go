@@ -59,6 +59,7 @@ func (s *Server) newMCP() http.Handler {
 	s.addSessionTools(ms)
 	s.addSkillTools(ms)
 	s.addSkillResources(ms)
+	s.addCodeModeTools(ms)
 	s.addPrompt(ms)
 	s.addResources(ms)
 	s.mcp = ms

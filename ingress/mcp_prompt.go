@@ -22,6 +22,13 @@ func (s *Server) addPrompt(ms *server.MCPServer) {
 				return nil, err
 			}
 			text += skillsPromptSection(recs)
+			if s.cfg.CodeMode != nil {
+				servers, err := s.cfg.CodeMode.List(ctx, p.TenantID)
+				if err != nil {
+					return nil, err
+				}
+				text += codeModePrompt(servers)
+			}
 		}
 		return mcp.NewGetPromptResult("How to run code with gantry",
 			[]mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text))}), nil

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
@@ -41,8 +42,15 @@ type Config struct {
 	PresignExpiry time.Duration
 	// Version is reported to MCP clients.
 	Version string
-	// SweepInterval is how often expired sessions are reclaimed.
+	// SweepInterval is how often expired sessions are reclaimed (and
+	// stale upstream tool lists refreshed).
 	SweepInterval time.Duration
+	// CodeMode is the registry of tenants' upstream MCP servers (nil: code
+	// mode is off and its routes answer 503).
+	CodeMode *codemode.Registry
+	// Privacy says whether privacy tokens can be turned on (they need
+	// GANTRY_SECRET_KEY).
+	Privacy bool
 }
 
 // WithDefaults fills in zero fields.
@@ -100,6 +108,9 @@ type Store interface {
 	SearchSkills(ctx context.Context, tenantID, q string, limit int) ([]store.SkillHit, error)
 	SkillVersions(ctx context.Context, tenantID, name string) ([]store.SkillVersion, error)
 	DeleteSkill(ctx context.Context, tenantID, name string) error
+
+	TenantPII(ctx context.Context, tenantID string) (bool, error)
+	SetTenantPII(ctx context.Context, tenantID string, on bool) error
 }
 
 // Blobs is what the ingress needs of the object store.
@@ -237,6 +248,15 @@ func (s *Server) routes() {
 	api("PUT /v1/skills/{name}", s.handlePutSkill)
 	api("DELETE /v1/skills/{name}", s.handleDeleteSkill)
 	api("GET /v1/skills/{name}/versions", s.handleSkillVersions)
+	api("POST /v1/mcp-servers", s.handleCreateMCPServer)
+	api("GET /v1/mcp-servers", s.handleListMCPServers)
+	api("GET /v1/mcp-servers/{name}", s.handleGetMCPServer)
+	api("PATCH /v1/mcp-servers/{name}", s.handleUpdateMCPServer)
+	api("DELETE /v1/mcp-servers/{name}", s.handleDeleteMCPServer)
+	api("POST /v1/mcp-servers/{name}/refresh", s.handleRefreshMCPServer)
+	api("GET /v1/tools", s.handleSearchTools)
+	api("GET /v1/settings", s.handleGetSettings)
+	api("PATCH /v1/settings", s.handlePatchSettings)
 	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
@@ -257,6 +277,9 @@ func Routes() []string {
 		"PUT /v1/sessions/{id}/files/{path...}", "DELETE /v1/sessions/{id}/files/{path...}",
 		"GET /v1/skills", "GET /v1/skills/{name}", "PUT /v1/skills/{name}", "DELETE /v1/skills/{name}",
 		"GET /v1/skills/{name}/versions",
+		"POST /v1/mcp-servers", "GET /v1/mcp-servers", "GET /v1/mcp-servers/{name}", "PATCH /v1/mcp-servers/{name}",
+		"DELETE /v1/mcp-servers/{name}", "POST /v1/mcp-servers/{name}/refresh", "GET /v1/tools",
+		"GET /v1/settings", "PATCH /v1/settings",
 	}
 }
 

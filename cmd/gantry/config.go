@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
 )
 
 // config is everything gantry reads from the environment. Each subcommand
@@ -37,6 +38,12 @@ type config struct {
 
 	LogLevel  slog.Level
 	LogFormat string
+
+	// Code mode and privacy tokens.
+	SecretKey       []byte // nil: not set
+	MCPCommands     []string
+	MCPAllowPrivate *bool // nil: on in dev, off otherwise
+	MCPToolsTTL     time.Duration
 
 	// dev only
 	DataDir      string
@@ -139,6 +146,7 @@ func loadConfig() (config, error) {
 		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
 		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
+		MCPToolsTTL:   e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
 
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),
@@ -146,6 +154,22 @@ func loadConfig() (config, error) {
 		DevS3Addr:    e.str("GANTRY_DEV_S3_ADDR", "127.0.0.1:7070"),
 		DevRunner:    e.bool("GANTRY_DEV_RUNNER", true),
 		VersityGWBin: e.str("GANTRY_VERSITYGW_BIN", ""),
+	}
+	if v := e.str("GANTRY_SECRET_KEY", ""); v != "" {
+		k, err := secret.ParseKey(v)
+		if err != nil {
+			e.errs = append(e.errs, "GANTRY_SECRET_KEY: "+err.Error())
+		}
+		c.SecretKey = k
+	}
+	for _, cmd := range strings.Split(e.str("GANTRY_MCP_COMMANDS", ""), ",") {
+		if cmd = strings.TrimSpace(cmd); cmd != "" {
+			c.MCPCommands = append(c.MCPCommands, cmd)
+		}
+	}
+	if v := e.str("GANTRY_MCP_ALLOW_PRIVATE", ""); v != "" {
+		b := e.bool("GANTRY_MCP_ALLOW_PRIVATE", false)
+		c.MCPAllowPrivate = &b
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(e.str("GANTRY_LOG_LEVEL", "info"))); err != nil {
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_LEVEL: want debug, info, warn or error"))

@@ -18,10 +18,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/runner"
+	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -32,9 +34,16 @@ type deps struct {
 	blobs *blob.Store
 	nc    *nats.Conn
 	reg   *prometheus.Registry
+	// box seals credentials and personal data (nil without a key).
+	box       *secret.Box
+	codeMode  *codemode.Registry
+	upstreams *codemode.Upstreams
 }
 
 func (d *deps) close() {
+	if d.upstreams != nil {
+		d.upstreams.Close()
+	}
 	if d.nc != nil {
 		d.nc.Close()
 	}
@@ -60,6 +69,19 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 			log.Info("applied migration", "file", m)
 		}
 	}
+	if cfg.SecretKey != nil {
+		if d.box, err = secret.New(cfg.SecretKey); err != nil {
+			d.close()
+			return nil, err
+		}
+	} else {
+		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers) and privacy tokens are off")
+	}
+	d.upstreams = codemode.NewUpstreams(codemode.Config{
+		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
+	}, log)
+	go d.upstreams.Run(ctx)
+	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	if d.blobs, err = blob.New(cfg.S3); err != nil {
 		d.close()
 		return nil, fmt.Errorf("s3: %w", err)
@@ -89,6 +111,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
 		SweepInterval: cfg.SweepInterval,
+		CodeMode:      d.codeMode,
+		Privacy:       d.box.Enabled(),
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -113,6 +137,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Pool: runner.PoolConfig{
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
 		},
+		CodeMode: d.codeMode,
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
 }
@@ -228,6 +253,17 @@ func runDev(ctx context.Context, cfg config) error {
 	}
 	defer s3.Stop()
 	cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = s3.Endpoint, s3.AccessKey, s3.SecretKey
+	// Dev mode keeps its secret key in the data dir, and lets upstream MCP
+	// servers live on this machine.
+	if cfg.SecretKey == nil {
+		if cfg.SecretKey, err = secret.LoadOrCreateKeyFile(filepath.Join(dataDir, "secret-key")); err != nil {
+			return fmt.Errorf("dev secret key: %w", err)
+		}
+	}
+	if cfg.MCPAllowPrivate == nil {
+		yes := true
+		cfg.MCPAllowPrivate = &yes
+	}
 	if cfg.S3.PublicEndpoint == "" {
 		cfg.S3.PublicEndpoint = s3.Endpoint
 	}

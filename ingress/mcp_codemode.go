@@ -1,0 +1,214 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/gantryhq/gantry/codemode"
+)
+
+func (s *Server) addCodeModeTools(ms *server.MCPServer) {
+	ms.AddTool(mcp.NewTool("search_tools",
+		mcp.WithDescription("Find tools of the MCP servers registered for code mode (CRMs, databases, file servers...) by what you want to do. "+
+			"Code you run with execute_code calls them; their results stay in the sandbox. Start with detail \"name\" or \"description\"; "+
+			"ask for \"full\" (input and output schema) only for the tool you are about to use."),
+		mcp.WithTitleAnnotation("Search upstream tools"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
+			"query":{"type":"string","maxLength":500,"description":"What you want to do, e.g. 'customer orders', or a tool name. Empty: list tools."},
+			"detail":{"type":"string","enum":["name","description","full"],"description":"How much to return per tool. Default description."},
+			"limit":{"type":"integer","minimum":1,"maximum":100,"description":"Default 10."}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["tools"],"properties":{"tools":{"type":"array","items":{"type":"object",
+			"required":["server","name"],"properties":{"server":{"type":"string"},"name":{"type":"string"},"description":{"type":"string"},
+			"input_schema":{"type":"object"},"output_schema":{"type":["object","null"]}}}}}}`)),
+	), s.toolSearchTools)
+
+	ms.AddTool(mcp.NewTool("list_mcp_servers",
+		mcp.WithDescription("List the upstream MCP servers registered for code mode, with how many tools each offers. Credentials are never shown."),
+		mcp.WithTitleAnnotation("List upstream MCP servers"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["servers"],"properties":{"servers":{"type":"array","items":{"type":"object"}}}}`)),
+	), s.toolListMCPServers)
+
+	ms.AddTool(mcp.NewTool("add_mcp_server",
+		mcp.WithDescription("Register an upstream MCP server for code mode: a streamable HTTP url (with headers such as Authorization), "+
+			"or a command the operator allows (stdio, with env). gantry connects once to list its tools; headers and env are stored encrypted and never shown again or placed in a sandbox."),
+		mcp.WithTitleAnnotation("Register upstream MCP server"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(true),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
+			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Also the module name in the sandbox: from servers.<name> import ..."},
+			"description":{"type":"string","maxLength":1000},
+			"url":{"type":"string","description":"Streamable HTTP endpoint, e.g. https://crm.example.com/mcp"},
+			"command":{"type":"array","items":{"type":"string"},"description":"A stdio server: argv, whose first element the operator allows."},
+			"headers":{"type":"object","additionalProperties":{"type":"string"}},
+			"env":{"type":"object","additionalProperties":{"type":"string"}},
+			"allow_tools":{"type":"array","items":{"type":"string"},"description":"Glob patterns of tools code may call (default: all)."},
+			"deny_tools":{"type":"array","items":{"type":"string"},"description":"Glob patterns of tools code may never call."},
+			"timeout_ms":{"type":"integer","minimum":100,"maximum":300000}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["name","transport","tools"],"properties":{"name":{"type":"string"},"transport":{"type":"string"},"tools":{"type":"integer"}}}`)),
+	), s.toolAddMCPServer)
+
+	ms.AddTool(mcp.NewTool("remove_mcp_server",
+		mcp.WithDescription("Remove a registered upstream MCP server and its stored credentials."),
+		mcp.WithTitleAnnotation("Remove upstream MCP server"),
+		mcp.WithReadOnlyHintAnnotation(false),
+		mcp.WithDestructiveHintAnnotation(true),
+		mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithOpenWorldHintAnnotation(false),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`)),
+	), s.toolRemoveMCPServer)
+}
+
+func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Query  string `json:"query"`
+		Detail string `json:"detail"`
+		Limit  int    `json:"limit"`
+	}
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
+	}
+	reg, err := s.codeMode()
+	if err != nil {
+		return toolError(err), nil
+	}
+	if args.Limit == 0 {
+		args.Limit = 10
+	}
+	tools, err := reg.Search(ctx, p.TenantID, args.Query, args.Detail, min(args.Limit, 100))
+	if err != nil {
+		return toolError(err), nil
+	}
+	return mcp.NewToolResultStructured(map[string]any{"tools": tools}, toolsText(tools, args.Detail)), nil
+}
+
+// toolsText is the text form of a tool list: one line per tool, plus the
+// schemas at full detail.
+func toolsText(tools []codemode.ToolInfo, detail string) string {
+	if len(tools) == 0 {
+		return "no tool matches; try other words, or list_mcp_servers\n"
+	}
+	var b strings.Builder
+	for _, t := range tools {
+		fmt.Fprintf(&b, "- %s.%s", t.Server, t.Name)
+		if t.Description != "" {
+			b.WriteString(": " + strings.ReplaceAll(t.Description, "\n", " "))
+		}
+		b.WriteString("\n")
+		if detail == codemode.DetailFull {
+			fmt.Fprintf(&b, "  input: %s\n", t.InputSchema)
+			if len(t.OutputSchema) > 0 {
+				fmt.Fprintf(&b, "  output: %s\n", t.OutputSchema)
+			}
+		}
+	}
+	return b.String()
+}
+
+func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct{}
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
+	}
+	reg, err := s.codeMode()
+	if err != nil {
+		return toolError(err), nil
+	}
+	list, err := reg.List(ctx, p.TenantID)
+	if err != nil {
+		return toolError(err), nil
+	}
+	var b strings.Builder
+	for _, m := range list {
+		fmt.Fprintf(&b, "- %s (%s, %d tools): %s\n", m.Name, m.Transport, m.Tools, m.Description)
+	}
+	if len(list) == 0 {
+		b.WriteString("no MCP servers are registered; add one with add_mcp_server\n")
+	}
+	return mcp.NewToolResultStructured(map[string]any{"servers": list}, b.String()), nil
+}
+
+func (s *Server) toolAddMCPServer(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args codemode.Registration
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
+	}
+	reg, err := s.codeMode()
+	if err != nil {
+		return toolError(err), nil
+	}
+	srv, err := reg.Register(ctx, p.TenantID, args)
+	if err != nil {
+		return toolError(err), nil
+	}
+	return mcp.NewToolResultStructured(srv, fmt.Sprintf("registered %s with %d tools; code imports them with `from servers.%s import ...` (Python) or require('servers/%s') (Node)",
+		srv.Name, srv.Tools, srv.Name, srv.Name)), nil
+}
+
+func (s *Server) toolRemoveMCPServer(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Name string `json:"name"`
+	}
+	p, res, err := begin(ctx, req, &args)
+	if res != nil || err != nil {
+		return res, err
+	}
+	reg, err := s.codeMode()
+	if err != nil {
+		return toolError(err), nil
+	}
+	if err := reg.Delete(ctx, p.TenantID, args.Name); err != nil {
+		return toolError(s.mcpServerNotFound(err, args.Name)), nil
+	}
+	return mcp.NewToolResultText("removed " + args.Name), nil
+}
+
+// codeModePrompt explains code mode, with a worked example, when the
+// tenant has upstream servers.
+func codeModePrompt(servers []codemode.Server) string {
+	if len(servers) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(`
+Code mode (calling other tools from your code):
+Your code can call the tools of these MCP servers; nothing they return enters your context unless your code prints it:
+`)
+	for i, m := range servers {
+		if i == 20 {
+			fmt.Fprintf(&b, "- ...and %d more (list_mcp_servers)\n", len(servers)-i)
+			break
+		}
+		desc := m.Description
+		if len(desc) > 120 {
+			desc = desc[:117] + "..."
+		}
+		fmt.Fprintf(&b, "- %s (%d tools): %s\n", m.Name, m.Tools, desc)
+	}
+	b.WriteString(`- Find a tool with search_tools (detail "name" or "description"); load its schema with detail "full" only when you will call it.
+- In Python, import a server's tools as functions: from servers.<server> import <tool>; call them with keyword arguments. In Node: const { <tool> } = require('servers/<server>'); await <tool>({...}).
+- gantry.search_tools(query), gantry.describe(server, tool) and gantry.call(server, tool, args) work from code too (import gantry / require('gantry')).
+- A failing call raises gantry.ToolError with the server's message. Each run may make limits.tool_calls calls (default 100).
+- Join and filter in code, then print one short answer. Example (Python):
+    from servers.crm import find_customer, list_orders
+    c = find_customer(email="ada@example.com")
+    orders = list_orders(customer_id=c["id"])
+    late = [o for o in orders["orders"] if o["status"] == "late"]
+    print(f"{c['name']}: {len(late)} late orders, {sum(o['total'] for o in late):.2f} EUR")
+`)
+	return b.String()
+}
