@@ -2,7 +2,6 @@ package pii
 
 import (
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -35,57 +34,14 @@ type Match struct {
 // the cost is linear in len(text).
 func Find(text string) []Match {
 	emails := findEmails(text)
-	var cands []Match
+	var out []Match
 	lo := 0
 	for _, e := range emails {
-		cands = findNumbers(cands, text, lo, e.Start)
+		out = findNumbers(out, text, lo, e.Start)
+		out = append(out, e)
 		lo = e.End
 	}
-	cands = findNumbers(cands, text, lo, len(text))
-	if len(cands) == 0 {
-		return emails
-	}
-
-	// Numbers of different kinds may overlap (an SSN is also shaped like
-	// a national phone number): the earliest start wins, then the longest,
-	// then the more specific kind.
-	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if a.Start != b.Start {
-			return a.Start < b.Start
-		}
-		if a.End != b.End {
-			return a.End > b.End
-		}
-		return kindRank(a.Kind) < kindRank(b.Kind)
-	})
-	out := make([]Match, 0, len(emails)+len(cands))
-	end := 0
-	ei := 0
-	for _, c := range cands {
-		if c.Start < end {
-			continue
-		}
-		for ei < len(emails) && emails[ei].Start < c.Start {
-			out = append(out, emails[ei])
-			ei++
-		}
-		out = append(out, c)
-		end = c.End
-	}
-	return append(out, emails[ei:]...)
-}
-
-func kindRank(k string) int {
-	switch k {
-	case SSN:
-		return 0
-	case Card:
-		return 1
-	case IBAN:
-		return 2
-	}
-	return 3
+	return findNumbers(out, text, lo, len(text))
 }
 
 // Normalize returns the form of a detected value that decides whether two
@@ -547,7 +503,8 @@ var ibanLengths = map[string]int{
 	"YE": 30,
 }
 
-// Phone: see phoneRE's three shapes.
+// Phone: international (+CC ...), national with a trunk 0 (020 7946 0958),
+// or North American ((555) 123-4567).
 func checkPhone(text string, s, e int) int {
 	if !leftOK(text, s) {
 		return -1
@@ -632,9 +589,6 @@ func checkIntlPhone(text string, s int, gs []phoneGroup) int {
 		for i, x := range g {
 			if x.paren {
 				parens++
-				if i == 0 {
-					digits = -100
-				}
 				if x.digits == "0" {
 					continue // trunk prefix: +44 (0)20 ...
 				}
@@ -643,9 +597,6 @@ func checkIntlPhone(text string, s int, gs []phoneGroup) int {
 			}
 			if x.sep == '.' {
 				dots++
-			}
-			if x.sep == '/' {
-				digits = -100
 			}
 			digits += len(x.digits)
 		}

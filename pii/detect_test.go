@@ -179,7 +179,9 @@ func bigText(n int) string {
 			return fmt.Sprintf("%d,%d,%d,%d.%d,+1 555 %03d %04d,4111111111111111", r.IntN(1e9), r.IntN(100), r.Int64(), r.IntN(100), r.IntN(100), r.IntN(1000), r.IntN(10000))
 		},
 		func() string { return strings.Repeat("0123456789 ", 6) },
-		func() string { return "\xff\xfe\x00 invalid utf-8 and ünïcödé text 123-45-6789 DE89 3704 0044 0532 0130 00" },
+		func() string {
+			return "\xff\xfe\x00 invalid utf-8 and ünïcödé text 123-45-6789 DE89 3704 0044 0532 0130 00"
+		},
 	}
 	for b.Len() < n {
 		b.WriteString(lines[r.IntN(len(lines))]())

@@ -47,7 +47,7 @@ func TestWarmPool(t *testing.T) {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	policy := jobs.DefaultPolicy()
-	h := newHarness(t, 2, PoolConfig{Min: 2, Max: 4, Limits: policy.DefaultLimits})
+	h := newHarness(t, 2, withPool(PoolConfig{Min: 2, Max: 4, Limits: policy.DefaultLimits}))
 	h.waitPool(t, 2)
 
 	// A pooled container serves one job and is destroyed: nothing passes on.

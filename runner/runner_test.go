@@ -61,16 +61,19 @@ func newSandbox(t *testing.T) *Sandbox {
 	return sb
 }
 
-func newHarness(t *testing.T, slots int, pool ...PoolConfig) *harness {
+func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
 	sb := newSandbox(t)
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
 	h.nc = jobstest.Connect(t, jobstest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
-	r, err := New(Config{ID: sb.runnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
-		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second, Pool: poolConfig(pool)},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), h.nc, h.st, h.blobs, sb, prometheus.NewRegistry())
+	cfg := Config{ID: sb.runnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
+		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second}
+	for _, o := range opts {
+		o(h, &cfg)
+	}
+	r, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), h.nc, h.st, h.blobs, sb, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,9 +375,7 @@ func TestMissingImageRefusesToStart(t *testing.T) {
 	}
 }
 
-func poolConfig(p []PoolConfig) PoolConfig {
-	if len(p) == 0 {
-		return PoolConfig{}
-	}
-	return p[0]
+// withPool gives the harness's runner a warm pool.
+func withPool(p PoolConfig) func(*harness, *Config) {
+	return func(_ *harness, c *Config) { c.Pool = p }
 }

@@ -1,0 +1,209 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary doubles as the stdio MCP server the tests register.
+	codemodetest.MaybeServeStdio()
+	os.Exit(m.Run())
+}
+
+// withCodeMode gives the runner a code-mode registry and registers, for the
+// harness's tenant, the CRM fixture over streamable HTTP (crm, with
+// list_* denied when deny is set) and the billing fixture over stdio.
+func withCodeMode(t *testing.T, deny ...string) func(*harness, *Config) {
+	return func(h *harness, c *Config) {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		box, _ := secret.New(bytes.Repeat([]byte{9}, secret.KeySize))
+		log := slog.New(slog.DiscardHandler)
+		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true, Commands: []string{self}}, log)
+		t.Cleanup(up.Close)
+		reg := codemode.NewRegistry(h.st, box, up, log)
+		ctx := context.Background()
+		if _, err := reg.Register(ctx, h.tenant, codemode.Registration{Name: "crm", Description: "Customers and orders",
+			URL: codemodetest.ServeHTTP(t, codemodetest.CRM(codemodetest.CredentialOK)), DenyTools: deny,
+			Headers: map[string]string{"Authorization": "Bearer " + codemodetest.Token}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Register(ctx, h.tenant, codemode.Registration{Name: "billing", Description: "Invoices",
+			Command: []string{self}, Env: map[string]string{codemodetest.StdioEnv: "billing"}}); err != nil {
+			t.Fatal(err)
+		}
+		c.CodeMode = reg
+	}
+}
+
+func TestCodeMode(t *testing.T) {
+	h := newHarness(t, 2, withCodeMode(t, "create_*"))
+
+	t.Run("python joins two servers", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "python", Code: `
+import gantry
+from servers.crm import find_customer, list_orders
+from servers.billing import invoice_total
+hits = gantry.search_tools("orders of a customer", detail="name")
+assert hits[0]["name"] == "list_orders", hits
+c = find_customer(email="ada@example.com")
+late = [o for o in list_orders(customer_id=c["id"])["orders"] if o["status"] == "late"]
+owed = invoice_total(customer_id=c["id"])["open_eur"]
+print(f"{c['name']}: {len(late)} late orders worth {sum(o['total'] for o in late):.2f} EUR, {owed:.2f} EUR open")
+`})
+		want := "Ada Lovelace: 2 late orders worth 162.75 EUR, 100.50 EUR open\n"
+		if j.Status != jobs.StatusSucceeded || j.Stdout != want {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		if len(j.ToolCalls) != 3 || j.ToolCalls[0].Tool != "find_customer" || j.ToolCalls[2].Server != "billing" {
+			t.Fatalf("recorded calls: %+v", j.ToolCalls)
+		}
+		for _, c := range j.ToolCalls {
+			if c.Status != "ok" || c.BytesOut == 0 || c.BytesIn == 0 {
+				t.Errorf("call record %+v", c)
+			}
+		}
+	})
+
+	t.Run("node joins two servers", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "node", Code: `
+const gantry = require('gantry');
+const { find_customer, list_orders } = require('servers/crm');
+const { invoice_total } = require('servers/billing');
+(async () => {
+  const hits = await gantry.searchTools('orders of a customer', { detail: 'name' });
+  if (hits[0].name !== 'list_orders') throw new Error('search: ' + JSON.stringify(hits));
+  const c = await find_customer({ email: 'grace@example.com' });
+  const [{ orders }, bill] = await Promise.all([list_orders({ customer_id: c.id }), invoice_total({ customer_id: c.id })]);
+  const late = orders.filter(o => o.status === 'late');
+  console.log(c.name + ': ' + late.length + ' late orders worth ' + late.reduce((s, o) => s + o.total, 0).toFixed(2) + ' EUR, ' + bill.open_eur.toFixed(2) + ' EUR open');
+})().catch(e => { console.error(e); process.exit(1); });
+`})
+		want := "Grace Hopper: 1 late orders worth 300.00 EUR, 201.00 EUR open\n"
+		if j.Status != jobs.StatusSucceeded || j.Stdout != want {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		if len(j.ToolCalls) != 3 {
+			t.Fatalf("recorded calls: %+v", j.ToolCalls)
+		}
+	})
+
+	t.Run("errors, denial and budget", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "python", Limits: &jobs.Limits{ToolCalls: 4}, Code: `
+import gantry
+def attempt(*a):
+    try:
+        gantry.call(*a)
+        print("ok")
+    except gantry.ToolError as e:
+        print(type(e).__name__, e.code, "|", e.message)
+attempt("crm", "fail")
+attempt("crm", "create_invoice", {"id": "1"})
+attempt("erp", "anything")
+attempt("crm", "whoami")
+attempt("crm", "whoami")
+try:
+    from servers.crm import create_invoice
+except ImportError:
+    print("no wrapper for a denied tool")
+`})
+		lines := strings.Split(strings.TrimSpace(j.Stdout), "\n")
+		want := []string{
+			"ToolError error | quota exhausted for account 42",
+			"ToolDenied denied |",
+			"UnknownTool unknown_server |",
+			"ok",
+			"BudgetExceeded budget_exceeded |",
+			"no wrapper for a denied tool",
+		}
+		if j.Status != jobs.StatusSucceeded || len(lines) != len(want) {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("line %d = %q, want prefix %q", i, lines[i], w)
+			}
+		}
+	})
+
+	t.Run("the credential never reaches the sandbox", func(t *testing.T) {
+		// The program holds the token only in two halves (the whole one is
+		// in no file and no command line), so finding it anywhere means it
+		// leaked.
+		half := len(codemodetest.Token) / 2
+		j := h.run(t, jobs.Request{Language: "bash", TimeoutMS: 120_000, Code: `
+python3 -c 'import gantry; print("authorized", gantry.call("crm", "whoami")["authorized"])'
+T="` + codemodetest.Token[:half] + `"; T="$T` + codemodetest.Token[half:] + `"
+{ env; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; tr '\0' '\n' < $p/environ 2>/dev/null; done; } | grep -c -F -f <(printf '%s\n' "$T")
+grep -rIl --exclude-dir=proc --exclude-dir=sys -F -f <(printf '%s\n' "$T") / 2>/dev/null | sed 's/^/FOUND IN /'
+echo searched
+`})
+		if j.Status != jobs.StatusSucceeded || !strings.Contains(j.Stdout, "authorized True\n0\nsearched") {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+	})
+
+	t.Run("flooding the bridge", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "python", Limits: &jobs.Limits{ToolCalls: 20}, Code: `
+import gantry, os, socket, threading, collections
+codes = collections.Counter()
+lock = threading.Lock()
+def hammer():
+    for _ in range(25):
+        try:
+            gantry.call("crm", "whoami")
+            c = "ok"
+        except gantry.ToolError as e:
+            c = e.code
+        with lock:
+            codes[c] += 1
+ts = [threading.Thread(target=hammer) for _ in range(16)]
+[t.start() for t in ts]
+# Junk on the socket, and a request past the size cap.
+s = socket.socket(socket.AF_UNIX); s.connect(os.environ["GANTRY_BRIDGE"]); s.sendall(b"not json\n"); print(s.recv(1000).decode().strip())
+s = socket.socket(socket.AF_UNIX); s.connect(os.environ["GANTRY_BRIDGE"])
+try:
+    s.sendall(b"x" * (2 << 20))
+except OSError:
+    pass
+print(s.recv(1000).decode().strip()[:60])
+[t.join() for t in ts]
+print(sorted(codes.items()))
+`})
+		if j.Status != jobs.StatusSucceeded {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		if !strings.Contains(j.Stdout, `"bad_request"`) || !strings.Contains(j.Stdout, `"too_large"`) ||
+			!strings.Contains(j.Stdout, "('ok', 20)") {
+			t.Fatalf("stdout %q", j.Stdout)
+		}
+		if len(j.ToolCalls) != 400 {
+			t.Errorf("recorded %d calls, want 400", len(j.ToolCalls))
+		}
+	})
+
+	t.Run("without code mode the library says so", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "bash", Code: `env -u GANTRY_BRIDGE python3 -c '
+import gantry
+try:
+    gantry.call("crm", "whoami", {})
+except gantry.ToolError as e:
+    print(e.code)
+'`})
+		if j.Status != jobs.StatusSucceeded || strings.TrimSpace(j.Stdout) != "unavailable" {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+	})
+}
