@@ -347,3 +347,28 @@ func TestWrappers(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverySizes measures what progressive discovery saves: the size of
+// the fixture's whole tool list (50+ tools) at each detail level, as JSON.
+// Tokens are estimated at 4 bytes each. docs/ARCHITECTURE.md quotes the
+// figures; the test checks each level is well below the next.
+func TestDiscoverySizes(t *testing.T) {
+	e := setup(t, codemode.Config{})
+	srv := e.registerCRM(t, e.a, nil)
+	ctx := context.Background()
+	var sizes []int
+	for _, detail := range []string{"name", "description", "full"} {
+		all, err := e.reg.Search(ctx, e.a, "", detail, 100)
+		if err != nil || len(all) != srv.Tools {
+			t.Fatalf("%s: %d tools, %v", detail, len(all), err)
+		}
+		one, _ := e.reg.Search(ctx, e.a, "find customer email", detail, 1)
+		b, _ := json.Marshal(all)
+		o, _ := json.Marshal(one)
+		sizes = append(sizes, len(b))
+		t.Logf("detail=%-11s all %d tools: %6d bytes ≈ %5d tokens; one tool: %4d bytes ≈ %4d tokens", detail, len(all), len(b), len(b)/4, len(o), len(o)/4)
+	}
+	if !(sizes[0] < sizes[1] && sizes[1] < sizes[2]) {
+		t.Errorf("detail levels do not grow: %v", sizes)
+	}
+}

@@ -202,10 +202,13 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	return decodeStrict(raw, v)
 }
 
-// refreshTools refreshes stale tool lists in the background (the sweeper
-// calls it).
-func (s *Server) refreshTools(ctx context.Context) {
+// sweepCodeMode refreshes stale tool lists and deletes expired privacy
+// tokens (the sweeper calls it).
+func (s *Server) sweepCodeMode(ctx context.Context) {
 	if s.cfg.CodeMode != nil {
 		s.cfg.CodeMode.RefreshStale(ctx)
+	}
+	if _, err := s.store.DeleteExpiredPII(ctx, 10000); err != nil && ctx.Err() == nil {
+		s.log.Warn("delete expired privacy tokens", "err", err)
 	}
 }

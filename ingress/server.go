@@ -111,6 +111,7 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
+	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
 }
 
 // Blobs is what the ingress needs of the object store.

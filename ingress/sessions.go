@@ -195,7 +195,7 @@ func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			s.sweep(ctx)
-			s.refreshTools(ctx)
+			s.sweepCodeMode(ctx)
 		}
 	}
 }

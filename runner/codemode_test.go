@@ -3,14 +3,18 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/secret"
 )
 
@@ -45,6 +49,7 @@ func withCodeMode(t *testing.T, deny ...string) func(*harness, *Config) {
 			t.Fatal(err)
 		}
 		c.CodeMode = reg
+		c.Privacy = pii.New(h.st, box, time.Hour)
 	}
 }
 
@@ -194,6 +199,54 @@ print(sorted(codes.items()))
 		}
 	})
 
+	t.Run("privacy tokens round-trip", func(t *testing.T) {
+		ctx := context.Background()
+		if err := h.st.SetTenantPII(ctx, h.tenant, true); err != nil {
+			t.Fatal(err)
+		}
+		defer h.st.SetTenantPII(ctx, h.tenant, false)
+		// The model sees tokens for the customer's e-mail and phone...
+		j := h.run(t, jobs.Request{Language: "python", Code: `
+from servers.crm import find_customer
+c = find_customer(email="grace@example.com")
+print(c["name"], c["email"], c["phone"])
+print("again", c["email"])
+`})
+		if j.Status != jobs.StatusSucceeded || strings.Contains(j.Stdout, "grace@example.com") || strings.Contains(j.Stdout, "555-0143") {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		var email, phone string
+		if _, err := fmt.Sscanf(j.Stdout, "Grace Hopper %s %s\nagain", &email, &phone); err != nil || !strings.HasPrefix(email, "[EMAIL_") || !strings.HasPrefix(phone, "[PHONE_") {
+			t.Fatalf("stdout %q: %v", j.Stdout, err)
+		}
+		if !strings.Contains(j.Stdout, "again "+email+"\n") {
+			t.Errorf("the same e-mail got another token: %q", j.Stdout)
+		}
+		// ...and passes them back: in code and in tool-call arguments they
+		// are the real values again.
+		j = h.run(t, jobs.Request{Language: "python", Code: `
+from servers.crm import find_customer, list_orders
+print("` + email + `" == "grace@example.com")
+c = find_customer(email="` + email + `")
+print(c["name"], len(list_orders(customer_id=c["id"])["orders"]), "orders")
+`})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "True\nGrace Hopper 1 orders\n" {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+		// An upstream error that quotes personal data is tokenized in the
+		// job's history too.
+		j = h.run(t, jobs.Request{Language: "python", Code: `
+import gantry
+try:
+    gantry.call("crm", "find_customer", {"email": "nobody@example.org"})
+except gantry.ToolError as e:
+    print(e.message)
+`})
+		if strings.Contains(j.Stdout+mustJSON(j.ToolCalls), "nobody@example.org") || !strings.Contains(j.Stdout, "[EMAIL_") {
+			t.Fatalf("stdout %q calls %+v", j.Stdout, j.ToolCalls)
+		}
+	})
+
 	t.Run("without code mode the library says so", func(t *testing.T) {
 		j := h.run(t, jobs.Request{Language: "bash", Code: `env -u GANTRY_BRIDGE python3 -c '
 import gantry
@@ -206,4 +259,9 @@ except gantry.ToolError as e:
 			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
 		}
 	})
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -48,6 +49,9 @@ type Config struct {
 	// CodeMode, when set, gives every job a bridge to its tenant's
 	// upstream MCP servers (code mode).
 	CodeMode *codemode.Registry
+	// Privacy, when set, tokenizes personal data for tenants that turned
+	// privacy tokens on (see privacy.go).
+	Privacy *pii.Tokenizer
 }
 
 // WithDefaults fills in zero fields.
@@ -78,6 +82,7 @@ type Store interface {
 	RequeueJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
+	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SessionStore
 	SkillStore
 }
@@ -133,6 +138,9 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 
 // execution is one job attempt in progress on this runner.
 type execution struct {
+	// private: the tenant has privacy tokens on, so output is not shared
+	// before it is tokenized.
+	private bool
 	jobID   string
 	attempt int
 	stdout  *output
@@ -470,6 +478,18 @@ func (r *Runner) removeContainer(ctr *Container, jobID string) {
 // output, artifacts out. A returned error means gantry failed, not the
 // program.
 func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
+	claim, private, err := r.withPrivacy(ctx, claim)
+	if err != nil {
+		return jobs.Result{}, fmt.Errorf("privacy tokens: %w", err)
+	}
+	res, err := r.runClaim(ctx, ex, ctr, claim, private)
+	if err == nil && private {
+		err = r.tokenizeResult(ctx, claim.TenantID, &res)
+	}
+	return res, err
+}
+
+func (r *Runner) runClaim(ctx context.Context, ex *execution, ctr *Container, claim store.Claim, private bool) (jobs.Result, error) {
 	spec := claim.Spec
 	stamp, skillFiles, err := r.skills.get(ctx, claim.TenantID)
 	if err != nil {
@@ -502,10 +522,18 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	jobFiles = append(jobFiles, genFiles...)
 	var handler BridgeHandler
 	if bridge != nil {
+		if private {
+			bridge.Detokenize = func(ctx context.Context, s string) (string, error) {
+				return r.cfg.Privacy.Detokenize(ctx, claim.TenantID, s)
+			}
+		}
 		handler = bridge
 	}
 
 	publish := func(stream string, offset int, chunk []byte) {
+		if private {
+			return
+		}
 		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
 		m.Header.Set(jobs.HeaderStream, stream)
 		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
@@ -515,7 +543,7 @@ func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim
 	stdout := newOutput("stdout", spec.Limits.OutputBytes, publish)
 	stderr := newOutput("stderr", spec.Limits.OutputBytes, publish)
 	r.mu.Lock()
-	ex.stdout, ex.stderr = stdout, stderr
+	ex.stdout, ex.stderr, ex.private = stdout, stderr, private
 	r.mu.Unlock()
 
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
@@ -623,7 +651,7 @@ func (r *Runner) onBacklog(m *nats.Msg) {
 	r.mu.Lock()
 	ex := r.running[jobs.JobIDFromSubject(m.Subject)]
 	var stdout, stderr *output
-	if ex != nil {
+	if ex != nil && !ex.private {
 		stdout, stderr = ex.stdout, ex.stderr
 	}
 	r.mu.Unlock()

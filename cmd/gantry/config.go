@@ -44,6 +44,7 @@ type config struct {
 	MCPCommands     []string
 	MCPAllowPrivate *bool // nil: on in dev, off otherwise
 	MCPToolsTTL     time.Duration
+	PIITTL          time.Duration
 
 	// dev only
 	DataDir      string
@@ -147,6 +148,7 @@ func loadConfig() (config, error) {
 		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
 		MCPToolsTTL:   e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
+		PIITTL:        e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
 
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),

@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -38,6 +39,7 @@ type deps struct {
 	box       *secret.Box
 	codeMode  *codemode.Registry
 	upstreams *codemode.Upstreams
+	privacy   *pii.Tokenizer // nil without a key
 }
 
 func (d *deps) close() {
@@ -82,6 +84,9 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 	}, log)
 	go d.upstreams.Run(ctx)
 	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
+	if d.box.Enabled() {
+		d.privacy = pii.New(d.store, d.box, cfg.PIITTL)
+	}
 	if d.blobs, err = blob.New(cfg.S3); err != nil {
 		d.close()
 		return nil, fmt.Errorf("s3: %w", err)
@@ -138,6 +143,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
 		},
 		CodeMode: d.codeMode,
+		Privacy:  d.privacy,
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
 }

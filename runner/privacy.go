@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Privacy tokens (per tenant, opt-in): personal data in what a job returns
+// to the model (its output, and the errors of its tool calls) is replaced by
+// stable tokens such as [EMAIL_1], and tokens in what the model sends (the
+// job's code, files, stdin, env and arguments, and the arguments of tool
+// calls) are turned back into the values before the sandbox or an upstream
+// sees them. Live output is not streamed for such jobs: a value split
+// across two chunks would slip past the tokenizer, so their output arrives
+// with the result.
+
+// private reports whether the tenant has privacy tokens on.
+func (r *Runner) private(ctx context.Context, tenantID string) (bool, error) {
+	if r.cfg.Privacy == nil {
+		return false, nil
+	}
+	return r.store.TenantPII(ctx, tenantID)
+}
+
+// detokenizeSpec returns the spec with tokens replaced by their values.
+func (r *Runner) detokenizeSpec(ctx context.Context, tenantID string, spec jobs.Spec) (jobs.Spec, error) {
+	t := r.cfg.Privacy
+	var err error
+	if spec.Code, err = t.Detokenize(ctx, tenantID, spec.Code); err != nil {
+		return spec, err
+	}
+	if spec.Stdin, err = t.Detokenize(ctx, tenantID, spec.Stdin); err != nil {
+		return spec, err
+	}
+	spec.Command = slices.Clone(spec.Command)
+	for i, a := range spec.Command {
+		if spec.Command[i], err = t.Detokenize(ctx, tenantID, a); err != nil {
+			return spec, err
+		}
+	}
+	spec.Env = maps.Clone(spec.Env)
+	for k, v := range spec.Env {
+		if spec.Env[k], err = t.Detokenize(ctx, tenantID, v); err != nil {
+			return spec, err
+		}
+	}
+	spec.Files = slices.Clone(spec.Files)
+	for i, f := range spec.Files {
+		if spec.Files[i].Content, err = t.DetokenizeBytes(ctx, tenantID, f.Content); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// tokenizeResult replaces personal data in what the result shows the model.
+func (r *Runner) tokenizeResult(ctx context.Context, tenantID string, res *jobs.Result) error {
+	t := r.cfg.Privacy
+	var err error
+	if res.Stdout, err = t.TokenizeBytes(ctx, tenantID, res.Stdout); err != nil {
+		return fmt.Errorf("privacy tokens: %w", err)
+	}
+	if res.Stderr, err = t.TokenizeBytes(ctx, tenantID, res.Stderr); err != nil {
+		return fmt.Errorf("privacy tokens: %w", err)
+	}
+	for i, c := range res.ToolCalls {
+		if c.Error != "" {
+			if res.ToolCalls[i].Error, err = t.Tokenize(ctx, tenantID, c.Error); err != nil {
+				return fmt.Errorf("privacy tokens: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// withPrivacy wraps the claim for a private tenant: the spec detokenized.
+func (r *Runner) withPrivacy(ctx context.Context, claim store.Claim) (store.Claim, bool, error) {
+	on, err := r.private(ctx, claim.TenantID)
+	if err != nil || !on {
+		return claim, false, err
+	}
+	claim.Spec, err = r.detokenizeSpec(ctx, claim.TenantID, claim.Spec)
+	return claim, true, err
+}
