@@ -235,7 +235,7 @@ print("to stderr", file=sys.stderr)`})
 	t.Run("timeout kills the container", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
-		j := h.run(t, jobs.Request{Language: "python", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)", TimeoutMS: 1500})
+		j := h.run(t, jobs.Request{Language: "python", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)", TimeoutMS: 4000})
 		if j.Status != jobs.StatusTimedOut || j.Error == nil || j.Error.Code != jobs.ErrCodeTimedOut || j.Stdout != "started\n" {
 			t.Fatalf("job = %+v", j)
 		}
