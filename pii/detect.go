@@ -1,9 +1,6 @@
 package pii
 
-import (
-	"regexp"
-	"strings"
-)
+import "strings"
 
 // The kinds of personal data Find detects. Each is also the KIND of its
 // tokens, [KIND_n].
@@ -99,6 +96,7 @@ func findEmails(text string) []Match {
 		if s > last && emailLocal(text[s-1]) {
 			continue // local part longer than 64 bytes
 		}
+		s += escapeLen(text, s) // "\njane@..." or "\u003cjane@..." in JSON
 		for s < at && text[s] == '.' {
 			s++
 		}
@@ -115,6 +113,15 @@ func findEmails(text string) []Match {
 	return out
 }
 
+// fileExt holds file name extensions that are not (or hardly ever used as)
+// top-level domains: "icon@2x.png" is a file, not an address.
+var fileExt = map[string]bool{
+	"png": true, "jpg": true, "jpeg": true, "gif": true, "svg": true, "webp": true, "ico": true, "bmp": true,
+	"tif": true, "tiff": true, "avif": true, "heic": true, "pdf": true, "txt": true, "log": true, "json": true,
+	"yaml": true, "yml": true, "xml": true, "html": true, "htm": true, "css": true, "js": true, "mjs": true,
+	"cjs": true, "ts": true, "jsx": true, "tsx": true, "lock": true, "toml": true, "csv": true, "map": true,
+}
+
 // scanDomain returns the end of the longest valid domain starting at i, or
 // -1.
 func scanDomain(text string, i int) int {
@@ -129,7 +136,7 @@ func scanDomain(text string, i int) int {
 			break
 		}
 		labels++
-		if labels >= 2 && k-j >= 2 && allAlpha(text[j:k]) {
+		if labels >= 2 && k-j >= 2 && allAlpha(text[j:k]) && !fileExt[asciiLower(text[j:k])] {
 			good = k
 		}
 		if k+1 < len(text) && text[k] == '.' && labelByte(text[k+1]) {
@@ -154,15 +161,6 @@ func scanDomain(text string, i int) int {
 // maxMatch bounds the bytes a phone, card, SSN or IBAN match may span.
 const maxMatch = 64
 
-// Anchored shapes, tried only where a cheap look at the first bytes says
-// one may start, on at most maxMatch bytes.
-var (
-	nationalPhoneRE = regexp.MustCompile(`^\(?0\d{1,4}\)?(?:[ .\-/]\d{2,8}){1,4}`)
-	nanpPhoneRE     = regexp.MustCompile(`^(?:1[ .\-])?(?:\(\d{3}\)[ .\-]?|\d{3}[ .\-])\d{3}[ .\-]\d{4}`)
-	groupedCardRE   = regexp.MustCompile(`^\d{4}(?:[ \-]\d{3,6}){2,4}`)
-	ibanRE          = regexp.MustCompile(`^[A-Za-z]{2}\d{2}(?:[A-Za-z0-9]{11,30}|(?: [A-Za-z0-9]{4}){2,7}(?: [A-Za-z0-9]{1,4})?)`)
-)
-
 // detectors, most specific kind first: each returns the end of its match
 // starting at p in text, or -1.
 var detectors = []struct {
@@ -185,8 +183,16 @@ func findNumbers(out []Match, text string, lo, hi int) []Match {
 	t := text[lo:hi]
 	for p := 0; p < len(t); {
 		c := t[p]
-		if !(isAlnum(c) || c == '+' || c == '(') || !leftOK(t, p) {
+		if n := escapeLen(t, p); n > 0 {
+			p += n
+			continue
+		}
+		if !(isAlnum(c) || c == '+' || c == '(') || !(leftOK(t, p) || (c == '+' && plusOK(t, p))) {
 			p++
+			continue
+		}
+		if isAlpha(c) && !(p+3 < len(t) && isAlpha(t[p+1]) && isDigit(t[p+2]) && isDigit(t[p+3])) {
+			p = skipToken(t, p, len(t)) // a word that cannot start an IBAN, the one kind starting with a letter
 			continue
 		}
 		kind, end := "", -1
@@ -203,15 +209,6 @@ func findNumbers(out []Match, text string, lo, hi int) []Match {
 		p = skipToken(t, p, len(t))
 	}
 	return out
-}
-
-// matchAt returns the end of re's (anchored) match at p, or -1.
-func matchAt(re *regexp.Regexp, text string, p int) int {
-	loc := re.FindStringIndex(text[p:min(len(text), p+maxMatch)])
-	if loc == nil {
-		return -1
-	}
-	return p + loc[1]
 }
 
 func digitRun(text string, p int) int {
@@ -237,7 +234,19 @@ func cardAt(text string, p int) int {
 	case n >= 13 && n <= 19:
 		return checkCard(text, p, p+n)
 	case n == 4 && p+5 < len(text) && (text[p+4] == ' ' || text[p+4] == '-') && isDigit(text[p+5]):
-		if e := matchAt(groupedCardRE, text, p); e > 0 {
+		// dddd then 2-4 groups of 3-6 digits, split by the same separator.
+		sep, i, e := text[p+4], p+4, -1
+		for k := 0; k < 4 && i < len(text) && text[i] == sep; k++ {
+			m := digitRun(text, i+1)
+			if m < 3 || m > 6 {
+				break
+			}
+			i += 1 + m
+			if k >= 1 {
+				e = i
+			}
+		}
+		if e > 0 {
 			return checkCard(text, p, e)
 		}
 	}
@@ -251,24 +260,53 @@ func ibanAt(text string, p int) int {
 	if _, ok := ibanLengths[string([]byte{upper(text[p]), upper(text[p+1])})]; !ok {
 		return -1
 	}
-	if e := matchAt(ibanRE, text, p); e > 0 {
-		return checkIBAN(text, p, e)
+	// Compact: 11-30 letters and digits after the check digits. Grouped:
+	// 2-7 groups of four, then maybe one of 1-4, split by single spaces.
+	i := p + 4
+	switch n := alnumRun(text, i); {
+	case n >= 11 && n <= 30:
+		return checkIBAN(text, p, i+n)
+	case n > 0:
+		return -1
 	}
-	return -1
+	groups := 0
+	for ; groups < 7 && i < len(text) && text[i] == ' ' && alnumRun(text, i+1) == 4; groups++ {
+		i += 5
+	}
+	if groups < 2 {
+		return -1
+	}
+	if i < len(text) && text[i] == ' ' {
+		if m := alnumRun(text, i+1); m >= 1 && m <= 4 {
+			i += 1 + m
+		}
+	}
+	return checkIBAN(text, p, i)
+}
+
+func alnumRun(text string, p int) int {
+	i := p
+	for i < len(text) && isAlnum(text[i]) {
+		i++
+	}
+	return i - p
 }
 
 func phoneAt(text string, p int) int {
-	var re *regexp.Regexp
+	var end func(string, int) int
 	c := text[p]
 	switch {
 	case p+1 >= len(text):
 		return -1
-	case c == '+' && isDigit(text[p+1]):
+	case c == '+' && text[p+1] >= '1' && text[p+1] <= '9': // no country code starts with 0
+		if !plusOK(text, p) {
+			return -1
+		}
 		return checkPhone(text, p, intlPhoneEnd(text, p))
 	case c == '(' && text[p+1] == '0':
-		re = nationalPhoneRE
+		end = nationalPhoneEnd
 	case c == '(' && isDigit(text[p+1]):
-		re = nanpPhoneRE
+		end = nanpPhoneEnd
 	case isDigit(c):
 		n := digitRun(text, p)
 		if p+n >= len(text) {
@@ -276,20 +314,95 @@ func phoneAt(text string, p int) int {
 		}
 		next := text[p+n]
 		switch {
-		case c == '0' && n >= 2 && n <= 5 && (isNumSep(next) || next == ')'):
-			re = nationalPhoneRE
+		case c == '0' && n >= 2 && n <= 5 && isNumSep(next):
+			end = nationalPhoneEnd
 		case (n == 3 || (n == 1 && c == '1')) && (next == ' ' || next == '.' || next == '-'):
-			re = nanpPhoneRE
+			end = nanpPhoneEnd
 		default:
 			return -1
 		}
 	default:
 		return -1
 	}
-	if e := matchAt(re, text, p); e > 0 {
+	if e := end(text, p); e > 0 {
 		return checkPhone(text, p, e)
 	}
 	return -1
+}
+
+// nationalPhoneEnd returns the end of the shape of a national number at p
+// with a trunk 0: 0 and 1-4 digits, maybe in parentheses, then 1-4 groups
+// of 2-8 digits, each after a space, dot, dash or slash; or -1.
+func nationalPhoneEnd(text string, p int) int {
+	i := p
+	paren := text[i] == '('
+	if paren {
+		i++
+	}
+	if n := digitRun(text, i); n < 2 || n > 5 || text[i] != '0' {
+		return -1
+	}
+	i += digitRun(text, i)
+	if paren {
+		if i >= len(text) || text[i] != ')' {
+			return -1
+		}
+		i++
+	}
+	e := -1
+	for k := 0; k < 4 && i < len(text) && isNumSep(text[i]); k++ {
+		m := digitRun(text, i+1)
+		if m < 2 || m > 8 {
+			break
+		}
+		i += 1 + m
+		e = i
+	}
+	return e
+}
+
+// nanpPhoneEnd returns the end of the shape of a North American number at
+// p: maybe 1 and a separator, then 3 digits in parentheses (and maybe a
+// separator) or 3 digits and a separator, 3 digits, a separator, 4
+// digits; or -1. Separators are a space, dot or dash.
+func nanpPhoneEnd(text string, p int) int {
+	sep := func(i int) bool { return i < len(text) && (text[i] == ' ' || text[i] == '.' || text[i] == '-') }
+	i := p
+	if text[i] == '1' && sep(i+1) && i+2 < len(text) && (isDigit(text[i+2]) || text[i+2] == '(') {
+		i += 2
+	}
+	switch {
+	case text[i] == '(':
+		if digitRun(text, i+1) != 3 || i+4 >= len(text) || text[i+4] != ')' {
+			return -1
+		}
+		i += 5
+		if sep(i) {
+			i++
+		}
+	case digitRun(text, i) == 3 && sep(i+3):
+		i += 4
+	default:
+		return -1
+	}
+	if digitRun(text, i) != 3 || !sep(i+3) {
+		return -1
+	}
+	i += 4
+	if digitRun(text, i) < 4 {
+		return -1
+	}
+	return i + 4
+}
+
+// plusOK reports whether a '+' at p may start a phone number: after a
+// space, an opening bracket or quote, or '=', ':', ',' or ';', but not in
+// arithmetic ("e[1]+3545052371", "C++20 17.12.2").
+func plusOK(text string, p int) bool {
+	if p == 0 || afterEscape(text, p) {
+		return true
+	}
+	return strings.IndexByte(" \t\r\n\"'`(<[{=:,;", text[p-1]) >= 0
 }
 
 // intlPhoneEnd returns the end of the shape of an international number at
@@ -319,7 +432,7 @@ func intlPhoneEnd(text string, p int) int {
 }
 
 // skipToken returns where to look on after a word at s that starts no
-// match: past the word, letters and digits joined by '.', '-' or '/'.
+// match: past the word, letters and digits joined by '.', '-', '/' or ':'.
 func skipToken(text string, s, hi int) int {
 	i := s + 1
 	for i < hi && (isWord(text[i]) || (isJoiner(text[i]) && i+1 < hi && isAlnum(text[i+1]))) {
@@ -328,20 +441,47 @@ func skipToken(text string, s, hi int) int {
 	return i
 }
 
-func isJoiner(c byte) bool { return c == '.' || c == '-' || c == '/' }
+func isJoiner(c byte) bool { return c == '.' || c == '-' || c == '/' || c == ':' }
 
 // leftOK reports whether a match may start at i: not inside a word, and
-// not after a word joined on by '.', '-' or '/' ("ORD-2024", "v1.2").
+// not after a word joined on by '.', '-', '/' or ':' ("ORD-2024", "v1.2",
+// "04:05:06.789", "fd:01").
 func leftOK(text string, i int) bool {
 	if i == 0 {
 		return true
 	}
 	c := text[i-1]
 	if isWord(c) {
-		return false
+		return afterEscape(text, i)
 	}
 	return !(isJoiner(c) && i >= 2 && isAlnum(text[i-2]))
 }
+
+// escapeLen returns the length of the rest of a JSON (or C) escape whose
+// backslash is just before p: 1 for \n, \r, \t, \b and \f, 5 for \uXXXX,
+// else 0. Text taken from JSON has values right after escapes
+// ("\n555-123-4567", Go's "\u003cjane@example.com\u003e").
+func escapeLen(text string, p int) int {
+	if p == 0 || text[p-1] != '\\' || p >= len(text) {
+		return 0
+	}
+	switch text[p] {
+	case 'n', 'r', 't', 'b', 'f':
+		return 1
+	case 'u':
+		if p+5 <= len(text) && isHex(text[p+1]) && isHex(text[p+2]) && isHex(text[p+3]) && isHex(text[p+4]) {
+			return 5
+		}
+	}
+	return 0
+}
+
+// afterEscape reports whether an escape (see escapeLen) ends at i.
+func afterEscape(text string, i int) bool {
+	return (i >= 2 && escapeLen(text, i-1) == 1) || (i >= 6 && escapeLen(text, i-5) == 5)
+}
+
+func isHex(c byte) bool { return isDigit(c) || ((c|0x20) >= 'a' && (c|0x20) <= 'f') }
 
 // rightOK is leftOK for a match ending at j.
 func rightOK(text string, j int) bool {
@@ -367,6 +507,47 @@ func isolated(text string, s, e int) bool {
 	return true
 }
 
+// inHexDump reports whether text[s:e] sits next to hex bytes or offsets
+// ("4b 3f cc 04 67 22 62 47  e7 76", "00000000  05 36 32 93 77"): the
+// word before or after it, across at most two spaces, is two hex digits,
+// or four or more with a digit among them.
+func inHexDump(text string, s, e int) bool {
+	i := s
+	for n := 0; n < 2 && i > 0 && text[i-1] == ' '; n++ {
+		i--
+	}
+	j := i
+	for j > 0 && isAlnum(text[j-1]) {
+		j--
+	}
+	if i < s && hexWord(text[j:i]) {
+		return true
+	}
+	i = e
+	for n := 0; n < 2 && i < len(text) && text[i] == ' '; n++ {
+		i++
+	}
+	j = i
+	for j < len(text) && isAlnum(text[j]) {
+		j++
+	}
+	return i > e && hexWord(text[i:j])
+}
+
+func hexWord(w string) bool {
+	if len(w) < 2 || len(w) == 3 {
+		return false
+	}
+	digit := false
+	for i := 0; i < len(w); i++ {
+		if !isHex(w[i]) {
+			return false
+		}
+		digit = digit || isDigit(w[i])
+	}
+	return len(w) == 2 || digit
+}
+
 func isNumSep(c byte) bool { return c == ' ' || c == '.' || c == '-' || c == '/' }
 
 // SSN: ddd-dd-dddd, without the numbers never issued.
@@ -383,8 +564,8 @@ func checkSSN(text string, s, e int) int {
 }
 
 // Card: 13-19 digits, in one run or in groups (the first of 4) split by
-// one kind of separator, starting with 2-6 (no card network starts with
-// 0, 1, 7, 8 or 9; millisecond timestamps start with 1), passing Luhn.
+// one kind of separator, with the prefix and length of a card network,
+// passing Luhn.
 func checkCard(text string, s, e int) int {
 	if !leftOK(text, s) {
 		return -1
@@ -398,23 +579,31 @@ func checkCard(text string, s, e int) int {
 		return -1
 	}
 	c := v[sep]
-	if strings.Count(v, string(c)) != strings.Count(v, " ")+strings.Count(v, "-") {
-		return -1 // mixed separators
-	}
-	// The regexp takes as many groups as it can; a shorter run of groups
-	// may be the card ("4111 1111 1111 1111 123" with a CVC after it).
-	groups := strings.Split(v, string(c))
-	for n := len(groups); n >= 3; n-- {
-		end := s + len(strings.Join(groups[:n], string(c)))
-		if rightOK(text, end) && validCard(digitsOf(text[s:end])) {
-			return end
+	// The groups may run on past the card ("4111 1111 1111 1111 123",
+	// with the CVC after it): try ending after each group, longest first.
+	var buf [32]byte
+	for end := e; end-s >= 13; {
+		if rightOK(text, end) {
+			d := buf[:0]
+			for i := s; i < end; i++ {
+				switch ch := text[i]; {
+				case isDigit(ch):
+					d = append(d, ch)
+				case ch != c:
+					return -1 // mixed separators
+				}
+			}
+			if validCard(string(d)) {
+				return end
+			}
 		}
+		end = s + strings.LastIndexByte(text[s:end], c)
 	}
 	return -1
 }
 
 func validCard(d string) bool {
-	if len(d) < 13 || len(d) > 19 || d[0] < '2' || d[0] > '6' || strings.Count(d, d[:1]) == len(d) {
+	if len(d) < 13 || len(d) > 19 || !cardNetwork(d) || strings.Count(d, d[:1]) == len(d) {
 		return false
 	}
 	sum, dbl := 0, false
@@ -429,6 +618,35 @@ func validCard(d string) bool {
 		dbl = !dbl
 	}
 	return sum%10 == 0
+}
+
+// cardNetwork reports whether d has the prefix (IIN) and length of a card
+// of a major network. Random numbers rarely do: timestamps, ids and hashes
+// that happen to pass Luhn are not taken for cards.
+func cardNetwork(d string) bool {
+	n := len(d)
+	p2, p3, p4 := num(d[:2]), num(d[:3]), num(d[:4])
+	switch {
+	case d[0] == '4': // Visa
+		return n == 13 || n == 16 || n == 19
+	case p2 >= 51 && p2 <= 55, p4 >= 2221 && p4 <= 2720: // Mastercard
+		return n == 16
+	case p2 == 34 || p2 == 37: // American Express
+		return n == 15
+	case p4 == 6011, p3 >= 644 && p3 <= 649, p2 == 65: // Discover
+		return n >= 16
+	case p4 >= 3528 && p4 <= 3589: // JCB
+		return n >= 16
+	case p3 >= 300 && p3 <= 305, p2 == 36, p2 == 38, p2 == 39: // Diners Club
+		return n >= 14
+	case p2 == 62: // UnionPay
+		return n >= 16
+	case p4 >= 2200 && p4 <= 2204: // Mir
+		return n >= 16
+	case p4 == 5018, p4 == 5020, p4 == 5038, p4 == 5893, p4 == 6304, p4 == 6759, p4 >= 6761 && p4 <= 6763: // Maestro
+		return true
+	}
+	return false
 }
 
 // IBAN: country code, check digits and BBAN, compact or in groups of four
@@ -506,7 +724,10 @@ var ibanLengths = map[string]int{
 // Phone: international (+CC ...), national with a trunk 0 (020 7946 0958),
 // or North American ((555) 123-4567).
 func checkPhone(text string, s, e int) int {
-	if !leftOK(text, s) {
+	if !leftOK(text, s) && !(text[s] == '+' && plusOK(text, s)) {
+		return -1
+	}
+	if text[s] != '+' && (!rightOK(text, e) || !isolated(text, s, e)) {
 		return -1
 	}
 	gs, ok := phoneGroups(text[s:e])
@@ -517,12 +738,12 @@ func checkPhone(text string, s, e int) int {
 	case text[s] == '+':
 		return checkIntlPhone(text, s, gs)
 	case text[s] == '0' || text[s:s+2] == "(0":
-		if !rightOK(text, e) || !isolated(text, s, e) || !checkNationalPhone(gs) {
+		if inHexDump(text, s, e) || !checkNationalPhone(gs) {
 			return -1
 		}
 		return e
 	default:
-		if !rightOK(text, e) || !isolated(text, s, e) || !checkNANP(gs) {
+		if !checkNANP(gs) {
 			return -1
 		}
 		return e
@@ -619,8 +840,9 @@ func checkIntlPhone(text string, s int, gs []phoneGroup) int {
 }
 
 // checkNationalPhone: a trunk 0 then the area code (not 00, the
-// international prefix, nor a hex dump's 00 00 00), 9-12 digits, groups
-// split by spaces, dashes, or one slash; dots only on their own.
+// international prefix, nor a hex dump's 00 00 00), 10-12 digits (a ZIP+4
+// code, 02110-1301, has 9), groups split by spaces, dashes, or one slash;
+// dots only on their own and more than one (06.7891234 is a decimal).
 func checkNationalPhone(gs []phoneGroup) bool {
 	d0 := gs[0].digits
 	if len(d0) < 2 || d0[0] != '0' || d0[1] == '0' || len(gs) < 2 || looksLikeDate(gs) {
@@ -642,15 +864,16 @@ func checkNationalPhone(gs []phoneGroup) bool {
 			others++
 		}
 	}
-	if digits < 9 || digits > 12 || slashes > 1 || (dots > 0 && (others > 0 || slashes > 0)) {
+	if digits < 10 || digits > 12 || slashes > 1 || dots == 1 || (dots > 0 && (others > 0 || slashes > 0)) {
 		return false
 	}
 	return true
 }
 
 // checkNANP: [1] area exchange line, the area code valid (first digit 2-9,
-// second not 9, not N11), the same separator throughout unless the area
-// code is in parentheses.
+// second not 9, not N11), split by dashes or dots, the same throughout,
+// or with the area code in parentheses. Spaces alone are not enough: "256
+// 512 1024" is a row of numbers.
 func checkNANP(gs []phoneGroup) bool {
 	if len(gs) == 4 {
 		if gs[0].digits != "1" {
@@ -665,10 +888,10 @@ func checkNANP(gs []phoneGroup) bool {
 	if a[0] < '2' || a[1] == '9' || a[1:] == "11" || gs[1].digits[1:] == "11" {
 		return false
 	}
-	if !gs[0].paren && gs[1].sep != gs[2].sep {
+	if gs[2].sep != '-' && gs[2].sep != '.' && !(gs[0].paren && gs[2].sep == ' ') {
 		return false
 	}
-	return gs[1].sep != '/' && gs[2].sep != '/'
+	return gs[0].paren || gs[1].sep == gs[2].sep
 }
 
 // looksLikeDate reports whether the first three groups read as a date:
