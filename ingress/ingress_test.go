@@ -39,7 +39,7 @@ type harness struct {
 	tenantB, keyB string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres, NATS and S3")
@@ -51,7 +51,11 @@ func newHarness(t *testing.T) *harness {
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
 	policy := jobs.DefaultPolicy()
 	policy.MaxCodeBytes = 32 << 10
-	srv, err := ingress.New(ingress.Config{Policy: policy, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second},
+	cfg := ingress.Config{Policy: policy, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second}
+	for _, o := range opts {
+		o(h, &cfg)
+	}
+	srv, err := ingress.New(cfg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), h.st, h.blobs, h.nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
