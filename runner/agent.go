@@ -132,8 +132,11 @@ func (a *agentConn) run(ctx context.Context, files []FileEntry, argv []string, e
 		req["bridge"] = codemode.SocketPath
 		req["clean"] = []string{codemode.GenDir}
 	}
+	// When the run ends, requests still in progress are cancelled and
+	// waited for, so that every call is in the record the caller reads.
 	bctx, stopBridge := context.WithCancel(ctx)
-	defer stopBridge()
+	var inFlight sync.WaitGroup
+	defer func() { stopBridge(); inFlight.Wait() }()
 	waiting := make(chan struct{}, maxBridgeWaiting)
 	fs := make([]agentFile, 0, len(files))
 	for _, f := range files {
@@ -164,8 +167,9 @@ func (a *agentConn) run(ctx context.Context, files []FileEntry, argv []string, e
 			}
 			select {
 			case waiting <- struct{}{}:
+				inFlight.Add(1)
 				go func() {
-					defer func() { <-waiting }()
+					defer func() { <-waiting; inFlight.Done() }()
 					body := bridge.Handle(bctx, br.Req)
 					if bctx.Err() == nil {
 						_ = a.send(map[string]any{"op": "reply", "id": br.ID, "body": json.RawMessage(body)})

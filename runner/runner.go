@@ -551,7 +551,7 @@ func (r *Runner) runClaim(ctx context.Context, ex *execution, ctr *Container, cl
 	start := time.Now()
 	exit, listing, err := ctr.runAgent(runCtx, jobFiles, spec.Argv(), env, spec, stdout, stderr, handler)
 	code := exit.Code
-	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(bridge)}
+	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(bridge)} // complete: runAgent waited for calls in progress
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
 
