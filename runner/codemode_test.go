@@ -247,6 +247,21 @@ except gantry.ToolError as e:
 		}
 	})
 
+	t.Run("in a session", func(t *testing.T) {
+		sid := h.session(t)
+		code := `from servers.crm import find_customer
+import os
+n = int(open("n.txt").read()) + 1 if os.path.exists("n.txt") else 1
+open("n.txt", "w").write(str(n))
+print(n, find_customer(email="alan@example.com")["name"])`
+		for i := 1; i <= 2; i++ {
+			j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "python", Code: code}), func(j jobs.Job) bool { return j.Status.Terminal() })
+			if want := fmt.Sprintf("%d Alan Turing\n", i); j.Stdout != want || len(j.ToolCalls) != 1 {
+				t.Fatalf("session job %d: %s stdout %q stderr %q calls %+v", i, j.Status, j.Stdout, j.Stderr, j.ToolCalls)
+			}
+		}
+	})
+
 	t.Run("without code mode the library says so", func(t *testing.T) {
 		j := h.run(t, jobs.Request{Language: "bash", Code: `env -u GANTRY_BRIDGE python3 -c '
 import gantry
