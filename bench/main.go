@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/codemode/codemodetest"
 )
 
 var (
@@ -145,6 +148,17 @@ func run() error {
 			r.Target, r.Met = "≤ 10 ms", met(g <= 10*time.Millisecond)
 		}
 		res.Rows = append(res.Rows, r)
+	}
+
+	// Code mode: a tool call's round trip from the sandbox through the
+	// agent, the runner and an upstream MCP server over HTTP.
+	if *target == "" {
+		fmt.Fprintln(os.Stderr, "bench: code-mode tool calls")
+		rows, err := codeModeRows(c)
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, rows...)
 	}
 
 	// Throughput.
@@ -469,4 +483,42 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 		stop()
 		return "", "", 0, nil, fmt.Errorf("gantry dev did not start within 60s")
 	}
+}
+
+// codeModeRows registers a fixture MCP server and times 200 tool calls made
+// from Python in one job, as the program sees them.
+func codeModeRows(c *client) ([]row, error) {
+	up := httptest.NewServer(codemodetest.Handler(codemodetest.CRM(codemodetest.CredentialOK)))
+	defer up.Close()
+	reg, _ := json.Marshal(map[string]any{"name": "benchcrm", "url": up.URL + "/mcp",
+		"headers": map[string]string{"Authorization": "Bearer " + codemodetest.Token}})
+	c.do("DELETE", "/v1/mcp-servers/benchcrm", "")
+	if body, status, err := c.do("POST", "/v1/mcp-servers", string(reg)); err != nil || status != http.StatusCreated {
+		return nil, fmt.Errorf("register the fixture MCP server: %d %s %v", status, body, err)
+	}
+	defer c.do("DELETE", "/v1/mcp-servers/benchcrm", "")
+	code := `import gantry, json, time
+ts = []
+for _ in range(200):
+    t = time.perf_counter()
+    gantry.call("benchcrm", "whoami")
+    ts.append(time.perf_counter() - t)
+ts.sort()
+print(json.dumps([ts[100] * 1000, ts[198] * 1000]))`
+	req, _ := json.Marshal(map[string]any{"language": "python", "code": code, "limits": map[string]any{"tool_calls": 1000}})
+	body, status, err := c.do("POST", "/v1/execute", string(req))
+	if err != nil || status != http.StatusOK {
+		return nil, fmt.Errorf("code-mode job: %d %s %v", status, body, err)
+	}
+	var j struct {
+		Status, Stdout, Stderr string
+	}
+	var p []float64
+	if err := json.Unmarshal(body, &j); err != nil || json.Unmarshal([]byte(j.Stdout), &p) != nil || len(p) != 2 {
+		return nil, fmt.Errorf("code-mode job: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	return []row{
+		{Name: "code mode: tool call from the sandbox (HTTP upstream) p50", Gantry: fmt.Sprintf("%.1f ms", p[0]), Value: p[0]},
+		{Name: "code mode: tool call from the sandbox (HTTP upstream) p99", Gantry: fmt.Sprintf("%.1f ms", p[1]), Value: p[1]},
+	}, nil
 }

@@ -142,10 +142,17 @@ type authKey struct{}
 // request without "Authorization: Bearer <Token>" gets 401. A tools/call of
 // a tool named "garbage" is answered with bytes that are not JSON-RPC.
 func ServeHTTP(t testing.TB, s *server.MCPServer) string {
+	srv := httptest.NewServer(Handler(s))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// Handler is the HTTP handler ServeHTTP serves.
+func Handler(s *server.MCPServer) http.Handler {
 	h := server.NewStreamableHTTPServer(s, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 		return context.WithValue(ctx, authKey{}, r.Header.Get("Authorization") == "Bearer "+Token)
 	}))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+Token)) != 1 {
 			http.Error(w, "missing or wrong token", http.StatusUnauthorized)
 			return
@@ -158,9 +165,7 @@ func ServeHTTP(t testing.TB, s *server.MCPServer) string {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
+	})
 }
 
 // CredentialOK reports whether the request a tool runs for carried the
