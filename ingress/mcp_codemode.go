@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/store"
 )
 
 func (s *Server) addCodeModeTools(ms *server.MCPServer) {
@@ -70,19 +71,29 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer) {
 	), s.toolRemoveMCPServer)
 }
 
+// beginCodeMode is begin for the code-mode tools: it also answers at once
+// when code mode is not configured.
+func (s *Server) beginCodeMode(ctx context.Context, req mcp.CallToolRequest, args any) (store.Principal, *codemode.Registry, *mcp.CallToolResult, error) {
+	p, res, err := begin(ctx, req, args)
+	if res != nil || err != nil {
+		return p, nil, res, err
+	}
+	reg, err := s.codeMode()
+	if err != nil {
+		return p, nil, toolError(err), nil
+	}
+	return p, reg, nil, nil
+}
+
 func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Query  string `json:"query"`
 		Detail string `json:"detail"`
 		Limit  int    `json:"limit"`
 	}
-	p, res, err := begin(ctx, req, &args)
+	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
-	}
-	reg, err := s.codeMode()
-	if err != nil {
-		return toolError(err), nil
 	}
 	if args.Limit == 0 {
 		args.Limit = 10
@@ -119,13 +130,9 @@ func toolsText(tools []codemode.ToolInfo, detail string) string {
 
 func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct{}
-	p, res, err := begin(ctx, req, &args)
+	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
-	}
-	reg, err := s.codeMode()
-	if err != nil {
-		return toolError(err), nil
 	}
 	list, err := reg.List(ctx, p.TenantID)
 	if err != nil {
@@ -143,13 +150,9 @@ func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest
 
 func (s *Server) toolAddMCPServer(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args codemode.Registration
-	p, res, err := begin(ctx, req, &args)
+	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
-	}
-	reg, err := s.codeMode()
-	if err != nil {
-		return toolError(err), nil
 	}
 	srv, err := reg.Register(ctx, p.TenantID, args)
 	if err != nil {
@@ -163,13 +166,9 @@ func (s *Server) toolRemoveMCPServer(ctx context.Context, req mcp.CallToolReques
 	var args struct {
 		Name string `json:"name"`
 	}
-	p, res, err := begin(ctx, req, &args)
+	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
-	}
-	reg, err := s.codeMode()
-	if err != nil {
-		return toolError(err), nil
 	}
 	if err := reg.Delete(ctx, p.TenantID, args.Name); err != nil {
 		return toolError(s.mcpServerNotFound(err, args.Name)), nil

@@ -212,17 +212,10 @@ func (s *Store) ListMCPServers(ctx context.Context, tenantID string) ([]MCPServe
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []MCPServer{}
-	for rows.Next() {
-		m, err := scanMCPServer(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, scanMCPServerRow)
 }
+
+func scanMCPServerRow(r pgx.CollectableRow) (MCPServer, error) { return scanMCPServer(r) }
 
 // DeleteMCPServer removes a server and its tools, or returns ErrNotFound.
 func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, name string) error {
@@ -252,16 +245,7 @@ func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, lim
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []MCPServer
-	for rows.Next() {
-		m, err := scanMCPServer(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, scanMCPServerRow)
 }
 
 func mcpServerColumnsOf(alias string) string {
@@ -291,16 +275,7 @@ func (s *Store) MCPTools(ctx context.Context, tenantID, server string) ([]MCPToo
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []MCPTool{}
-	for rows.Next() {
-		t, err := scanMCPTool(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (MCPTool, error) { return scanMCPTool(r) })
 }
 
 // GetMCPTool returns one cached tool (allowed or not) or ErrNotFound.
