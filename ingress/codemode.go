@@ -3,12 +3,12 @@ package ingress
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -193,13 +193,9 @@ func (s *Server) handlePatchSettings(w http.ResponseWriter, r *http.Request, p s
 	return s.handleGetSettings(w, r, p)
 }
 
-// decodeBody reads a bounded JSON body strictly into v.
+// decodeBody decodes a JSON body of at most 1 MiB strictly into v.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	return decodeStrict(raw, v)
+	return jobs.DecodeStrict(http.MaxBytesReader(w, r.Body, 1<<20), v)
 }
 
 // sweepCodeMode refreshes stale tool lists and deletes expired privacy

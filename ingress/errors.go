@@ -65,15 +65,18 @@ func toAPIError(err error) (e *APIError, internal bool) {
 	var upErr *codemode.UpstreamError
 	switch {
 	case errors.As(err, &cmErr):
-		status := map[string]int{codemode.CodeUnknownServer: http.StatusNotFound, codemode.CodeUnknownTool: http.StatusNotFound,
-			codemode.CodeUnavailable: http.StatusServiceUnavailable, codemode.CodeUpstreamError: http.StatusBadGateway,
-			codemode.CodeTimeout: http.StatusGatewayTimeout}[cmErr.Code]
-		code := map[int]string{http.StatusNotFound: CodeNotFound, http.StatusServiceUnavailable: CodeUnavailable,
-			http.StatusBadGateway: CodeUpstream, http.StatusGatewayTimeout: CodeUpstream}[status]
-		if status == 0 {
-			status, code = http.StatusBadRequest, CodeInvalidArgument
+		e := &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: cmErr.Message}
+		switch cmErr.Code {
+		case codemode.CodeUnknownServer, codemode.CodeUnknownTool:
+			e.Status, e.Code = http.StatusNotFound, CodeNotFound
+		case codemode.CodeUnavailable:
+			e.Status, e.Code = http.StatusServiceUnavailable, CodeUnavailable
+		case codemode.CodeUpstreamError:
+			e.Status, e.Code = http.StatusBadGateway, CodeUpstream
+		case codemode.CodeTimeout:
+			e.Status, e.Code = http.StatusGatewayTimeout, CodeUpstream
 		}
-		return &APIError{Status: status, Code: code, Message: cmErr.Message}, false
+		return e, false
 	case errors.As(err, &upErr):
 		return &APIError{Status: http.StatusBadGateway, Code: CodeUpstream, Message: codemode.UpstreamMessage(err)}, false
 	case errors.As(err, &apiErr):

@@ -111,7 +111,8 @@ type ToolCall struct {
 	DurationMS int64     `json:"duration_ms"`
 	// Status is ok, error (the tool reported an error), denied,
 	// budget_exceeded, unknown_server, unknown_tool, timeout,
-	// upstream_error, too_large or bad_request.
+	// upstream_error, too_large, bad_request or unavailable (gantry could
+	// not make the call).
 	Status   string `json:"status"`
 	BytesIn  int    `json:"bytes_in"`  // arguments sent upstream
 	BytesOut int    `json:"bytes_out"` // result returned to the code

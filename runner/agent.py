@@ -193,17 +193,15 @@ def run(req):
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, b"o")
     sel.register(proc.stderr, selectors.EVENT_READ, b"e")
-    # The runner sends nothing while a program runs: stdin becoming readable
-    # means it closed (the runner died). Leave at once; the container, and
-    # the program with it, stops.
+    # While a program runs the runner sends only bridge replies: stdin at
+    # EOF means the runner died. Then leave at once; the container, and the
+    # program with it, stops.
     sel.register(0, selectors.EVENT_READ, b"in")
     bridge = Bridge(req["bridge"], sel) if req.get("bridge") else None
     open_streams = 2
     while open_streams:
         for key, _ in sel.select():
             if key.data == b"in":
-                # Only bridge replies come while a program runs; EOF means
-                # the runner is gone.
                 msg = read_request()
                 if msg is None:
                     os._exit(1)

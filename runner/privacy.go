@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,14 +19,6 @@ import (
 // sees them. Live output is not streamed for such jobs: a value split
 // across two chunks would slip past the tokenizer, so their output arrives
 // with the result.
-
-// private reports whether the tenant has privacy tokens on.
-func (r *Runner) private(ctx context.Context, tenantID string) (bool, error) {
-	if r.cfg.Privacy == nil {
-		return false, nil
-	}
-	return r.store.TenantPII(ctx, tenantID)
-}
 
 // detokenizeSpec returns the spec with tokens replaced by their values.
 func (r *Runner) detokenizeSpec(ctx context.Context, tenantID string, spec jobs.Spec) (jobs.Spec, error) {
@@ -78,12 +71,17 @@ func (r *Runner) tokenizeResult(ctx context.Context, tenantID string, res *jobs.
 	return nil
 }
 
-// withPrivacy wraps the claim for a private tenant: the spec detokenized.
-func (r *Runner) withPrivacy(ctx context.Context, claim store.Claim) (store.Claim, bool, error) {
-	on, err := r.private(ctx, claim.TenantID)
-	if err != nil || !on {
-		return claim, false, err
+// withPrivacy returns the claim of a private tenant with its spec
+// detokenized. It fails closed: a runner that cannot tokenize (no
+// GANTRY_SECRET_KEY) does not run a private tenant's job.
+func (r *Runner) withPrivacy(ctx context.Context, claim store.Claim) (store.Claim, error) {
+	if !claim.Private {
+		return claim, nil
 	}
+	if r.cfg.Privacy == nil {
+		return claim, errors.New("the tenant has privacy tokens on but this runner has no GANTRY_SECRET_KEY to tokenize with")
+	}
+	var err error
 	claim.Spec, err = r.detokenizeSpec(ctx, claim.TenantID, claim.Spec)
-	return claim, true, err
+	return claim, err
 }

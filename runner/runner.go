@@ -82,7 +82,6 @@ type Store interface {
 	RequeueJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
-	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SessionStore
 	SkillStore
 }
@@ -478,19 +477,19 @@ func (r *Runner) removeContainer(ctr *Container, jobID string) {
 // output, artifacts out. A returned error means gantry failed, not the
 // program.
 func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
-	claim, private, err := r.withPrivacy(ctx, claim)
+	claim, err := r.withPrivacy(ctx, claim)
 	if err != nil {
 		return jobs.Result{}, fmt.Errorf("privacy tokens: %w", err)
 	}
-	res, err := r.runClaim(ctx, ex, ctr, claim, private)
-	if err == nil && private {
+	res, err := r.runClaim(ctx, ex, ctr, claim)
+	if err == nil && claim.Private {
 		err = r.tokenizeResult(ctx, claim.TenantID, &res)
 	}
 	return res, err
 }
 
-func (r *Runner) runClaim(ctx context.Context, ex *execution, ctr *Container, claim store.Claim, private bool) (jobs.Result, error) {
-	spec := claim.Spec
+func (r *Runner) runClaim(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
+	spec, private := claim.Spec, claim.Private
 	stamp, skillFiles, err := r.skills.get(ctx, claim.TenantID)
 	if err != nil {
 		return jobs.Result{}, fmt.Errorf("load skills: %w", err)

@@ -226,7 +226,13 @@ type Claim struct {
 	TenantID        string
 	Spec            jobs.Spec
 	CancelRequested bool
+	// Private: the tenant has privacy tokens on (read with the claim, so
+	// the runner needs no extra query per job).
+	Private bool
 }
+
+// tenantPrivate selects the privacy switch of a jobs row's tenant.
+const tenantPrivate = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id)`
 
 // ClaimJob marks the job running for this attempt and returns its spec. It
 // succeeds for a queued job and for a running one whose earlier attempt was
@@ -240,8 +246,8 @@ func (s *Store) ClaimJob(ctx context.Context, id string, attempt int, runnerID s
 		err = s.pool.QueryRow(ctx, `
 			UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
 			WHERE id = $1 AND status IN ('queued', 'running')
-			RETURNING tenant_id, spec, cancel_requested`, id, attempt, runnerID).
-			Scan(&c.TenantID, &spec, &c.CancelRequested)
+			RETURNING tenant_id, spec, cancel_requested, `+tenantPrivate, id, attempt, runnerID).
+			Scan(&c.TenantID, &spec, &c.CancelRequested, &c.Private)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}

@@ -48,9 +48,21 @@ type MCPToolHit struct {
 	Score float64
 }
 
-const mcpServerColumns = `tenant_id, name, description, transport, display_url, command, secret_sealed, secret_names,
-	allow_tools, deny_tools, timeout_ms, version, tools_refreshed_at, coalesce(tools_error, ''), created_at, updated_at,
+// mcpServerColumns are qualified with the alias s, so that they also serve
+// an UPDATE ... FROM's RETURNING.
+const mcpServerColumns = `s.tenant_id, s.name, s.description, s.transport, s.display_url, s.command, s.secret_sealed, s.secret_names,
+	s.allow_tools, s.deny_tools, s.timeout_ms, s.version, s.tools_refreshed_at, coalesce(s.tools_error, ''), s.created_at, s.updated_at,
 	(SELECT count(*) FROM mcp_tools t WHERE t.tenant_id = s.tenant_id AND t.server = s.name AND t.allowed)`
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func getMCPServer(ctx context.Context, q querier, tenantID, name string) (MCPServer, error) {
+	m, err := scanMCPServer(q.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, tenantID, name))
+	return m, notFound(err)
+}
 
 func scanMCPServer(row pgx.Row) (MCPServer, error) {
 	var m MCPServer
@@ -88,7 +100,7 @@ func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 	if err := replaceTools(ctx, tx, m.TenantID, m.Name, tools); err != nil {
 		return MCPServer{}, err
 	}
-	out, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name))
+	out, err := getMCPServer(ctx, tx, m.TenantID, m.Name)
 	if err != nil {
 		return MCPServer{}, err
 	}
@@ -117,8 +129,8 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 		return MCPServer{}, err
 	}
 	if tag.RowsAffected() == 0 {
-		if _, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name)); err != nil {
-			return MCPServer{}, notFound(err)
+		if _, err := getMCPServer(ctx, tx, m.TenantID, m.Name); err != nil {
+			return MCPServer{}, err
 		}
 		return MCPServer{}, fmt.Errorf("%w: MCP server %q was changed concurrently; retry", ErrConflict, m.Name)
 	}
@@ -129,7 +141,7 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 	} else if err := reflag(ctx, tx, m.TenantID, m.Name, allowed); err != nil {
 		return MCPServer{}, err
 	}
-	out, err := scanMCPServer(tx.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, m.TenantID, m.Name))
+	out, err := getMCPServer(ctx, tx, m.TenantID, m.Name)
 	if err != nil {
 		return MCPServer{}, err
 	}
@@ -202,8 +214,7 @@ func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, versio
 
 // GetMCPServer returns one of the tenant's servers or ErrNotFound.
 func (s *Store) GetMCPServer(ctx context.Context, tenantID, name string) (MCPServer, error) {
-	m, err := scanMCPServer(s.pool.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, tenantID, name))
-	return m, notFound(err)
+	return getMCPServer(ctx, s.pool, tenantID, name)
 }
 
 // ListMCPServers returns the tenant's servers by name.
@@ -241,18 +252,11 @@ func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, lim
 			ORDER BY tools_refreshed_at NULLS FIRST LIMIT $2 FOR UPDATE SKIP LOCKED)
 		UPDATE mcp_servers s SET refresh_claimed_at = now() FROM c
 		WHERE s.tenant_id = c.tenant_id AND s.name = c.name
-		RETURNING `+mcpServerColumnsOf("s"), age.Seconds(), limit)
+		RETURNING `+mcpServerColumns, age.Seconds(), limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanMCPServerRow)
-}
-
-func mcpServerColumnsOf(alias string) string {
-	return alias + `.tenant_id, ` + alias + `.name, ` + alias + `.description, ` + alias + `.transport, ` + alias + `.display_url, ` +
-		alias + `.command, ` + alias + `.secret_sealed, ` + alias + `.secret_names, ` + alias + `.allow_tools, ` + alias + `.deny_tools, ` +
-		alias + `.timeout_ms, ` + alias + `.version, ` + alias + `.tools_refreshed_at, coalesce(` + alias + `.tools_error, ''), ` +
-		alias + `.created_at, ` + alias + `.updated_at, 0`
 }
 
 const mcpToolColumns = `server, name, description, input_schema, output_schema, allowed`

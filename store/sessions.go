@@ -308,10 +308,10 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var attempt int
 	var tenantID string
 	var spec []byte
-	var cancelReq bool
-	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested FROM jobs
-		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq)
+	var cancelReq, private bool
+	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, `+tenantPrivate+` FROM jobs
+		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing left. Holding the session's row, no submission is half
 		// done, so the count of queued jobs is exactly zero (it can drift
@@ -338,7 +338,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq}
+	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private}
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
 	}
