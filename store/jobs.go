@@ -229,6 +229,9 @@ type Claim struct {
 	// Private: the tenant has privacy tokens on (read with the claim, so
 	// the runner needs no extra query per job).
 	Private bool
+	// KeyEpoch counts the revocations of the tenant's keys: a runner
+	// retires containers bound to the tenant under an older epoch.
+	KeyEpoch int64
 }
 
 // tenantPrivate selects the privacy switch of a jobs row's tenant.
