@@ -35,6 +35,10 @@ postgres: ## make sure the local Postgres runs with the gantry role and database
 versitygw: ## build bin/versitygw, the S3 server for dev and tests
 	@scripts/ensure-versitygw.sh
 
+.PHONY: runsc
+runsc: docker ## make gVisor (runsc) available to dockerd, for the gVisor tests (never fatal)
+	@scripts/ensure-runsc.sh
+
 .PHONY: image
 image: docker ## build the sandbox image offline from Debian packages and the agent (if missing)
 	@mkdir -p bin && GO=$(GO) images/sandbox/build.sh >$(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE) && \
@@ -47,10 +51,19 @@ deps: docker postgres versitygw image ## everything run and test need
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) exec bin/gantry dev
 
+# The runner tests that also run under gVisor: hardening, escapes, program
+# faults, sessions.
+RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions)$$
+
 .PHONY: test
-test: deps build ## run every test against the real engines
+test: deps runsc build ## run every test against the real engines (and the sandbox tests under gVisor)
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./...
+	@if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
+		echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
+		GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
+			$(GO) test -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner; \
+	else echo "dockerd has no runsc runtime: the gVisor tests were skipped (make runsc)"; fi
 
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json

@@ -175,8 +175,10 @@ func (s *server) start(req Request, runDir string) (*process, error) {
 	}
 	p.cmd.Env = env
 	p.cmd.Dir = Workspace
-	// The program (bwrap, or the program itself) dies with the agent.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The program (bwrap, or the program itself) dies with the agent; it
+	// has a process group of its own, so that a program killing its group
+	// does not kill the agent.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {

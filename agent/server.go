@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,6 +250,21 @@ func (s *server) skills(files []File) error {
 		if err := placeFile(root, rel, f.Data); err != nil {
 			return fmt.Errorf("skill file %s: %w", f.Path, err)
 		}
+	}
+	if s.cfg.Isolation == Container {
+		// No bind mount makes them read-only for the program here; their
+		// modes keep it from changing them by accident (it is their owner,
+		// and the container serves this one job).
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && p != dir {
+				if d.IsDir() {
+					_ = os.Chmod(p, 0o555)
+				} else {
+					_ = os.Chmod(p, 0o444)
+				}
+			}
+			return nil
+		})
 	}
 	return nil
 }

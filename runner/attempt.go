@@ -193,7 +193,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 
 	private := a.claim.Private
 	publish := func(stream string, offset int, chunk []byte) {
-		if private {
+		if private || a.r.nc == nil {
 			return
 		}
 		m := nats.NewMsg(jobs.LogSubject(a.ex.jobID))
@@ -245,18 +245,30 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		a.handOn(ctr, false, "broken")
 		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
 	default:
-		// The container broke while the program ran. Only the program
-		// can run it out of memory; anything else happened to it from
-		// outside (Docker, an operator) and the job may run again.
+		// The container broke while the program ran. Under Namespaces
+		// only the program can run it out of memory, and anything else
+		// happened to it from outside (Docker, an operator): the job may
+		// run again. Under the Container isolation the program shares the
+		// container with the agent and may have stopped it itself: a
+		// container that exited is the program's doing.
 		f, derr := ctr.diagnose(context.WithoutCancel(ctx))
+		a.log.Warn("the sandbox container stopped while the program ran", "container", shortID(ctr.id),
+			"err", err, "oom_killed", f.oomKilled, "exit_code", f.exitCode, "running", f.running, "gone", f.gone, "inspect_err", derr)
 		a.handOn(ctr, false, "died")
-		if derr != nil || !f.oomKilled {
-			return jobs.Result{}, nil, fmt.Errorf("the sandbox container stopped while the program ran (%v): %w", err, errSandboxLost)
+		switch {
+		case derr != nil || f.gone:
+			return jobs.Result{}, nil, fmt.Errorf("the sandbox container went away while the program ran (%v): %w", err, errSandboxLost)
+		case f.oomKilled:
+			res.Status = jobs.StatusFailed
+			res.ExitCode = ptr(137)
+			res.Error = oomError(spec.Limits)
+			return res, nil, nil
+		case a.r.sandbox.Isolation() == agent.Container && !f.running:
+			res.Status = jobs.StatusFailed
+			res.ExitCode = ptr(f.exitCode)
+			return res, nil, nil
 		}
-		res.Status = jobs.StatusFailed
-		res.ExitCode = ptr(137)
-		res.Error = oomError(spec.Limits)
-		return res, nil, nil
+		return jobs.Result{}, nil, fmt.Errorf("the sandbox container stopped while the program ran (%v): %w", err, errSandboxLost)
 	}
 
 	code := rr.Exit.Code

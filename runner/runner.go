@@ -153,6 +153,9 @@ func (r *Runner) Check(ctx context.Context) error { return r.sandbox.Check(ctx) 
 // the queue for another runner.
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.sandbox.CheckImage(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before it started
+		}
 		return err
 	}
 	r.stopping = ctx.Done()
