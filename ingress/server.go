@@ -36,7 +36,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
-	// MaxExecuteWait caps how long POST /v1/execute waits.
+	// MaxExecuteWait caps how long POST /v1/execute waits (default: the
+	// policy's longest timeout and 30 s).
 	MaxExecuteWait time.Duration
 	// PresignExpiry is how long artifact download URLs work.
 	PresignExpiry time.Duration
@@ -66,7 +67,8 @@ func (c Config) WithDefaults() Config {
 		c.MaxWait = 60 * time.Second
 	}
 	if c.MaxExecuteWait == 0 {
-		c.MaxExecuteWait = 15*time.Minute + 30*time.Second
+		// The longest job, and time to record it.
+		c.MaxExecuteWait = time.Duration(c.Policy.MaxTimeoutMS)*time.Millisecond + 30*time.Second
 	}
 	if c.PresignExpiry == 0 {
 		c.PresignExpiry = 15 * time.Minute

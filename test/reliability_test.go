@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/gantryhq/gantry/jobs"
@@ -24,5 +25,39 @@ func TestBinaryStdin(t *testing.T) {
 	r := d.call(t, "POST", "/v1/jobs", `{"language":"python","code":"x","stdin":"a\u0000"}`)
 	if r.status != 400 {
 		t.Errorf("NUL in text stdin: %d %s", r.status, r.body)
+	}
+}
+
+// TestPolicyMaxima: what the operator's maxima forbid is refused at once
+// with a 400 naming the field; a bad maximum stops gantry at start, naming
+// the variable.
+func TestPolicyMaxima(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_MAX_CPUS=1.5", "GANTRY_MAX_MEMORY_MB=1024",
+		"GANTRY_MAX_DISK_MB=600", "GANTRY_MAX_OUTPUT_BYTES=2097152", "GANTRY_MAX_TIMEOUT_MS=60000")
+	cases := []struct{ path, body, field string }{
+		{"/v1/jobs", `{"language":"python","code":"x","limits":{"cpus":2}}`, "limits.cpus"},
+		{"/v1/jobs", `{"language":"python","code":"x","limits":{"memory_mb":2048}}`, "limits.memory_mb"},
+		{"/v1/jobs", `{"language":"python","code":"x","limits":{"disk_mb":1000}}`, "limits.disk_mb"},
+		{"/v1/jobs", `{"language":"python","code":"x","limits":{"output_bytes":4194304}}`, "limits.output_bytes"},
+		{"/v1/execute", `{"language":"python","code":"x","timeout_ms":60001}`, "timeout_ms"},
+		{"/v1/sessions", `{"language":"python","disk_mb":1000}`, "disk_mb"},
+	}
+	for _, c := range cases {
+		r := d.call(t, "POST", c.path, c.body)
+		var body struct{ Error struct{ Code, Field string } }
+		_ = json.Unmarshal(r.body, &body)
+		if r.status != 400 || body.Error.Field != c.field {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, r.status, r.body, c.field)
+		}
+	}
+	if r := d.call(t, "POST", "/v1/jobs", `{"language":"python","code":"x","limits":{"cpus":1.5,"memory_mb":1024},"timeout_ms":60000}`); r.status != 202 {
+		t.Errorf("a job at the maxima: %d %s", r.status, r.body)
+	}
+
+	bad := start(t, []string{"GANTRY_MAX_CPUS=many", "GANTRY_MAX_TIMEOUT_MS=10"}, "dev")
+	<-bad.done
+	out := bad.output()
+	if bad.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(out, "GANTRY_MAX_CPUS=") || !strings.Contains(out, "GANTRY_MAX_TIMEOUT_MS=") {
+		t.Errorf("gantry started with bad maxima, or did not name them:\n%s", out)
 	}
 }

@@ -111,6 +111,7 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
 	srv, err := ingress.New(ingress.Config{
+		Policy:        cfg.Policy,
 		Queue:         cfg.Queue,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
 		PresignExpiry: cfg.PresignExpiry,
