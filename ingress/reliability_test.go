@@ -3,10 +3,19 @@ package ingress_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/jobs/jobstest"
 )
 
 // TestUntrustedStrings: bytes Postgres cannot store (NUL) and bodies that
@@ -56,5 +65,116 @@ func TestUntrustedStrings(t *testing.T) {
 	}
 	if !strings.Contains(string(r.body), `"status":"queued"`) {
 		t.Errorf("job: %s", r.body)
+	}
+}
+
+// TestReadyzFollowsTheJobStream: /readyz is 503 whenever the job stream
+// cannot take a publish (it is gone), and 200 again once it can.
+func TestReadyzFollowsTheJobStream(t *testing.T) {
+	h := newHarness(t)
+	ready := func() response { return h.do(t, "", "GET", "/readyz", "") }
+	if r := ready(); r.status != 200 {
+		t.Fatalf("readyz: %d %s", r.status, r.body)
+	}
+	ctx := context.Background()
+	if err := h.js.DeleteStream(ctx, jobs.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if r := ready(); r.status != 503 || !strings.Contains(string(r.body), `"nats":"error: job stream GANTRY_JOBS`) {
+		t.Errorf("readyz without the job stream: %d %s", r.status, r.body)
+	}
+	if _, err := jobs.EnsureQueue(ctx, h.js, jobs.QueueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ready(); r.status != 200 {
+		t.Errorf("readyz with the stream back: %d %s", r.status, r.body)
+	}
+}
+
+// natsCluster starts n clustered JetStream servers in this process and
+// waits for the cluster to elect a meta leader.
+func natsCluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	ports := make([]int, n)
+	var routes []*url.URL
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: l.Addr().String()})
+	}
+	servers := make([]*server.Server, n)
+	for i := range servers {
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "gantry-test", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  routes,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("nats server %d did not start", i)
+		}
+		servers[i] = ns
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !servers[0].JetStreamIsCurrent() || servers[0].JetStreamIsClustered() && !hasMetaLeader(servers) {
+		if time.Now().After(deadline) {
+			t.Fatal("the NATS cluster elected no JetStream leader")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return servers
+}
+
+func hasMetaLeader(servers []*server.Server) bool {
+	for _, s := range servers {
+		if s.JetStreamIsLeader() {
+			return true
+		}
+	}
+	return false
+}
+
+// TestReadyzWithoutQuorum runs the ingress on a 3-node JetStream cluster
+// with a replicated job stream: when two nodes are gone the stream has no
+// leader, every submission would fail, and /readyz says so.
+func TestReadyzWithoutQuorum(t *testing.T) {
+	var cluster []*server.Server
+	h := newHarness(t, func(h *harness, c *ingress.Config) {
+		cluster = natsCluster(t, 3)
+		h.nc = jobstest.Connect(t, cluster[0])
+		h.js, _ = jetstream.New(h.nc)
+		c.Queue.Replicas = 3
+	})
+	ready := func() response { return h.do(t, "", "GET", "/readyz", "") }
+	if r := ready(); r.status != 200 {
+		t.Fatalf("readyz on a healthy cluster: %d %s", r.status, r.body)
+	}
+	if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 202 {
+		t.Fatalf("submit on a healthy cluster: %d %s", r.status, r.body)
+	}
+	cluster[1].Shutdown()
+	cluster[2].Shutdown()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := ready()
+		if r.status == 503 && strings.Contains(string(r.body), `"nats":"error`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz with 1 of 3 nodes left: %d %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 503 {
+		t.Errorf("submit without quorum: %d %s (readyz was right to say not ready)", r.status, r.body)
 	}
 }

@@ -167,12 +167,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}, s.queueDepth))
 	s.checks = append([]Check{
 		{"postgres", st.Ping},
-		{"nats", func(context.Context) error {
-			if !nc.IsConnected() {
-				return errors.New("not connected")
-			}
-			return nil
-		}},
+		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
 	s.routes()
@@ -299,6 +294,26 @@ func (s *Server) queueDepth() float64 {
 		return -1
 	}
 	return float64(info.NumPending)
+}
+
+// checkQueue checks that the job stream can take a publish: NATS is
+// connected and the stream answers its info request, with a leader when it
+// is replicated. During a leader election, or with the stream gone, every
+// submission would fail: the ingress is not ready.
+func (s *Server) checkQueue(ctx context.Context) error {
+	if !s.nc.IsConnected() {
+		return errors.New("not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	stream, err := s.js.Stream(ctx, jobs.StreamName)
+	if err != nil {
+		return fmt.Errorf("job stream %s: %w", jobs.StreamName, err)
+	}
+	if c := stream.CachedInfo().Cluster; c != nil && c.Leader == "" {
+		return fmt.Errorf("job stream %s has no leader", jobs.StreamName)
+	}
+	return nil
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
