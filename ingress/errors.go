@@ -35,6 +35,7 @@ const (
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
 	CodePayloadTooLarge = "payload_too_large"
+	CodeRequestTimeout  = "request_timeout"
 	CodeRateLimited     = "rate_limited"
 	CodeUnavailable     = "unavailable"
 	CodeUpstream        = "upstream_error"

@@ -1,16 +1,21 @@
 package ingress_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/ingress"
@@ -176,5 +181,103 @@ func TestReadyzWithoutQuorum(t *testing.T) {
 	}
 	if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 503 {
 		t.Errorf("submit without quorum: %d %s (readyz was right to say not ready)", r.status, r.body)
+	}
+}
+
+// slowPost opens a connection and sends a request whose body trickles in a
+// byte at a time, as a slow or malicious client would. It returns the
+// status line the server answered with ("" if none) and how long the
+// connection stayed open.
+func slowPost(t *testing.T, base, key, method, path string) (string, time.Duration) {
+	t.Helper()
+	u, _ := url.Parse(base)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Error(err)
+		return "", 0
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", method, path, u.Host, key)
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		// Read to the end: the server must close the connection.
+		_, _ = io.Copy(io.Discard, conn)
+		got <- strings.TrimSpace(line)
+	}()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case line := <-got:
+			return line, time.Since(start)
+		case <-tick.C:
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return <-got, time.Since(start)
+			}
+			if time.Since(start) > 20*time.Second {
+				return "", time.Since(start)
+			}
+		}
+	}
+}
+
+// TestSlowBodies: request bodies that trickle in are cut off after the body
+// timeout with 408 and a closed connection, while long responses (long
+// polls, execute, MCP calls) outlast it.
+func TestSlowBodies(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.BodyTimeout = time.Second })
+	sess := h.do(t, h.keyA, "POST", "/v1/sessions", `{}`)
+	var s struct{ ID string }
+	sess.json(t, &s)
+
+	paths := [][2]string{{"POST", "/v1/jobs"}, {"POST", "/v1/execute"}, {"PUT", "/v1/sessions/" + s.ID + "/files/a.txt"}, {"POST", "/mcp"}}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := paths[i%len(paths)]
+			line, took := slowPost(t, h.url, h.keyA, p[0], p[1])
+			if !strings.HasPrefix(line, "HTTP/1.1 408") && !(p[1] == "/mcp" && strings.HasPrefix(line, "HTTP/1.1 4")) {
+				t.Errorf("%s %s with a slow body: %q after %s", p[0], p[1], line, took)
+			}
+			if took < time.Second || took > 5*time.Second {
+				t.Errorf("%s %s: the slow connection stayed open %s (body timeout 1s)", p[0], p[1], took)
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Responses may take longer than the body timeout.
+	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+		var rm jobs.RunMessage
+		_ = json.Unmarshal(m.Data, &rm)
+		go func() {
+			time.Sleep(2500 * time.Millisecond)
+			h.finish(t, rm.JobID, succeeded("late\n"))
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck
+	start := time.Now()
+	r := h.do(t, h.keyA, "POST", "/v1/execute", pyJob)
+	if j := r.job(t); r.status != 200 || j.Status != jobs.StatusSucceeded || time.Since(start) < 2*time.Second {
+		t.Errorf("execute outlasting the body timeout: %d %s after %s", r.status, r.body, time.Since(start))
+	}
+	q := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
+	start = time.Now()
+	if j := h.do(t, h.keyA, "GET", "/v1/jobs/"+q.ID+"?wait=8s", "").job(t); j.Status != jobs.StatusSucceeded || time.Since(start) < 2*time.Second {
+		t.Errorf("long poll: %s after %s", j.Status, time.Since(start))
+	}
+	c := h.mcpClient(t, h.keyA, "2025-06-18")
+	start = time.Now()
+	var out mcpJob
+	structured(t, call(t, c, "execute_code", map[string]any{"language": "python", "code": "print(1)"}), &out)
+	if out.Status != jobs.StatusSucceeded || out.Stdout != "late\n" || time.Since(start) < 2*time.Second {
+		t.Errorf("MCP execute_code outlasting the body timeout: %+v after %s", out, time.Since(start))
 	}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	Queue  jobs.QueueConfig
 	// MaxBodyBytes caps request bodies (413 beyond).
 	MaxBodyBytes int64
+	// BodyTimeout is how long a request's body may take to arrive (408
+	// beyond). Negative: no limit.
+	BodyTimeout time.Duration
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
 	// MaxExecuteWait caps how long POST /v1/execute waits (default: the
@@ -62,6 +65,9 @@ func (c Config) WithDefaults() Config {
 	c.Queue = c.Queue.WithDefaults()
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 10 << 20
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = time.Minute
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 60 * time.Second
@@ -207,7 +213,7 @@ func (s *Server) Stop() {
 }
 
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
+func (s *Server) Handler() http.Handler { return s.recoverer(s.bodyDeadline(s.mux)) }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"path"
 	"regexp"
 	"sort"
@@ -121,8 +120,11 @@ func DecodeRequest(r io.Reader) (Request, error) {
 // U+FFFD), and turns decoding failures into FieldErrors that name the field.
 func DecodeStrict(r io.Reader, v any) error {
 	data, err := io.ReadAll(r)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &FieldError{Message: "request body ended before its declared length"}
+	}
 	if err != nil {
-		return jsonFieldError(err)
+		return err // too large, too slow: the caller maps it
 	}
 	if !utf8.Valid(data) {
 		off := invalidUTF8At(data)
@@ -220,7 +222,6 @@ func fieldAt(data []byte, off int64) string {
 func jsonFieldError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
-	var maxErr *http.MaxBytesError
 	switch {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
@@ -234,8 +235,6 @@ func jsonFieldError(err error) error {
 		return &FieldError{Message: "request body is empty"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &FieldError{Message: "malformed JSON: unexpected end of body"}
-	case errors.As(err, &maxErr):
-		return err
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f := strings.Trim(name, `"`)

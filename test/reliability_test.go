@@ -3,8 +3,11 @@ package test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -59,5 +62,35 @@ func TestPolicyMaxima(t *testing.T) {
 	out := bad.output()
 	if bad.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(out, "GANTRY_MAX_CPUS=") || !strings.Contains(out, "GANTRY_MAX_TIMEOUT_MS=") {
 		t.Errorf("gantry started with bad maxima, or did not name them:\n%s", out)
+	}
+}
+
+// TestSlowBodyCutOff: a body that trickles in is cut off after
+// GANTRY_BODY_TIMEOUT with 408.
+func TestSlowBodyCutOff(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_BODY_TIMEOUT=1s")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		pw.Write([]byte(`{"language":"python",`)) //nolint:errcheck
+		for i := 0; i < 100; i++ {
+			time.Sleep(300 * time.Millisecond)
+			if _, err := pw.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	req, _ := http.NewRequest("POST", d.url+"/v1/jobs", pr)
+	req.ContentLength = 1000
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	start := time.Now()
+	r, err := httpClient.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after %s: %v", took, err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusRequestTimeout || took > 5*time.Second {
+		t.Errorf("slow body: %d after %s, want 408 after about 1s", r.StatusCode, took)
 	}
 }

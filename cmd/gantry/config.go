@@ -35,6 +35,7 @@ type config struct {
 	Queue         jobs.QueueConfig
 	Policy        jobs.Policy
 	MaxBodyBytes  int64
+	BodyTimeout   time.Duration
 	PresignExpiry time.Duration
 	SweepInterval time.Duration
 
@@ -184,6 +185,7 @@ func loadConfig() (config, error) {
 		},
 		Policy:        e.policy(),
 		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
+		BodyTimeout:   e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
 		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
 		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),

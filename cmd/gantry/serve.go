@@ -114,6 +114,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		Policy:        cfg.Policy,
 		Queue:         cfg.Queue,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
+		BodyTimeout:   cfg.BodyTimeout,
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
 		SweepInterval: cfg.SweepInterval,
