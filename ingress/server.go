@@ -6,6 +6,7 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -154,7 +155,8 @@ type Server struct {
 	mcp     *server.MCPServer
 	tasks   taskRegistry
 	auth    *authCache
-	done    doneJobs
+	revoked *nats.Subscription // key revocations
+	done    *doneJobs
 	stop    context.CancelFunc
 }
 
@@ -166,7 +168,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	s := &Server{
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
-		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(5*time.Second, 10000), done: doneJobs{maxBytes: 64 << 20},
+		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
@@ -198,6 +200,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
+	revoked, err := s.nc.Subscribe(jobs.KeyRevokedSubject, s.onKeyRevoked)
+	if err != nil {
+		return fmt.Errorf("subscribe to key revocations: %w", err)
+	}
+	s.revoked = revoked
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
 	go s.runSweeper(bg, s.cfg.SweepInterval)
@@ -209,7 +216,22 @@ func (s *Server) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
+	if s.revoked != nil {
+		_ = s.revoked.Unsubscribe()
+	}
 	s.hub.stop()
+}
+
+// onKeyRevoked drops a revoked key from the cache at once, so that it stops
+// working on this ingress now rather than when its cache entry expires.
+func (s *Server) onKeyRevoked(m *nats.Msg) {
+	var ev jobs.KeyRevoked
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
+		s.log.Warn("malformed key revocation message", "err", err)
+		return
+	}
+	s.auth.dropKey(ev.KeyID)
+	s.log.Info("API key revoked", "key_id", ev.KeyID, "tenant_id", ev.TenantID)
 }
 
 // Handler is the server's HTTP handler.

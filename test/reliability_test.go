@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +95,83 @@ func TestSlowBodyCutOff(t *testing.T) {
 	if r.StatusCode != http.StatusRequestTimeout || took > 5*time.Second {
 		t.Errorf("slow body: %d after %s, want 408 after about 1s", r.StatusCode, took)
 	}
+}
+
+// TestRevokedKeyAcrossReplicas: `gantry keys revoke` tells every ingress
+// through NATS, so a revoked key stops working on all replicas at once,
+// not when their caches expire; without NATS it warns and the key stops
+// within the cache's lifetime.
+func TestRevokedKeyAcrossReplicas(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false")
+	replica := start(t, append(d.env, "GANTRY_ADDR=127.0.0.1:0"), "ingress")
+	m := replica.waitOutput(t, regexp.MustCompile(`ingress listening.*addr=(\S+)`), 30*time.Second)
+	urls := []string{d.url, "http://" + m[1]}
+
+	cli := func(env []string, args ...string) (stdout, stderr string) {
+		t.Helper()
+		cmd := exec.Command(gantryBin(t), args...)
+		cmd.Env = append(append(cmd.Environ(), d.env...), env...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("gantry %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+		}
+		return strings.TrimSpace(out.String()), errOut.String()
+	}
+	newKey := func() (key, id string) {
+		key, msg := cli(nil, "keys", "create", "default", "revoke-test")
+		id = regexp.MustCompile(`key_\S+`).FindString(msg)
+		if !strings.HasPrefix(key, "gk_") || id == "" {
+			t.Fatalf("keys create: %q %q", key, msg)
+		}
+		return key, id
+	}
+	status := func(url, key string) int {
+		req, _ := http.NewRequest("GET", url+"/v1/jobs", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		r, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	// Every replica refuses the key within the given time.
+	refusedWithin := func(key string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for _, u := range urls {
+			for status(u, key) != 401 {
+				if time.Since(start) > within {
+					t.Fatalf("%s still accepts the revoked key %s after the revocation", u, time.Since(start))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		return time.Since(start)
+	}
+
+	key, id := newKey()
+	for _, u := range urls {
+		if s := status(u, key); s != 200 { // and now cached
+			t.Fatalf("%s: %d", u, s)
+		}
+	}
+	if _, warn := cli(nil, "keys", "revoke", id); warn != "" {
+		t.Errorf("revoke with NATS reachable warned: %s", warn)
+	}
+	took := refusedWithin(key, time.Second)
+	t.Logf("revoked key refused by both replicas %s after the CLI returned (cache TTL 5s)", took)
+
+	// NATS out of reach: the CLI still revokes, and says how long the key
+	// may live on in caches.
+	key, id = newKey()
+	for _, u := range urls {
+		status(u, key)
+	}
+	_, warn := cli([]string{"GANTRY_NATS_URL=nats://127.0.0.1:1"}, "keys", "revoke", id)
+	if !strings.Contains(warn, "could not be told") || !strings.Contains(warn, "5s") {
+		t.Errorf("revoke without NATS: warning %q", warn)
+	}
+	refusedWithin(key, 8*time.Second)
 }
