@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // TestBinaryStdin sends stdin with NUL and non-UTF-8 bytes base64-encoded:
@@ -174,4 +176,50 @@ func TestRevokedKeyAcrossReplicas(t *testing.T) {
 		t.Errorf("revoke without NATS: warning %q", warn)
 	}
 	refusedWithin(key, 8*time.Second)
+}
+
+// TestPresignedLinkSurvivesDevRestart: gantry dev keeps its S3 credentials
+// in the data dir, so a download link made before a restart still works
+// after it (until it expires).
+func TestPresignedLinkSurvivesDevRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3Addr := l.Addr().String()
+	l.Close()
+	same := []string{
+		"GANTRY_DATA_DIR=" + t.TempDir(), "GANTRY_DATABASE_URL=" + storetest.DatabaseURL(t),
+		"GANTRY_DEV_S3_ADDR=" + s3Addr, "GANTRY_S3_ACCESS_KEY=", "GANTRY_S3_SECRET_KEY=", // dev's own
+		"GANTRY_RUNNER_SLOTS=1", "GANTRY_POOL_MIN=0",
+	}
+	d := startDev(t, same...)
+	j := d.job(t, "POST", "/v1/execute", `{"language":"bash","code":"mkdir -p out; echo kept > out/a.txt"}`)
+	if j.Status != jobs.StatusSucceeded || len(j.Artifacts) != 1 {
+		t.Fatalf("job: %+v", j)
+	}
+	var link struct{ URL string }
+	if r := d.call(t, "GET", j.Artifacts[0].URL+"?redirect=false", ""); r.status != 200 || json.Unmarshal(r.body, &link) != nil {
+		t.Fatalf("link: %d %s", r.status, r.body)
+	}
+	get := func() (int, string) {
+		r, err := http.Get(link.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	if code, body := get(); code != 200 || body != "kept\n" {
+		t.Fatalf("before the restart: %d %q", code, body)
+	}
+	d.stop()
+
+	start := time.Now()
+	startDev(t, same...)
+	if code, body := get(); code != 200 || body != "kept\n" {
+		t.Errorf("the link made before the restart answers %d %q", code, body)
+	}
+	t.Logf("restart took %s", time.Since(start))
 }
