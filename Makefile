@@ -10,6 +10,11 @@ ROOT    := $(CURDIR)
 
 export GANTRY_VERSITYGW_BIN ?= $(ROOT)/bin/versitygw
 
+# The sandbox image `make image` built last (its exact tag, not :latest, so
+# that another checkout's build cannot swap it); GANTRY_IMAGE overrides it.
+IMAGE_FILE    := bin/sandbox-image
+SANDBOX_IMAGE  = $${GANTRY_IMAGE:-$$(cat $(IMAGE_FILE))}
+
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,24 +36,25 @@ versitygw: ## build bin/versitygw, the S3 server for dev and tests
 	@scripts/ensure-versitygw.sh
 
 .PHONY: image
-image: docker ## build the sandbox image offline from Debian packages (if missing)
-	@images/sandbox/build.sh
+image: docker ## build the sandbox image offline from Debian packages and the agent (if missing)
+	@mkdir -p bin && GO=$(GO) images/sandbox/build.sh >$(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE) && \
+		echo "sandbox image: $$(cat $(IMAGE_FILE))"
 
 .PHONY: deps
 deps: docker postgres versitygw image ## everything run and test need
 
 .PHONY: run
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080
-	exec bin/gantry dev
+	GANTRY_IMAGE=$(SANDBOX_IMAGE) exec bin/gantry dev
 
 .PHONY: test
 test: deps build ## run every test against the real engines
-	GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
+	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json
-	$(GO) run ./bench -gantry bin/gantry
+	GANTRY_IMAGE=$(SANDBOX_IMAGE) $(GO) run ./bench -gantry bin/gantry -image $(SANDBOX_IMAGE)
 
 .PHONY: test-short
 test-short: ## unit tests only (no engines needed)
@@ -59,7 +65,8 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test ./jobs -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s
 	$(GO) test ./runner -run '^$$' -fuzz FuzzArtifactTar -fuzztime 30s
 	$(GO) test ./skills -run '^$$' -fuzz FuzzParse -fuzztime 30s
-	$(GO) test ./runner -run '^$$' -fuzz FuzzAgentFrames -fuzztime 30s
+	$(GO) test ./agent -run '^$$' -fuzz FuzzConnFrames -fuzztime 30s
+	$(GO) test ./agent -run '^$$' -fuzz FuzzExtractTar -fuzztime 30s
 	$(GO) test ./ingress -run '^$$' -fuzz FuzzEntryInfo -fuzztime 30s
 	$(GO) test ./pii -run '^$$' -fuzz FuzzTokenizeRoundTrip -fuzztime 30s
 

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -86,33 +87,14 @@ type workspace interface {
 // agentWorkspace reads it through the container's agent, which sent the
 // listing when the program ended.
 type agentWorkspace struct {
-	a       *agentConn
+	conn    *agent.Conn
 	listing []byte
 }
 
 func (w agentWorkspace) list(context.Context) ([]byte, error) { return w.listing, nil }
 
 func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, func() error, error) {
-	r, finished, err := w.a.tar(paths)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The agent shares the sandbox with the program, which could stall
-	// it: give up (closing the stream) when ctx ends.
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			w.a.close()
-		case <-done:
-		}
-	}()
-	return r, func() error {
-		r.CloseWithError(io.ErrClosedPipe) // the frame reader drains the rest
-		<-finished
-		close(done)
-		return nil
-	}, nil
+	return w.conn.Tar(ctx, paths, false)
 }
 
 // parseListing parses find's "%s %P\0" output.

@@ -1,10 +1,12 @@
-// Package runner pulls jobs from JetStream and runs each in a hardened Docker
-// container: it writes the job's files in, runs the program with its limits,
-// streams the output live over NATS, uploads the artifacts to the object
-// store, records the result in Postgres and only then acks the message.
+// Package runner pulls jobs from JetStream and runs each in a hardened
+// Docker sandbox: a container bound to the job's tenant (reused for that
+// tenant's later jobs, never for another's) whose agent runs the program in
+// a fresh bubblewrap sandbox of its own. It streams the output live over
+// NATS, uploads the artifacts to the object store, records the result in
+// Postgres and only then acks the message.
 //
-// Runners keep no state that outlives a job: kill one and JetStream
-// redelivers its jobs to another.
+// Runners keep no state that outlives a job but warm containers: kill one
+// and JetStream redelivers its jobs to another.
 package runner
 
 import (
@@ -13,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
@@ -44,8 +44,8 @@ type Config struct {
 	// DrainTimeout is how long Run waits for running jobs after its
 	// context ends before it kills them and hands them back to the queue.
 	DrainTimeout time.Duration
-	// Pool sizes the warm container pool (Min 0: no pool).
-	Pool PoolConfig
+	// Fleet sizes the warm pool and says how long containers serve.
+	Fleet FleetConfig
 	// CodeMode, when set, gives every job a bridge to its tenant's
 	// upstream MCP servers (code mode).
 	CodeMode *codemode.Registry
@@ -72,6 +72,7 @@ func (c Config) WithDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	c.Fleet = c.Fleet.WithDefaults(c.Slots)
 	return c
 }
 
@@ -97,9 +98,8 @@ type Runner struct {
 	blobs    Blobs
 	sandbox  *Sandbox
 	metrics  *Metrics
-	warm     *warmCache
 	skills   *skillCache
-	pool     *pool
+	fleet    *fleet
 
 	// stopping closes when Run is asked to stop: session owners finish
 	// their current job and hand the rest back.
@@ -126,12 +126,9 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
-		sandbox: sb, metrics: m, running: map[string]*execution{},
-		warm: newWarmCache(max(2*cfg.Slots, 4), 10*time.Minute), skills: newSkillCache(st),
+		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st),
 	}
-	if cfg.Pool.Min > 0 {
-		r.pool = newPool(cfg.Pool, sb, r.skills, r.log, reg)
-	}
+	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	return r, nil
 }
 
@@ -147,10 +144,9 @@ type execution struct {
 	cancel  context.CancelCauseFunc
 }
 
-var errCancelled = errors.New("cancelled by request")
-
-// Check verifies the runner's dependencies: Docker and the sandbox image.
-func (r *Runner) Check(ctx context.Context) error { return r.sandbox.CheckImage(ctx) }
+// Check verifies the runner's dependencies: Docker, the sandbox image,
+// and an agent that can make sandboxes on this host.
+func (r *Runner) Check(ctx context.Context) error { return r.sandbox.Check(ctx) }
 
 // Run pulls and runs jobs until ctx ends, then drains: it waits up to
 // DrainTimeout for running jobs, then kills the rest and gives them back to
@@ -169,13 +165,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.pool != nil {
-		poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
-		poolDone := make(chan struct{})
-		go func() { r.pool.run(poolCtx); close(poolDone) }()
-		// Stopped after the drain below (defers run last-in first-out).
-		defer func() { stopPool(); <-poolDone }()
-	}
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	fleetDone := make(chan struct{})
+	go func() { r.fleet.run(fleetCtx); close(fleetDone) }()
+	// Stopped after the drain below (defers run last-in first-out): it
+	// retires every container it holds.
+	defer func() { stopFleet(); <-fleetDone }()
 	cancelSub, err := r.nc.Subscribe(jobs.CancelSubjectAll, r.onCancel)
 	if err != nil {
 		return err
@@ -192,7 +187,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return
 		}
 		go func() {
-			r.warm.drop(sid)
+			r.fleet.dropSession(sid)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := r.sandbox.RemoveSession(ctx, sid); err != nil {
@@ -204,21 +199,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer closedSub.Unsubscribe() //nolint:errcheck
-	defer r.warm.closeAll()
-	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				r.warm.sweep()
-			}
-		}
-	}()
 
-	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait)
+	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	// jobCtx outlives ctx by the drain timeout so that running jobs can
 	// finish after the runner is asked to stop.
 	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -285,12 +267,12 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		r.handleSession(ctx, msg, rm)
 		return
 	}
-	attempt := int(meta.NumDelivered)
-	log := r.log.With("job_id", rm.JobID, "attempt", attempt)
+	delivery := int(meta.NumDelivered)
+	log := r.log.With("job_id", rm.JobID, "attempt", delivery)
 
-	if attempt > r.cfg.Queue.MaxAttempts {
+	if delivery > r.cfg.Queue.MaxAttempts {
 		reason := fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", r.cfg.Queue.MaxAttempts)
-		if applied, err := r.store.FailJob(ctx, rm.JobID, attempt-1, reason); err != nil {
+		if applied, err := r.store.FailJob(ctx, rm.JobID, delivery-1, reason); err != nil {
 			log.Error("record abandoned job", "err", err)
 			_ = msg.NakWithDelay(5 * time.Second)
 			return
@@ -302,14 +284,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 
-	ex := &execution{jobID: rm.JobID, attempt: attempt}
+	ex := &execution{jobID: rm.JobID, attempt: delivery}
 	execCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ex.cancel = cancel
 	r.track(ex)
 	defer r.untrack(ex)
 
-	claim, ok, err := r.claim(ctx, rm.JobID, attempt)
+	claim, ok, err := r.claim(ctx, rm.JobID, delivery)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The ingress publishes before it commits: give a young message
@@ -341,13 +323,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 
 	hbDone := make(chan struct{})
 	go r.heartbeat(execCtx, msg, ex, hbDone)
-	res, err := r.execute(execCtx, ex, claim)
+	a := &attempt{r: r, log: log, ex: ex, claim: claim, jobCtx: ctx}
+	res, _, err := a.run(execCtx)
 	close(hbDone)
 
 	if err != nil {
-		if errors.Is(context.Cause(execCtx), errShutdown) || attempt < r.cfg.Queue.MaxAttempts {
+		if errors.Is(context.Cause(execCtx), errShutdown) || delivery < r.cfg.Queue.MaxAttempts {
 			log.Warn("job attempt abandoned; returning it to the queue", "err", err)
-			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, attempt); err != nil {
+			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, delivery); err != nil {
 				log.Error("requeue job", "err", err)
 			}
 			_ = msg.NakWithDelay(time.Second)
@@ -355,13 +338,13 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
 			Code:    jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", attempt, r.cfg.Queue.MaxAttempts, err),
+			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", delivery, r.cfg.Queue.MaxAttempts, err),
 		}}
 	}
 
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelCommit()
-	applied, err := r.store.FinishJob(commitCtx, rm.JobID, attempt, res)
+	applied, err := r.store.FinishJob(commitCtx, rm.JobID, delivery, res)
 	if err != nil {
 		log.Error("record result; the job will be retried", "err", err)
 		_ = msg.NakWithDelay(5 * time.Second)
@@ -421,192 +404,6 @@ func (r *Runner) heartbeat(ctx context.Context, msg jetstream.Msg, ex *execution
 			}
 		}
 	}
-}
-
-// execute runs one attempt. A returned error means gantry failed (Docker,
-// object store), not the program.
-func (r *Runner) execute(ctx context.Context, ex *execution, claim store.Claim) (jobs.Result, error) {
-	spec := claim.Spec
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
-		return cancelledResult(0), nil
-	}
-	ctr, pooled := r.takePooled(ctx, spec.Limits)
-	if !pooled {
-		var err error
-		ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits})
-		if err != nil {
-			if errors.Is(context.Cause(ctx), errCancelled) {
-				return cancelledResult(0), nil
-			}
-			return jobs.Result{}, err
-		}
-	}
-	// The container goes away in the background: its removal is not on
-	// the path to the job's result.
-	defer func() { go r.removeContainer(ctr, ex.jobID) }()
-	res, err := r.runIn(ctx, ex, ctr, claim)
-	if err != nil && pooled && !ctr.Alive(context.WithoutCancel(ctx)) && ctx.Err() == nil {
-		// The pooled container died while waiting (a Docker restart):
-		// start one of the job's own and run there.
-		r.log.Warn("pooled container was dead; starting a fresh one", "job_id", ex.jobID)
-		go r.removeContainer(ctr, ex.jobID)
-		if ctr, err = r.sandbox.Create(ctx, ContainerSpec{JobID: ex.jobID, Limits: spec.Limits}); err != nil {
-			return jobs.Result{}, err
-		}
-		return r.runIn(ctx, ex, ctr, claim)
-	}
-	return res, err
-}
-
-func (r *Runner) takePooled(ctx context.Context, lim jobs.Limits) (*Container, bool) {
-	if r.pool == nil {
-		return nil, false
-	}
-	return r.pool.take(ctx, lim, time.Second)
-}
-
-func (r *Runner) removeContainer(ctr *Container, jobID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ctr.Remove(ctx); err != nil {
-		r.log.Warn("remove container", "job_id", jobID, "err", err)
-	}
-}
-
-// runIn runs a job's program in a ready container: files in, program,
-// output, artifacts out. A returned error means gantry failed, not the
-// program.
-func (r *Runner) runIn(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
-	claim, err := r.withPrivacy(ctx, claim)
-	if err != nil {
-		return jobs.Result{}, fmt.Errorf("privacy tokens: %w", err)
-	}
-	res, err := r.runClaim(ctx, ex, ctr, claim)
-	if err == nil && claim.Private {
-		err = r.tokenizeResult(ctx, claim.TenantID, &res)
-	}
-	return res, err
-}
-
-func (r *Runner) runClaim(ctx context.Context, ex *execution, ctr *Container, claim store.Claim) (jobs.Result, error) {
-	spec, private := claim.Spec, claim.Private
-	stamp, skillFiles, err := r.skills.get(ctx, claim.TenantID)
-	if err != nil {
-		return jobs.Result{}, fmt.Errorf("load skills: %w", err)
-	}
-	// Skills go in as root (the job must not change them), only when the
-	// container holds other skills than the tenant's; the job's own files
-	// and program go with the request to the agent.
-	if ctr.skills != stamp {
-		if err := ctr.PutSkills(ctx, skillFiles); err != nil {
-			if errors.Is(context.Cause(ctx), errCancelled) {
-				return cancelledResult(0), nil
-			}
-			return jobs.Result{}, err
-		}
-		ctr.skills = stamp
-	}
-	var jobFiles []FileEntry
-	for _, f := range spec.Files {
-		jobFiles = append(jobFiles, FileEntry{Path: jobs.WorkspaceDir + "/" + f.Path, Content: f.Content})
-	}
-	if spec.Code != "" {
-		lang, _ := jobs.LookupLanguage(spec.Language)
-		jobFiles = append(jobFiles, FileEntry{Path: jobs.ProgramDir + "/" + lang.File, Content: []byte(spec.Code)})
-	}
-	bridge, genFiles, env, err := r.codeMode(ctx, claim)
-	if err != nil {
-		return jobs.Result{}, fmt.Errorf("prepare code mode: %w", err)
-	}
-	jobFiles = append(jobFiles, genFiles...)
-	var handler BridgeHandler
-	if bridge != nil {
-		if private {
-			bridge.Detokenize = func(ctx context.Context, s string) (string, error) {
-				return r.cfg.Privacy.Detokenize(ctx, claim.TenantID, s)
-			}
-		}
-		handler = bridge
-	}
-
-	publish := func(stream string, offset int, chunk []byte) {
-		if private {
-			return
-		}
-		m := nats.NewMsg(jobs.LogSubject(ex.jobID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
-		m.Data = chunk
-		_ = r.nc.PublishMsg(m)
-	}
-	stdout := newOutput("stdout", spec.Limits.OutputBytes, publish)
-	stderr := newOutput("stderr", spec.Limits.OutputBytes, publish)
-	r.mu.Lock()
-	ex.stdout, ex.stderr, ex.private = stdout, stderr, private
-	r.mu.Unlock()
-
-	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
-	defer cancelRun()
-	start := time.Now()
-	exit, listing, err := ctr.runAgent(runCtx, jobFiles, spec.Argv(), env, spec, stdout, stderr, handler)
-	code := exit.Code
-	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(bridge)} // complete: runAgent waited for calls in progress
-	res.Stdout, res.StdoutTruncated = stdout.snapshot()
-	res.Stderr, res.StderrTruncated = stderr.snapshot()
-
-	if err != nil {
-		switch cause := context.Cause(runCtx); {
-		case errors.Is(cause, errTimeout):
-			res.Status = jobs.StatusTimedOut
-			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
-			return res, nil
-		case errors.Is(cause, errCancelled):
-			c := cancelledResult(res.Duration)
-			c.ToolCalls = res.ToolCalls
-			c.Stdout, c.Stderr, c.StdoutTruncated, c.StderrTruncated = res.Stdout, res.Stderr, res.StdoutTruncated, res.StderrTruncated
-			return c, nil
-		default:
-			return jobs.Result{}, err
-		}
-	}
-	res.ExitCode = &code
-	res.Status = jobs.StatusSucceeded
-	if code != 0 {
-		res.Status = jobs.StatusFailed
-		if code == 137 && exit.OOMKills > 0 {
-			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", spec.Limits.MemoryMB)}
-		}
-	}
-
-	// Collecting is bounded in time: what the sandbox sends is untrusted.
-	artCtx, cancelArt := context.WithTimeout(ctx, artifactTimeout)
-	defer cancelArt()
-	arts, err := collectArtifacts(artCtx, agentWorkspace{ctr.agent, listing}, spec.Artifacts, r.cfg.Artifacts, r.blobs, func(p string) string {
-		return blob.ArtifactKey(claim.TenantID, ex.jobID, p)
-	})
-	var limitErr *errArtifactLimit
-	switch {
-	case errors.As(err, &limitErr):
-		res.Status = jobs.StatusFailed
-		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOutputLimit, Message: limitErr.Error()}
-	case err != nil:
-		if errors.Is(context.Cause(ctx), errCancelled) {
-			return cancelledResult(res.Duration), nil
-		}
-		return jobs.Result{}, err
-	}
-	res.Artifacts = arts
-	return res, nil
-}
-
-var errTimeout = errors.New("timed out")
-
-// artifactTimeout bounds collecting a job's artifacts.
-const artifactTimeout = 5 * time.Minute
-
-func cancelledResult(d time.Duration) jobs.Result {
-	return jobs.Result{Status: jobs.StatusCancelled, Duration: d,
-		Error: &jobs.ErrorInfo{Code: jobs.ErrCodeCancelled, Message: "cancelled by request; the sandbox was killed"}}
 }
 
 func (r *Runner) track(ex *execution) {

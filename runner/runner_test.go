@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ type harness struct {
 	sb     *Sandbox
 	r      *Runner
 	tenant string
+	owners sync.Map // job id -> tenant, for jobs of other tenants
 }
 
 func testImage() string {
@@ -44,11 +46,15 @@ func testImage() string {
 	return "gantry-sandbox:latest"
 }
 
-func newSandbox(t *testing.T) *Sandbox {
+// testRuntime is the OCI runtime the tests run sandboxes under:
+// GANTRY_TEST_RUNTIME=runsc runs them under gVisor.
+func testRuntime() string { return os.Getenv("GANTRY_TEST_RUNTIME") }
+
+func testSandbox(t *testing.T) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	sb, err := NewSandbox("", testImage(), "test-"+hex.EncodeToString(b))
+	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +69,12 @@ func newSandbox(t *testing.T) *Sandbox {
 
 func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	sb := newSandbox(t)
+	sb := testSandbox(t)
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
 	h.nc = jobstest.Connect(t, jobstest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
-	cfg := Config{ID: sb.runnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
+	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
 		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second}
 	for _, o := range opts {
 		o(h, &cfg)
@@ -92,6 +98,12 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 
 func (h *harness) submit(t *testing.T, req jobs.Request) string {
 	t.Helper()
+	return h.submitFor(t, h.tenant, req)
+}
+
+// submitFor queues a job for tenant.
+func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) string {
+	t.Helper()
 	spec, err := jobs.DefaultPolicy().Normalize(req)
 	if err != nil {
 		t.Fatal(err)
@@ -100,15 +112,16 @@ func (h *harness) submit(t *testing.T, req jobs.Request) string {
 	if req.SessionID != nil {
 		sid = *req.SessionID
 	}
-	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: h.tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
+	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
 		func(ctx context.Context, id string) error {
-			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: h.tenant, SessionID: sid})
+			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid})
 			_, err := h.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id))
 			return err
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.owners.Store(j.ID, tenant)
 	return j.ID
 }
 
@@ -117,7 +130,11 @@ func (h *harness) waitFor(t *testing.T, id string, cond func(jobs.Job) bool) job
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		j, err := h.st.GetJob(context.Background(), h.tenant, id)
+		tenant := h.tenant
+		if v, ok := h.owners.Load(id); ok {
+			tenant = v.(string)
+		}
+		j, err := h.st.GetJob(context.Background(), tenant, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,20 +153,29 @@ func (h *harness) run(t *testing.T, req jobs.Request) jobs.Job {
 	return h.waitFor(t, h.submit(t, req), func(j jobs.Job) bool { return j.Status.Terminal() })
 }
 
-// containers waits up to 10s for the job's container to be gone and
-// returns how many are left (Docker removes auto-remove containers
-// asynchronously after a kill).
-func (h *harness) containers(t *testing.T, jobID string) int {
+// gone waits up to 10s for the container whose id starts with prefix (as
+// a job sees it in its hostname) to be removed, and reports whether it was.
+func (h *harness) gone(t *testing.T, prefix string) bool {
 	t.Helper()
+	if prefix == "" {
+		t.Fatal("no container id")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err := h.sb.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: make(client.Filters).Add("label", LabelJob+"="+jobID)})
+			Filters: make(client.Filters).Add("label", LabelRunner+"="+h.sb.cfg.RunnerID)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Items) == 0 || time.Now().After(deadline) {
-			return len(res.Items)
+		found := false
+		for _, c := range res.Items {
+			found = found || strings.HasPrefix(c.ID, prefix)
+		}
+		if !found {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -206,9 +232,6 @@ print("to stderr", file=sys.stderr)`})
 		if j.Artifacts[0].ContentType != "text/csv; charset=utf-8" {
 			t.Errorf("content type %q", j.Artifacts[0].ContentType)
 		}
-		if n := h.containers(t, j.ID); n != 0 {
-			t.Errorf("%d containers left for the job", n)
-		}
 	})
 
 	t.Run("bash and node", func(t *testing.T) {
@@ -235,15 +258,15 @@ print("to stderr", file=sys.stderr)`})
 	t.Run("timeout kills the container", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
-		j := h.run(t, jobs.Request{Language: "python", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)", TimeoutMS: 4000})
-		if j.Status != jobs.StatusTimedOut || j.Error == nil || j.Error.Code != jobs.ErrCodeTimedOut || j.Stdout != "started\n" {
+		j := h.run(t, jobs.Request{Language: "python", Code: "import socket, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)", TimeoutMS: 4000})
+		if j.Status != jobs.StatusTimedOut || j.Error == nil || j.Error.Code != jobs.ErrCodeTimedOut || j.Stdout == "" {
 			t.Fatalf("job = %+v", j)
 		}
 		if time.Since(start) > 20*time.Second {
 			t.Errorf("timeout took %s", time.Since(start))
 		}
-		if n := h.containers(t, j.ID); n != 0 {
-			t.Errorf("%d containers left", n)
+		if !h.gone(t, strings.TrimSpace(j.Stdout)) {
+			t.Error("the container of a timed-out job was not retired")
 		}
 	})
 
@@ -309,8 +332,9 @@ test -S /var/run/docker.sock && echo docker-socket`})
 
 	t.Run("cancel a running job", func(t *testing.T) {
 		t.Parallel()
-		id := h.submit(t, jobs.Request{Language: "python", Code: "import time\ntime.sleep(60)"})
+		id := h.submit(t, jobs.Request{Language: "python", Code: "import socket, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)"})
 		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
+		host := h.liveOutput(t, id)
 		if out, err := h.st.CancelJob(context.Background(), h.tenant, id); err != nil || out != store.CancelRequested {
 			t.Fatalf("cancel: %v %v", out, err)
 		}
@@ -325,8 +349,8 @@ test -S /var/run/docker.sock && echo docker-socket`})
 		if time.Since(start) > 10*time.Second {
 			t.Errorf("cancel took %s", time.Since(start))
 		}
-		if n := h.containers(t, id); n != 0 {
-			t.Errorf("%d containers left", n)
+		if !h.gone(t, host) {
+			t.Error("the container of a cancelled job was not retired")
 		}
 	})
 }
@@ -335,14 +359,14 @@ func TestRemoveLeftovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
-	sb := newSandbox(t)
+	sb := testSandbox(t)
 	ctx := context.Background()
-	c, err := sb.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits})
+	c, err := sb.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newSandbox(t) // another runner's container must survive
-	c2, err := other.Create(ctx, ContainerSpec{JobID: jobs.NewID("job"), Limits: jobs.DefaultPolicy().DefaultLimits})
+	other := testSandbox(t) // another runner's container must survive
+	c2, err := other.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +387,8 @@ func TestMissingImageRefusesToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
-	newSandbox(t) // skips without Docker
-	sb, err := NewSandbox("", "gantry-sandbox:does-not-exist", "test-missing")
+	testSandbox(t) // skips without Docker
+	sb, err := NewSandbox("", SandboxConfig{Image: "gantry-sandbox:does-not-exist", RunnerID: "test-missing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +399,29 @@ func TestMissingImageRefusesToStart(t *testing.T) {
 	}
 }
 
-// withPool gives the harness's runner a warm pool.
-func withPool(p PoolConfig) func(*harness, *Config) {
-	return func(_ *harness, c *Config) { c.Pool = p }
+// withFleet sizes the harness's runner's containers.
+func withFleet(f FleetConfig) func(*harness, *Config) {
+	return func(_ *harness, c *Config) { c.Fleet = f }
+}
+
+// liveOutput waits for the running job's first line of output (asked of
+// the runner, as the ingress's log stream does) and returns it.
+func (h *harness) liveOutput(t *testing.T, jobID string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ex := h.r.lookup(jobID); ex != nil {
+			h.r.mu.Lock()
+			out := ex.stdout
+			h.r.mu.Unlock()
+			if out != nil {
+				if b, _ := out.snapshot(); strings.Contains(string(b), "\n") {
+					return strings.SplitN(string(b), "\n", 2)[0]
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("job %s printed nothing", jobID)
+	return ""
 }

@@ -1,13 +1,11 @@
 package runner
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -25,27 +24,76 @@ import (
 const (
 	LabelManaged = "dev.gantry.managed"
 	LabelRunner  = "dev.gantry.runner"
-	LabelJob     = "dev.gantry.job"
 	LabelSession = "dev.gantry.session"
+	// LabelPool marks containers made ahead of demand by the warm pool.
+	LabelPool = "dev.gantry.pool"
 )
 
 // SandboxUser is the unprivileged uid:gid code runs as.
 const SandboxUser = "1000:1000"
 
 // SkillsDir is where a job finds its tenant's skills, read-only.
-const SkillsDir = "/skills"
+const SkillsDir = agent.SkillsDir
 
-// Sandbox creates hardened containers from the sandbox image. Each container
-// serves one job and is removed after it.
+// agentPids is what the agent itself (its threads, bwrap, the sandbox's
+// init) adds to a container's process count on top of the job's limit.
+const agentPids = 24
+
+// agentTmpMB sizes the container's own /tmp under the Namespaces
+// isolation, where the agent keeps the skills and each run's program
+// (the program gets a fresh /tmp of disk_mb of its own).
+const agentTmpMB = 96
+
+// dockerAPI is the part of the Docker engine API the runner uses: one
+// narrow interface, so that start failures and dying containers can be
+// tested without an engine. *client.Client implements it.
+type dockerAPI interface {
+	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerAttach(ctx context.Context, id string, options client.ContainerAttachOptions) (client.ContainerAttachResult, error)
+	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerKill(ctx context.Context, id string, options client.ContainerKillOptions) (client.ContainerKillResult, error)
+	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	Close() error
+}
+
+// SandboxConfig says how sandbox containers are made.
+type SandboxConfig struct {
+	// Image is the sandbox image (with the agent, see images/sandbox).
+	Image string
+	// RunnerID labels the containers, so a restarted runner finds its own.
+	RunnerID string
+	// Runtime is the OCI runtime ("" for Docker's default, "runsc" for
+	// gVisor).
+	Runtime string
+	// Isolation is how the agent runs programs; "" picks Namespaces, or
+	// Container under runsc (bubblewrap cannot run inside gVisor).
+	Isolation agent.Isolation
+}
+
+// WithDefaults fills in zero fields.
+func (c SandboxConfig) WithDefaults() SandboxConfig {
+	if c.Isolation == "" {
+		c.Isolation = agent.Namespaces
+		if c.Runtime == "runsc" {
+			c.Isolation = agent.Container
+		}
+	}
+	return c
+}
+
+// Sandbox creates hardened containers from the sandbox image.
 type Sandbox struct {
-	docker   *client.Client
-	image    string
-	runnerID string
+	docker dockerAPI
+	cfg    SandboxConfig
 }
 
 // NewSandbox returns a Sandbox using the Docker engine at host ("" means the
 // environment's DOCKER_HOST or the default socket).
-func NewSandbox(host, image, runnerID string) (*Sandbox, error) {
+func NewSandbox(host string, cfg SandboxConfig) (*Sandbox, error) {
 	opts := []client.Opt{client.FromEnv}
 	if host != "" {
 		opts = append(opts, client.WithHost(host))
@@ -54,8 +102,15 @@ func NewSandbox(host, image, runnerID string) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Sandbox{docker: c, image: image, runnerID: runnerID}, nil
+	return newSandbox(c, cfg), nil
 }
+
+func newSandbox(d dockerAPI, cfg SandboxConfig) *Sandbox {
+	return &Sandbox{docker: d, cfg: cfg.WithDefaults()}
+}
+
+// Isolation is how this sandbox's containers run programs.
+func (s *Sandbox) Isolation() agent.Isolation { return s.cfg.Isolation }
 
 // Close releases the Docker client.
 func (s *Sandbox) Close() error { return s.docker.Close() }
@@ -71,26 +126,217 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return fmt.Errorf("docker engine not reachable (start it with `make docker` or set DOCKER_HOST): %w", err)
 	}
-	if _, err := s.docker.ImageInspect(ctx, s.image); err != nil {
+	if _, err := s.docker.ImageInspect(ctx, s.cfg.Image); err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("sandbox image %s not found: build it with `make image` (or set GANTRY_IMAGE)", s.image)
+			return fmt.Errorf("sandbox image %s not found: build it with `make image` (or set GANTRY_IMAGE)", s.cfg.Image)
 		}
-		return fmt.Errorf("inspect sandbox image %s: %w", s.image, err)
+		return fmt.Errorf("inspect sandbox image %s: %w", s.cfg.Image, err)
 	}
 	return nil
+}
+
+// Check makes one container and has its agent report in: the image holds
+// an agent of this runner's protocol, and (under Namespaces) bubblewrap
+// can build a sandbox on this host. It removes the container after.
+func (s *Sandbox) Check(ctx context.Context) error {
+	if err := s.CheckImage(ctx); err != nil {
+		return err
+	}
+	c, err := s.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits})
+	if err != nil {
+		return err
+	}
+	return c.Remove(context.WithoutCancel(ctx))
+}
+
+// ContainerSpec says what a container is for and what it may use.
+type ContainerSpec struct {
+	SessionID string // set for a session's container
+	Pool      bool   // made ahead of demand by the warm pool
+	Limits    jobs.Limits
+}
+
+// errAgent marks a container whose agent cannot serve: the image or the
+// host is wrong, not the job. It is retried no better elsewhere.
+var errAgent = errors.New("sandbox agent unusable")
+
+// Create creates and starts a hardened container whose main process is
+// the sandbox agent, attached to this runner, and waits for the agent to
+// report in. The container stops when the runner goes away: its stdin is
+// attached once, so it closes with the runner's connection and the agent
+// exits.
+func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
+	cfg, host, err := s.containerConfig(cs)
+	if err != nil {
+		return nil, err
+	}
+	// Creating and starting are not interrupted midway: a create cancelled
+	// after the engine acted on it would leave a container nobody knows.
+	want := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	c := &Container{id: res.ID, sb: s, born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID}
+	// Attach before starting, so that nothing the agent says is lost.
+	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		c.Remove(ctx) //nolint:errcheck
+		return nil, fmt.Errorf("attach to container: %w", err)
+	}
+	c.attach(att.HijackedResponse)
+	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		c.Remove(ctx) //nolint:errcheck
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	helloCtx, cancelHello := context.WithTimeout(ctx, 30*time.Second)
+	hello, err := c.conn.Hello(helloCtx)
+	cancelHello()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("the sandbox agent did not report in: %w", err)
+	case hello.Protocol != agent.Protocol:
+		err = fmt.Errorf("%w: image %s has agent protocol %d, this runner speaks %d: rebuild it with `make image` (or set GANTRY_IMAGE)",
+			errAgent, s.cfg.Image, hello.Protocol, agent.Protocol)
+	case hello.Error != "":
+		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
+	}
+	if err == nil {
+		err = want.Err()
+	}
+	if err != nil {
+		c.Remove(ctx) //nolint:errcheck
+		return nil, err
+	}
+	return c, nil
+}
+
+// containerConfig is the hardened container for cs. Under Namespaces the
+// seccomp profile also allows what bubblewrap needs and /proc is left
+// unmasked (bubblewrap mounts each sandbox's own /proc, which the kernel
+// refuses over a masked one); each sandbox hides the same paths again.
+func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *container.HostConfig, error) {
+	lim := cs.Limits
+	pids := int64(lim.Pids + agentPids)
+	init := true
+	mem := int64(lim.MemoryMB) << 20
+	tmpfs := func(mb int) string {
+		return fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", mb)
+	}
+	security := []string{"no-new-privileges"}
+	host := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		Init:           &init,
+		CapDrop:        []string{"ALL"},
+		IpcMode:        "private",
+		ShmSize:        16 << 20,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Runtime:        s.cfg.Runtime,
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem, // equal to Memory: no swap
+			NanoCPUs:   int64(lim.CPUs * 1e9),
+			PidsLimit:  &pids,
+			Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}},
+		},
+	}
+	if s.cfg.Isolation == agent.Namespaces {
+		profile, err := seccompProfile()
+		if err != nil {
+			return nil, nil, fmt.Errorf("seccomp profile: %w", err)
+		}
+		security = append(security, "seccomp="+profile)
+		host.MaskedPaths, host.ReadonlyPaths = []string{}, []string{}
+		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(agentTmpMB)}
+	} else {
+		// The program runs directly in the container: /tmp is its own and
+		// the agent writes the skills (the container serves one job).
+		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(lim.DiskMB), SkillsDir: tmpfs(64)}
+	}
+	host.SecurityOpt = security
+	cfg := &container.Config{
+		Image:      s.cfg.Image,
+		User:       SandboxUser,
+		WorkingDir: jobs.WorkspaceDir,
+		Cmd:        []string{"/usr/local/bin/gantry-agent", "-isolation", string(s.cfg.Isolation)},
+		OpenStdin:  true,
+		// Stdin closes when the runner's attach connection does (the
+		// runner died): the agent sees EOF and the container stops.
+		StdinOnce:       true,
+		AttachStdin:     true,
+		AttachStdout:    true,
+		AttachStderr:    true,
+		NetworkDisabled: true,
+		Labels: map[string]string{
+			LabelManaged: "true",
+			LabelRunner:  s.cfg.RunnerID,
+			LabelSession: cs.SessionID,
+			LabelPool:    strconv.FormatBool(cs.Pool),
+		},
+	}
+	return cfg, host, nil
 }
 
 // RemoveLeftovers removes containers this runner id created in an earlier
 // life (a crash leaves them behind). It returns how many it removed.
 func (s *Sandbox) RemoveLeftovers(ctx context.Context) (int, error) {
-	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{
-		All: true,
-		Filters: make(client.Filters).
-			Add("label", LabelManaged+"=true").
-			Add("label", LabelRunner+"="+s.runnerID),
-	})
+	return s.removeWhere(ctx, make(client.Filters).
+		Add("label", LabelManaged+"=true").Add("label", LabelRunner+"="+s.cfg.RunnerID))
+}
+
+// RemoveSession removes every container of a closed session on this Docker
+// host, whichever runner made it (one made by a runner that died is
+// nobody's to remove otherwise).
+func (s *Sandbox) RemoveSession(ctx context.Context, sessionID string) error {
+	_, err := s.removeWhere(ctx, make(client.Filters).
+		Add("label", LabelManaged+"=true").Add("label", LabelSession+"="+sessionID))
+	return err
+}
+
+// reapAge is how long a stopped gantry container stays before any runner
+// on its Docker host removes it: long enough for its own runner to have
+// inspected it.
+const reapAge = time.Minute
+
+// Reap removes stopped gantry containers of any runner on this Docker
+// host that stopped more than reapAge ago: a runner that died leaves its
+// containers stopped (their agents exit when its connection closes) and
+// nobody else would remove them. It returns how many it removed.
+func (s *Sandbox) Reap(ctx context.Context) (int, error) {
+	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelManaged+"=true").
+			Add("status", "exited").Add("status", "dead").Add("status", "created")})
 	if err != nil {
-		return 0, fmt.Errorf("list leftover containers: %w", err)
+		return 0, fmt.Errorf("list stopped containers: %w", err)
+	}
+	n := 0
+	for _, item := range res.Items {
+		insp, err := s.docker.ContainerInspect(ctx, item.ID, client.ContainerInspectOptions{})
+		if err != nil || insp.Container.State == nil {
+			continue
+		}
+		since := insp.Container.State.FinishedAt
+		if insp.Container.State.Status == container.StateCreated {
+			since = insp.Container.Created
+		}
+		t, err := time.Parse(time.RFC3339Nano, since)
+		if err != nil || time.Since(t) < reapAge {
+			continue
+		}
+		if s.remove(ctx, item.ID) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Sandbox) removeWhere(ctx context.Context, f client.Filters) (int, error) {
+	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
 	}
 	n := 0
 	for _, c := range res.Items {
@@ -102,120 +348,19 @@ func (s *Sandbox) RemoveLeftovers(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// ContainerSpec says what a container is for and what it may use.
-type ContainerSpec struct {
-	JobID     string // the job it serves (or the session's first job)
-	SessionID string // set for a session's container
-	Pool      bool   // made ahead of demand by the warm pool
-	// Agent makes the container's main process the sandbox agent, which
-	// serves one job over the attach stream instead of docker exec.
-	Agent  bool
-	Limits jobs.Limits
-	// Lifetime bounds how long the container lives if nobody removes it.
-	Lifetime time.Duration
-}
-
-// RemoveSession removes every container of a closed session on this Docker
-// host, whichever runner made it (one made by a runner that died is
-// nobody's to remove otherwise).
-func (s *Sandbox) RemoveSession(ctx context.Context, sessionID string) error {
+// running lists the ids of this runner's running containers.
+func (s *Sandbox) running(ctx context.Context) (map[string]bool, error) {
 	res, err := s.docker.ContainerList(ctx, client.ContainerListOptions{
-		All: true,
-		Filters: make(client.Filters).
-			Add("label", LabelManaged+"=true").
-			Add("label", LabelSession+"="+sessionID),
+		Filters: make(client.Filters).Add("label", LabelRunner+"="+s.cfg.RunnerID).Add("status", "running"),
 	})
 	if err != nil {
-		return err
-	}
-	for _, c := range res.Items {
-		if err := s.remove(ctx, c.ID); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Create creates and starts a hardened container. Its main process is the
-// sandbox agent (agent.py), attached to this runner: jobs run through it,
-// without docker exec, and the container stops when the runner goes away.
-func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
-	lim := cs.Limits
-	pids := int64(lim.Pids)
-	init := true
-	tmpfs := fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", lim.DiskMB)
-	mem := int64(lim.MemoryMB) << 20
-	// Creating and starting are not interrupted midway: a create cancelled
-	// after the engine acted on it would leave a container nobody knows.
-	want := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image:      s.image,
-			User:       SandboxUser,
-			WorkingDir: jobs.WorkspaceDir,
-			Cmd:        []string{"python3", "-c", agentSource},
-			OpenStdin:  true,
-			// Stdin closes when the runner's attach connection does (the
-			// runner died): the agent sees EOF and the container stops.
-			StdinOnce:       true,
-			AttachStdin:     true,
-			AttachStdout:    true,
-			AttachStderr:    true,
-			NetworkDisabled: true,
-			Labels: map[string]string{
-				LabelManaged: "true",
-				LabelRunner:  s.runnerID,
-				LabelJob:     cs.JobID,
-				LabelSession: cs.SessionID,
-				LabelPool:    strconv.FormatBool(cs.Pool),
-			},
-		},
-		HostConfig: &container.HostConfig{
-			NetworkMode:    "none",
-			ReadonlyRootfs: true,
-			Init:           &init,
-			CapDrop:        []string{"ALL"},
-			SecurityOpt:    []string{"no-new-privileges"},
-			IpcMode:        "private",
-			ShmSize:        16 << 20,
-			LogConfig:      container.LogConfig{Type: "none"},
-			Tmpfs: map[string]string{
-				jobs.WorkspaceDir: tmpfs,
-				"/tmp":            tmpfs,
-				// Owned by root: the job (uid 1000) can read skills, not change them.
-				SkillsDir: "rw,nosuid,nodev,noexec,size=64m,mode=0755",
-			},
-			Resources: container.Resources{
-				Memory:     mem,
-				MemorySwap: mem, // equal to Memory: no swap
-				NanoCPUs:   int64(lim.CPUs * 1e9),
-				PidsLimit:  &pids,
-				Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}},
-			},
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create container: %w", err)
-	}
-	c := &Container{id: res.ID, sb: s}
-	// Attach before starting, so that nothing the agent says is lost.
-	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		c.Remove(ctx) //nolint:errcheck
-		return nil, fmt.Errorf("attach to container: %w", err)
-	}
-	c.agent = newAgentConn(att.HijackedResponse)
-	if _, err := s.docker.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		c.Remove(ctx) //nolint:errcheck
-		return nil, fmt.Errorf("start container: %w", err)
-	}
-	if err := want.Err(); err != nil {
-		c.Remove(ctx) //nolint:errcheck
 		return nil, err
 	}
-	return c, nil
+	ids := make(map[string]bool, len(res.Items))
+	for _, c := range res.Items {
+		ids[c.ID] = true
+	}
+	return ids, nil
 }
 
 func (s *Sandbox) remove(ctx context.Context, id string) error {
@@ -233,217 +378,103 @@ func (s *Sandbox) remove(ctx context.Context, id string) error {
 	return fmt.Errorf("remove container %s: %w", shortID(id), err)
 }
 
-// Container is one job's sandbox.
+// Container is one sandbox container and its agent. It is bound, from its
+// first job, to one tenant and limits profile (or one session) for life.
 type Container struct {
-	id     string
-	sb     *Sandbox
-	killed sync.Once
-	// skills is the stamp of the skills in /skills ("" for none).
+	id   string
+	sb   *Sandbox
+	conn *agent.Conn
+	// stderr keeps the start of what the agent itself printed.
+	stderr lockedBuffer
+
+	born    time.Time
+	limits  jobs.Limits // the container part of the job limits it was made with
+	session string
+
+	// Set by the fleet under its lock.
+	tenant   string // "" while unbound
+	epoch    int64  // the tenant's key epoch when bound
+	jobs     int
+	lastUsed time.Time
+	// skills is the stamp of the skills the agent holds ("" for none);
+	// only the attempt that owns the container touches it.
 	skills string
-	// agent runs the job (see agent.py).
-	agent *agentConn
+
+	removeOnce sync.Once
+	removeErr  error
 }
 
 // ID is the Docker container id.
 func (c *Container) ID() string { return c.id }
 
-// Kill kills every process in the container. It is idempotent.
-func (c *Container) Kill(ctx context.Context) {
-	c.killed.Do(func() {
-		_, _ = c.sb.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"})
-	})
-}
-
-// Remove kills and removes the container.
-func (c *Container) Remove(ctx context.Context) error {
-	c.agent.close()
-	return c.sb.remove(ctx, c.id)
-}
-
-// exec runs argv in the container as user in /workspace, feeding it stdin
-// (if not nil) and copying its output to stdout and stderr. When ctx ends
-// first, the whole container is killed and ctx's error returned. gantry
-// uses it for its own chores (skills, restoring snapshots); jobs run
-// through the agent.
-func (c *Container) exec(ctx context.Context, user string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
-	created, err := c.sb.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{
-		User:         user,
-		WorkingDir:   jobs.WorkspaceDir,
-		Env:          env,
-		Cmd:          argv,
-		AttachStdin:  stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("exec create: %w", err)
-	}
-	att, err := c.sb.docker.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("exec attach: %w", err)
-	}
-	defer att.Close()
-
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.Kill(context.WithoutCancel(ctx))
-			att.Close()
-		case <-done:
-		}
-	}()
-	if stdin != nil {
-		go func() {
-			_, _ = io.Copy(att.Conn, stdin)
-			_ = att.CloseWrite()
-		}()
-	}
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
-	if ctx.Err() != nil {
-		return 0, ctx.Err()
-	}
-	if copyErr != nil {
-		return 0, fmt.Errorf("exec output: %w", copyErr)
-	}
-	insp, err := c.sb.docker.ExecInspect(context.WithoutCancel(ctx), created.ID, client.ExecInspectOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("exec inspect: %w", err)
-	}
-	return insp.ExitCode, nil
-}
-
-// run is Exec for gantry's own helper commands: it fails on a non-zero exit
-// and reports the command's stderr.
-func (c *Container) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) error {
-	return c.runAs(ctx, SandboxUser, argv, stdin, stdout)
-}
-
-func (c *Container) runAs(ctx context.Context, user string, argv []string, stdin io.Reader, stdout io.Writer) error {
-	var stderr bytes.Buffer
-	code, err := c.exec(ctx, user, argv, nil, stdin, stdout, &limitedBuffer{buf: &stderr, max: 4096})
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-// Alive reports whether the container is still running.
-func (c *Container) Alive(ctx context.Context) bool {
-	insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
-	return err == nil && insp.Container.State != nil && insp.Container.State.Running
-}
-
-// SaveWorkspace streams a tar of /workspace to w.
-func (c *Container) SaveWorkspace(ctx context.Context, w io.Writer) error {
-	{
-		r, finished, err := c.agent.tar(nil)
-		if err != nil {
-			return fmt.Errorf("save workspace: %w", err)
-		}
-		stop := context.AfterFunc(ctx, c.agent.close) // a stalled agent must not hang us
-		defer stop()
-		_, err = io.Copy(w, r)
-		r.CloseWithError(io.ErrClosedPipe)
-		<-finished
-		if err != nil {
-			return fmt.Errorf("save workspace: %w", err)
-		}
-		return nil
-	}
-}
-
-// RestoreWorkspace unpacks a tar (from SaveWorkspace) into /workspace.
-func (c *Container) RestoreWorkspace(ctx context.Context, r io.Reader) error {
-	if err := c.run(ctx, []string{"tar", "-x", "-f", "-", "-C", jobs.WorkspaceDir, "--no-same-owner"}, r, nil); err != nil {
-		return fmt.Errorf("restore workspace: %w", err)
-	}
-	return nil
-}
-
-// FileEntry is a file to place in a container.
-type FileEntry struct {
-	Path    string // absolute: under /workspace, /tmp or /skills
-	Content []byte
-}
-
-// PutSkills replaces what /skills holds with the given files, by piping a
-// tar stream into tar run as root (with no capabilities): the files belong
-// to root, so the job (uid 1000) can read them but not change them.
-// Docker's copy API cannot write to tmpfs mounts under a read-only root.
-func (c *Container) PutSkills(ctx context.Context, files []FileEntry) error {
+func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeTar(pw, files)) }()
-	script := "find " + SkillsDir + " -mindepth 1 -delete && exec tar -x -f - -C / --no-same-owner"
-	err := c.runAs(ctx, "0:0", []string{"sh", "-c", script}, pr, nil)
-	pr.Close()
-	if err != nil {
-		return fmt.Errorf("write skills: %w", err)
+	go func() {
+		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
+		pw.CloseWithError(err)
+	}()
+	c.conn = agent.NewConn(att.Conn, pr, func() { att.Close(); pr.CloseWithError(io.ErrClosedPipe) }, c.stderr.String)
+}
+
+// Kill kills every process in the container; the agent connection breaks.
+func (c *Container) Kill(ctx context.Context) {
+	_, _ = c.sb.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"})
+	if c.conn != nil {
+		c.conn.Close()
 	}
-	return nil
 }
 
-// writeTar writes files with a directory entry for every parent below the
-// mount point.
-func writeTar(w io.Writer, files []FileEntry) error {
-	tw := tar.NewWriter(w)
-	now := time.Now()
-	dirs := map[string]bool{}
-	for _, f := range files {
-		name := strings.TrimPrefix(f.Path, "/")
-		var parents []string
-		for dir := path.Dir(name); dir != "." && !isMountPoint(dir); dir = path.Dir(dir) {
-			parents = append([]string{dir}, parents...)
+// Remove kills and removes the container. It is idempotent.
+func (c *Container) Remove(ctx context.Context) error {
+	c.removeOnce.Do(func() {
+		if c.conn != nil {
+			c.conn.Close()
 		}
-		for _, dir := range parents {
-			if dirs[dir] {
-				continue
-			}
-			dirs[dir] = true
-			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
-				return err
-			}
-		}
-		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.Content)), ModTime: now}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.Content); err != nil {
-			return err
-		}
+		c.removeErr = c.sb.remove(ctx, c.id)
+	})
+	return c.removeErr
+}
+
+// fate says what became of a container whose agent stopped answering.
+type fate struct {
+	gone      bool // removed, or Docker cannot say: not the program's doing
+	oomKilled bool
+	exitCode  int
+	running   bool
+}
+
+// diagnose inspects a container whose agent connection broke.
+func (c *Container) diagnose(ctx context.Context) (fate, error) {
+	insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return fate{gone: true}, nil
 	}
-	return tw.Close()
-}
-
-func isMountPoint(dir string) bool {
-	switch "/" + dir {
-	case jobs.WorkspaceDir, "/tmp", SkillsDir:
-		return true
+	if err != nil || insp.Container.State == nil {
+		return fate{gone: true}, err
 	}
-	return false
+	st := insp.Container.State
+	return fate{oomKilled: st.OOMKilled, exitCode: st.ExitCode, running: st.Running}, nil
 }
 
-// limitedBuffer keeps the first max bytes written to it and drops the rest.
-type limitedBuffer struct {
-	buf *bytes.Buffer
-	max int
+// lockedBuffer keeps the first 4 KiB written to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.buf.Len(); room > 0 {
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 4096 - l.buf.Len(); room > 0 {
 		l.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.TrimSpace(l.buf.String())
 }
 
 func shortID(id string) string {

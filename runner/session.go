@@ -86,12 +86,12 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 	case err == nil:
 		_ = msg.Ack()
 	case errors.Is(err, errSessionLost) || errors.Is(context.Cause(loopCtx), errSessionLost):
-		r.warm.drop(rm.SessionID)
+		r.fleet.dropSession(rm.SessionID)
 		_ = msg.Ack()
 	default:
 		// Shutdown or a failure of gantry's own: hand the session over.
 		log.Warn("handing the session back to the queue", "err", err)
-		r.warm.drop(rm.SessionID)
+		r.fleet.dropSession(rm.SessionID)
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
@@ -153,44 +153,28 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	r.publishStatus(sj.JobID, jobs.StatusRunning)
 	log.Info("session job started")
 
-	spec := sj.Claim.Spec
-	ctr, err := r.sessionContainer(execCtx, sessionID, st, version, key, spec)
-	var res jobs.Result
-	switch {
-	case err != nil && errors.Is(context.Cause(execCtx), errCancelled):
-		res = cancelledResult(0)
-	case err != nil:
+	work := &sessionWork{r: r, id: sessionID, state: st, version: version, key: key}
+	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
+	res, ctr, err := a.run(execCtx)
+	if err != nil {
 		return version, key, err
-	default:
-		res, err = r.runIn(execCtx, ex, ctr, sj.Claim)
-		if err != nil {
-			if errors.Is(context.Cause(execCtx), errCancelled) {
-				res = cancelledResult(0)
-			} else {
-				ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
-				return version, key, err
-			}
-		}
 	}
 
-	// The workspace is kept only when the program ended by itself: a
-	// timeout or cancel kills the container and the session stays at the
-	// version before this job.
+	// The workspace is kept only when the program ended by itself (the
+	// attempt then hands the container over): after a timeout or cancel
+	// the session stays at the version before this job.
 	var snap *store.Snapshot
-	keep := ctr != nil && (res.Status == jobs.StatusSucceeded || res.Status == jobs.StatusFailed)
-	if keep {
+	if ctr != nil {
 		snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
 		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
 		cancelSnap()
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
-			keep = false
+			r.fleet.release(ctr, false, "snapshot failed")
+			ctr = nil
 			res.Status = jobs.StatusError
 			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: "the program ran, but gantry could not save the session's workspace: " + err.Error()}
 		}
-	}
-	if !keep && ctr != nil {
-		ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
 	}
 
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -200,17 +184,17 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		if snap != nil {
 			_ = r.blobs.Delete(commitCtx, snap.Key)
 		}
-		if keep {
-			ctr.Remove(commitCtx) //nolint:errcheck
+		if ctr != nil {
+			r.fleet.release(ctr, false, "record failed")
 		}
 		return version, key, fmt.Errorf("record session job: %w", err)
 	}
 	if snap != nil && !snapApplied {
 		_ = r.blobs.Delete(commitCtx, snap.Key)
-		if keep {
-			ctr.Remove(commitCtx) //nolint:errcheck
+		if ctr != nil {
+			r.fleet.release(ctr, false, "session moved on")
+			ctr = nil
 		}
-		keep = false
 	}
 	if snapApplied {
 		version, key = snap.Version, snap.Key
@@ -220,66 +204,72 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 			}
 		}
 	}
-	if keep {
-		r.warm.put(sessionID, &warmSession{ctr: ctr, version: version, limits: spec.Limits})
+	if ctr != nil {
+		r.fleet.park(sessionID, ctr, version)
 	}
 	if applied {
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(spec.Language, res)
+			r.metrics.observe(sj.Claim.Spec.Language, res)
 		}
 		log.Info("session job finished", "status", res.Status, "version", version)
 	}
 	return version, key, nil
 }
 
-// sessionContainer returns a container holding the session's workspace at
-// version: the warm one this runner kept, if it is current and fits the
+// sessionWork is one session job's view of the session: the workspace
+// version it must run on.
+type sessionWork struct {
+	r       *Runner
+	id      string
+	state   store.SessionState
+	version int64
+	key     string
+}
+
+// container returns a container holding the session's workspace at its
+// version: the one this runner parked, if it is current and fits the
 // job's limits, else a new one restored from the snapshot.
-func (r *Runner) sessionContainer(ctx context.Context, sessionID string, st store.SessionState, version int64, key string, spec jobs.Spec) (*Container, error) {
-	if w := r.warm.take(sessionID); w != nil {
-		if w.version == version && w.limits == spec.Limits && w.ctr.Alive(ctx) {
-			return w.ctr, nil
+func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container, error) {
+	lim := spec.Limits.Container()
+	lim.DiskMB = w.state.DiskMB
+	if c, version := w.r.fleet.unpark(w.id); c != nil {
+		if version == w.version && c.limits == lim && c.conn.Err() == nil {
+			return c, nil
 		}
-		w.ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
+		w.r.fleet.release(c, false, "stale")
 	}
-	lim := spec.Limits
-	lim.DiskMB = st.DiskMB
-	ctr, err := r.sandbox.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim})
+	c, err := w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim)
 	if err != nil {
 		return nil, err
 	}
-	if version > 0 && key != "" {
-		rc, err := r.blobs.Get(ctx, key)
+	if w.version > 0 && w.key != "" {
+		rc, err := w.r.blobs.Get(ctx, w.key)
 		if err == nil {
-			err = ctr.RestoreWorkspace(ctx, rc)
+			err = c.conn.Restore(ctx, rc)
 			rc.Close()
 		}
 		if err != nil {
-			ctr.Remove(context.WithoutCancel(ctx)) //nolint:errcheck
-			return nil, fmt.Errorf("restore session workspace version %d: %w", version, err)
+			w.r.fleet.release(c, false, "restore failed")
+			return nil, fmt.Errorf("restore session workspace version %d: %w", w.version, err)
 		}
 	}
-	return ctr, nil
+	return c, nil
 }
 
 // saveSnapshot uploads the container's workspace as the given version.
 func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
-	pr, pw := io.Pipe()
-	saveErr := make(chan error, 1)
-	go func() {
-		err := ctr.SaveWorkspace(ctx, pw)
-		pw.CloseWithError(err)
-		saveErr <- err
-	}()
+	tr, wait, err := ctr.conn.Tar(ctx, nil, true)
+	if err != nil {
+		return nil, err
+	}
 	// The tmpfs caps the workspace; the bound here guards against a tar
 	// stream larger than the workspace could be.
 	limit := int64(diskMB)<<20 + 64<<20
-	n, err := r.blobs.PutStream(ctx, snap.Key, io.LimitReader(pr, limit+1), "application/x-tar")
-	pr.CloseWithError(io.ErrClosedPipe)
-	if serr := <-saveErr; err == nil && serr != nil && !errors.Is(serr, io.ErrClosedPipe) {
-		err = serr
+	n, err := r.blobs.PutStream(ctx, snap.Key, io.LimitReader(tr, limit+1), "application/x-tar")
+	if werr := wait(); err == nil && werr != nil {
+		err = werr
 	}
 	if err == nil && n > limit {
 		err = fmt.Errorf("workspace snapshot is larger than the session's %d MB", diskMB)

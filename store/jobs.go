@@ -229,9 +229,9 @@ type Claim struct {
 	// Private: the tenant has privacy tokens on (read with the claim, so
 	// the runner needs no extra query per job).
 	Private bool
-	// KeyEpoch is the tenant's count of API key revocations, read with the
-	// claim: when it moved since a warm container of the tenant was
-	// started, the runner retires that container.
+	// KeyEpoch counts the revocations of the tenant's keys, read with the
+	// claim: a runner retires containers bound to the tenant under an
+	// older epoch.
 	KeyEpoch int64
 }
 

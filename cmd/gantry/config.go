@@ -31,6 +31,11 @@ type config struct {
 	DrainTimeout time.Duration
 	PoolMin      int
 	PoolMax      int
+	Runtime      string
+	Isolation    string
+	SandboxJobs  int
+	SandboxIdle  time.Duration
+	SandboxKeep  int
 
 	Queue         jobs.QueueConfig
 	Policy        jobs.Policy
@@ -178,6 +183,11 @@ func loadConfig() (config, error) {
 		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
 		PoolMin:      e.int("GANTRY_POOL_MIN", -1, 0, 256),
 		PoolMax:      e.int("GANTRY_POOL_MAX", -1, 0, 1024),
+		Runtime:      e.str("GANTRY_RUNTIME", ""),
+		Isolation:    e.str("GANTRY_ISOLATION", ""),
+		SandboxJobs:  e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
+		SandboxIdle:  e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
+		SandboxKeep:  e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
 		Queue: jobs.QueueConfig{
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
@@ -231,6 +241,19 @@ func loadConfig() (config, error) {
 	}
 	if c.PoolMax < c.PoolMin {
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_POOL_MAX=%d is below GANTRY_POOL_MIN=%d", c.PoolMax, c.PoolMin))
+	}
+	switch c.Runtime {
+	case "", "runc", "runsc":
+	default:
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_RUNTIME=%q: want runc or runsc (the runtime must be configured in dockerd)", c.Runtime))
+	}
+	switch c.Isolation {
+	case "", "namespaces", "container":
+	default:
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_ISOLATION=%q: want namespaces or container", c.Isolation))
+	}
+	if c.Runtime == "runsc" && c.Isolation == "namespaces" {
+		e.errs = append(e.errs, "GANTRY_ISOLATION=namespaces cannot run under GANTRY_RUNTIME=runsc (bubblewrap cannot make namespaces inside gVisor); leave it unset")
 	}
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/devstack"
@@ -131,7 +132,13 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 }
 
 func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
-	sb, err := runner.NewSandbox(cfg.DockerHost, cfg.Image, cfg.RunnerID)
+	runtime := cfg.Runtime
+	if runtime == "runc" {
+		runtime = "" // Docker's default
+	}
+	sb, err := runner.NewSandbox(cfg.DockerHost, runner.SandboxConfig{
+		Image: cfg.Image, RunnerID: cfg.RunnerID, Runtime: runtime, Isolation: agent.Isolation(cfg.Isolation),
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,8 +148,9 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Slots:        cfg.Slots,
 		Queue:        cfg.Queue,
 		DrainTimeout: cfg.DrainTimeout,
-		Pool: runner.PoolConfig{
+		Fleet: runner.FleetConfig{
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
+			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep,
 		},
 		CodeMode: d.codeMode,
 		Privacy:  d.privacy,

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,4 +208,34 @@ func MaybeServeStdio() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// Marks counts the calls of the Marker fixture's mark tool per key.
+type Marks struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Count is how many times key was marked.
+func (m *Marks) Count(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n[key]
+}
+
+// Marker returns a server whose one tool, mark {key}, counts its calls per
+// key: a side effect a test can count, to prove a program ran exactly once.
+func Marker() (*server.MCPServer, *Marks) {
+	marks := &Marks{n: map[string]int{}}
+	s := server.NewMCPServer("marker-fixture", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("mark", mcp.WithDescription("Counts one call for key."), mcp.WithString("key", mcp.Required())),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			key := req.GetString("key", "")
+			marks.mu.Lock()
+			marks.n[key]++
+			n := marks.n[key]
+			marks.mu.Unlock()
+			return mcp.NewToolResultStructured(map[string]int{"count": n}, fmt.Sprint(n)), nil
+		})
+	return s, marks
 }

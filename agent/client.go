@@ -1,0 +1,298 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Conn is the runner's end of an agent's stream: requests go out, frames
+// come back. Everything read is untrusted (the program shares the
+// container with the agent and might have taken it over): frames are
+// size-capped and a frame out of place breaks the connection rather than
+// being believed. One request at a time, as the agent serves them.
+//
+// A Conn that failed mid-request is broken for good: every later request
+// fails at once, and the container should be retired.
+type Conn struct {
+	fw    *frameWriter
+	fr    *frameReader
+	close func()
+	// diag, when set, returns what the agent printed on its stderr, to
+	// explain a stream that ended.
+	diag func() string
+
+	broken atomic.Pointer[error]
+	once   sync.Once
+}
+
+// NewConn speaks to an agent that reads w and writes r; closeFn ends the
+// stream (the agent then exits). diag may be nil.
+func NewConn(w io.Writer, r io.Reader, closeFn func(), diag func() string) *Conn {
+	return &Conn{fw: newFrameWriter(w), fr: newFrameReader(r, MaxFrame), close: closeFn, diag: diag}
+}
+
+// Close ends the stream: the agent sees it end and exits, which stops the
+// container. It is idempotent and safe to call concurrently with a
+// request, which then fails.
+func (c *Conn) Close() { c.once.Do(c.close) }
+
+// Err is why the connection is broken, or nil.
+func (c *Conn) Err() error {
+	if p := c.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (c *Conn) fail(err error) error {
+	if d := c.diag; d != nil {
+		if msg := strings.TrimSpace(d()); msg != "" {
+			err = fmt.Errorf("%w (the agent said: %s)", err, msg)
+		}
+	}
+	c.broken.CompareAndSwap(nil, &err)
+	c.Close()
+	return *c.broken.Load()
+}
+
+func (c *Conn) send(req Request) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := c.fw.json(KindRequest, req); err != nil {
+		return c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
+	}
+	return nil
+}
+
+func (c *Conn) next() (byte, []byte, error) {
+	kind, payload, err := c.fr.next()
+	if err != nil {
+		return 0, nil, c.fail(fmt.Errorf("the sandbox agent stopped: %w", err))
+	}
+	return kind, payload, nil
+}
+
+// unexpected breaks the connection over a frame that has no place here.
+func (c *Conn) unexpected(kind byte, during string) error {
+	return c.fail(fmt.Errorf("the sandbox agent sent frame %q during %s", kind, during))
+}
+
+// watch closes the connection when ctx ends, so that a request blocked on
+// the agent returns; the caller reads the context's cause.
+func (c *Conn) watch(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() { c.fail(context.Cause(ctx)) })
+}
+
+// Hello reads the agent's first frame.
+func (c *Conn) Hello(ctx context.Context) (Hello, error) {
+	defer c.watch(ctx)()
+	kind, payload, err := c.next()
+	if err != nil {
+		return Hello{}, err
+	}
+	var h Hello
+	if kind != KindHello || json.Unmarshal(payload, &h) != nil {
+		return Hello{}, c.fail(errors.New("the sandbox agent did not start with a hello"))
+	}
+	return h, nil
+}
+
+// Bridge answers the code-mode requests of a running program.
+type Bridge interface {
+	// Handle answers one request; it never fails (an error is an answer).
+	Handle(ctx context.Context, req []byte) []byte
+}
+
+// RunResult is what a run yields.
+type RunResult struct {
+	// Started: the agent reported that the program's sandbox existed. It
+	// is set even when Run fails: after it, what went wrong may be the
+	// program's doing.
+	Started bool
+	// Exit and Listing are set when Run returned no error.
+	Exit    Exit
+	Listing []byte
+}
+
+// maxBridgeWaiting caps the bridge requests of a run in progress on the
+// runner; more are refused at once (the agent caps them too, but the agent
+// is not trusted).
+const maxBridgeWaiting = 64
+
+// Run runs a program (req.Op is set to "run"), copying its output to
+// stdout and stderr, answering its code-mode requests with bridge (nil:
+// none), until it exits. When ctx ends first the connection is closed
+// (which stops the container) and Run returns an error; the caller knows
+// why from ctx. Every bridge request started is finished before Run
+// returns, so the caller's record of them is complete.
+func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, bridge Bridge) (RunResult, error) {
+	defer c.watch(ctx)()
+	req.Op = "run"
+	req.Bridge = bridge != nil
+	var res RunResult
+	bctx, stopBridge := context.WithCancel(ctx)
+	var inFlight sync.WaitGroup
+	defer func() { stopBridge(); inFlight.Wait() }()
+	waiting := make(chan struct{}, maxBridgeWaiting)
+	if err := c.send(req); err != nil {
+		return res, err
+	}
+	exited := false
+	for {
+		kind, payload, err := c.next()
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case kind == KindStarted && !exited:
+			res.Started = true
+		case (kind == KindStdout || kind == KindStderr) && !exited:
+			w := stdout
+			if kind == KindStderr {
+				w = stderr
+			}
+			_, _ = w.Write(payload)
+		case kind == KindBridge && !exited:
+			var br BridgeRequest
+			if bridge == nil || json.Unmarshal(payload, &br) != nil {
+				return res, c.fail(errors.New("the sandbox agent sent a malformed bridge request"))
+			}
+			select {
+			case waiting <- struct{}{}:
+				inFlight.Add(1)
+				go func() {
+					defer func() { <-waiting; inFlight.Done() }()
+					body := bridge.Handle(bctx, br.Req)
+					if bctx.Err() == nil {
+						_ = c.send(Request{Op: "reply", ID: br.ID, Body: body})
+					}
+				}()
+			default:
+				_ = c.send(Request{Op: "reply", ID: br.ID, Body: json.RawMessage(
+					`{"ok":false,"error":{"code":"busy","message":"too many tool requests in progress"}}`)})
+			}
+		case kind == KindExit && !exited:
+			if err := json.Unmarshal(payload, &res.Exit); err != nil {
+				return res, c.fail(fmt.Errorf("the sandbox agent's exit report: %w", err))
+			}
+			if res.Exit.Started {
+				res.Started = true
+			}
+			exited = true
+		case kind == KindListing && exited:
+			res.Listing = payload
+			return res, nil
+		default:
+			return res, c.unexpected(kind, "a run")
+		}
+	}
+}
+
+// Tar asks for a tar of the given workspace files (or, with all, of the
+// whole workspace) and returns it as a stream. The caller reads what it
+// wants, then calls wait, which drains the rest (so that it is not taken
+// for the next answer) and says whether the stream was whole. When ctx
+// ends the connection is closed.
+func (c *Conn) Tar(ctx context.Context, paths []string, all bool) (io.Reader, func() error, error) {
+	stop := c.watch(ctx)
+	if err := c.send(Request{Op: "tar", Paths: paths, All: all}); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		reading := true
+		for {
+			kind, payload, err := c.next()
+			if err != nil {
+				pw.CloseWithError(err)
+				done <- err
+				return
+			}
+			switch kind {
+			case KindData:
+				if reading {
+					if _, err := pw.Write(payload); err != nil {
+						reading = false
+					}
+				}
+			case KindDataEnd:
+				pw.Close()
+				done <- nil
+				return
+			default:
+				err := c.unexpected(kind, "a tar")
+				pw.CloseWithError(err)
+				done <- err
+				return
+			}
+		}
+	}()
+	return pr, func() error {
+		pr.CloseWithError(io.ErrClosedPipe) // the goroutine drains the rest
+		err := <-done
+		stop()
+		return err
+	}, nil
+}
+
+// Restore empties the workspace and unpacks the tar r into it.
+func (c *Conn) Restore(ctx context.Context, r io.Reader) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "restore"}); err != nil {
+		return err
+	}
+	dw := &dataWriter{fw: c.fw}
+	if _, err := io.Copy(dw, r); err != nil {
+		// The agent waits for the end of the stream: a broken source
+		// leaves it mid-tar, so the connection cannot be trusted again.
+		return c.fail(fmt.Errorf("read the snapshot: %w", err))
+	}
+	if err := dw.close(); err != nil {
+		return c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
+	}
+	return c.done("a restore")
+}
+
+// Skills replaces the sandbox's skills with files (paths under SkillsDir).
+func (c *Conn) Skills(ctx context.Context, files []File) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "skills", Files: files}); err != nil {
+		return err
+	}
+	return c.done("a skills update")
+}
+
+// Clean empties the workspace.
+func (c *Conn) Clean(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "clean"}); err != nil {
+		return err
+	}
+	return c.done("a clean")
+}
+
+// done reads the answer to a request without a stream of its own.
+func (c *Conn) done(during string) error {
+	kind, payload, err := c.next()
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case KindOK:
+		return nil
+	case KindError:
+		// The agent is fine but the request failed; the stream is still
+		// in step.
+		return fmt.Errorf("the sandbox agent: %s", payload)
+	}
+	return c.unexpected(kind, during)
+}

@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+func rawFrame(kind byte, payload string) []byte {
+	b := []byte{kind, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+	return append(b, payload...)
+}
+
+func frames(fs ...[]byte) []byte { return bytes.Join(fs, nil) }
+
+// scripted is a Conn whose agent answers with a fixed stream and whose
+// requests are recorded.
+func scripted(stream []byte) (*Conn, *bytes.Buffer) {
+	var sent bytes.Buffer
+	return NewConn(&sent, bytes.NewReader(stream), func() {}, nil), &sent
+}
+
+func TestRunFrames(t *testing.T) {
+	c, sent := scripted(frames(
+		rawFrame(KindStarted, ""),
+		rawFrame(KindStdout, "hello "),
+		rawFrame(KindStderr, "warn"),
+		rawFrame(KindStdout, "world"),
+		rawFrame(KindExit, `{"started":true,"code":137,"signal":9,"oom_kills":1}`),
+		rawFrame(KindListing, "5 out/a.txt\x00"),
+	))
+	var out, errb bytes.Buffer
+	res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &errb, nil)
+	if err != nil || !res.Started || out.String() != "hello world" || errb.String() != "warn" ||
+		res.Exit.Code != 137 || res.Exit.OOMKills != 1 || string(res.Listing) != "5 out/a.txt\x00" {
+		t.Fatalf("run: %+v %v %q %q", res, err, out.String(), errb.String())
+	}
+	// The request went out as one frame with op run.
+	kind, payload, err := newFrameReader(sent, MaxFrame).next()
+	var req Request
+	if err != nil || kind != KindRequest || json.Unmarshal(payload, &req) != nil || req.Op != "run" || req.Argv[0] != "true" {
+		t.Fatalf("request %q %s %v", kind, payload, err)
+	}
+}
+
+func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
+	for name, stream := range map[string][]byte{
+		"listing before exit": frames(rawFrame(KindListing, "")),
+		"output after exit":   frames(rawFrame(KindExit, `{"started":true}`), rawFrame(KindStdout, "late")),
+		"bridge without one":  frames(rawFrame(KindBridge, `{"id":1,"req":{}}`)),
+		"unknown kind":        frames(rawFrame('Z', "")),
+		"oversized frame":     {KindStdout, 0xff, 0xff, 0xff, 0xff},
+		"cut stream":          rawFrame(KindStdout, "abc")[:6],
+		"malformed exit":      frames(rawFrame(KindExit, `{`)),
+	} {
+		c, _ := scripted(stream)
+		if _, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if c.Err() == nil {
+			t.Errorf("%s: connection not marked broken", name)
+		}
+		if err := c.Clean(context.Background()); err == nil {
+			t.Errorf("%s: a broken connection took another request", name)
+		}
+	}
+}
+
+func TestStartedSurvivesABreak(t *testing.T) {
+	c, _ := scripted(frames(rawFrame(KindStarted, ""), rawFrame(KindStdout, "partial")))
+	res, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil)
+	if err == nil || !res.Started {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+func TestTarDrainsTheRest(t *testing.T) {
+	c, _ := scripted(frames(
+		rawFrame(KindData, "first"),
+		rawFrame(KindData, "second"),
+		rawFrame(KindDataEnd, ""),
+		rawFrame(KindOK, ""),
+	))
+	r, wait, err := c.Tar(context.Background(), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "first" {
+		t.Fatalf("read %q %v", buf, err)
+	}
+	if err := wait(); err != nil { // stopped early: the rest is drained
+		t.Fatal(err)
+	}
+	if err := c.Clean(context.Background()); err != nil {
+		t.Fatalf("the next answer was not in step: %v", err)
+	}
+}
+
+func TestDoneReportsTheAgentsError(t *testing.T) {
+	c, _ := scripted(rawFrame(KindError, "disk full"))
+	err := c.Skills(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "disk full") || c.Err() != nil {
+		t.Fatalf("err %v, broken %v", err, c.Err())
+	}
+}
+
+func TestContextClosesTheConnection(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	closed := make(chan struct{})
+	c := NewConn(io.Discard, pr, func() { pr.CloseWithError(errors.New("closed")); close(closed) }, nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("timed out")
+	go cancel(cause)
+	_, err := c.Run(ctx, Request{Argv: []string{"sleep"}}, io.Discard, io.Discard, nil)
+	<-closed
+	if err == nil || !errors.Is(c.Err(), cause) {
+		t.Fatalf("err %v, broken %v", err, c.Err())
+	}
+}
+
+// FuzzConnFrames feeds arbitrary bytes as the agent's answers (a program
+// can take the agent over): no panic, no more output than input, and a
+// stream either accepted whole or refused.
+func FuzzConnFrames(f *testing.F) {
+	f.Add(frames(rawFrame(KindExit, `{"started":true}`), rawFrame(KindListing, "")))
+	f.Add(rawFrame(KindStdout, "partial"))
+	f.Add(frames(rawFrame(KindData, "abc"), rawFrame(KindDataEnd, "")))
+	f.Add([]byte{KindListing, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		var out bytes.Buffer
+		c, _ := scripted(stream)
+		res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &out, nil)
+		if err == nil && len(res.Listing) > len(stream) {
+			t.Fatal("listing larger than the input")
+		}
+		if out.Len() > len(stream) {
+			t.Fatal("more output than input")
+		}
+		c, _ = scripted(stream)
+		if r, wait, err := c.Tar(context.Background(), nil, true); err == nil {
+			n, _ := io.Copy(io.Discard, r)
+			_ = wait()
+			if n > int64(len(stream)) {
+				t.Fatal("more tar than input")
+			}
+		}
+	})
+}
+
+// TestDockerfileProtocol keeps the protocol label of the Dockerfile (for
+// hosts that can pull) in step with the code; build.sh reads it from here.
+func TestDockerfileProtocol(t *testing.T) {
+	b, err := os.ReadFile("../images/sandbox/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("LABEL dev.gantry.agent-protocol=%d\n", Protocol)
+	if !strings.Contains(string(b), want) {
+		t.Errorf("images/sandbox/Dockerfile lacks %q", want)
+	}
+}

@@ -1,0 +1,124 @@
+// Package agent is gantry's sandbox agent and the protocol the runner
+// speaks with it: both ends of that protocol live here, so they cannot
+// drift apart.
+//
+// The agent is the main process of every sandbox container (the static
+// binary gantry-agent, built from cmd/gantry-agent into the sandbox image).
+// The runner attaches to the container's stdin and stdout and sends
+// requests as frames: run a program, stream a tar of files out, restore a
+// tar in, replace the skills, empty the workspace. The agent answers with
+// frames too; the runner treats everything the agent sends as untrusted,
+// since the program shares the container with it.
+//
+// With the "namespaces" isolation (the default), each program runs in a
+// fresh bubblewrap sandbox inside the container: new user, mount, pid, ipc,
+// uts, network and cgroup namespaces, no capabilities, its own /proc, /dev
+// and /tmp, the container's /workspace bound in, the skills and the
+// program read-only. When the program's main process exits, the kernel
+// kills everything it started with its pid namespace, so a container can
+// serve one job after another without one seeing another. With the
+// "container" isolation (gVisor, where bubblewrap cannot run) the program
+// runs directly in the container, which then serves a single job.
+package agent
+
+import "encoding/json"
+
+// Protocol is the version of the runner-agent protocol. The agent reports
+// it in its Hello; a runner refuses an agent of another version (the
+// sandbox image was built from other sources than the runner).
+const Protocol = 2
+
+// Where things are inside the sandbox, as the program sees them.
+const (
+	// Workspace is the program's working directory. In a job's container
+	// it is emptied after every job; in a session's, it persists.
+	Workspace = "/workspace"
+	// ProgramDir holds the program, the code-mode wrappers and the
+	// code-mode bridge socket, read-only, outside the workspace.
+	ProgramDir = "/tmp/gantry"
+	// SkillsDir holds the tenant's skills, read-only.
+	SkillsDir = "/skills"
+	// BridgeSocket is where the program reaches the code-mode bridge.
+	BridgeSocket = ProgramDir + "/bridge.sock"
+)
+
+// Isolation is how the agent runs programs.
+type Isolation string
+
+const (
+	// Namespaces runs each program in a fresh bubblewrap sandbox inside
+	// the container, so the container can serve many jobs.
+	Namespaces Isolation = "namespaces"
+	// Container runs the program directly in the container, which then
+	// serves one job (gVisor, where bubblewrap cannot create namespaces).
+	Container Isolation = "container"
+)
+
+// Hello is the agent's first frame.
+type Hello struct {
+	Protocol  int       `json:"protocol"`
+	Isolation Isolation `json:"isolation"`
+	// Error says why the agent cannot run programs (for example bubblewrap
+	// cannot create namespaces on this host); empty when it can.
+	Error string `json:"error,omitempty"`
+}
+
+// File is a file to place in the sandbox. Path is absolute as the program
+// sees it: under Workspace or ProgramDir for a run, under SkillsDir for
+// the skills.
+type File struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// Request is what the runner asks of the agent. Op says which fields count.
+type Request struct {
+	// Op is "run", "tar", "restore", "skills", "clean" or "reply".
+	Op string `json:"op"`
+
+	// run
+	Files []File            `json:"files,omitempty"`
+	Argv  []string          `json:"argv,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	Stdin []byte            `json:"stdin,omitempty"` // nil: the program reads /dev/null
+	// OutputCap bounds each of stdout and stderr; the rest is read and dropped.
+	OutputCap int `json:"output_cap,omitempty"`
+	// TmpMB sizes the program's /tmp.
+	TmpMB int `json:"tmp_mb,omitempty"`
+	// Bridge opens the code-mode bridge socket for the program.
+	Bridge bool `json:"bridge,omitempty"`
+	// Fresh empties the workspace before the run (a job's container);
+	// without it the workspace is kept (a session's container).
+	Fresh bool `json:"fresh,omitempty"`
+
+	// tar: Paths are workspace-relative regular files (artifacts); All
+	// streams the whole workspace (a session snapshot) instead.
+	Paths []string `json:"paths,omitempty"`
+	All   bool     `json:"all,omitempty"`
+
+	// skills: Files replace the skills.
+
+	// reply: the answer to bridge request ID.
+	ID   int64           `json:"id,omitempty"`
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Exit reports how a run ended.
+type Exit struct {
+	// Started: the program's sandbox was set up and the program was
+	// started. When false nothing of the program ran, and Message says why.
+	Started bool   `json:"started"`
+	Message string `json:"message,omitempty"`
+	// Code is the main process's exit status, 128+n when signal n killed it.
+	Code   int `json:"code"`
+	Signal int `json:"signal,omitempty"`
+	// OOMKills counts the container's out-of-memory kills during the run.
+	OOMKills int `json:"oom_kills,omitempty"`
+}
+
+// BridgeRequest is a request the program made on the bridge socket,
+// numbered by the agent; the runner answers with a "reply" Request.
+type BridgeRequest struct {
+	ID  int64           `json:"id"`
+	Req json.RawMessage `json:"req"`
+}

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"os"
+	"strconv"
+)
+
+// sandboxArgs are bubblewrap's arguments for one program (Namespaces):
+//
+//   - new user, mount, pid, ipc, uts, network and cgroup namespaces, and no
+//     further user namespaces inside (--disable-userns);
+//   - the agent's uid and gid (the container's unprivileged user) with no
+//     capabilities, in a new session (no terminal to push input into);
+//   - the image's root read-only; fresh /dev and /proc, with the same
+//     paths hidden as Docker hides in containers; a fresh /tmp of tmpMB;
+//   - the container's /workspace, the skills (read-only) and the run's
+//     program directory (read-only, as ProgramDir);
+//   - bwrap's own init as pid 1: when the program's main process exits,
+//     init exits and the kernel kills every process left in the namespace;
+//     --die-with-parent kills the sandbox if bwrap itself dies.
+//
+// The environment is bwrap's own, which the agent sets to the job's.
+func (s *server) sandboxArgs(tmpMB int, runDir string) []string {
+	uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
+	args := []string{
+		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup",
+		"--disable-userns", "--die-with-parent", "--new-session",
+		"--uid", uid, "--gid", gid, "--cap-drop", "ALL",
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+	}
+	args = append(args, s.masks...)
+	return append(args,
+		"--size", strconv.Itoa(max(tmpMB, 1)<<20), "--tmpfs", "/tmp",
+		"--bind", Workspace, Workspace,
+		"--ro-bind", s.skillsDir(), SkillsDir,
+		"--ro-bind", runDir, ProgramDir,
+		"--chdir", Workspace,
+	)
+}
+
+// procMasks hides in a sandbox's /proc and /sys what Docker's default
+// masked paths hide in a container (kernel memory and keys, timer and
+// scheduler internals, firmware tables, hardware lists), for the paths
+// that exist on this kernel. The container itself runs with /proc
+// unmasked (bubblewrap cannot mount a new /proc over a masked one); bwrap
+// also makes /proc/sys, /proc/sysrq-trigger, /proc/irq and /proc/bus
+// read-only in every sandbox.
+func procMasks() []string {
+	var args []string
+	for _, f := range []string{"kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug"} {
+		p := "/proc/" + f
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			args = append(args, "--ro-bind", "/dev/null", p)
+		}
+	}
+	for _, d := range []string{"/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			args = append(args, "--tmpfs", d, "--remount-ro", d)
+		}
+	}
+	return args
+}

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Config is how the agent runs.
+type Config struct {
+	Isolation Isolation
+	// StateDir is the agent's own directory for the skills and each run's
+	// program. Under Namespaces it lies in the container's /tmp, which
+	// every sandbox covers with a fresh /tmp of its own.
+	StateDir string
+	// Bwrap is the bubblewrap binary (Namespaces).
+	Bwrap string
+	// Self is this binary, which the Container isolation runs programs
+	// through (it raises their OOM score before it execs them).
+	Self string
+	// Idle ends the agent after this long without a request: its runner
+	// is gone (the runner retires idle containers well before).
+	Idle time.Duration
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Isolation == "" {
+		c.Isolation = Namespaces
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/tmp/.gantry-agent"
+	}
+	if c.Bwrap == "" {
+		c.Bwrap = "/usr/bin/bwrap"
+	}
+	if c.Idle == 0 {
+		c.Idle = 40 * time.Minute
+	}
+	return c
+}
+
+// ErrRunnerGone is returned by Serve when the runner's side of the stream
+// closed: the runner died or let go of the container, and the agent (with
+// it the container) should end.
+var ErrRunnerGone = errors.New("runner went away")
+
+type frame struct {
+	kind    byte
+	payload []byte
+}
+
+// server is the agent: one request at a time, in order.
+type server struct {
+	cfg    Config
+	fw     *frameWriter
+	frames <-chan frame
+	// masks hide host details in each sandbox's /proc and /sys, as
+	// Docker's masked paths do for containers.
+	masks []string
+}
+
+// Serve runs the agent on the runner's stream until the runner goes away
+// (ErrRunnerGone) or the agent was idle for cfg.Idle (nil).
+func Serve(cfg Config, in io.Reader, out io.Writer) error {
+	cfg = cfg.WithDefaults()
+	s := &server{cfg: cfg, fw: newFrameWriter(out)}
+	frames := make(chan frame, 16)
+	go func() {
+		fr := newFrameReader(in, MaxFrame)
+		for {
+			k, p, err := fr.next()
+			if err != nil {
+				close(frames)
+				return
+			}
+			frames <- frame{k, p}
+		}
+	}()
+	s.frames = frames
+
+	hello := Hello{Protocol: Protocol, Isolation: cfg.Isolation}
+	if err := s.setup(); err != nil {
+		hello.Error = err.Error()
+	}
+	if err := s.fw.json(KindHello, hello); err != nil {
+		return err
+	}
+
+	idle := time.NewTimer(cfg.Idle)
+	defer idle.Stop()
+	for {
+		var f frame
+		var ok bool
+		select {
+		case f, ok = <-frames:
+			if !ok {
+				return ErrRunnerGone
+			}
+		case <-idle.C:
+			return nil
+		}
+		if f.kind != KindRequest {
+			continue // the rest of a stream nobody waits for
+		}
+		var req Request
+		if err := json.Unmarshal(f.payload, &req); err != nil {
+			_ = s.fw.frame(KindError, []byte("malformed request: "+err.Error()))
+			continue
+		}
+		var err error
+		switch req.Op {
+		case "run":
+			err = s.run(req)
+		case "tar":
+			err = s.tar(req)
+		case "restore":
+			err = s.answer(s.restore())
+		case "skills":
+			err = s.answer(s.skills(req.Files))
+		case "clean":
+			err = s.answer(emptyDir(Workspace))
+		case "reply":
+			// The answer to a bridge request of a run that ended.
+		default:
+			err = s.answer(fmt.Errorf("unknown op %q", req.Op))
+		}
+		if err != nil {
+			return err
+		}
+		idle.Reset(cfg.Idle)
+	}
+}
+
+// answer ends a request that has no stream of its own.
+func (s *server) answer(err error) error {
+	if err != nil {
+		return s.fw.frame(KindError, []byte(err.Error()))
+	}
+	return s.fw.frame(KindOK, nil)
+}
+
+// setup prepares the state directory and, for Namespaces, checks that
+// bubblewrap can make a sandbox here.
+func (s *server) setup() error {
+	if err := os.MkdirAll(s.skillsDir(), 0o755); err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	if s.cfg.Isolation != Namespaces {
+		return nil
+	}
+	s.masks = procMasks()
+	return s.probe()
+}
+
+func (s *server) skillsDir() string {
+	if s.cfg.Isolation == Container {
+		return SkillsDir
+	}
+	return filepath.Join(s.cfg.StateDir, "skills")
+}
+
+// runDir is where a run's program, wrappers and bridge socket go; the
+// program sees it as ProgramDir.
+func (s *server) runDir() string {
+	if s.cfg.Isolation == Container {
+		return ProgramDir
+	}
+	return filepath.Join(s.cfg.StateDir, "run")
+}
+
+func (s *server) tar(req Request) error {
+	dw := &dataWriter{fw: s.fw}
+	if err := writeTar(Workspace, req.Paths, req.All, dw); err != nil {
+		// The stream is cut: the runner's tar reader fails on it.
+		_ = dw.close()
+		return nil
+	}
+	return dw.close()
+}
+
+// restore unpacks the tar the runner streams after the request into the
+// workspace, which it empties first.
+func (s *server) restore() error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := emptyDir(Workspace)
+		if err == nil {
+			err = extractTar(Workspace, pr, capacity(Workspace))
+		}
+		pr.CloseWithError(io.ErrClosedPipe) // a failed extract drains the rest below
+		done <- err
+	}()
+	for {
+		f, ok := <-s.frames
+		if !ok {
+			pw.CloseWithError(ErrRunnerGone)
+			<-done
+			return ErrRunnerGone
+		}
+		switch f.kind {
+		case KindData:
+			_, _ = pw.Write(f.payload)
+			continue
+		case KindDataEnd:
+			pw.Close()
+		default:
+			pw.CloseWithError(errors.New("restore stream cut by another frame"))
+		}
+		return <-done
+	}
+}
+
+// capacity is the size of the filesystem at dir (the workspace's tmpfs).
+func capacity(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 1 << 40
+	}
+	return int64(st.Blocks) * st.Bsize
+}
+
+// skills replaces the skills directory's content.
+func (s *server) skills(files []File) error {
+	dir := s.skillsDir()
+	if err := emptyDir(dir); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range files {
+		rel, ok := strings.CutPrefix(f.Path, SkillsDir+"/")
+		if !ok {
+			return fmt.Errorf("skill file %q is not under %s", f.Path, SkillsDir)
+		}
+		if rel, ok = cleanRel(rel); !ok {
+			return fmt.Errorf("skill file %q: bad path", f.Path)
+		}
+		if err := placeFile(root, rel, f.Data); err != nil {
+			return fmt.Errorf("skill file %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Causes of an attempt's context ending. The outcome of an attempt is
+// decided once, from the cause, in runIn.
+var (
+	errTimeout   = errors.New("timed out")
+	errCancelled = errors.New("cancelled by request")
+)
+
+// artifactTimeout bounds collecting a job's artifacts or a session's
+// snapshot: what the sandbox sends is untrusted.
+const artifactTimeout = 5 * time.Minute
+
+// startTries is how many containers an attempt tries when the program does
+// not even start (a container that died while it waited, a Docker hiccup)
+// before it gives the job back to the queue.
+const startTries = 3
+
+// errNotStarted marks a failure before any of the program ran: the job
+// may run elsewhere without repeating anything it did.
+var errNotStarted = errors.New("the program did not start")
+
+// attempt is one attempt at running one job. It owns the job's container
+// from the moment it obtains one until it hands it on: to the fleet
+// (release: reuse or retire) for a job, or to the session for a session's
+// job. It decides the outcome once.
+type attempt struct {
+	r     *Runner
+	log   *slog.Logger
+	ex    *execution
+	claim store.Claim
+	// session is set for a session's job: the container holds the
+	// session's workspace and goes back to the session protocol.
+	session *sessionWork
+	// jobCtx ends only when the runner gives up on running jobs
+	// (errShutdown); the context run gets also ends on a cancel request.
+	jobCtx context.Context
+}
+
+// prepared is what a run needs besides the container.
+type prepared struct {
+	req        agent.Request
+	stamp      string       // the tenant's skills stamp
+	skillFiles []agent.File // the tenant's skills
+	bridge     *codemode.Bridge
+}
+
+// run runs the attempt. The result is final when err is nil (succeeded,
+// failed, timed out, cancelled, or error for a failure after the program
+// ran that must not repeat it); err means gantry could not run the job and
+// nothing of the program ran (or it was lost to a failure outside it):
+// the caller gives the job back to the queue.
+//
+// For a session's job, the container whose workspace the program left
+// (the program ended by itself) is returned to the caller, who snapshots
+// and parks it; otherwise it is always nil.
+func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
+	if errors.Is(context.Cause(ctx), errCancelled) {
+		return cancelledResult(0), nil, nil
+	}
+	claim, err := a.r.withPrivacy(ctx, a.claim)
+	if err != nil {
+		return jobs.Result{}, nil, fmt.Errorf("privacy tokens: %w", err)
+	}
+	in, err := a.prepare(ctx, claim)
+	if err != nil {
+		return jobs.Result{}, nil, err
+	}
+	var lastErr error
+	for try := 1; try <= startTries; try++ {
+		ctr, err := a.obtain(ctx)
+		if err != nil {
+			if errors.Is(context.Cause(ctx), errCancelled) {
+				return cancelledResult(0), nil, nil
+			}
+			return jobs.Result{}, nil, err
+		}
+		res, keep, err := a.runIn(ctx, ctr, in)
+		if errors.Is(err, errNotStarted) && ctx.Err() == nil {
+			lastErr = err
+			a.log.Warn("the program did not start; trying another container", "try", try, "container", shortID(ctr.id), "err", err)
+			continue
+		}
+		if err == nil && claim.Private {
+			err = a.r.tokenizeResult(ctx, claim.TenantID, &res)
+		}
+		return res, keep, err
+	}
+	return jobs.Result{}, nil, lastErr
+}
+
+// prepare gathers the run request: files, program, environment, skills
+// and the code-mode bridge.
+func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, error) {
+	spec := claim.Spec
+	in := &prepared{}
+	stamp, skillFiles, err := a.r.skills.get(ctx, claim.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load skills: %w", err)
+	}
+	in.stamp, in.skillFiles = stamp, skillFiles
+	files := make([]agent.File, 0, len(spec.Files)+1)
+	for _, f := range spec.Files {
+		files = append(files, agent.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
+	}
+	if spec.Code != "" {
+		lang, _ := jobs.LookupLanguage(spec.Language)
+		files = append(files, agent.File{Path: jobs.ProgramDir + "/" + lang.File, Data: []byte(spec.Code)})
+	}
+	bridge, genFiles, env, err := a.r.codeMode(ctx, claim)
+	if err != nil {
+		return nil, fmt.Errorf("prepare code mode: %w", err)
+	}
+	files = append(files, genFiles...)
+	if bridge != nil && claim.Private {
+		bridge.Detokenize = func(ctx context.Context, s string) (string, error) {
+			return a.r.cfg.Privacy.Detokenize(ctx, claim.TenantID, s)
+		}
+	}
+	in.bridge = bridge
+	in.req = agent.Request{
+		Files: files, Argv: spec.Argv(), Env: env,
+		OutputCap: spec.Limits.OutputBytes, TmpMB: spec.Limits.DiskMB,
+		Fresh: a.session == nil,
+	}
+	if spec.Stdin != "" {
+		in.req.Stdin = []byte(spec.Stdin)
+	}
+	return in, nil
+}
+
+// obtain gets the container to run in: the session's, or one bound to the
+// job's tenant and limits.
+func (a *attempt) obtain(ctx context.Context) (*Container, error) {
+	if a.session != nil {
+		return a.session.container(ctx, a.claim.Spec)
+	}
+	c, source, err := a.r.fleet.acquire(ctx, a.claim.TenantID, a.claim.KeyEpoch, a.claim.Spec.Limits)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Debug("container", "id", shortID(c.id), "source", source, "jobs", c.jobs)
+	return c, nil
+}
+
+// handOn gives the container to its next owner: back to the fleet (which
+// reuses or retires it) for a job; for a session's job, a container still
+// worth keeping is returned for the session to snapshot and park.
+func (a *attempt) handOn(c *Container, reusable bool, reason string) *Container {
+	if a.session != nil && reusable {
+		return c
+	}
+	if a.session != nil {
+		a.r.fleet.release(c, false, reason)
+		return nil
+	}
+	a.r.fleet.release(c, reusable, reason)
+	return nil
+}
+
+// runIn runs the program in ctr and decides the outcome. errNotStarted
+// means the container failed before the program started; the container
+// has been retired and another may be tried.
+func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs.Result, *Container, error) {
+	spec := a.claim.Spec
+	if ctr.skills != in.stamp {
+		if err := ctr.conn.Skills(ctx, in.skillFiles); err != nil {
+			a.handOn(ctr, false, "broken")
+			if errors.Is(context.Cause(ctx), errCancelled) {
+				return cancelledResult(0), nil, nil
+			}
+			return jobs.Result{}, nil, fmt.Errorf("%w: put skills in: %v", errNotStarted, err)
+		}
+		ctr.skills = in.stamp
+	}
+
+	private := a.claim.Private
+	publish := func(stream string, offset int, chunk []byte) {
+		if private {
+			return
+		}
+		m := nats.NewMsg(jobs.LogSubject(a.ex.jobID))
+		m.Header.Set(jobs.HeaderStream, stream)
+		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
+		m.Data = chunk
+		_ = a.r.nc.PublishMsg(m)
+	}
+	stdout := newOutput("stdout", spec.Limits.OutputBytes, publish)
+	stderr := newOutput("stderr", spec.Limits.OutputBytes, publish)
+	a.r.mu.Lock()
+	a.ex.stdout, a.ex.stderr, a.ex.private = stdout, stderr, private
+	a.r.mu.Unlock()
+
+	var bridge agent.Bridge
+	if in.bridge != nil {
+		bridge = in.bridge
+	}
+	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
+	defer cancelRun()
+	start := time.Now()
+	rr, err := ctr.conn.Run(runCtx, in.req, stdout, stderr, bridge)
+	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
+	res.Stdout, res.StdoutTruncated = stdout.snapshot()
+	res.Stderr, res.StderrTruncated = stderr.snapshot()
+
+	// The outcome, decided once.
+	cause := context.Cause(runCtx)
+	switch {
+	case err == nil && !rr.Exit.Started:
+		a.handOn(ctr, false, "sandbox setup failed")
+		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, rr.Exit.Message)
+	case err == nil:
+		// The program ended by itself: below.
+	case errors.Is(cause, errTimeout):
+		a.handOn(ctr, false, "timed out")
+		res.Status = jobs.StatusTimedOut
+		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
+		return res, nil, nil
+	case errors.Is(cause, errCancelled):
+		a.handOn(ctr, false, "cancelled")
+		res.Status = jobs.StatusCancelled
+		res.Error = cancelledResult(0).Error
+		return res, nil, nil
+	case ctx.Err() != nil: // the runner is shutting down
+		a.handOn(ctr, false, "shutdown")
+		return jobs.Result{}, nil, fmt.Errorf("the runner stopped the job: %w", context.Cause(ctx))
+	case !rr.Started:
+		a.handOn(ctr, false, "broken")
+		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
+	default:
+		// The container broke while the program ran. Only the program
+		// can run it out of memory; anything else happened to it from
+		// outside (Docker, an operator) and the job may run again.
+		f, derr := ctr.diagnose(context.WithoutCancel(ctx))
+		a.handOn(ctr, false, "died")
+		if derr != nil || !f.oomKilled {
+			return jobs.Result{}, nil, fmt.Errorf("the sandbox container stopped while the program ran (%v): %w", err, errSandboxLost)
+		}
+		res.Status = jobs.StatusFailed
+		res.ExitCode = ptr(137)
+		res.Error = oomError(spec.Limits)
+		return res, nil, nil
+	}
+
+	code := rr.Exit.Code
+	res.ExitCode = &code
+	res.Status = jobs.StatusSucceeded
+	if code != 0 {
+		res.Status = jobs.StatusFailed
+		if code == 137 && rr.Exit.OOMKills > 0 {
+			res.Error = oomError(spec.Limits)
+		}
+	}
+	// A container whose memory ran out may hold a half-broken state.
+	reusable := rr.Exit.OOMKills == 0
+
+	// Collecting is bounded in time and ignores cancel requests: the
+	// program is done, its result stands.
+	artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
+	defer cancelArt()
+	arts, err := collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+		return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
+	})
+	var limitErr *errArtifactLimit
+	switch {
+	case errors.As(err, &limitErr):
+		res.Status = jobs.StatusFailed
+		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOutputLimit, Message: limitErr.Error()}
+	case err != nil && a.jobCtx.Err() != nil:
+		a.handOn(ctr, false, "shutdown")
+		return jobs.Result{}, nil, fmt.Errorf("the runner stopped collecting artifacts: %w", context.Cause(a.jobCtx))
+	case err != nil:
+		// The program ran; running it again could repeat what it did.
+		a.handOn(ctr, false, "artifacts failed")
+		res.Status = jobs.StatusError
+		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
+			Message: fmt.Sprintf("the program ran (exit code %d), but gantry could not collect its artifacts: %v", code, err)}
+		return res, nil, nil
+	}
+	reason := ""
+	switch {
+	case ctr.conn.Err() != nil:
+		reusable, reason = false, "broken"
+	case !reusable:
+		reason = "out of memory"
+	}
+	res.Artifacts = arts
+	return res, a.handOn(ctr, reusable, reason), nil
+}
+
+// errSandboxLost marks a container lost while a program ran, to something
+// outside the program: the job may run again.
+var errSandboxLost = errors.New("sandbox lost")
+
+func oomError(lim jobs.Limits) *jobs.ErrorInfo {
+	return &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", lim.MemoryMB)}
+}
+
+func cancelledResult(d time.Duration) jobs.Result {
+	return jobs.Result{Status: jobs.StatusCancelled, Duration: d,
+		Error: &jobs.ErrorInfo{Code: jobs.ErrCodeCancelled, Message: "cancelled by request; the sandbox was killed"}}
+}
+
+func ptr[T any](v T) *T { return &v }

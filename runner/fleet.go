@@ -1,0 +1,601 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// FleetConfig sizes a runner's containers.
+type FleetConfig struct {
+	// Min is how many unbound containers the pool keeps started; 0 turns
+	// the pool off. After misses it grows toward Max, and shrinks back
+	// when quiet.
+	Min, Max int
+	// Limits is the profile pooled containers are made with: jobs asking
+	// for other limits start a container of their own (the cold path).
+	Limits jobs.Limits
+	// MaxAge replaces pooled containers that waited this long.
+	MaxAge time.Duration
+	// MaxJobs retires a container after it served this many jobs.
+	MaxJobs int
+	// Idle retires a bound container (a tenant's or a session's) left
+	// unused this long.
+	Idle time.Duration
+	// IdleMax bounds how many bound containers wait for work at once; the
+	// least recently used goes first.
+	IdleMax int
+}
+
+// WithDefaults fills in zero fields.
+func (c FleetConfig) WithDefaults(slots int) FleetConfig {
+	if c.Max < c.Min {
+		c.Max = c.Min
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 30 * time.Minute
+	}
+	if c.MaxJobs == 0 {
+		c.MaxJobs = 1000
+	}
+	if c.Idle == 0 {
+		c.Idle = 5 * time.Minute
+	}
+	if c.IdleMax == 0 {
+		c.IdleMax = max(2*slots, 4)
+	}
+	return c
+}
+
+// bindKey is what a container is bound to: one tenant and one limits
+// profile for its whole life.
+type bindKey struct {
+	tenant string
+	limits jobs.Limits
+}
+
+// fleet owns a runner's containers between jobs. A container is
+//
+//	unbound: made ahead of demand, bound to nobody yet (the pool);
+//	busy: owned by one attempt;
+//	idle: bound to a tenant and limits profile, waiting for that tenant's
+//	      next job (its workspace emptied, no process of a job left);
+//	parked: a session's container, holding its workspace, waiting for the
+//	      session's next job;
+//	retired: being removed, never used again.
+//
+// A container bound to a tenant never serves another tenant, and one made
+// for a session serves only that session. Every transition happens here,
+// under one lock; removals run in the background, off the jobs' path.
+type fleet struct {
+	cfg    FleetConfig
+	sb     *Sandbox
+	skills *skillCache
+	log    *slog.Logger
+	m      *fleetMetrics
+
+	mu       sync.Mutex
+	unbound  []*Container
+	creating int
+	target   int
+	lastMiss time.Time
+	// ready is closed and replaced whenever a container joins the pool,
+	// waking attempts waiting for one.
+	ready   chan struct{}
+	wake    chan struct{}
+	idle    map[bindKey][]*Container
+	parked  map[string]*parkedSession
+	busy    int
+	epochs  map[string]int64 // the newest key epoch seen per tenant
+	closed  bool
+	pending sync.WaitGroup // background cleans and removals
+}
+
+// parkedSession is a session's container between two of its jobs, with
+// the workspace version it holds.
+type parkedSession struct {
+	ctr     *Container
+	version int64
+}
+
+func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
+	return &fleet{
+		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
+		target: cfg.Min, ready: make(chan struct{}), wake: make(chan struct{}, 1),
+		idle: map[bindKey][]*Container{}, parked: map[string]*parkedSession{}, epochs: map[string]int64{},
+	}
+}
+
+// reusable reports whether containers serve more than one job: not when
+// programs run directly in them (the Container isolation).
+func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
+
+// acquire returns a container bound to the tenant and limits, owned by the
+// caller until it calls release: the tenant's idle one used last, else a
+// pooled one, else a new one. source says which.
+func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits) (c *Container, source string, err error) {
+	key := bindKey{tenant: tenant, limits: lim.Container()}
+	f.mu.Lock()
+	stale := f.noteEpoch(tenant, epoch)
+	if list := f.idle[key]; len(list) > 0 {
+		c = list[len(list)-1]
+		f.idle[key] = list[:len(list)-1]
+		if len(f.idle[key]) == 0 {
+			delete(f.idle, key)
+		}
+		f.claimLocked(c, tenant, epoch)
+		f.mu.Unlock()
+		f.retireAll(stale, "key revoked")
+		f.m.acquired.WithLabelValues("tenant").Inc()
+		return c, "tenant", nil
+	}
+	f.mu.Unlock()
+	f.retireAll(stale, "key revoked")
+
+	if c, ok := f.take(ctx, key.limits); ok {
+		f.mu.Lock()
+		f.claimLocked(c, tenant, epoch)
+		f.mu.Unlock()
+		f.m.acquired.WithLabelValues("pool").Inc()
+		return c, "pool", nil
+	}
+	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits})
+	if err != nil {
+		return nil, "", err
+	}
+	f.mu.Lock()
+	f.claimLocked(c, tenant, epoch)
+	f.mu.Unlock()
+	f.m.acquired.WithLabelValues("cold").Inc()
+	return c, "cold", nil
+}
+
+// noteEpoch records the tenant's key epoch; when it moved on, the tenant's
+// idle containers (bound under a revoked key) are taken out to be retired.
+func (f *fleet) noteEpoch(tenant string, epoch int64) []*Container {
+	if epoch <= f.epochs[tenant] {
+		return nil
+	}
+	f.epochs[tenant] = epoch
+	var stale []*Container
+	for key, list := range f.idle {
+		if key.tenant == tenant {
+			stale = append(stale, list...)
+			delete(f.idle, key)
+		}
+	}
+	f.gaugesLocked()
+	return stale
+}
+
+func (f *fleet) claimLocked(c *Container, tenant string, epoch int64) {
+	c.tenant, c.epoch = tenant, epoch
+	c.jobs++
+	c.lastUsed = time.Now()
+	f.busy++
+	f.gaugesLocked()
+}
+
+// release takes back a container from the attempt that owned it. A
+// container that may serve again has its workspace emptied (in the
+// background) and waits for its tenant's next job; any other is retired.
+func (f *fleet) release(c *Container, reusable bool, reason string) {
+	f.mu.Lock()
+	f.busy--
+	f.gaugesLocked()
+	switch {
+	case !reusable:
+	case !f.reusable():
+		reason = "one job per container"
+	case f.closed:
+		reason = "shutdown"
+	case c.jobs >= f.cfg.MaxJobs:
+		reason = "served its jobs"
+	case c.epoch < f.epochs[c.tenant]:
+		reason = "key revoked"
+	default:
+		reason = ""
+	}
+	if reason != "" {
+		f.mu.Unlock()
+		f.retire(c, reason)
+		return
+	}
+	f.pending.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.pending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := c.conn.Clean(ctx)
+		cancel()
+		if err != nil {
+			f.log.Warn("emptying a workspace failed; retiring the container", "container", shortID(c.id), "err", err)
+			f.retire(c, "clean failed")
+			return
+		}
+		f.mu.Lock()
+		if f.closed || c.epoch < f.epochs[c.tenant] {
+			f.mu.Unlock()
+			f.retire(c, "shutdown")
+			return
+		}
+		c.lastUsed = time.Now()
+		key := bindKey{tenant: c.tenant, limits: c.limits}
+		f.idle[key] = append(f.idle[key], c)
+		evicted := f.overflowLocked()
+		f.gaugesLocked()
+		f.mu.Unlock()
+		f.retireAll(evicted, "idle limit")
+	}()
+}
+
+// createSession makes a container for a session's job (never pooled: it
+// carries the session's label and disk size), owned by the caller.
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits) (*Container, error) {
+	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim})
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.claimLocked(c, tenant, f.epochs[tenant])
+	f.mu.Unlock()
+	f.m.acquired.WithLabelValues("session").Inc()
+	return c, nil
+}
+
+// unpark returns the session's parked container and the version its
+// workspace holds, owned by the caller, or nil.
+func (f *fleet) unpark(sessionID string) (*Container, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.parked[sessionID]
+	if p == nil {
+		return nil, 0
+	}
+	delete(f.parked, sessionID)
+	p.ctr.jobs++
+	p.ctr.lastUsed = time.Now()
+	f.busy++
+	f.gaugesLocked()
+	return p.ctr, p.version
+}
+
+// park keeps a session's container, holding workspace version, for the
+// session's next job on this runner.
+func (f *fleet) park(sessionID string, c *Container, version int64) {
+	f.mu.Lock()
+	f.busy--
+	if f.closed || c.jobs >= f.cfg.MaxJobs || !f.reusable() {
+		f.gaugesLocked()
+		f.mu.Unlock()
+		f.retire(c, "not kept")
+		return
+	}
+	var evicted []*Container
+	if old := f.parked[sessionID]; old != nil && old.ctr != c {
+		evicted = append(evicted, old.ctr)
+	}
+	c.lastUsed = time.Now()
+	f.parked[sessionID] = &parkedSession{ctr: c, version: version}
+	evicted = append(evicted, f.overflowLocked()...)
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(evicted, "idle limit")
+}
+
+// dropSession retires the session's parked container, if any.
+func (f *fleet) dropSession(sessionID string) {
+	f.mu.Lock()
+	p := f.parked[sessionID]
+	delete(f.parked, sessionID)
+	f.gaugesLocked()
+	f.mu.Unlock()
+	if p != nil {
+		f.retire(p.ctr, "session closed")
+	}
+}
+
+// overflowLocked takes out the least recently used bound containers
+// beyond IdleMax.
+func (f *fleet) overflowLocked() []*Container {
+	var out []*Container
+	for f.idleCountLocked() > f.cfg.IdleMax {
+		var oldest *Container
+		var oldestKey bindKey
+		oldestSession := ""
+		for key, list := range f.idle {
+			if c := list[0]; oldest == nil || c.lastUsed.Before(oldest.lastUsed) {
+				oldest, oldestKey, oldestSession = c, key, ""
+			}
+		}
+		for sid, p := range f.parked {
+			if oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed) {
+				oldest, oldestSession = p.ctr, sid
+			}
+		}
+		if oldestSession != "" {
+			delete(f.parked, oldestSession)
+		} else {
+			f.idle[oldestKey] = f.idle[oldestKey][1:]
+			if len(f.idle[oldestKey]) == 0 {
+				delete(f.idle, oldestKey)
+			}
+		}
+		out = append(out, oldest)
+	}
+	return out
+}
+
+func (f *fleet) idleCountLocked() int {
+	n := len(f.parked)
+	for _, list := range f.idle {
+		n += len(list)
+	}
+	return n
+}
+
+// retire removes a container in the background; it never serves again.
+func (f *fleet) retire(c *Container, reason string) {
+	f.m.retired.WithLabelValues(reason).Inc()
+	f.pending.Add(1)
+	go func() {
+		defer f.pending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Remove(ctx); err != nil {
+			f.log.Warn("remove container", "container", shortID(c.id), "err", err)
+		}
+	}()
+}
+
+func (f *fleet) retireAll(cs []*Container, reason string) {
+	for _, c := range cs {
+		f.retire(c, reason)
+	}
+}
+
+// take returns an unbound container made with these limits, or false (a
+// cold start) when the limits differ from the pool's or the pool stays
+// empty for a second. When containers are being made, waiting for one is
+// faster than making another: both need the same CPU.
+func (f *fleet) take(ctx context.Context, lim jobs.Limits) (*Container, bool) {
+	if f.cfg.Min == 0 || lim != f.cfg.Limits.Container() {
+		return nil, false
+	}
+	deadline := time.NewTimer(time.Second)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		if n := len(f.unbound); n > 0 {
+			c := f.unbound[n-1]
+			f.unbound = f.unbound[:n-1]
+			f.gaugesLocked()
+			f.mu.Unlock()
+			f.poke()
+			return c, true
+		}
+		f.lastMiss = time.Now()
+		f.target = min(f.target+1, f.cfg.Max)
+		ready, creating := f.ready, f.creating
+		f.mu.Unlock()
+		f.poke()
+		if creating == 0 {
+			return nil, false
+		}
+		select {
+		case <-ready:
+		case <-deadline.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+func (f *fleet) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps the pool filled and the fleet tidy until ctx ends, then
+// retires every container it holds and waits for the removals.
+func (f *fleet) run(ctx context.Context) {
+	defer f.close()
+	tidy := time.NewTicker(5 * time.Second)
+	defer tidy.Stop()
+	reap := time.NewTicker(reapAge)
+	defer reap.Stop()
+	for {
+		f.fill(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+		case <-tidy.C:
+			f.tidy(ctx)
+		case <-reap.C:
+			if n, err := f.sb.Reap(ctx); err != nil {
+				f.log.Warn("reap stopped containers", "err", err)
+			} else if n > 0 {
+				f.log.Info("removed stopped containers left by runners", "count", n)
+			}
+		}
+	}
+}
+
+// fillers bounds how many containers the pool makes at once.
+const fillers = 3
+
+// fill starts making containers until the pool (with what is being made)
+// holds its target.
+func (f *fleet) fill(ctx context.Context) {
+	for ctx.Err() == nil {
+		f.mu.Lock()
+		if f.cfg.Min == 0 || f.creating >= fillers || len(f.unbound)+f.creating >= f.target {
+			f.mu.Unlock()
+			return
+		}
+		f.creating++
+		f.mu.Unlock()
+		go f.make(ctx)
+	}
+}
+
+func (f *fleet) make(ctx context.Context) {
+	c, err := f.sb.Create(ctx, ContainerSpec{Pool: true, Limits: f.cfg.Limits.Container()})
+	if err == nil {
+		// The built-in skills go in now, off the path of the job: a tenant
+		// with no skills of its own then needs nothing more.
+		if stamp, files, err := f.skills.get(ctx, ""); err == nil && c.conn.Skills(ctx, files) == nil {
+			c.skills = stamp
+		}
+	}
+	f.mu.Lock()
+	f.creating--
+	if err == nil {
+		if f.closed || ctx.Err() != nil {
+			f.mu.Unlock()
+			f.retire(c, "shutdown")
+			return
+		}
+		f.unbound = append(f.unbound, c)
+		f.gaugesLocked()
+		close(f.ready)
+		f.ready = make(chan struct{})
+	}
+	f.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		f.log.Warn("warm a container", "err", err)
+		select { // Docker is unwell: do not spin
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	f.poke()
+}
+
+// tidy retires containers that died (a Docker restart kills them all),
+// unbound ones that waited too long, and bound ones idle too long, and
+// shrinks the pool's target back toward Min after a quiet minute.
+func (f *fleet) tidy(ctx context.Context) {
+	running, err := f.sb.running(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	var dead, old, idle []*Container
+	f.mu.Lock()
+	kept := f.unbound[:0]
+	for _, c := range f.unbound {
+		switch {
+		case !running[c.id]:
+			dead = append(dead, c)
+		case now.Sub(c.born) > f.cfg.MaxAge:
+			old = append(old, c)
+		default:
+			kept = append(kept, c)
+		}
+	}
+	f.unbound = kept
+	for key, list := range f.idle {
+		keep := list[:0]
+		for _, c := range list {
+			switch {
+			case !running[c.id]:
+				dead = append(dead, c)
+			case now.Sub(c.lastUsed) > f.cfg.Idle:
+				idle = append(idle, c)
+			default:
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			delete(f.idle, key)
+		} else {
+			f.idle[key] = keep
+		}
+	}
+	for sid, p := range f.parked {
+		switch {
+		case !running[p.ctr.id]:
+			dead = append(dead, p.ctr)
+			delete(f.parked, sid)
+		case now.Sub(p.ctr.lastUsed) > f.cfg.Idle:
+			idle = append(idle, p.ctr)
+			delete(f.parked, sid)
+		}
+	}
+	if now.Sub(f.lastMiss) > time.Minute && f.target > f.cfg.Min {
+		f.target--
+	}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(dead, "died")
+	f.retireAll(old, "max age")
+	f.retireAll(idle, "idle")
+}
+
+// close retires everything the fleet holds and waits for the removals.
+// Containers still busy are retired by their attempts' release.
+func (f *fleet) close() {
+	f.mu.Lock()
+	f.closed = true
+	all := f.unbound
+	f.unbound = nil
+	for _, list := range f.idle {
+		all = append(all, list...)
+	}
+	f.idle = map[bindKey][]*Container{}
+	for _, p := range f.parked {
+		all = append(all, p.ctr)
+	}
+	f.parked = map[string]*parkedSession{}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(all, "shutdown")
+	f.pending.Wait()
+}
+
+func (f *fleet) gaugesLocked() {
+	f.m.size.Set(float64(len(f.unbound)))
+	n := 0
+	for _, list := range f.idle {
+		n += len(list)
+	}
+	f.m.state.WithLabelValues("unbound").Set(float64(len(f.unbound)))
+	f.m.state.WithLabelValues("idle").Set(float64(n))
+	f.m.state.WithLabelValues("parked").Set(float64(len(f.parked)))
+	f.m.state.WithLabelValues("busy").Set(float64(f.busy))
+}
+
+// fleetMetrics are the fleet's Prometheus metrics.
+type fleetMetrics struct {
+	size     prometheus.Gauge
+	state    *prometheus.GaugeVec
+	acquired *prometheus.CounterVec
+	retired  *prometheus.CounterVec
+}
+
+func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
+	m := &fleetMetrics{
+		size: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gantry_pool_size", Help: "Started containers waiting in the warm pool, bound to no tenant yet."}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gantry_sandboxes",
+			Help: "Sandbox containers by state: unbound (pool), idle (bound to a tenant, waiting), parked (a session's, waiting), busy."}, []string{"state"}),
+		acquired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_sandbox_acquired_total",
+			Help: "Containers handed to jobs, by source: tenant (reused), pool, cold (made for the job), session."}, []string{"source"}),
+		retired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_sandbox_retired_total",
+			Help: "Containers removed, by reason."}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.size, m.state, m.acquired, m.retired)
+	}
+	return m
+}

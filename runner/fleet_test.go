@@ -1,0 +1,337 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/store/storetest"
+)
+
+// host runs a job that prints its hostname first (the short id of the
+// container it ran in) and returns the job and that id.
+func (h *harness) host(t *testing.T, tenant string, req jobs.Request) (jobs.Job, string) {
+	t.Helper()
+	if req.Language == "python" {
+		req.Code = "import socket\nprint(socket.gethostname())\n" + req.Code
+	} else {
+		req.Code = "hostname\n" + req.Code
+	}
+	j := h.waitFor(t, h.submitFor(t, tenant, req), func(j jobs.Job) bool { return j.Status.Terminal() })
+	first, rest, _ := strings.Cut(j.Stdout, "\n")
+	j.Stdout = rest
+	return j, first
+}
+
+// processes lists the command lines of the processes in the container
+// whose id starts with prefix, as the host sees them.
+func (h *harness) processes(t *testing.T, prefix string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "top", prefix, "-o", "pid,args").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker top: %v %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[1:]
+}
+
+func TestReuse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 2, withFleet(FleetConfig{Min: 1, Max: 2, Limits: jobs.DefaultPolicy().DefaultLimits}))
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("containers serve one job under the container isolation")
+	}
+	other, _ := storetest.Tenant(t, h.st, "other")
+
+	// The first job leaves everything it can behind: a detached loop,
+	// files in /tmp, /dev/shm and /workspace, its environment.
+	j1, c1 := h.host(t, h.tenant, jobs.Request{Language: "bash", Env: map[string]string{"LEFT_BEHIND": "env-secret"}, Code: `
+setsid nohup sh -c 'while true; do echo tick >> /workspace/loop.txt; sleep 0.05; done' >/dev/null 2>&1 &
+echo secret > /tmp/left.txt; echo secret > /dev/shm/left.txt; echo secret > /workspace/left.txt
+sleep 0.3; test -s /workspace/loop.txt && echo looping`})
+	if j1.Status != jobs.StatusSucceeded || j1.Stdout != "looping\n" {
+		t.Fatalf("job 1: %s %q %q", j1.Status, j1.Stdout, j1.Stderr)
+	}
+	j2, c2 := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: `
+ls -A /tmp /dev/shm /workspace; env | grep -c LEFT_BEHIND; ps -e -o comm= | sort | tr '\n' ' '`})
+	if c1 != c2 {
+		t.Fatalf("two jobs of one tenant ran in containers %s and %s", c1, c2)
+	}
+	// The sandbox's pid 1 is bubblewrap's init.
+	want := "/dev/shm:\n\n/tmp:\ngantry\n\n/workspace:\n0\nbash bwrap ps sort tr "
+	if j2.Stdout != want {
+		t.Errorf("the second job saw %q, want %q (stderr %q)", j2.Stdout, want, j2.Stderr)
+	}
+	// From the host: only the container's init and the agent are left.
+	if procs := h.processes(t, c1); len(procs) != 2 || !strings.Contains(procs[1], "gantry-agent") {
+		t.Errorf("processes left in the container: %q", procs)
+	}
+
+	// Another tenant's jobs never land in the first tenant's containers.
+	var mu sync.Mutex
+	hosts := map[string]map[string]bool{h.tenant: {c1: true}, other: {}}
+	var wg sync.WaitGroup
+	for i := 0; i < 6; i++ {
+		for _, tenant := range []string{h.tenant, other} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j, c := h.host(t, tenant, jobs.Request{Language: "bash", Code: "true"})
+				if j.Status != jobs.StatusSucceeded {
+					t.Errorf("job: %s %q", j.Status, j.Stderr)
+				}
+				mu.Lock()
+				hosts[tenant][c] = true
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	for c := range hosts[other] {
+		if hosts[h.tenant][c] {
+			t.Fatalf("container %s served both tenants", c)
+		}
+	}
+	if got := testutil.ToFloat64(h.r.fleet.m.acquired.WithLabelValues("tenant")); got == 0 {
+		t.Error("no job reused a container")
+	}
+}
+
+func TestSandboxEscapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 2)
+	namespaces := h.sb.Isolation() == agent.Namespaces
+
+	t.Run("no nested namespaces", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "bash", Code: `unshare -Ur id >/dev/null 2>&1; echo "userns=$?"; unshare -m true >/dev/null 2>&1; echo "mountns=$?"`})
+		if j.Stdout != "userns=1\nmountns=1\n" {
+			t.Errorf("unshare inside a job: %q %q", j.Stdout, j.Stderr)
+		}
+	})
+
+	// Not parallel: the next job must find the container free.
+	t.Run("kill -9 -1 hurts only the job", func(t *testing.T) {
+		j, c1 := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: "sleep 30 & kill -9 -1; echo survived"})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "survived\n" {
+			t.Errorf("kill -9 -1: %s %q %q", j.Status, j.Stdout, j.Stderr)
+		}
+		for i := 0; i < 3; i++ {
+			j, c := h.host(t, h.tenant, jobs.Request{Language: "python", Code: "print('next')"})
+			if j.Status != jobs.StatusSucceeded || j.Stdout != "next\n" {
+				t.Fatalf("the job after: %s %q %q", j.Status, j.Stdout, j.Stderr)
+			}
+			if namespaces && c == c1 {
+				return // and it ran in the same container
+			}
+		}
+		if namespaces {
+			t.Error("the container was not reused after kill -9 -1")
+		}
+	})
+
+	t.Run("a background child holding stdout does not hold the job", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		j := h.run(t, jobs.Request{Language: "bash", Code: "(sleep 120 &); echo started", TimeoutMS: 60_000})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "started\n" {
+			t.Errorf("job: %s %q %+v", j.Status, j.Stdout, j.Error)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("the job took %s", d)
+		}
+	})
+
+	t.Run("the program cannot see the agent", func(t *testing.T) {
+		t.Parallel()
+		if !namespaces {
+			t.Skip("the agent shares the container with the program under the container isolation")
+		}
+		j := h.run(t, jobs.Request{Language: "bash", Code: `ps -e -o pid=,comm= | tr -s ' ' | tr '\n' ';'`})
+		if j.Stdout != " 1 bwrap; 2 bash; 3 ps; 4 tr; 5 tr;" {
+			t.Errorf("the job sees the processes %q", j.Stdout)
+		}
+	})
+
+	t.Run("hidden paths", func(t *testing.T) {
+		t.Parallel()
+		j := h.run(t, jobs.Request{Language: "bash", Code: `for f in /proc/keys /proc/timer_list /proc/sched_debug /proc/kcore; do [ -s $f ] && echo "$f readable"; done
+touch /proc/sys/kernel/x 2>/dev/null && echo sys-writable
+ls /sys/firmware 2>/dev/null | head -1
+echo done`})
+		if j.Stdout != "done\n" {
+			t.Errorf("the job sees: %q", j.Stdout)
+		}
+	})
+}
+
+// withMarker registers the Marker fixture for the harness's tenant (code
+// mode), so that a program can leave one count per execution outside its
+// sandbox.
+func withMarker(t *testing.T, marks **codemodetest.Marks) func(*harness, *Config) {
+	return func(h *harness, c *Config) {
+		box, _ := secret.New(bytes.Repeat([]byte{7}, secret.KeySize))
+		log := slog.New(slog.DiscardHandler)
+		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true}, log)
+		t.Cleanup(up.Close)
+		reg := codemode.NewRegistry(h.st, box, up, log)
+		srv, m := codemodetest.Marker()
+		*marks = m
+		if _, err := reg.Register(context.Background(), h.tenant, codemode.Registration{Name: "marker", Description: "counts",
+			URL: codemodetest.ServeHTTP(t, srv), Headers: map[string]string{"Authorization": "Bearer " + codemodetest.Token}}); err != nil {
+			t.Fatal(err)
+		}
+		c.CodeMode = reg
+	}
+}
+
+// TestProgramFaultsRunOnce: whatever a program does to its own sandbox
+// ends as its own result, once; it is never retried (a retry would repeat
+// its side effects, here a tool call).
+func TestProgramFaultsRunOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	var marks *codemodetest.Marks
+	h := newHarness(t, 2, withMarker(t, &marks))
+	for name, tc := range map[string]struct {
+		code   string
+		limits *jobs.Limits
+		check  func(jobs.Job) bool
+	}{
+		"kills its parent": {
+			code:  "import os, time\nos.kill(os.getppid(), 9)\ntime.sleep(0.2)\nprint('alive')",
+			check: func(j jobs.Job) bool { return j.Status == jobs.StatusSucceeded && j.Stdout == "alive\n" },
+		},
+		"kills its whole process group": {
+			code:  "import os, signal, subprocess\nsubprocess.Popen(['sleep', '30'])\nos.killpg(0, signal.SIGKILL)",
+			check: func(j jobs.Job) bool { return j.Status == jobs.StatusFailed && *j.ExitCode == 137 },
+		},
+		"fills the workspace past its memory": {
+			code:   "with open('/workspace/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))",
+			limits: &jobs.Limits{MemoryMB: 128, DiskMB: 512},
+			check: func(j jobs.Job) bool {
+				return j.Status == jobs.StatusFailed && j.Error != nil && j.Error.Code == jobs.ErrCodeOOMKilled
+			},
+		},
+		"fills its memory": {
+			code:   "b = []\nwhile True:\n    b.append(bytearray(1 << 20))",
+			limits: &jobs.Limits{MemoryMB: 128},
+			check: func(j jobs.Job) bool {
+				return j.Status == jobs.StatusFailed && j.Error != nil && j.Error.Code == jobs.ErrCodeOOMKilled
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			key := jobs.NewID("mark")
+			code := fmt.Sprintf("import gantry\ngantry.call('marker', 'mark', {'key': %q})\n%s", key, tc.code)
+			j := h.run(t, jobs.Request{Language: "python", Code: code, Limits: tc.limits})
+			if !tc.check(j) {
+				t.Errorf("job: %s exit %v %+v\nstdout %q\nstderr %q", j.Status, j.ExitCode, j.Error, j.Stdout, j.Stderr)
+			}
+			if n := marks.Count(key); n != 1 || j.Attempt != 1 {
+				t.Errorf("the program ran %d times (attempt %d)", n, j.Attempt)
+			}
+		})
+	}
+}
+
+func TestFleetPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	policy := jobs.DefaultPolicy()
+	h := newHarness(t, 2, withFleet(FleetConfig{Min: 2, Max: 4, Limits: policy.DefaultLimits}))
+	h.waitPool(t, 2)
+
+	if j := h.run(t, jobs.Request{Language: "bash", Code: "echo warm"}); j.Stdout != "warm\n" {
+		t.Fatalf("job: %+v", j)
+	}
+	if got := testutil.ToFloat64(h.r.fleet.m.acquired.WithLabelValues("pool")); got != 1 {
+		t.Errorf("pool acquisitions = %v, want 1", got)
+	}
+	// Jobs with other limits take the cold path and still work.
+	if j := h.run(t, jobs.Request{Language: "bash", Code: "echo cold", Limits: &jobs.Limits{MemoryMB: 256}}); j.Stdout != "cold\n" {
+		t.Fatalf("cold path: %+v", j)
+	}
+
+	// Containers that die while they wait (as in a Docker restart) are
+	// replaced, and a job never fails for having drawn one.
+	for _, id := range append(h.waitPool(t, 2), h.idleContainers(t)...) {
+		if out, err := exec.Command("docker", "kill", id).CombinedOutput(); err != nil && !strings.Contains(string(out), "is not running") {
+			t.Fatalf("docker kill: %v %s", err, out)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if j := h.run(t, jobs.Request{Language: "bash", Code: "echo after-restart"}); j.Status != jobs.StatusSucceeded || j.Stdout != "after-restart\n" {
+			t.Fatalf("job after the containers died: %+v", j)
+		}
+	}
+	h.waitPool(t, 2)
+}
+
+func (h *harness) idleContainers(t *testing.T) []string {
+	h.r.fleet.mu.Lock()
+	defer h.r.fleet.mu.Unlock()
+	var ids []string
+	for _, list := range h.r.fleet.idle {
+		for _, c := range list {
+			ids = append(ids, c.id)
+		}
+	}
+	return ids
+}
+
+func (h *harness) poolContainers(t *testing.T) []string {
+	t.Helper()
+	res, err := h.sb.docker.ContainerList(context.Background(), client.ContainerListOptions{
+		Filters: make(client.Filters).Add("label", LabelPool+"=true").Add("label", LabelRunner+"="+h.sb.cfg.RunnerID).Add("status", "running")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r.fleet.mu.Lock()
+	defer h.r.fleet.mu.Unlock()
+	var ids []string
+	for _, c := range res.Items {
+		for _, u := range h.r.fleet.unbound {
+			if u.id == c.ID {
+				ids = append(ids, c.ID)
+			}
+		}
+	}
+	return ids
+}
+
+func (h *harness) waitPool(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ids := h.poolContainers(t)
+		if len(ids) >= n {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool has %d containers, want %d", len(ids), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
