@@ -205,14 +205,7 @@ func TestSessionQueuedExact(t *testing.T) {
 	a, _ := storetest.Tenant(t, st, "a")
 	sess := newSession(t, st, a, 3600)
 	var pubs []string
-	var ids []string
-	for _, code := range []string{"one", "two", "three"} {
-		j, _, err := st.EnqueueJob(ctx, sessionJob(a, sess.ID, code), published(&pubs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, j.ID)
-	}
+	ids := queueSessionJobs(t, st, a, sess.ID, &pubs, "one", "two", "three")
 	if out, err := st.CancelJob(ctx, a, ids[1]); err != nil || out != store.CancelledQueued {
 		t.Fatalf("cancel: %v %v", out, err)
 	}
