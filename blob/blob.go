@@ -3,6 +3,7 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,12 +121,36 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	return nil
 }
 
+// streamPartSize is the part size of uploads whose size is not known in
+// advance. minio-go buffers one part in memory per upload and, left to
+// itself, picks a part size that fits 5 TiB (576 MiB): every session write
+// and snapshot reserved that much. 8 MiB parts still allow objects of up
+// to 78 GiB (10,000 parts), far beyond any workspace.
+const streamPartSize = 8 << 20
+
 // PutStream stores everything r yields under key, its size unknown in
-// advance, and returns how many bytes that was.
+// advance, and returns how many bytes that was. An object smaller than one
+// part is read into memory (only as much as it holds) and stored with one
+// PUT; a larger one is uploaded in parts of streamPartSize, so an upload
+// holds at most about two parts in memory whatever its size.
 func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error) {
-	cr := &countingReader{r: r}
-	err := s.Put(ctx, key, cr, -1, contentType)
-	return cr.n, err
+	var head bytes.Buffer
+	n, err := head.ReadFrom(io.LimitReader(r, streamPartSize))
+	if err != nil {
+		return n, fmt.Errorf("put %s: %w", key, err)
+	}
+	if n < streamPartSize {
+		return n, s.Put(ctx, key, bytes.NewReader(head.Bytes()), n, contentType)
+	}
+	cr := &countingReader{r: io.MultiReader(&head, r)}
+	_, err = s.client.PutObject(ctx, s.bucket, key, cr, -1, minio.PutObjectOptions{
+		ContentType: contentType,
+		PartSize:    streamPartSize,
+	})
+	if err != nil {
+		return cr.n, fmt.Errorf("put %s: %w", key, err)
+	}
+	return cr.n, nil
 }
 
 type countingReader struct {

@@ -164,8 +164,8 @@ func (r *Registration) validate(cfg Config) error {
 		return &jobs.FieldError{Field: "name", Message: "must be 1-40 lowercase letters, digits and '_', starting with a letter (it becomes the module servers." + "<name>)"}
 	}
 	r.Description = strings.TrimSpace(r.Description)
-	if len(r.Description) > maxDescription {
-		return &jobs.FieldError{Field: "description", Message: fmt.Sprintf("must be at most %d bytes", maxDescription)}
+	if len(r.Description) > maxDescription || strings.ContainsRune(r.Description, 0) {
+		return &jobs.FieldError{Field: "description", Message: fmt.Sprintf("must be at most %d bytes, without NUL", maxDescription)}
 	}
 	switch {
 	case r.URL != "" && len(r.Command) > 0:
@@ -198,7 +198,7 @@ func (r *Registration) validate(cfg Config) error {
 			return &jobs.FieldError{Field: field, Message: fmt.Sprintf("must have at most %d patterns", maxPatterns)}
 		}
 		for _, p := range pats {
-			if _, err := path.Match(p, ""); err != nil || p == "" || len(p) > 200 {
+			if _, err := path.Match(p, ""); err != nil || p == "" || len(p) > 200 || strings.ContainsRune(p, 0) {
 				return &jobs.FieldError{Field: field, Message: fmt.Sprintf("pattern %q is not a valid glob", p)}
 			}
 		}

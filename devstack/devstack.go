@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -167,6 +168,36 @@ func StartS3(ctx context.Context, bin, dir, addr, accessKey, secretKey string) (
 			return nil, fmt.Errorf("versitygw did not answer on %s within 20s; see %s", addr, filepath.Join(dir, "versitygw.log"))
 		}
 	}
+}
+
+// S3Credentials are the root credentials of the dev S3 server.
+type S3Credentials struct {
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
+// LoadOrCreateS3Credentials reads the S3 credentials kept at path, or makes
+// random ones and keeps them there (mode 0600). Keeping them makes presigned
+// links, which are signed with them, outlive a restart of gantry dev.
+func LoadOrCreateS3Credentials(path string) (S3Credentials, error) {
+	var c S3Credentials
+	data, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" {
+			return c, fmt.Errorf("%s does not hold S3 credentials (remove it to make new ones)", path)
+		}
+		return c, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return c, err
+	}
+	c = S3Credentials{AccessKey: "gantry" + randHex(6), SecretKey: randHex(20)}
+	data, _ = json.MarshalIndent(c, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return c, err
+	}
+	return c, os.Rename(tmp, path)
 }
 
 // Stop terminates the server and waits for it.

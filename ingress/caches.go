@@ -3,96 +3,91 @@ package ingress
 import (
 	"crypto/sha256"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
 
-// authCache remembers recent key lookups for a few seconds, so that busy
-// clients (pollers, log streams) do not cost a database query per request.
-// Entries are keyed by the key's SHA-256, never the key; a revoked key stops
-// working within the TTL.
+// KeyCacheTTL is how long an ingress trusts a key lookup it made. A revoked
+// key is dropped from every ingress's cache at once when the revocation is
+// announced on NATS (gantry keys revoke does); if the announcement is lost,
+// the key keeps working on an ingress that cached it for up to this long.
+const KeyCacheTTL = 5 * time.Second
+
+// authCache remembers recent key lookups, so that busy clients (pollers,
+// log streams) do not cost a database query per request. Entries are keyed
+// by the key's SHA-256, never the key. When full, the least recently used
+// entry makes room: a burst of new keys costs one lookup each, not a
+// stampede of every client at once.
 type authCache struct {
-	ttl time.Duration
-	max int
-
-	mu sync.Mutex
-	m  map[[32]byte]authEntry
+	lru *expirable.LRU[[32]byte, store.Principal]
 }
 
-type authEntry struct {
-	p       store.Principal
-	expires time.Time
-}
-
-func newAuthCache(ttl time.Duration, max int) *authCache {
-	return &authCache{ttl: ttl, max: max, m: map[[32]byte]authEntry{}}
+func newAuthCache(ttl time.Duration, size int) *authCache {
+	return &authCache{lru: expirable.NewLRU[[32]byte, store.Principal](size, nil, ttl)}
 }
 
 func (c *authCache) get(key string) (store.Principal, bool) {
-	h := sha256.Sum256([]byte(key))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[h]
-	if !ok || time.Now().After(e.expires) {
-		return store.Principal{}, false
-	}
-	return e.p, true
+	return c.lru.Get(sha256.Sum256([]byte(key)))
 }
 
 func (c *authCache) put(key string, p store.Principal) {
-	h := sha256.Sum256([]byte(key))
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		for k, e := range c.m { // drop expired entries, else start over
-			if now.After(e.expires) {
-				delete(c.m, k)
-			}
-		}
-		if len(c.m) >= c.max {
-			c.m = map[[32]byte]authEntry{}
+	c.lru.Add(sha256.Sum256([]byte(key)), p)
+}
+
+// dropKey forgets every lookup that resolved to the key with this id.
+func (c *authCache) dropKey(keyID string) {
+	for _, h := range c.lru.Keys() {
+		if p, ok := c.lru.Peek(h); ok && p.KeyID == keyID {
+			c.lru.Remove(h)
 		}
 	}
-	c.m[h] = authEntry{p: p, expires: now.Add(c.ttl)}
 }
 
 // doneJobs keeps recently read finished jobs: a finished job never changes,
 // so polls of it need no database query. It holds at most maxBytes of
-// output in all (a job's output can be megabytes).
+// output in all (a job's output can be megabytes), evicting the least
+// recently read job first.
 type doneJobs struct {
-	maxBytes int
+	maxBytes int64
+	lru      *expirable.LRU[string, jobs.Job] // key: tenant id + job id
 
-	mu    sync.Mutex
-	m     map[string]jobs.Job // key: tenant id + job id
-	bytes int
+	mu    sync.Mutex // orders check-then-add and trimming
+	bytes atomic.Int64
 }
 
+func newDoneJobs(maxBytes int64, ttl time.Duration) *doneJobs {
+	c := &doneJobs{maxBytes: maxBytes}
+	c.lru = expirable.NewLRU(0, func(_ string, j jobs.Job) { c.bytes.Add(-jobSize(j)) }, ttl)
+	return c
+}
+
+func jobSize(j jobs.Job) int64 { return int64(len(j.Stdout) + len(j.Stderr) + 1024) }
+
 func (c *doneJobs) get(tenantID, id string) (jobs.Job, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	j, ok := c.m[tenantID+"/"+id]
-	return j, ok
+	return c.lru.Get(tenantID + "/" + id)
 }
 
 func (c *doneJobs) put(tenantID string, j jobs.Job) {
-	if !j.Status.Terminal() {
-		return
-	}
-	size := len(j.Stdout) + len(j.Stderr) + 1024
-	if size > c.maxBytes/64 {
+	size := jobSize(j)
+	if !j.Status.Terminal() || size > c.maxBytes/64 {
 		return // big outputs are read from the store each time
 	}
+	key := tenantID + "/" + j.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || c.bytes+size > c.maxBytes {
-		c.m, c.bytes = map[string]jobs.Job{}, 0
+	if c.lru.Contains(key) {
+		return
 	}
-	key := tenantID + "/" + j.ID
-	if _, ok := c.m[key]; !ok {
-		c.m[key] = j
-		c.bytes += size
+	c.lru.Add(key, j)
+	c.bytes.Add(size)
+	for c.bytes.Load() > c.maxBytes {
+		if _, _, ok := c.lru.RemoveOldest(); !ok {
+			break
+		}
 	}
 }

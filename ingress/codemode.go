@@ -143,6 +143,9 @@ func (s *Server) handleSearchTools(w http.ResponseWriter, r *http.Request, p sto
 	if len(q) > 500 {
 		return badRequest("q", "is longer than 500 characters")
 	}
+	if err := checkText("q", q); err != nil {
+		return err
+	}
 	detail := r.URL.Query().Get("detail")
 	if !codemode.ValidDetail(detail) {
 		return badRequest("detail", "must be name, description or full")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
@@ -33,6 +35,7 @@ const (
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
 	CodePayloadTooLarge = "payload_too_large"
+	CodeRequestTimeout  = "request_timeout"
 	CodeRateLimited     = "rate_limited"
 	CodeUnavailable     = "unavailable"
 	CodeUpstream        = "upstream_error"
@@ -41,6 +44,18 @@ const (
 
 func badRequest(field, format string, args ...any) *APIError {
 	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// checkText refuses a value Postgres cannot store as text: NUL bytes, or
+// bytes that are not UTF-8 (query strings can carry both, percent-encoded).
+func checkText(field, v string) error {
+	switch {
+	case strings.ContainsRune(v, 0):
+		return badRequest(field, "must not contain NUL bytes")
+	case !utf8.ValidString(v):
+		return badRequest(field, "must be valid UTF-8")
+	}
+	return nil
 }
 
 func notFound(what string) *APIError {
@@ -94,6 +109,10 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		return notFound("object"), false
 	case store.Unavailable(err):
 		return unavailable("the database is unavailable; retry later"), false
+	case store.Unstorable(err):
+		// A field without its own check let through text Postgres refuses.
+		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
+			Message: "the request holds text that cannot be stored: NUL bytes or invalid UTF-8"}, false
 	case errors.Is(err, store.ErrConflict):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	}

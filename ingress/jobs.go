@@ -220,6 +220,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Prin
 		return err
 	}
 	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id")}
+	if err := checkText("session_id", f.SessionID); err != nil {
+		return err
+	}
 	if v := q.Get("status"); v != "" {
 		f.Status = jobs.Status(v)
 		if !f.Status.Valid() {

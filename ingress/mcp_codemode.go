@@ -98,6 +98,9 @@ func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (
 	if args.Limit == 0 {
 		args.Limit = 10
 	}
+	if err := checkText("query", args.Query); err != nil {
+		return toolError(err), nil
+	}
 	tools, err := reg.Search(ctx, p.TenantID, args.Query, args.Detail, min(args.Limit, 100))
 	if err != nil {
 		return toolError(err), nil

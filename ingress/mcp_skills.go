@@ -80,6 +80,9 @@ func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) 
 	if args.Limit == 0 {
 		args.Limit = 5
 	}
+	if err := checkText("query", args.Query); err != nil {
+		return toolError(err), nil
+	}
 	hits, err := s.store.SearchSkills(ctx, p.TenantID, args.Query, min(args.Limit, 50))
 	if err != nil {
 		return toolError(err), nil
@@ -140,7 +143,7 @@ func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*m
 	if res != nil || err != nil {
 		return res, err
 	}
-	rec, err := s.store.SaveSkill(ctx, p.TenantID, skills.Skill{Name: args.Name, Description: args.Description, Body: args.Body,
+	rec, err := s.saveSkill(ctx, p, skills.Skill{Name: args.Name, Description: args.Description, Body: args.Body,
 		Tags: args.Tags, Language: args.Language, Files: args.Files})
 	if err != nil {
 		return toolError(err), nil

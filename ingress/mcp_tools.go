@@ -23,13 +23,14 @@ type codeArgs struct {
 	Code           string      `json:"code"`
 	Files          []jobs.File `json:"files,omitempty"`
 	Stdin          string      `json:"stdin,omitempty"`
+	StdinEncoding  string      `json:"stdin_encoding,omitempty"`
 	TimeoutMS      int         `json:"timeout_ms,omitempty"`
 	SessionID      *string     `json:"session_id,omitempty"`
 	IdempotencyKey string      `json:"idempotency_key,omitempty"`
 }
 
 func (a codeArgs) request() jobs.Request {
-	return jobs.Request{Language: a.Language, Code: a.Code, Files: a.Files, Stdin: a.Stdin,
+	return jobs.Request{Language: a.Language, Code: a.Code, Files: a.Files, Stdin: a.Stdin, StdinEncoding: a.StdinEncoding,
 		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, IdempotencyKey: a.IdempotencyKey,
 		Metadata: map[string]string{"via": "mcp"}}
 }
@@ -156,10 +157,11 @@ func (s *Server) codeSchema(withKey bool) json.RawMessage {
 			"path":{"type":"string","description":"Relative path, e.g. data/input.csv."},
 			"content":{"type":"string"},
 			"encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary content."}}}},
-		"stdin":{"type":"string","maxLength":%d},
+		"stdin":{"type":"string","maxLength":%d,"description":"Standard input, at most %d bytes once decoded: text without NUL bytes, or binary input base64-encoded with stdin_encoding base64."},
+		"stdin_encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary stdin."},
 		"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Wall-clock limit (default %d)."},
 		"session_id":{"type":"string","description":"Run inside a session made with create_session: the program sees the files earlier jobs of the session left in /workspace, and what it leaves is kept for the next."}%s}}`,
-		quotedLanguages(), p.MaxCodeBytes, p.MaxFiles, p.MaxStdinBytes, p.MaxTimeoutMS, p.DefaultTimeoutMS, key))
+		quotedLanguages(), p.MaxCodeBytes, p.MaxFiles, base64.StdEncoding.EncodedLen(p.MaxStdinBytes), p.MaxStdinBytes, p.MaxTimeoutMS, p.DefaultTimeoutMS, key))
 }
 
 func quotedLanguages() string {

@@ -6,6 +6,7 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,9 +35,13 @@ type Config struct {
 	Queue  jobs.QueueConfig
 	// MaxBodyBytes caps request bodies (413 beyond).
 	MaxBodyBytes int64
+	// BodyTimeout is how long a request's body may take to arrive (408
+	// beyond). Negative: no limit.
+	BodyTimeout time.Duration
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
-	// MaxExecuteWait caps how long POST /v1/execute waits.
+	// MaxExecuteWait caps how long POST /v1/execute waits (default: the
+	// policy's longest timeout and 30 s).
 	MaxExecuteWait time.Duration
 	// PresignExpiry is how long artifact download URLs work.
 	PresignExpiry time.Duration
@@ -62,11 +67,15 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 10 << 20
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = time.Minute
+	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 60 * time.Second
 	}
 	if c.MaxExecuteWait == 0 {
-		c.MaxExecuteWait = 15*time.Minute + 30*time.Second
+		// The longest job, and time to record it.
+		c.MaxExecuteWait = time.Duration(c.Policy.MaxTimeoutMS)*time.Millisecond + 30*time.Second
 	}
 	if c.PresignExpiry == 0 {
 		c.PresignExpiry = 15 * time.Minute
@@ -146,7 +155,8 @@ type Server struct {
 	mcp     *server.MCPServer
 	tasks   taskRegistry
 	auth    *authCache
-	done    doneJobs
+	revoked *nats.Subscription // key revocations
+	done    *doneJobs
 	stop    context.CancelFunc
 }
 
@@ -158,19 +168,14 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	s := &Server{
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
-		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(5*time.Second, 10000), done: doneJobs{maxBytes: 64 << 20},
+		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
 	}, s.queueDepth))
 	s.checks = append([]Check{
 		{"postgres", st.Ping},
-		{"nats", func(context.Context) error {
-			if !nc.IsConnected() {
-				return errors.New("not connected")
-			}
-			return nil
-		}},
+		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
 	s.routes()
@@ -195,6 +200,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
+	revoked, err := s.nc.Subscribe(jobs.KeyRevokedSubject, s.onKeyRevoked)
+	if err != nil {
+		return fmt.Errorf("subscribe to key revocations: %w", err)
+	}
+	s.revoked = revoked
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
 	go s.runSweeper(bg, s.cfg.SweepInterval)
@@ -206,11 +216,26 @@ func (s *Server) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
+	if s.revoked != nil {
+		_ = s.revoked.Unsubscribe()
+	}
 	s.hub.stop()
 }
 
+// onKeyRevoked drops a revoked key from the cache at once, so that it stops
+// working on this ingress now rather than when its cache entry expires.
+func (s *Server) onKeyRevoked(m *nats.Msg) {
+	var ev jobs.KeyRevoked
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
+		s.log.Warn("malformed key revocation message", "err", err)
+		return
+	}
+	s.auth.dropKey(ev.KeyID)
+	s.log.Info("API key revoked", "key_id", ev.KeyID, "tenant_id", ev.TenantID)
+}
+
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.recoverer(s.mux) }
+func (s *Server) Handler() http.Handler { return s.recoverer(s.bodyDeadline(s.mux)) }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
@@ -297,6 +322,26 @@ func (s *Server) queueDepth() float64 {
 		return -1
 	}
 	return float64(info.NumPending)
+}
+
+// checkQueue checks that the job stream can take a publish: NATS is
+// connected and the stream answers its info request, with a leader when it
+// is replicated. During a leader election, or with the stream gone, every
+// submission would fail: the ingress is not ready.
+func (s *Server) checkQueue(ctx context.Context) error {
+	if !s.nc.IsConnected() {
+		return errors.New("not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	stream, err := s.js.Stream(ctx, jobs.StreamName)
+	if err != nil {
+		return fmt.Errorf("job stream %s: %w", jobs.StreamName, err)
+	}
+	if c := stream.CachedInfo().Cluster; c != nil && c.Leader == "" {
+		return fmt.Errorf("job stream %s has no leader", jobs.StreamName)
+	}
+	return nil
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

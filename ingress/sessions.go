@@ -28,6 +28,9 @@ func (s *Server) createSession(ctx context.Context, p store.Principal, req jobs.
 	if err != nil {
 		return jobs.Session{}, err
 	}
+	if maxMB := s.cfg.Policy.MaxLimits.DiskMB; req.DiskMB > maxMB {
+		return jobs.Session{}, badRequest("disk_mb", "must be between 1 and %d", maxMB)
+	}
 	return s.store.CreateSession(ctx, p.TenantID, req)
 }
 

@@ -64,6 +64,9 @@ func (s *Server) handleListSkills(w http.ResponseWriter, r *http.Request, p stor
 		if len(q) > 500 {
 			return badRequest("q", "is longer than 500 characters")
 		}
+		if err := checkText("q", q); err != nil {
+			return err
+		}
 		hits, err := s.store.SearchSkills(r.Context(), p.TenantID, q, limit)
 		if err != nil {
 			return err
@@ -131,6 +134,23 @@ type skillPut struct {
 	Files       []skills.File `json:"files,omitempty"`
 }
 
+// saveSkill stores a new version of the tenant's skill, over HTTP and MCP
+// alike. Text Postgres cannot store is refused here, naming the field.
+func (s *Server) saveSkill(ctx context.Context, p store.Principal, sk skills.Skill) (store.SkillRecord, error) {
+	if err := checkText("description", sk.Description); err != nil {
+		return store.SkillRecord{}, err
+	}
+	if err := checkText("body", sk.Body); err != nil {
+		return store.SkillRecord{}, err
+	}
+	for i, f := range sk.Files {
+		if err := checkText(fmt.Sprintf("files[%d].content", i), f.Content); err != nil {
+			return store.SkillRecord{}, err
+		}
+	}
+	return s.store.SaveSkill(ctx, p.TenantID, sk)
+}
+
 func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.Principal) error {
 	name := r.PathValue("name")
 	if err := checkSkillName(name); err != nil {
@@ -168,7 +188,7 @@ func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.
 	if sk.Name != name {
 		return badRequest("name", "the front matter names %q but the URL %q", sk.Name, name)
 	}
-	rec, err := s.store.SaveSkill(r.Context(), p.TenantID, sk)
+	rec, err := s.saveSkill(r.Context(), p, sk)
 	if err != nil {
 		return err
 	}

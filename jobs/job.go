@@ -8,8 +8,12 @@
 package jobs
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is where a job is in its life. A job moves
@@ -136,15 +140,54 @@ type Result struct {
 // Spec is a validated, normalised job request: everything a runner needs to
 // run it, with every default filled in. It is stored with the job.
 type Spec struct {
-	Language  string            `json:"language"`
-	Code      string            `json:"code,omitempty"`
-	Command   []string          `json:"command,omitempty"`
-	Files     []SpecFile        `json:"files,omitempty"`
+	Language string     `json:"language"`
+	Code     string     `json:"code,omitempty"`
+	Command  []string   `json:"command,omitempty"`
+	Files    []SpecFile `json:"files,omitempty"`
+	// Stdin is the program's standard input, as raw bytes (it may be
+	// binary: see MarshalJSON).
 	Stdin     string            `json:"stdin,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	TimeoutMS int               `json:"timeout_ms"`
 	Limits    Limits            `json:"limits"`
 	Artifacts []string          `json:"artifacts"`
+}
+
+// specFields is Spec without its JSON methods.
+type specFields Spec
+
+// specWire is how a spec is stored: stdin that is not text Postgres can
+// hold in JSON (invalid UTF-8, or NUL bytes) travels base64-encoded in
+// stdin_base64 instead of stdin, so binary input survives storage exactly.
+type specWire struct {
+	specFields
+	StdinBase64 string `json:"stdin_base64,omitempty"`
+}
+
+// MarshalJSON encodes the spec, with binary stdin base64-encoded.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	w := specWire{specFields: specFields(s)}
+	if !utf8.ValidString(s.Stdin) || strings.ContainsRune(s.Stdin, 0) {
+		w.StdinBase64, w.Stdin = base64.StdEncoding.EncodeToString([]byte(s.Stdin)), ""
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes a spec stored by MarshalJSON.
+func (s *Spec) UnmarshalJSON(data []byte) error {
+	var w specWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*s = Spec(w.specFields)
+	if w.StdinBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(w.StdinBase64)
+		if err != nil {
+			return fmt.Errorf("spec stdin_base64: %w", err)
+		}
+		s.Stdin = string(b)
+	}
+	return nil
 }
 
 // SpecFile is an input file with its content decoded.

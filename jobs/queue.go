@@ -42,6 +42,20 @@ func CancelSubject(jobID string) string { return "gantry.job." + jobID + ".cance
 // CancelSubjectAll matches the cancel subjects of every job.
 const CancelSubjectAll = "gantry.job.*.cancel"
 
+// KeyRevokedSubject announces that an API key was revoked (core NATS, a
+// KeyRevoked body): every ingress drops the key from its cache at once, and
+// runners may retire the tenant's warm containers.
+const KeyRevokedSubject = "gantry.keys.revoked"
+
+// KeyRevoked is the body of a KeyRevokedSubject message.
+type KeyRevoked struct {
+	KeyID    string `json:"key_id"`
+	TenantID string `json:"tenant_id"`
+	// KeyEpoch is the tenant's count of key revocations, this one included
+	// (the value store.Claim carries from then on).
+	KeyEpoch int64 `json:"key_epoch"`
+}
+
 // JobIDFromSubject returns the job id in a gantry.job.<id>.<kind> subject.
 func JobIDFromSubject(subject string) string {
 	const prefix = "gantry.job."

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"path"
 	"regexp"
 	"sort"
@@ -23,6 +22,7 @@ type Request struct {
 	Command        []string          `json:"command,omitempty"`
 	Files          []File            `json:"files,omitempty"`
 	Stdin          string            `json:"stdin,omitempty"`
+	StdinEncoding  string            `json:"stdin_encoding,omitempty"` // "utf8" (default) or "base64"
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutMS      int               `json:"timeout_ms,omitempty"`
 	Limits         *Limits           `json:"limits,omitempty"`
@@ -116,9 +116,21 @@ func DecodeRequest(r io.Reader) (Request, error) {
 }
 
 // DecodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields, and turns decoding failures into FieldErrors that name the field.
+// fields and invalid UTF-8 (which encoding/json would silently replace with
+// U+FFFD), and turns decoding failures into FieldErrors that name the field.
 func DecodeStrict(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
+	data, err := io.ReadAll(r)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &FieldError{Message: "request body ended before its declared length"}
+	}
+	if err != nil {
+		return err // too large, too slow: the caller maps it
+	}
+	if !utf8.Valid(data) {
+		off := invalidUTF8At(data)
+		return &FieldError{Field: fieldAt(data, int64(off)), Message: fmt.Sprintf("is not valid UTF-8 (byte %d of the body); send binary data base64-encoded", off)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonFieldError(err)
@@ -129,10 +141,87 @@ func DecodeStrict(r io.Reader, v any) error {
 	return nil
 }
 
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// fieldAt names the JSON field whose key or value holds byte off of data,
+// as the API names fields ("files[2].content", "metadata"): a bad key names
+// the object holding it. It returns "" when off is outside any field.
+func fieldAt(data []byte, off int64) string {
+	type frame struct {
+		object  bool
+		key     string // current key (objects)
+		index   int    // current index (arrays)
+		wantKey bool
+	}
+	var stack []*frame
+	name := func(depth int) string {
+		var b strings.Builder
+		for _, f := range stack[:depth] {
+			if f.object {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			} else {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			}
+		}
+		return b.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return name(len(stack))
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		d, _ := tok.(json.Delim)
+		if top != nil && top.object && top.wantKey && d != '}' {
+			top.key, _ = tok.(string)
+			top.wantKey = false
+			if dec.InputOffset() > off {
+				return name(len(stack) - 1)
+			}
+			continue
+		}
+		switch d {
+		case '{', '[':
+			stack = append(stack, &frame{object: d == '{', wantKey: d == '{'})
+			continue
+		case ']', '}':
+			stack = stack[:len(stack)-1]
+		default:
+			if dec.InputOffset() > off {
+				return name(len(stack))
+			}
+		}
+		// A value ended: move on to the next key or element.
+		if len(stack) > 0 {
+			if top := stack[len(stack)-1]; top.object {
+				top.wantKey = true
+			} else {
+				top.index++
+			}
+		}
+	}
+}
+
 func jsonFieldError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
-	var maxErr *http.MaxBytesError
 	switch {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
@@ -146,8 +235,6 @@ func jsonFieldError(err error) error {
 		return &FieldError{Message: "request body is empty"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &FieldError{Message: "malformed JSON: unexpected end of body"}
-	case errors.As(err, &maxErr):
-		return err
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f := strings.Trim(name, `"`)
@@ -186,7 +273,8 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	if !ok {
 		return Spec{}, fieldErr("language", "unknown language %q (one of %s)", req.Language, languageNames())
 	}
-	spec := Spec{Language: lang.Name, Stdin: req.Stdin}
+	spec := Spec{Language: lang.Name}
+	var err error
 
 	switch {
 	case req.Code != "" && len(req.Command) > 0:
@@ -215,8 +303,8 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 		spec.Code = req.Code
 	}
-	if len(req.Stdin) > p.MaxStdinBytes {
-		return Spec{}, fieldErr("stdin", "is %d bytes; at most %d", len(req.Stdin), p.MaxStdinBytes)
+	if spec.Stdin, err = p.normalizeStdin(req.Stdin, req.StdinEncoding); err != nil {
+		return Spec{}, err
 	}
 
 	files, err := p.normalizeFiles(req.Files)
@@ -268,18 +356,58 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 	}
 
-	if len(req.Metadata) > 32 {
-		return Spec{}, fieldErr("metadata", "has %d keys; at most 32", len(req.Metadata))
-	}
-	for k, v := range req.Metadata {
-		if k == "" || len(k) > 64 || len(v) > 512 {
-			return Spec{}, fieldErr("metadata", "keys must be 1-64 bytes and values at most 512 bytes (%q)", truncate(k, 64))
-		}
+	if err := ValidateMetadata(req.Metadata); err != nil {
+		return Spec{}, err
 	}
 	if req.IdempotencyKey != "" && !keyRE.MatchString(req.IdempotencyKey) {
 		return Spec{}, fieldErr("idempotency_key", "must be 1-255 printable ASCII characters without spaces")
 	}
 	return spec, nil
+}
+
+// normalizeStdin decodes the request's stdin. Text must not hold NUL bytes
+// (Postgres cannot store them in text); binary input comes base64-encoded.
+func (p Policy) normalizeStdin(stdin, encoding string) (string, error) {
+	switch encoding {
+	case "", "utf8", "utf-8":
+		if strings.ContainsRune(stdin, 0) {
+			return "", fieldErr("stdin", "must not contain NUL bytes; send binary input base64-encoded with \"stdin_encoding\": \"base64\"")
+		}
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(stdin)
+		if err != nil {
+			return "", fieldErr("stdin", "is not valid base64: %v", err)
+		}
+		stdin = string(b)
+	default:
+		return "", fieldErr("stdin_encoding", "must be utf8 or base64, not %q", encoding)
+	}
+	if len(stdin) > p.MaxStdinBytes {
+		return "", fieldErr("stdin", "is %d bytes; at most %d", len(stdin), p.MaxStdinBytes)
+	}
+	return stdin, nil
+}
+
+// ValidateMetadata checks a job's or session's metadata: at most 32 keys of
+// 1-64 bytes, values of at most 512 bytes, and no NUL bytes anywhere
+// (Postgres cannot store them in JSON).
+func ValidateMetadata(m map[string]string) error {
+	if len(m) > 32 {
+		return fieldErr("metadata", "has %d keys; at most 32", len(m))
+	}
+	for k, v := range m {
+		switch {
+		case k == "" || len(k) > 64:
+			return fieldErr("metadata", "keys must be 1-64 bytes (%q)", truncate(k, 64))
+		case strings.ContainsRune(k, 0):
+			return fieldErr("metadata", "key %q must not contain NUL bytes", truncate(k, 64))
+		case len(v) > 512:
+			return fieldErr("metadata."+k, "is %d bytes; at most 512", len(v))
+		case strings.ContainsRune(v, 0):
+			return fieldErr("metadata."+k, "must not contain NUL bytes")
+		}
+	}
+	return nil
 }
 
 func (p Policy) normalizeFiles(in []File) ([]SpecFile, error) {

@@ -1,10 +1,13 @@
 package jobs
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func decodeAndNormalize(body string) (Spec, error) {
@@ -80,6 +83,16 @@ func TestBadRequests(t *testing.T) {
 		{"glob absolute", `{"language":"python","code":"x","artifacts":["/etc/*"]}`, "artifacts[0]", "relative"},
 		{"bad idempotency key", `{"language":"python","code":"x","idempotency_key":"has space"}`, "idempotency_key", "printable"},
 		{"empty argv0", `{"language":"bash","command":[""]}`, "command", "must not be empty"},
+		{"nul in stdin", `{"language":"python","code":"x","stdin":"a\u0000b"}`, "stdin", "stdin_encoding"},
+		{"bad stdin base64", `{"language":"python","code":"x","stdin":"!!","stdin_encoding":"base64"}`, "stdin", "base64"},
+		{"bad stdin encoding", `{"language":"python","code":"x","stdin":"","stdin_encoding":"hex"}`, "stdin_encoding", "utf8 or base64"},
+		{"nul in metadata key", `{"language":"python","code":"x","metadata":{"a\u0000":"v"}}`, "metadata", "NUL"},
+		{"nul in metadata value", `{"language":"python","code":"x","metadata":{"agent":"v\u0000"}}`, "metadata.agent", "NUL"},
+		{"long metadata value", `{"language":"python","code":"x","metadata":{"agent":"` + strings.Repeat("v", 513) + `"}}`, "metadata.agent", "at most 512"},
+		{"invalid utf8 in code", "{\"language\":\"python\",\"code\":\"print('\xff')\"}", "code", "UTF-8"},
+		{"invalid utf8 in a file", "{\"language\":\"python\",\"code\":\"x\",\"files\":[{\"path\":\"a\",\"content\":\"\"},{\"path\":\"b\",\"content\":\"\xc3(\"}]}", "files[1].content", "UTF-8"},
+		{"invalid utf8 in a metadata key", "{\"language\":\"python\",\"code\":\"x\",\"metadata\":{\"k\xfe\":\"v\"}}", "metadata", "UTF-8"},
+		{"invalid utf8 in an env value", "{\"language\":\"python\",\"env\":{\"A\":\"1\",\"B\":\"\xe2\x82\"},\"code\":\"x\"}", "env.B", "UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,6 +105,62 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("got field %q message %q; want field %q containing %q", fe.Field, fe.Error(), c.field, c.msg)
 			}
 		})
+	}
+}
+
+// TestBinaryStdin: base64 stdin is decoded, and the raw bytes survive the
+// spec's storage encoding (JSON that Postgres must accept: no NUL, valid
+// UTF-8) exactly.
+func TestBinaryStdin(t *testing.T) {
+	raw := "\x00\x01\xff\xfebinary\n"
+	body, _ := json.Marshal(map[string]any{"language": "python", "code": "x", "stdin": base64.StdEncoding.EncodeToString([]byte(raw)), "stdin_encoding": "base64"})
+	spec, err := decodeAndNormalize(string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Stdin != raw {
+		t.Fatalf("stdin = %q, want %q", spec.Stdin, raw)
+	}
+	stored, err := MarshalSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(stored, []byte(`\u0000`)) || !utf8.Valid(stored) || !bytes.Contains(stored, []byte(`"stdin_base64"`)) {
+		t.Errorf("stored spec is not safe for jsonb: %s", stored)
+	}
+	var back Spec
+	if err := json.Unmarshal(stored, &back); err != nil || back.Stdin != raw {
+		t.Fatalf("stdin after storage = %q (err %v), want %q", back.Stdin, err, raw)
+	}
+	// Text stdin is stored as text.
+	spec.Stdin = "héllo\n"
+	stored, _ = MarshalSpec(spec)
+	if !bytes.Contains(stored, []byte(`"stdin":"héllo\n"`)) || bytes.Contains(stored, []byte("stdin_base64")) {
+		t.Errorf("text stdin stored as %s", stored)
+	}
+	// The decoded size is what counts against the limit.
+	big := base64.StdEncoding.EncodeToString(make([]byte, DefaultPolicy().MaxStdinBytes+1))
+	body, _ = json.Marshal(map[string]any{"language": "python", "code": "x", "stdin": big, "stdin_encoding": "base64"})
+	var fe *FieldError
+	if _, err := DefaultPolicy().Normalize(mustDecode(t, body)); !errors.As(err, &fe) || fe.Field != "stdin" {
+		t.Errorf("oversize stdin: %v", err)
+	}
+}
+
+func mustDecode(t *testing.T, body []byte) Request {
+	t.Helper()
+	req, err := DecodeRequest(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestSessionMetadata(t *testing.T) {
+	_, err := SessionRequest{Language: "python", Metadata: map[string]string{"who": "a\x00b"}}.Normalize()
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "metadata.who" || !strings.Contains(fe.Message, "NUL") {
+		t.Errorf("NUL in session metadata: %v", err)
 	}
 }
 
@@ -161,6 +230,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(`{"language":"bash","command":["ls","-la"],"files":[{"path":"a/b","content":"x"}]}`)
 	f.Add(`{"language":"node","code":"1","limits":{"memory_mb":64},"artifacts":["**/*.png"],"env":{"A":"b"}}`)
 	f.Add(`{"language":"python","code":"x","files":[{"path":"../../etc/passwd","content":"x"}]}`)
+	f.Add(`{"language":"python","code":"x","stdin":"AP8=","stdin_encoding":"base64","metadata":{"a":"b"}}`)
+	f.Add("{\"language\":\"python\",\"code\":\"\xff\"}")
 	f.Fuzz(func(t *testing.T, body string) {
 		spec, err := decodeAndNormalize(body)
 		if err != nil {
@@ -182,6 +253,16 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if spec.TimeoutMS < 1 || spec.Limits.MemoryMB < 32 {
 			t.Fatalf("accepted out-of-range spec %+v", spec)
+		}
+		// What is accepted can be stored (no NUL, valid UTF-8) and comes
+		// back the same.
+		stored, err := MarshalSpec(spec)
+		if err != nil || bytes.Contains(stored, []byte(`\u0000`)) || !utf8.Valid(stored) {
+			t.Fatalf("spec cannot be stored: %s (%v)", stored, err)
+		}
+		var back Spec
+		if err := json.Unmarshal(stored, &back); err != nil || back.Stdin != spec.Stdin {
+			t.Fatalf("stdin %q came back as %q (%v)", spec.Stdin, back.Stdin, err)
 		}
 	})
 }

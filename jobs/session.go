@@ -58,15 +58,7 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.DiskMB < 1 || r.DiskMB > MaxSessionMB {
 		return r, fieldErr("disk_mb", "must be between 1 and %d", MaxSessionMB)
 	}
-	if len(r.Metadata) > 32 {
-		return r, fieldErr("metadata", "has %d keys; at most 32", len(r.Metadata))
-	}
-	for k, v := range r.Metadata {
-		if k == "" || len(k) > 64 || len(v) > 512 {
-			return r, fieldErr("metadata", "keys must be 1-64 bytes and values at most 512 bytes (%q)", truncate(k, 64))
-		}
-	}
-	return r, nil
+	return r, ValidateMetadata(r.Metadata)
 }
 
 // SessionKey is where version v of a session's workspace snapshot is stored.

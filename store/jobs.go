@@ -70,7 +70,7 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	if nj.SessionID != nil {
 		var n int64
 		err := tx.QueryRow(ctx, `
-			UPDATE sessions SET seq = seq + 1, queued = queued + 1, last_used_at = now(),
+			UPDATE sessions SET seq = seq + 1, last_used_at = now(),
 				expires_at = now() + make_interval(secs => ttl_seconds)
 			WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()
 			RETURNING seq`, *nj.SessionID, nj.TenantID).Scan(&n)
@@ -229,13 +229,16 @@ type Claim struct {
 	// Private: the tenant has privacy tokens on (read with the claim, so
 	// the runner needs no extra query per job).
 	Private bool
-	// KeyEpoch counts the revocations of the tenant's keys: a runner
-	// retires containers bound to the tenant under an older epoch.
+	// KeyEpoch counts the revocations of the tenant's keys, read with the
+	// claim: a runner retires containers bound to the tenant under an
+	// older epoch.
 	KeyEpoch int64
 }
 
-// tenantPrivate selects the privacy switch of a jobs row's tenant.
-const tenantPrivate = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id)`
+// tenantClaim selects what a claim carries of a jobs row's tenant: its
+// privacy switch and key epoch.
+const tenantClaim = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id),
+	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id)`
 
 // ClaimJob marks the job running for this attempt and returns its spec. It
 // succeeds for a queued job and for a running one whose earlier attempt was
@@ -249,8 +252,8 @@ func (s *Store) ClaimJob(ctx context.Context, id string, attempt int, runnerID s
 		err = s.pool.QueryRow(ctx, `
 			UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
 			WHERE id = $1 AND status IN ('queued', 'running')
-			RETURNING tenant_id, spec, cancel_requested, `+tenantPrivate, id, attempt, runnerID).
-			Scan(&c.TenantID, &spec, &c.CancelRequested, &c.Private)
+			RETURNING tenant_id, spec, cancel_requested, `+tenantClaim, id, attempt, runnerID).
+			Scan(&c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}

@@ -16,9 +16,13 @@ import (
 // closing) for the tenant.
 var ErrSessionNotFound = errors.New("session not found")
 
+// sessionQueued counts a sessions row's queued jobs. It is derived, never
+// kept: a queued job can leave that state in many ways (run, cancelled,
+// closed with its session, given up).
+const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
+
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes,
-	(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer, metadata`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
@@ -217,7 +221,7 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
 		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
-		RETURNING tenant_id, language, disk_mb, version, snapshot_key, queued`, id, owner, lease.Seconds()).
+		RETURNING tenant_id, language, disk_mb, version, snapshot_key, `+sessionQueued, id, owner, lease.Seconds()).
 		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
@@ -251,18 +255,33 @@ func (s *Store) ExtendSession(ctx context.Context, id, owner string, lease time.
 // With force, it lets go regardless and returns how many jobs wait, so the
 // caller can hand them to another owner.
 func (s *Store) ReleaseSession(ctx context.Context, id, owner string, force bool) (released bool, queued int, err error) {
-	err = s.pool.QueryRow(ctx, `
-		UPDATE sessions SET owner = NULL, owner_until = NULL
-		WHERE id = $1 AND owner = $2 AND ($3 OR queued = 0 OR status = 'closing')
-		RETURNING queued`, id, owner, force).Scan(&queued)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var cur *string
-		if err := s.pool.QueryRow(ctx, `SELECT owner FROM sessions WHERE id = $1`, id).Scan(&cur); err != nil || cur == nil || *cur != owner {
-			return true, 0, nil // not ours (any more), or gone
-		}
-		return false, 0, nil
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, 0, err
 	}
-	return err == nil, queued, err
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var cur *string
+	var status string
+	err = tx.QueryRow(ctx, `SELECT owner, status FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&cur, &status)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && (cur == nil || *cur != owner) {
+		return true, 0, nil // gone, or not ours (any more)
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	// Holding the row, no submission to the session is half done (EnqueueJob
+	// locks it too), and this statement's snapshot, taken after the lock,
+	// sees every job that was queued before: none can slip past the count.
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE session_id = $1 AND status = 'queued'`, id).Scan(&queued); err != nil {
+		return false, 0, err
+	}
+	if !force && queued > 0 && status != "closing" {
+		return false, queued, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sessions SET owner = NULL, owner_until = NULL WHERE id = $1`, id); err != nil {
+		return false, 0, err
+	}
+	return true, queued, tx.Commit(ctx)
 }
 
 // SessionJob is the next job an owner should run.
@@ -309,23 +328,15 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var tenantID string
 	var spec []byte
 	var cancelReq, private bool
-	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, `+tenantPrivate+` FROM jobs
+	var keyEpoch int64
+	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private, &keyEpoch)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Nothing left. Holding the session's row, no submission is half
-		// done, so the count of queued jobs is exactly zero (it can drift
-		// when queued jobs are cancelled).
-		_, err := tx.Exec(ctx, `UPDATE sessions SET queued = 0 WHERE id = $1`, sessionID)
-		return sj, false, false, err
+		return sj, false, false, nil // nothing left
 	}
 	if err != nil {
 		return sj, false, false, err
-	}
-	if status == "queued" {
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET queued = greatest(queued - 1, 0) WHERE id = $1`, sessionID); err != nil {
-			return sj, false, false, err
-		}
 	}
 	if attempt >= maxAttempts {
 		_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'error', finished_at = now(), error_code = 'infrastructure',
@@ -338,7 +349,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private}
+	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch}
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
 	}

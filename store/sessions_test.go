@@ -31,6 +31,21 @@ func sessionJob(tenantID, sessionID, code string) store.NewJob {
 	return nj
 }
 
+// queueSessionJobs queues one job per code in the session and returns
+// their ids in submission order.
+func queueSessionJobs(t *testing.T, st *store.Store, tenantID, sessionID string, pubs *[]string, codes ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, code := range codes {
+		j, _, err := st.EnqueueJob(context.Background(), sessionJob(tenantID, sessionID, code), published(pubs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
 func TestSessionQueueAndOwnership(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
@@ -43,14 +58,7 @@ func TestSessionQueueAndOwnership(t *testing.T) {
 	if _, _, err := st.EnqueueJob(ctx, sessionJob(b, sess.ID, "x"), published(&pubs)); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("foreign session: %v", err)
 	}
-	var ids []string
-	for _, code := range []string{"one", "two", "three"} {
-		j, _, err := st.EnqueueJob(ctx, sessionJob(a, sess.ID, code), published(&pubs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, j.ID)
-	}
+	ids := queueSessionJobs(t, st, a, sess.ID, &pubs, "one", "two", "three")
 	if got, _ := st.GetSession(ctx, a, sess.ID); got.Queued != 3 {
 		t.Errorf("queued = %d", got.Queued)
 	}

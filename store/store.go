@@ -103,12 +103,31 @@ func notFound(err error) error {
 	return err
 }
 
-// Unavailable reports whether err means Postgres could not be reached, as
-// opposed to a query that failed: a retry may succeed.
+// Unavailable reports whether err means Postgres could not be reached or
+// cannot serve now, as opposed to a query that failed: a retry may succeed.
+// Besides network failures that is SQLSTATE class 08 (connection
+// exception), 57 (operator intervention: a shutdown in progress, a
+// terminated backend, a cancelled statement) and 53 (insufficient
+// resources: too many connections, disk full).
 func Unavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
+		switch pgErr.Code[:2] {
+		case "08", "53", "57":
+			return true
+		}
+	}
 	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err)
+}
+
+// Unstorable reports whether err is Postgres refusing a value's text: a NUL
+// byte (SQLSTATE 22021 in text, 22P05 in JSON) or an invalid byte sequence.
+// The caller sent something it should not have; a retry will not help.
+func Unstorable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05")
 }
 
 // ExecForTest runs a statement directly. It exists for tests (storetest)

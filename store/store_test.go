@@ -33,7 +33,7 @@ func TestAuthenticate(t *testing.T) {
 	if _, err := st.Authenticate(ctx, key+"x"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("wrong key: err = %v", err)
 	}
-	if err := st.RevokeAPIKey(ctx, p.KeyID); err != nil {
+	if _, err := st.RevokeAPIKey(ctx, p.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Authenticate(ctx, key); !errors.Is(err, store.ErrNotFound) {

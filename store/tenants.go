@@ -135,16 +135,25 @@ func (s *Store) AddAPIKey(ctx context.Context, tenantID, name, key string) (APIK
 	return k, nil
 }
 
-// RevokeAPIKey revokes a key by id; requests with it fail from then on.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+// RevokedKey is an API key just revoked.
+type RevokedKey struct {
+	ID       string
+	TenantID string
+	// KeyEpoch is the tenant's count of key revocations, this one included.
+	KeyEpoch int64
+}
+
+// RevokeAPIKey revokes a key by id; requests with it fail from then on. In
+// the same statement it moves the tenant's key epoch on, which runners read
+// with each claim to retire the tenant's warm containers. ErrNotFound if no
+// active key has this id.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string) (RevokedKey, error) {
+	k := RevokedKey{ID: id}
+	err := s.pool.QueryRow(ctx, `
+		WITH k AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING tenant_id)
+		UPDATE tenants SET key_epoch = key_epoch + 1 FROM k WHERE tenants.id = k.tenant_id
+		RETURNING tenants.id, tenants.key_epoch`, id).Scan(&k.TenantID, &k.KeyEpoch)
+	return k, notFound(err)
 }
 
 // ListAPIKeys lists a tenant's keys (without the keys themselves).

@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -107,14 +113,34 @@ func runKeys(ctx context.Context, cfg config, args []string) error {
 		}
 		return tw.Flush()
 	case args[0] == "revoke" && len(args) == 2:
-		if err := st.RevokeAPIKey(ctx, args[1]); err != nil {
+		rk, err := st.RevokeAPIKey(ctx, args[1])
+		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("no active key with id %s", args[1])
 			}
 			return err
 		}
 		fmt.Println("revoked", args[1])
+		if err := announceRevocation(cfg.NATSURL, rk); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: the key is revoked, but the ingresses could not be told through NATS at %s (%v): "+
+				"an ingress that checked the key in the last %s may accept it until that check expires\n", cfg.NATSURL, err, ingress.KeyCacheTTL)
+		}
 		return nil
 	}
 	return errUsage
+}
+
+// announceRevocation tells every ingress (and runner) listening on NATS that
+// a key was revoked, so that none keeps accepting it from its cache.
+func announceRevocation(natsURL string, rk store.RevokedKey) error {
+	nc, err := nats.Connect(natsURL, nats.Name("gantry keys revoke"), nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	data, _ := json.Marshal(jobs.KeyRevoked{KeyID: rk.ID, TenantID: rk.TenantID, KeyEpoch: rk.KeyEpoch})
+	if err := nc.Publish(jobs.KeyRevokedSubject, data); err != nil {
+		return err
+	}
+	return nc.FlushTimeout(2 * time.Second)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -37,7 +38,9 @@ type config struct {
 	SandboxKeep  int
 
 	Queue         jobs.QueueConfig
+	Policy        jobs.Policy
 	MaxBodyBytes  int64
+	BodyTimeout   time.Duration
 	PresignExpiry time.Duration
 	SweepInterval time.Duration
 
@@ -82,6 +85,43 @@ func (e *envReader) int(name string, def int, min, max int) int {
 		return def
 	}
 	return n
+}
+
+// policy reads the operator's maxima for what a job may ask for. A request
+// above one is refused with a 400 naming its field, rather than accepted
+// and then failed by every runner. Each maximum must be at least what a job
+// gets by default, or default jobs would be refused.
+func (e *envReader) policy() jobs.Policy {
+	p := jobs.DefaultPolicy()
+	d := p.DefaultLimits
+	// Docker refuses a container more CPUs than its host has: by default
+	// no more than this machine's (set it to the smallest runner's).
+	p.MaxLimits.CPUs = e.maximum("GANTRY_MAX_CPUS", float64(runtime.NumCPU()), d.CPUs, 1024, "limits.cpus")
+	p.MaxLimits.MemoryMB = int(e.maximum("GANTRY_MAX_MEMORY_MB", float64(p.MaxLimits.MemoryMB), float64(d.MemoryMB), 1<<20, "limits.memory_mb"))
+	p.MaxLimits.DiskMB = int(e.maximum("GANTRY_MAX_DISK_MB", float64(p.MaxLimits.DiskMB), float64(max(d.DiskMB, jobs.DefaultSessionMB)), 1<<20, "limits.disk_mb and a session's disk_mb"))
+	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
+	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
+	return p
+}
+
+// maximum reads a policy maximum: a whole number (CPUs may be fractional)
+// from floor, the default a job gets, to ceil.
+func (e *envReader) maximum(name string, def, floor, ceil float64, field string) float64 {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	whole := name != "GANTRY_MAX_CPUS"
+	if err != nil || math.IsNaN(f) || f < floor || f > ceil || (whole && f != math.Trunc(f)) {
+		kind := "a number"
+		if whole {
+			kind = "a whole number"
+		}
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q: want %s from %g (the default %s of a job) to %g", name, v, kind, floor, field, ceil))
+		return def
+	}
+	return f
 }
 
 func (e *envReader) duration(name string, def, min, max time.Duration) time.Duration {
@@ -153,7 +193,9 @@ func loadConfig() (config, error) {
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
 			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),
 		},
+		Policy:        e.policy(),
 		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
+		BodyTimeout:   e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
 		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
 		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),

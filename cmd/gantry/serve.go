@@ -112,8 +112,10 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
 	srv, err := ingress.New(ingress.Config{
+		Policy:        cfg.Policy,
 		Queue:         cfg.Queue,
 		MaxBodyBytes:  cfg.MaxBodyBytes,
+		BodyTimeout:   cfg.BodyTimeout,
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
 		SweepInterval: cfg.SweepInterval,
@@ -260,6 +262,18 @@ func runDev(ctx context.Context, cfg config) error {
 	bin, err := devstack.FindVersityGW(cfg.VersityGWBin)
 	if err != nil {
 		return err
+	}
+	// The S3 credentials are kept in the data dir (unless given), so that
+	// presigned links made before a restart still work after it.
+	switch {
+	case cfg.S3.AccessKey == "" && cfg.S3.SecretKey == "":
+		creds, err := devstack.LoadOrCreateS3Credentials(filepath.Join(dataDir, "s3-credentials.json"))
+		if err != nil {
+			return fmt.Errorf("dev S3 credentials: %w", err)
+		}
+		cfg.S3.AccessKey, cfg.S3.SecretKey = creds.AccessKey, creds.SecretKey
+	case cfg.S3.AccessKey == "" || cfg.S3.SecretKey == "":
+		return errors.New("bad configuration: set both GANTRY_S3_ACCESS_KEY and GANTRY_S3_SECRET_KEY, or neither (gantry dev then keeps its own in the data dir)")
 	}
 	s3, err := devstack.StartS3(ctx, bin, filepath.Join(dataDir, "s3"), cfg.DevS3Addr, cfg.S3.AccessKey, cfg.S3.SecretKey)
 	if err != nil {

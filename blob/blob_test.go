@@ -1,0 +1,67 @@
+package blob_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"runtime"
+	"testing"
+
+	"github.com/gantryhq/gantry/blob/blobtest"
+)
+
+// TestPutStream stores objects of unknown size, below, at and above one
+// part, and reads back exactly what went in.
+func TestPutStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the S3 server")
+	}
+	st := blobtest.New(t)
+	ctx := context.Background()
+	for _, size := range []int{0, 5, 8 << 20, 8<<20 + 1, 20 << 20} {
+		want := make([]byte, size)
+		_, _ = rand.Read(want)
+		// A reader that is neither a Seeker nor a ReaderAt, as a tar pipe is.
+		n, err := st.PutStream(ctx, "stream/obj", io.MultiReader(bytes.NewReader(want)), "application/octet-stream")
+		if err != nil || n != int64(size) {
+			t.Fatalf("PutStream of %d bytes: n=%d err=%v", size, n, err)
+		}
+		rc, err := st.Get(ctx, "stream/obj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("object of %d bytes read back as %d bytes (err %v)", size, len(got), err)
+		}
+	}
+}
+
+// TestPutStreamSmallAllocates checks that a small upload of unknown size
+// does not reserve a large part buffer (minio-go's default for unknown
+// sizes is 576 MiB per upload).
+func TestPutStreamSmallAllocates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the S3 server")
+	}
+	st := blobtest.New(t)
+	ctx := context.Background()
+	if _, err := st.PutStream(ctx, "warm", io.MultiReader(bytes.NewReader([]byte("x"))), "text/plain"); err != nil {
+		t.Fatal(err) // first call: connection set-up, bucket location
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 10; i++ {
+		if _, err := st.PutStream(ctx, "small", io.MultiReader(bytes.NewReader([]byte("hello"))), "text/plain"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perPut := (after.TotalAlloc - before.TotalAlloc) / 10
+	t.Logf("%d bytes allocated per 5-byte PutStream", perPut)
+	if perPut > 1<<20 {
+		t.Errorf("a 5-byte PutStream allocated %d bytes; want under 1 MiB", perPut)
+	}
+}
