@@ -138,7 +138,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 	in.req = agent.Request{
 		Files: files, Argv: spec.Argv(), Env: env,
 		OutputCap: spec.Limits.OutputBytes,
-		Fresh: a.session == nil,
+		Fresh:     a.session == nil,
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)
