@@ -59,6 +59,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test ./jobs -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s
 	$(GO) test ./runner -run '^$$' -fuzz FuzzArtifactTar -fuzztime 30s
 	$(GO) test ./skills -run '^$$' -fuzz FuzzParse -fuzztime 30s
+	$(GO) test ./skills -run '^$$' -fuzz FuzzReadArchive -fuzztime 30s
 	$(GO) test ./runner -run '^$$' -fuzz FuzzAgentFrames -fuzztime 30s
 	$(GO) test ./ingress -run '^$$' -fuzz FuzzEntryInfo -fuzztime 30s
 	$(GO) test ./pii -run '^$$' -fuzz FuzzTokenizeRoundTrip -fuzztime 30s

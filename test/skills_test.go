@@ -39,7 +39,7 @@ func TestSkillsAgentFlow(t *testing.T) {
 	}
 
 	save := func(body string) {
-		mcpCall(t, c, "save_skill", map[string]any{"name": "team_charts", "description": "Charts in the team's style", "body": body,
+		mcpCall(t, c, "save_skill", map[string]any{"name": "team-charts", "description": "Charts in the team's style", "body": body,
 			"tags": []any{"chart"}, "files": []any{map[string]any{"path": "helpers.py", "content": "VERSION = '" + body + "'\n" +
 				"from skills.plotting import helpers as base\n\ndef bar(labels, values, path):\n    return base.bar_chart(labels, values, VERSION, path)\n"}}})
 	}
