@@ -50,10 +50,10 @@ func TestSkillsAPI(t *testing.T) {
 		status                         int
 		want                           string
 	}{
-		{h.keyB, "GET", "/v1/skills/tidy-logs", "", "", 404, "not_found"},                    // another tenant's skill
-		{h.keyB, "DELETE", "/v1/skills/tidy-logs", "", "", 404, "not_found"},                 // nor delete it
-		{h.keyA, "GET", "/v1/skills/..%2Fetc", "", "", 400, `"field":"name"`},                // path characters
-		{h.keyA, "PUT", "/v1/skills/Bad-Name", md, "text/markdown", 400, `"field":"name"`},   // bad name
+		{h.keyB, "GET", "/v1/skills/tidy-logs", "", "", 404, "not_found"},                  // another tenant's skill
+		{h.keyB, "DELETE", "/v1/skills/tidy-logs", "", "", 404, "not_found"},               // nor delete it
+		{h.keyA, "GET", "/v1/skills/..%2Fetc", "", "", 400, `"field":"name"`},              // path characters
+		{h.keyA, "PUT", "/v1/skills/Bad-Name", md, "text/markdown", 400, `"field":"name"`}, // bad name
 		{h.keyA, "PUT", "/v1/skills/tidy_logs", md, "text/markdown", 400, `use hyphens, not underscores`},
 		{h.keyA, "PUT", "/v1/skills/other", md, "text/markdown", 400, `"field":"name"`},      // name mismatch
 		{h.keyA, "PUT", "/v1/skills/x", "no front matter", "text/markdown", 400, "SKILL.md"}, // malformed
