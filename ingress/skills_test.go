@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -105,6 +106,24 @@ func TestSkillsOverMCP(t *testing.T) {
 		"files": []any{map[string]any{"path": "helpers.py", "content": "def style():\n    return 'house'\n"}}})
 	if res.IsError || !strings.Contains(text(res), "version 1") {
 		t.Fatalf("save_skill: %s", text(res))
+	}
+	logo := skillstest.Files(t, skillstest.PDF)["assets/logo.png"]
+	res = call(t, c, "save_skill", map[string]any{"name": "branded-report", "description": "Reports with the logo.\nUse for any report.", "body": "Put assets/logo.png on top.",
+		"license": "MIT", "compatibility": "Python 3", "metadata": map[string]any{"version": "1.0"}, "allowed_tools": "Read",
+		"files": []any{map[string]any{"path": "assets/logo.png", "content": base64.StdEncoding.EncodeToString(logo), "encoding": "base64"}}})
+	if res.IsError {
+		t.Fatalf("save_skill with a binary file: %s", text(res))
+	}
+	res = call(t, c, "get_skill", map[string]any{"name": "branded-report"})
+	var got struct {
+		License  string            `json:"license"`
+		Metadata map[string]string `json:"metadata"`
+		Files    []skills.File     `json:"files"`
+	}
+	structured(t, res, &got)
+	if len(got.Files) != 1 || got.Files[0].Decode() != nil || got.Files[0].Content != string(logo) || got.License != "MIT" || got.Metadata["version"] != "1.0" ||
+		!strings.Contains(text(res), "--- assets/logo.png (binary, 89 bytes") {
+		t.Errorf("get_skill of a skill with a binary asset: %+v\n%s", got, text(res))
 	}
 	for _, bad := range []map[string]any{
 		{"name": "../x", "description": "d", "body": "b"},
