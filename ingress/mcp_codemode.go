@@ -13,8 +13,8 @@ import (
 	"github.com/gantryhq/gantry/store"
 )
 
-func (s *Server) addCodeModeTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("search_tools",
+func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetCode, mcp.NewTool("search_tools",
 		mcp.WithDescription("Find tools of the MCP servers registered for code mode (CRMs, databases, file servers...) by what you want to do. "+
 			"Code you run with execute_code calls them; their results stay in the sandbox. Start with detail \"name\" or \"description\"; "+
 			"ask for \"full\" (input and output schema) only for the tool you are about to use."),
@@ -30,7 +30,7 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer) {
 			"input_schema":{"type":"object"},"output_schema":{"type":["object","null"]}}}}}}`)),
 	), s.toolSearchTools)
 
-	ms.AddTool(mcp.NewTool("list_mcp_servers",
+	tools.add(ms, toolsetRegistry, mcp.NewTool("list_mcp_servers",
 		mcp.WithDescription("List the upstream MCP servers registered for code mode, with how many tools each offers. Credentials are never shown."),
 		mcp.WithTitleAnnotation("List upstream MCP servers"),
 		mcp.WithReadOnlyHintAnnotation(true),
@@ -39,7 +39,7 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["servers"],"properties":{"servers":{"type":"array","items":{"type":"object"}}}}`)),
 	), s.toolListMCPServers)
 
-	ms.AddTool(mcp.NewTool("add_mcp_server",
+	tools.add(ms, toolsetRegistry, mcp.NewTool("add_mcp_server",
 		mcp.WithDescription("Register an upstream MCP server for code mode: a streamable HTTP url (with headers such as Authorization), "+
 			"or a command the operator allows (stdio, with env). gantry connects once to list its tools; headers and env are stored encrypted and never shown again or placed in a sandbox."),
 		mcp.WithTitleAnnotation("Register upstream MCP server"),
@@ -60,7 +60,7 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["name","transport","tools"],"properties":{"name":{"type":"string"},"transport":{"type":"string"},"tools":{"type":"integer"}}}`)),
 	), s.toolAddMCPServer)
 
-	ms.AddTool(mcp.NewTool("remove_mcp_server",
+	tools.add(ms, toolsetRegistry, mcp.NewTool("remove_mcp_server",
 		mcp.WithDescription("Remove a registered upstream MCP server and its stored credentials."),
 		mcp.WithTitleAnnotation("Remove upstream MCP server"),
 		mcp.WithReadOnlyHintAnnotation(false),

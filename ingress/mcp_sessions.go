@@ -21,9 +21,9 @@ const sessionBehaviour = "A session is a persistent workspace (/workspace): file
 	"Only /workspace persists (not /tmp, not running processes); a call that times out or is cancelled leaves the workspace as it was before it. " +
 	"An idle session expires after its ttl_seconds and everything in it is deleted."
 
-func (s *Server) addSessionTools(ms *server.MCPServer) {
+func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 	sessionID := `"session_id":{"type":"string","description":"A session id from create_session (ses_...)."}`
-	ms.AddTool(mcp.NewTool("create_session",
+	tools.add(ms, toolsetSessions, mcp.NewTool("create_session",
 		mcp.WithDescription("Create a session for multi-step work. "+sessionBehaviour+" Close it with close_session when done."),
 		mcp.WithTitleAnnotation("Create session"),
 		mcp.WithReadOnlyHintAnnotation(false),
@@ -39,7 +39,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 			"expires_at":{"type":"string","format":"date-time"}}}`)),
 	), s.toolCreateSession)
 
-	ms.AddTool(mcp.NewTool("execute_bash",
+	tools.add(ms, toolsetSessions, mcp.NewTool("execute_bash",
 		mcp.WithDescription("Run a bash command in a session's workspace and wait for it. "+sessionBehaviour+
 			" Returns exit status, stdout, stderr and links to files under out/."),
 		mcp.WithTitleAnnotation("Run bash in session"),
@@ -53,7 +53,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolExecuteBash)
 
-	ms.AddTool(mcp.NewTool("read_file",
+	tools.add(ms, toolsetSessions, mcp.NewTool("read_file",
 		mcp.WithDescription("Read a text file from a session's workspace, a page of lines at a time: offset is the first line (0-based), line_count how many (default 200). "+
 			"next_offset says where the next page starts (null at the end)."),
 		mcp.WithTitleAnnotation("Read file"),
@@ -68,7 +68,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 			"total_lines":{"type":"integer"},"next_offset":{"type":["integer","null"]}}}`)),
 	), s.toolReadFile)
 
-	ms.AddTool(mcp.NewTool("write_file",
+	tools.add(ms, toolsetSessions, mcp.NewTool("write_file",
 		mcp.WithDescription("Write a text file into a session's workspace (creating directories, replacing an existing file). "+
 			"It waits for a call running in the session to finish first."),
 		mcp.WithTitleAnnotation("Write file"),
@@ -82,7 +82,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(fileInfoSchema),
 	), s.toolWriteFile)
 
-	ms.AddTool(mcp.NewTool("list_files",
+	tools.add(ms, toolsetSessions, mcp.NewTool("list_files",
 		mcp.WithDescription("List the files of a session's workspace (recursively), with sizes and modification times; path limits it to a directory."),
 		mcp.WithTitleAnnotation("List files"),
 		mcp.WithReadOnlyHintAnnotation(true),
@@ -92,7 +92,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["files"],"properties":{"files":{"type":"array","items":`+string(fileInfoSchema)+`}}}`)),
 	), s.toolListFiles)
 
-	ms.AddTool(mcp.NewTool("read_docstring",
+	tools.add(ms, toolsetSessions, mcp.NewTool("read_docstring",
 		mcp.WithDescription("Get a Python function's (or class's, or Class.method's) signature and docstring from a file in a session's workspace. "+
 			"The file is parsed, not run, so this is cheap and safe on any module."),
 		mcp.WithTitleAnnotation("Read docstring"),
@@ -105,7 +105,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 			"function":{"type":"string"},"signature":{"type":"string"},"docstring":{"type":["string","null"]},"line":{"type":"integer"}}}`)),
 	), s.toolReadDocstring)
 
-	ms.AddTool(mcp.NewTool("close_session",
+	tools.add(ms, toolsetSessions, mcp.NewTool("close_session",
 		mcp.WithDescription("Close a session: stops a call running in it, drops queued ones and deletes its files. The session id stops working."),
 		mcp.WithTitleAnnotation("Close session"),
 		mcp.WithReadOnlyHintAnnotation(false),
@@ -337,7 +337,7 @@ func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) 
 
 func truncateText(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "…"
+		return strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
 }

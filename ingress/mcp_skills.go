@@ -14,8 +14,8 @@ import (
 
 const skillURIPrefix = "skill://"
 
-func (s *Server) addSkillTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("search_skills",
+func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetSkills, mcp.NewTool("search_skills",
 		mcp.WithDescription("Search the skill library (tested recipes and helper code for common tasks: charts, data clean-up, maths, files...) by what you want to do. "+
 			"Returns the best matches, one line each; read one with get_skill."),
 		mcp.WithTitleAnnotation("Search skills"),
@@ -29,7 +29,7 @@ func (s *Server) addSkillTools(ms *server.MCPServer) {
 			"version":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},"builtin":{"type":"boolean"},"score":{"type":"number"}}}}}}`)),
 	), s.toolSearchSkills)
 
-	ms.AddTool(mcp.NewTool("get_skill",
+	tools.add(ms, toolsetSkills, mcp.NewTool("get_skill",
 		mcp.WithDescription("Read a skill in full: its SKILL.md (when to use it, steps, examples) and its files. "+
 			"They are at /skills/<name>/ in every run; Python imports a skill's code with hyphens as underscores (`from skills.data_analysis import helpers`)."),
 		mcp.WithTitleAnnotation("Read skill"),
@@ -41,7 +41,7 @@ func (s *Server) addSkillTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(skillSchema),
 	), s.toolGetSkill)
 
-	ms.AddTool(mcp.NewTool("save_skill",
+	tools.add(ms, toolsetSkills, mcp.NewTool("save_skill",
 		mcp.WithDescription("Save a skill (Agent Skills format) for later runs: a new skill, or a new version of one of yours (old versions stay readable). "+
 			"Write the body as markdown: when to use it, the steps, and an example that runs. Files are mounted at /skills/<name>/ in every later run. "+
 			"Built-in skills cannot be overwritten; save an improved copy under a new name."),

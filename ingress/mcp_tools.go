@@ -59,8 +59,8 @@ type artifactLink struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 
-func (s *Server) addJobTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("execute_code",
+func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetCode, mcp.NewTool("execute_code",
 		mcp.WithDescription("Run a program in a fresh, isolated sandbox and wait for it to finish. "+
 			"Returns exit status, stdout, stderr and download links for every file the program wrote under out/ in its working directory. "+
 			"The sandbox has no network access. Python has numpy, pandas, scipy, matplotlib and sympy. "+
@@ -76,7 +76,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolExecuteCode)
 
-	ms.AddTool(mcp.NewTool("submit_job",
+	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
 		mcp.WithDescription("Queue a program like execute_code but return at once with its job_id; follow it with get_job. "+
 			"Use it for long jobs or to run several at once. An idempotency_key makes a retried submission return the same job."),
 		mcp.WithTitleAnnotation("Queue code"),
@@ -88,7 +88,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolSubmitJob)
 
-	ms.AddTool(mcp.NewTool("get_job",
+	tools.add(ms, toolsetJobs, mcp.NewTool("get_job",
 		mcp.WithDescription("Get a job's status and, once finished, its output and artifact links. wait_ms waits up to that long for it to finish."),
 		mcp.WithTitleAnnotation("Get job"),
 		mcp.WithReadOnlyHintAnnotation(true),
@@ -99,7 +99,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolGetJob)
 
-	ms.AddTool(mcp.NewTool("cancel_job",
+	tools.add(ms, toolsetJobs, mcp.NewTool("cancel_job",
 		mcp.WithDescription("Cancel a job: a queued job never runs, a running job's sandbox is killed. Cancelling a finished job changes nothing."),
 		mcp.WithTitleAnnotation("Cancel job"),
 		mcp.WithReadOnlyHintAnnotation(false),
@@ -111,7 +111,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolCancelJob)
 
-	ms.AddTool(mcp.NewTool("list_jobs",
+	tools.add(ms, toolsetJobs, mcp.NewTool("list_jobs",
 		mcp.WithDescription("List your jobs, newest first, with their status (no output; use get_job for that)."),
 		mcp.WithTitleAnnotation("List jobs"),
 		mcp.WithReadOnlyHintAnnotation(true),
@@ -128,7 +128,7 @@ func (s *Server) addJobTools(ms *server.MCPServer) {
 			"next_cursor":{"type":["string","null"]}}}`)),
 	), s.toolListJobs)
 
-	ms.AddTool(mcp.NewTool("get_artifact_url",
+	tools.add(ms, toolsetCode, mcp.NewTool("get_artifact_url",
 		mcp.WithDescription("Get a fresh download link for a file a job produced (links expire; this makes a new one). The link needs no credentials."),
 		mcp.WithTitleAnnotation("Artifact link"),
 		mcp.WithReadOnlyHintAnnotation(true),
