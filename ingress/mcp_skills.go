@@ -16,8 +16,8 @@ const skillURIPrefix = "skill://"
 
 func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetSkills, mcp.NewTool("search_skills",
-		mcp.WithDescription("Search the skill library (tested recipes and helper code for common tasks: charts, data clean-up, maths, files...) by what you want to do. "+
-			"Returns the best matches, one line each; read one with get_skill."),
+		mcp.WithDescription("Search the skills (tested recipes and helper code: charts, data clean-up, maths, files...) by what you want to do; "+
+			"one line per match. Read one with get_skill."),
 		mcp.WithTitleAnnotation("Search skills"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),

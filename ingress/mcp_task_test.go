@@ -26,6 +26,25 @@ type rawMCP struct {
 
 func (c *rawMCP) call(method string, params any) json.RawMessage {
 	c.t.Helper()
+	res, errMsg := c.send(method, params)
+	if errMsg != "" {
+		c.t.Fatalf("%s: %s", method, errMsg)
+	}
+	return res
+}
+
+// callError sends a request that must fail, and returns its error.
+func (c *rawMCP) callError(method string, params any) string {
+	c.t.Helper()
+	_, errMsg := c.send(method, params)
+	if errMsg == "" {
+		c.t.Fatalf("%s succeeded", method)
+	}
+	return errMsg
+}
+
+func (c *rawMCP) send(method string, params any) (json.RawMessage, string) {
+	c.t.Helper()
 	c.id++
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": method, "params": params})
 	path := c.path
@@ -64,9 +83,9 @@ func (c *rawMCP) call(method string, params any) json.RawMessage {
 		Error  json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Error != nil {
-		c.t.Fatalf("%s: %s", method, raw)
+		return nil, string(raw)
 	}
-	return msg.Result
+	return msg.Result, ""
 }
 
 func startTask(t *testing.T, h *harness, code string) (*rawMCP, string) {

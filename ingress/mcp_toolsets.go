@@ -92,7 +92,30 @@ func (c *toolCatalog) add(ms *server.MCPServer, toolset string, tool mcp.Tool, h
 	}
 	c.toolset[tool.Name] = toolset
 	c.schemas[tool.Name] = schema
+	leanAnnotations(&tool.Annotations)
 	ms.AddTool(tool, h)
+}
+
+// leanAnnotations drops the hints that say what a client assumes anyway
+// (the protocol's defaults: not read-only, destructive, not idempotent,
+// open world; and for a read-only tool, whether it is destructive or
+// idempotent, which then means nothing): every byte of tools/list is in
+// the model's context.
+func leanAnnotations(a *mcp.ToolAnnotation) {
+	is := func(p *bool, v bool) bool { return p != nil && *p == v }
+	readOnly := is(a.ReadOnlyHint, true)
+	if is(a.ReadOnlyHint, false) {
+		a.ReadOnlyHint = nil
+	}
+	if readOnly || is(a.DestructiveHint, true) {
+		a.DestructiveHint = nil
+	}
+	if readOnly || is(a.IdempotentHint, false) {
+		a.IdempotentHint = nil
+	}
+	if is(a.OpenWorldHint, true) {
+		a.OpenWorldHint = nil
+	}
 }
 
 // filter keeps the tools of the request's toolsets.

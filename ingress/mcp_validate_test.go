@@ -47,10 +47,12 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		{"execute_code", with(map[string]any{"files": []any{map[string]any{"path": "a", "content": "b", "encoding": "hex"}}}), `files[0].encoding must be one of utf8, base64, not "hex"`},
 		// minLength, maxLength
 		{"execute_code", map[string]any{"language": "python", "code": ""}, "code must not be empty"},
-		{"execute_code", map[string]any{"language": "python", "code": strings.Repeat("x", 32<<10+1)}, "code is 32769 characters long; at most 32768"},
+		{"save_skill", map[string]any{"name": "x", "description": strings.Repeat("d", 1025), "body": "b"}, "description is 1025 characters long; at most 1024"},
 		// minimum, maximum
-		{"execute_code", with(map[string]any{"timeout_ms": 0}), "timeout_ms must be at least 1, not 0"},
-		{"execute_code", with(map[string]any{"timeout_ms": 1_000_000}), "timeout_ms must be at most 900000, not 1000000"},
+		{"get_job", map[string]any{"job_id": "job_x", "wait_ms": -1}, "wait_ms must be at least 0, not -1"},
+		// bounds the server checks itself, in the same words as the HTTP API
+		{"execute_code", with(map[string]any{"timeout_ms": 1_000_000}), "timeout_ms must be between 1 and 900000"},
+		{"execute_code", map[string]any{"language": "python", "code": strings.Repeat("x", 32<<10+1)}, "code is 32769 bytes; at most 32768"},
 		{"get_job", map[string]any{"job_id": "job_x", "wait_ms": 61_000}, "wait_ms must be at most 60000, not 61000"},
 		{"search_skills", map[string]any{"query": "x", "limit": 51}, "limit must be at most 50, not 51"},
 		// maxItems
