@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -144,16 +143,4 @@ func (c *toolCatalog) validate(next server.ToolHandlerFunc) server.ToolHandlerFu
 		}
 		return next(ctx, req)
 	}
-}
-
-// tools lists the names of a toolset's tools, sorted.
-func (c *toolCatalog) tools(toolset string) []string {
-	var out []string
-	for name, ts := range c.toolset {
-		if ts == toolset {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
