@@ -92,15 +92,12 @@ func MeasureContext(ctx context.Context, gantryURL, apiKey, shopURL string) (Con
 	if cost.Gantry, err = measureGantry(ctx, gantryURL, apiKey, shopURL); err != nil {
 		return cost, fmt.Errorf("gantry: %w", err)
 	}
-	c, err := connect(ctx, gantryURL+"/mcp", map[string]string{"Authorization": "Bearer " + apiKey})
+	var all Exchange
+	c, _, err := connectAndList(ctx, gantryURL+"/mcp", apiKey, &all)
 	if err != nil {
 		return cost, fmt.Errorf("gantry: %w", err)
 	}
-	defer c.Close()
-	var all Exchange
-	if _, err := listTools(ctx, c, &all); err != nil {
-		return cost, fmt.Errorf("gantry: %w", err)
-	}
+	c.Close()
 	cost.AllTools = all.ModelBytes
 	for name, ex := range map[string]Exchange{"direct": cost.Direct, "gantry": cost.Gantry} {
 		if ex.Answer != ShopAnswer() {
@@ -110,22 +107,29 @@ func MeasureContext(ctx context.Context, gantryURL, apiKey, shopURL string) (Con
 	return cost, nil
 }
 
-func connect(ctx context.Context, url string, headers map[string]string) (*client.Client, error) {
-	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(headers))
+// connectAndList connects an MCP client with the bearer token, lists the
+// tools (adding their cost to ex) and returns their names, sorted.
+func connectAndList(ctx context.Context, url, token string, ex *Exchange) (*client.Client, []string, error) {
+	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.Start(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "context-measure", Version: "1"}
 	if _, err := c.Initialize(ctx, init); err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	names, err := listTools(ctx, c, ex)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, names, nil
 }
 
 // listTools lists the tools and adds their cost.
@@ -177,15 +181,11 @@ func callTool(ctx context.Context, c *client.Client, ex *Exchange, name string, 
 
 func measureDirect(ctx context.Context, shopURL string) (Exchange, error) {
 	var ex Exchange
-	c, err := connect(ctx, shopURL, map[string]string{"Authorization": "Bearer " + Token})
+	c, names, err := connectAndList(ctx, shopURL, Token, &ex)
 	if err != nil {
 		return ex, err
 	}
 	defer c.Close()
-	names, err := listTools(ctx, c, &ex)
-	if err != nil {
-		return ex, err
-	}
 	if len(names) != ShopTools {
 		return ex, fmt.Errorf("the shop lists %d tools, want %d", len(names), ShopTools)
 	}
@@ -242,15 +242,11 @@ func measureGantry(ctx context.Context, gantryURL, apiKey, shopURL string) (Exch
 	}
 	defer gantryAPI(context.WithoutCancel(ctx), gantryURL, apiKey, "DELETE", "/v1/mcp-servers/shop", nil, http.StatusNoContent) //nolint:errcheck
 
-	c, err := connect(ctx, gantryURL+"/mcp?toolsets=code", map[string]string{"Authorization": "Bearer " + apiKey})
+	c, names, err := connectAndList(ctx, gantryURL+"/mcp?toolsets=code", apiKey, &ex)
 	if err != nil {
 		return ex, err
 	}
 	defer c.Close()
-	names, err := listTools(ctx, c, &ex)
-	if err != nil {
-		return ex, err
-	}
 	if got := strings.Join(names, " "); got != "execute_code get_artifact_url search_tools" {
 		return ex, fmt.Errorf("toolsets=code lists %s", got)
 	}
