@@ -65,6 +65,9 @@ func parseToolsets(r *http.Request) (toolsetSelection, error) {
 	return sel, nil
 }
 
+// has reports whether the selection includes the toolset.
+func (sel toolsetSelection) has(toolset string) bool { return sel == nil || sel[toolset] }
+
 func toolsetsFrom(ctx context.Context) toolsetSelection {
 	sel, _ := ctx.Value(toolsetsKey{}).(toolsetSelection)
 	return sel
@@ -125,7 +128,7 @@ func (c *toolCatalog) filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	}
 	out := tools[:0:0]
 	for _, t := range tools {
-		if sel[c.toolset[t.Name]] {
+		if sel.has(c.toolset[t.Name]) {
 			out = append(out, t)
 		}
 	}

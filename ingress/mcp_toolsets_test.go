@@ -69,6 +69,11 @@ func TestMCPToolsets(t *testing.T) {
 	if msg := c.callError("tools/call", map[string]any{"name": "list_jobs", "arguments": map[string]any{}}); !strings.Contains(msg, "not found") {
 		t.Errorf("calling a tool outside the toolsets: %s", msg)
 	}
+	// The prompt speaks only of the tools the client has.
+	prompt := string(c.call("prompts/get", map[string]any{"name": "agent_system_prompt"}))
+	if !strings.Contains(prompt, "execute_code") || strings.Contains(prompt, "create_session") || strings.Contains(prompt, "submit_job") || strings.Contains(prompt, "get_skill") {
+		t.Errorf("prompt with toolsets=code: %s", prompt)
+	}
 
 	for _, c := range []struct{ path, header, field string }{
 		{"/mcp?toolsets=cod", "", `"field":"toolsets"`},
