@@ -183,8 +183,8 @@ type skillPut struct {
 // base64, plus room for the rest.
 const maxSkillJSON = skills.MaxTotalBytes/3*4 + 2*skills.MaxSkillMD + 64<<10
 
-// uploadFormat maps the media types of a skill upload to an archive
-// format ("" for SKILL.md or JSON).
+// uploadFormat maps the media types of a skill folder upload to its
+// archive format.
 var uploadFormat = map[string]string{
 	"application/zip": skills.FormatZip, "application/x-zip-compressed": skills.FormatZip,
 	"application/x-tar": skills.FormatTar, "application/gzip": skills.FormatTar, "application/x-gzip": skills.FormatTar,
@@ -197,8 +197,9 @@ func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.
 		return err
 	}
 	ctype, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	archive := uploadFormat[ctype]
 	limit := int64(maxSkillJSON)
-	if uploadFormat[ctype] != "" {
+	if archive != "" {
 		limit = skills.MaxArchiveBytes
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -206,13 +207,13 @@ func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.
 		return err
 	}
 	var sk skills.Skill
-	switch ctype {
-	case "text/markdown", "text/plain", "text/x-markdown":
-		if sk, err = skills.Parse(raw); err != nil {
+	switch {
+	case archive != "":
+		if sk, err = skills.ReadArchive(archive, raw); err != nil {
 			return err
 		}
-	case "application/zip", "application/x-zip-compressed", "application/x-tar", "application/gzip", "application/x-gzip", "application/x-gtar":
-		if sk, err = skills.ReadArchive(uploadFormat[ctype], raw); err != nil {
+	case ctype == "text/markdown" || ctype == "text/plain" || ctype == "text/x-markdown":
+		if sk, err = skills.Parse(raw); err != nil {
 			return err
 		}
 	default:
