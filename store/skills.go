@@ -62,6 +62,13 @@ func skillHash(sk skills.Skill) []byte {
 	return h.Sum(nil)
 }
 
+// lockSkill holds the lock on one skill name of one scope (a tenant id, or
+// "" for the built-ins) until tx ends; taking it again in tx does not block.
+func lockSkill(ctx context.Context, tx pgx.Tx, scope, name string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skill:"+scope+":"+name)
+	return err
+}
+
 // insertSkill stores sk as the next version for tenantID (nil: built-in),
 // serialised per skill by an advisory lock. If sk.Version is set it must be
 // that next version (optimistic concurrency), else ErrConflict.
@@ -70,7 +77,7 @@ func insertSkill(ctx context.Context, tx pgx.Tx, tenantID *string, sk skills.Ski
 	if tenantID != nil {
 		scope = *tenantID
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skill:"+scope+":"+sk.Name); err != nil {
+	if err := lockSkill(ctx, tx, scope, sk.Name); err != nil {
 		return SkillRecord{}, err
 	}
 	var latest int
@@ -122,30 +129,43 @@ func (s *Store) SaveSkill(ctx context.Context, tenantID string, sk skills.Skill)
 func (s *Store) SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int, error) {
 	n := 0
 	for _, sk := range builtins {
-		var same bool
-		err := s.pool.QueryRow(ctx, `SELECT content_hash = $2 FROM skills WHERE tenant_id IS NULL AND name = $1
-			ORDER BY version DESC LIMIT 1`, sk.Name, skillHash(sk)).Scan(&same)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return n, err
-		}
-		if same {
-			continue
-		}
-		tx, err := s.pool.Begin(ctx)
+		stored, err := s.syncBuiltin(ctx, sk)
 		if err != nil {
-			return n, err
-		}
-		sk.Version = 0
-		if _, err := insertSkill(ctx, tx, nil, sk); err != nil {
-			tx.Rollback(ctx) //nolint:errcheck
 			return n, fmt.Errorf("store built-in skill %s: %w", sk.Name, err)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return n, err
+		if stored {
+			n++
 		}
-		n++
 	}
 	return n, nil
+}
+
+// syncBuiltin stores sk as a new version unless its latest version has the
+// same content. The comparison happens under the skill's lock, so replicas
+// starting at once store one version, not one each.
+func (s *Store) syncBuiltin(ctx context.Context, sk skills.Skill) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := lockSkill(ctx, tx, "", sk.Name); err != nil {
+		return false, err
+	}
+	var same bool
+	err = tx.QueryRow(ctx, `SELECT content_hash = $2 FROM skills WHERE tenant_id IS NULL AND name = $1
+		ORDER BY version DESC LIMIT 1`, sk.Name, skillHash(sk)).Scan(&same)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, err
+	}
+	if same {
+		return false, nil
+	}
+	sk.Version = 0
+	if _, err := insertSkill(ctx, tx, nil, sk); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
 }
 
 // GetSkill returns a version of a skill the tenant sees (0: the current
