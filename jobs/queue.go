@@ -95,10 +95,12 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 }
 
 // How EnsureQueue waits for a cluster: each attempt may take
-// queueAttemptTimeout (a stream's first leader election fits in it), and
-// failed attempts are spaced from queueRetryMin doubling up to queueRetryMax.
+// queueAttemptTimeout (the JetStream API default; a request sent before the
+// cluster had a leader gets no answer at all, so this is also how soon a
+// retry follows), and failed attempts are spaced from queueRetryMin
+// doubling up to queueRetryMax.
 var (
-	queueAttemptTimeout = 10 * time.Second
+	queueAttemptTimeout = 5 * time.Second
 	queueRetryMin       = 250 * time.Millisecond
 	queueRetryMax       = 5 * time.Second
 )
