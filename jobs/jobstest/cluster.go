@@ -72,6 +72,15 @@ func (c *Cluster) Start(i int) *server.Server {
 	return ns
 }
 
+// Stop shuts node i down (its data stays, for a later Start).
+func (c *Cluster) Stop(i int) {
+	if ns := c.nodes[i]; ns != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		c.nodes[i] = nil
+	}
+}
+
 // StartAll starts every node not yet started.
 func (c *Cluster) StartAll() {
 	c.t.Helper()
