@@ -34,6 +34,14 @@ versitygw: ## build bin/versitygw, the S3 server for dev and tests
 image: docker ## build the sandbox image offline from Debian packages (if missing)
 	@images/sandbox/build.sh
 
+.PHONY: gantry-image
+gantry-image: docker ## build the gantry image offline from a static binary (gantry:<version> and :latest)
+	@deploy/docker/build.sh
+
+.PHONY: deploy-check
+deploy-check: ## validate deploy/: compose file (docker-compose config), Helm chart (helm template + kubeconform -strict)
+	@scripts/deploy-check.sh
+
 .PHONY: deps
 deps: docker postgres versitygw image ## everything run and test need
 
@@ -42,7 +50,7 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 	exec bin/gantry dev
 
 .PHONY: test
-test: deps build ## run every test against the real engines
+test: deps build deploy-check ## run every test against the real engines, and validate deploy/
 	GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./...
 
@@ -67,6 +75,7 @@ fuzz: ## run each fuzz target for 30s
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd deploy/tools && $(GO) vet ./k8sschema
 
 .PHONY: clean
 clean: ## remove build output and the dev data dir

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -128,6 +129,10 @@ print("from the cluster")`})
 			t.Errorf("runner /readyz check %s = %q", c, ready.Checks[c])
 		}
 	}
+	// What a container health check runs.
+	if out, err := exec.Command(gantryBin(t), "probe", "http://"+healthAddr+"/readyz").CombinedOutput(); err != nil {
+		t.Errorf("gantry probe of a ready runner: %v %s", err, out)
+	}
 	metrics := string(get(t, "http://"+healthAddr+"/metrics").body)
 	for _, want := range []string{
 		`gantry_jobs_finished_total{language="python",status="succeeded"} 1`,
@@ -155,6 +160,10 @@ print("from the cluster")`})
 			t.Fatalf("runner /readyz without a NATS quorum: %d %s", r.status, r.body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	out, err := exec.Command(gantryBin(t), "probe", "http://"+healthAddr+"/readyz").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "503") {
+		t.Errorf("gantry probe of a runner without NATS: %v %s", err, out)
 	}
 }
 
