@@ -133,7 +133,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		return nil, err
 	}
 	if waited {
-		cfg.Log.Info("JetStream stream ready", "stream", StreamName, "replicas", cfg.Replicas, "waited", time.Since(start).Round(time.Millisecond))
+		cfg.Log.Info("JetStream stream ready", "stream", StreamName, "replicas", cfg.Replicas, "waited", time.Since(start).Round(time.Millisecond).String())
 	}
 	return cons, nil
 }

@@ -33,7 +33,7 @@ func awaitEngine(ctx context.Context, log *slog.Logger, what string, fn func(con
 		err := fn(ctx)
 		if err == nil {
 			if attempt > 1 {
-				log.Info(what+" is ready", "waited", time.Since(start).Round(time.Millisecond))
+				log.Info(what+" is ready", "waited", time.Since(start).Round(time.Millisecond).String())
 			}
 			return nil
 		}
