@@ -3,9 +3,13 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,19 +24,22 @@ import (
 )
 
 // TestClusterStart is an operator's first start of a small cluster on
-// fresh engines, every process started at once: a 3-node NATS cluster of
-// which one node is up at first (so no leader), GANTRY_NATS_REPLICAS=3, an
-// empty database, an S3 server without the bucket, two ingresses and a
-// runner. Nobody creates anything by hand; everything comes up, and a job
-// submitted on one ingress is answered on the other.
+// fresh engines, every process started at once and before the engines are
+// up: an empty database that cannot be reached yet, a 3-node NATS cluster
+// none of whose nodes is up, then one node (so no leader),
+// GANTRY_NATS_REPLICAS=3, an S3 server without the bucket, two ingresses
+// and a runner. Nobody creates anything by hand; each process says what it
+// waits for, everything comes up, and a job submitted on one ingress is
+// answered on the other.
 func TestClusterStart(t *testing.T) {
 	gantryBin(t) // skips in -short mode before any engine starts
 	dbURL := storetest.DatabaseURL(t)
+	// Postgres is reached through a port nothing listens on yet.
+	pgAddr, lateURL := lateAddress(t, dbURL)
 	nats := jobstest.NewCluster(t, 3)
-	nats.Start(0)
 	s3 := blobtest.Server(t)
 	env := []string{
-		"GANTRY_DATABASE_URL=" + dbURL,
+		"GANTRY_DATABASE_URL=" + lateURL,
 		"GANTRY_NATS_URL=" + nats.URL(),
 		"GANTRY_NATS_REPLICAS=3",
 		"GANTRY_S3_ENDPOINT=" + s3.Endpoint,
@@ -56,6 +63,11 @@ func TestClusterStart(t *testing.T) {
 		t.Errorf("runner /readyz while starting: %d %s", r.status, r.body)
 	}
 
+	// Each engine comes up only once the processes said they wait for it.
+	ingressA.waitOutput(t, regexp.MustCompile(`waiting for postgres`), time.Minute)
+	forward(t, pgAddr, dbAddr(t, dbURL))
+	ingressA.waitOutput(t, regexp.MustCompile(`waiting for nats at nats://127.0.0.1`), time.Minute)
+	nats.Start(0)
 	// Both ingresses try to create the R3 stream before the cluster can
 	// have a leader, and say that they wait.
 	waiting := regexp.MustCompile(`waiting for the JetStream cluster`)
@@ -165,6 +177,66 @@ print("from the cluster")`})
 	if err == nil || !strings.Contains(string(out), "503") {
 		t.Errorf("gantry probe of a runner without NATS: %v %s", err, out)
 	}
+}
+
+// lateAddress reserves a local port for a Postgres that comes up later and
+// returns it with dbURL pointed at it.
+func lateAddress(t *testing.T, dbURL string) (string, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	u, _ := url.Parse(dbURL)
+	u.Host = addr
+	return addr, u.String()
+}
+
+func dbAddr(t *testing.T, dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// forward relays connections to addr on to target until the test ends.
+func forward(t *testing.T, addr, target string) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
 }
 
 // get fetches url without credentials.
