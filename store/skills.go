@@ -73,7 +73,7 @@ func skillHash(sk skills.Skill) []byte {
 }
 
 // lockSkill holds the lock on one skill name of one scope (a tenant id, or
-// "" for the built-ins) until tx ends. Taking it again in tx does not block.
+// "" for the built-ins) until tx ends; taking it again in tx does not block.
 func lockSkill(ctx context.Context, tx pgx.Tx, scope, name string) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skill:"+scope+":"+name)
 	return err
@@ -184,7 +184,10 @@ func (s *Store) SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int,
 	return n, nil
 }
 
-func (s *Store) syncBuiltin(ctx context.Context, sk skills.Skill) (stored bool, err error) {
+// syncBuiltin stores sk as a new version unless its latest version has the
+// same content. The comparison happens under the skill's lock, so replicas
+// starting at once store one version, not one each.
+func (s *Store) syncBuiltin(ctx context.Context, sk skills.Skill) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, err

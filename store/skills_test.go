@@ -195,3 +195,40 @@ func TestSkillSearchRanking(t *testing.T) {
 		t.Errorf("stop words matched %d skills", len(hits))
 	}
 }
+
+// TestSyncBuiltinsConcurrently is several ingresses starting at once against
+// a fresh database: each built-in skill is stored once, not once per replica.
+func TestSyncBuiltinsConcurrently(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	builtins, err := skills.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const replicas = 8
+	errs := make(chan error, replicas)
+	stored := make(chan int, replicas)
+	for range replicas {
+		go func() {
+			n, err := st.SyncBuiltins(ctx, builtins)
+			stored <- n
+			errs <- err
+		}()
+	}
+	total := 0
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		total += <-stored
+	}
+	if total != len(builtins) {
+		t.Errorf("%d replicas stored %d versions of %d built-ins, want one each", replicas, total, len(builtins))
+	}
+	for _, sk := range builtins {
+		versions, err := st.SkillVersions(ctx, "", sk.Name)
+		if err != nil || len(versions) != 1 {
+			t.Errorf("%s: %d versions (%v), want 1", sk.Name, len(versions), err)
+		}
+	}
+}
