@@ -41,13 +41,15 @@ var (
 	key       = flag.String("key", "", "API key for -target")
 	bin       = flag.String("gantry", "bin/gantry", "gantry binary to start")
 	dbURL     = flag.String("db", "postgres://gantry:gantry@127.0.0.1:5432/gantry?sslmode=disable", "Postgres to create throwaway databases on")
-	image     = flag.String("image", "gantry-sandbox:latest", "sandbox image for the docker run baseline")
-	latencyN  = flag.Int("n", 200, "sequential executions for the latency rows")
-	baselineN = flag.Int("baseline-n", 50, "sequential docker runs for the baseline latency row")
+	image     = flag.String("image", "gantry-sandbox:latest", "sandbox image for gantry and the docker run baseline")
+	latencyN  = flag.Int("n", 100, "sequential executions for the latency rows")
+	baselineN = flag.Int("baseline-n", 30, "sequential docker runs for the baseline latency row")
 	tputJobs  = flag.Int("jobs", 48, "jobs per throughput row")
+	programs  = flag.Int("programs", 300, "short test programs (half passing, half failing) for the test-suite row")
 	queued    = flag.Int("queued", 10000, "jobs queued (no runner) for the memory row")
 	slots     = flag.Int("slots", 8, "runner slots of the started gantry")
-	pace      = flag.Duration("pace", 500*time.Millisecond, "pause between the latency samples, as an agent thinks between calls (0: back to back)")
+	pace      = flag.Duration("pace", 500*time.Millisecond, "pause between the paced latency samples, as an agent thinks between calls")
+	runsc     = flag.Bool("runsc", true, "also measure under gVisor when dockerd has the runsc runtime")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 )
 
@@ -79,122 +81,17 @@ type results struct {
 
 func run() error {
 	res := results{Machine: machine(), Date: time.Now().UTC().Format(time.RFC3339)}
-	url, apiKey := *target, *key
-	var stop func()
-	if url == "" {
-		var err error
-		if url, apiKey, _, stop, err = startDev(map[string]string{
-			"GANTRY_RUNNER_SLOTS": strconv.Itoa(*slots), "GANTRY_POOL_MIN": strconv.Itoa(*slots), "GANTRY_POOL_MAX": strconv.Itoa(2 * *slots),
-		}); err != nil {
-			return err
-		}
+	rows, err := measure("")
+	if err != nil {
+		return err
 	}
-	c := &client{url: url, key: apiKey, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	fmt.Fprintln(os.Stderr, "bench: warming up")
-	for range 10 {
-		if _, err := c.execute(); err != nil {
-			return err
-		}
-	}
-
-	// Sync latency and queue latency. Samples are paced so that each finds
-	// the warm pool refilled, as calls from an agent would; the back-to-back
-	// row shows what happens when one client outruns the pool.
-	fmt.Fprintf(os.Stderr, "bench: %d sequential executions, %s apart\n", *latencyN, *pace)
-	var lat, queue, b2b []time.Duration
-	for range *latencyN {
-		time.Sleep(*pace)
-		j, err := c.execute()
-		if err != nil {
-			return err
-		}
-		lat = append(lat, j.wall)
-		queue = append(queue, j.queue)
-	}
-	fmt.Fprintln(os.Stderr, "bench: 50 executions back to back")
-	for range 50 {
-		j, err := c.execute()
-		if err != nil {
-			return err
-		}
-		b2b = append(b2b, j.wall)
-	}
-	fmt.Fprintf(os.Stderr, "bench: %d sequential docker runs\n", *baselineN)
-	var base []time.Duration
-	for range *baselineN {
-		d, err := dockerRun()
-		if err != nil {
-			return err
-		}
-		base = append(base, d)
-	}
-	for _, q := range []float64{50, 95, 99} {
-		g, b := pct(lat, q), pct(base, q)
-		r := row{Name: fmt.Sprintf("sync execute `print(6*7)` p%.0f (warm pool)", q), Gantry: ms(g), Baseline: ms(b), Ratio: ratio(g, b), Value: msf(g)}
-		switch q {
-		case 50:
-			r.Target, r.Met = "≤ 100 ms", met(g <= 100*time.Millisecond)
-		case 99:
-			r.Target, r.Met = "≤ 300 ms", met(g <= 300*time.Millisecond)
-		}
-		res.Rows = append(res.Rows, r)
-	}
-	res.Rows = append(res.Rows, row{Name: "sync execute p50, 50 back to back (pool outrun)", Gantry: ms(pct(b2b, 50)),
-		Baseline: ms(pct(base, 50)), Ratio: ratio(pct(b2b, 50), pct(base, 50)), Value: msf(pct(b2b, 50))})
-	for _, q := range []float64{50, 99} {
-		g := pct(queue, q)
-		r := row{Name: fmt.Sprintf("queue latency (accepted → started) p%.0f", q), Gantry: ms(g), Value: msf(g)}
-		if q == 50 {
-			r.Target, r.Met = "≤ 10 ms", met(g <= 10*time.Millisecond)
-		}
-		res.Rows = append(res.Rows, r)
-	}
-
-	// Code mode: a tool call's round trip from the sandbox through the
-	// agent, the runner and an upstream MCP server over HTTP.
-	if *target == "" {
-		fmt.Fprintln(os.Stderr, "bench: code-mode tool calls")
-		rows, err := codeModeRows(c)
+	res.Rows = append(res.Rows, rows...)
+	if *target == "" && *runsc && hasRuntime("runsc") {
+		rows, err := measure("runsc")
 		if err != nil {
 			return err
 		}
 		res.Rows = append(res.Rows, rows...)
-	}
-
-	// Throughput.
-	for _, conc := range []int{1, 4, 8, 16} {
-		fmt.Fprintf(os.Stderr, "bench: throughput at concurrency %d\n", conc)
-		g, err := throughput(conc, *tputJobs, func() error { _, err := c.execute(); return err })
-		if err != nil {
-			return err
-		}
-		b, err := throughput(conc, max(*tputJobs/2, conc), func() error { _, err := dockerRun(); return err })
-		if err != nil {
-			return err
-		}
-		r := row{Name: fmt.Sprintf("throughput at concurrency %d (jobs/s)", conc), Gantry: fmt.Sprintf("%.1f", g),
-			Baseline: fmt.Sprintf("%.1f", b), Ratio: fmt.Sprintf("%.2f×", g/b), Value: g}
-		if conc == 8 {
-			r.Target, r.Met = "≥ 3× baseline", met(g >= 3*b)
-		}
-		res.Rows = append(res.Rows, r)
-	}
-
-	// Polling.
-	fmt.Fprintln(os.Stderr, "bench: polling with 50 clients")
-	j, err := c.execute()
-	if err != nil {
-		return err
-	}
-	rps, p99, err := poll(c, j.id, 50, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	res.Rows = append(res.Rows,
-		row{Name: "GET /v1/jobs/{id}, 50 pollers: requests/s", Gantry: fmt.Sprintf("%.0f", rps), Target: "≥ 2,000", Met: met(rps >= 2000), Value: rps},
-		row{Name: "GET /v1/jobs/{id}, 50 pollers: p99", Gantry: ms(p99), Target: "≤ 20 ms", Met: met(p99 <= 20*time.Millisecond), Value: msf(p99)})
-	if stop != nil {
-		stop()
 	}
 
 	// Memory with a deep queue and no runner.
@@ -204,7 +101,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		qc := &client{url: url, key: apiKey, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		qc := newClient(url, apiKey)
 		if _, err := throughput(16, *queued, qc.submit); err != nil {
 			stop()
 			return err
@@ -218,6 +115,293 @@ func run() error {
 	printTable(res)
 	data, _ := json.MarshalIndent(res, "", "  ")
 	return os.WriteFile(*jsonOut, data, 0o644)
+}
+
+// measure runs the latency, throughput, test-suite, pandas and memory rows
+// against a gantry whose sandboxes run under runtime ("" for Docker's
+// default), beside `docker run --rm` under the same runtime.
+func measure(runtime string) ([]row, error) {
+	suffix := ""
+	if runtime != "" {
+		suffix = " [" + runtime + "]"
+	}
+	var rows []row
+	add := func(r row) { r.Name += suffix; rows = append(rows, r) }
+	url, apiKey := *target, *key
+	var stop func()
+	var runnerID string
+	if url == "" {
+		var err error
+		env := map[string]string{"GANTRY_RUNNER_SLOTS": strconv.Itoa(*slots), "GANTRY_POOL_MIN": strconv.Itoa(*slots),
+			"GANTRY_POOL_MAX": strconv.Itoa(2 * *slots), "GANTRY_IMAGE": *image}
+		if runtime != "" {
+			env["GANTRY_RUNTIME"] = runtime
+		}
+		if url, apiKey, runnerID, stop, err = startDevRunner(env); err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	c := newClient(url, apiKey)
+	fmt.Fprintf(os.Stderr, "bench%s: warming up\n", suffix)
+	for range 2 * *slots {
+		if _, err := c.execute(code); err != nil {
+			return nil, err
+		}
+	}
+
+	// Back to back: each call the moment the last one returned, as an
+	// evaluation harness or a busy agent sends them.
+	fmt.Fprintf(os.Stderr, "bench%s: %d executions back to back\n", suffix, *latencyN)
+	var b2b, queue []time.Duration
+	for range *latencyN {
+		j, err := c.execute(code)
+		if err != nil {
+			return nil, err
+		}
+		b2b = append(b2b, j.wall)
+		queue = append(queue, j.queue)
+	}
+	fmt.Fprintf(os.Stderr, "bench%s: %d sequential docker runs\n", suffix, *baselineN)
+	var base []time.Duration
+	for range *baselineN {
+		d, err := dockerRun(runtime, code, "42\n")
+		if err != nil {
+			return nil, err
+		}
+		base = append(base, d)
+	}
+	for _, q := range []float64{50, 99} {
+		g, b := pct(b2b, q), pct(base, q)
+		r := row{Name: fmt.Sprintf("sync execute `print(6*7)`, back to back, p%.0f", q), Gantry: ms(g), Baseline: ms(b), Ratio: ratio(g, b), Value: msf(g)}
+		if q == 50 && runtime == "" {
+			r.Target, r.Met = "≤ 0.1× docker run", met(g*10 <= b)
+		}
+		add(r)
+	}
+	if runtime == "" {
+		// Paced, as an agent's calls come with thinking in between.
+		fmt.Fprintf(os.Stderr, "bench: %d executions, %s apart\n", *latencyN/2, *pace)
+		var paced []time.Duration
+		for range *latencyN / 2 {
+			time.Sleep(*pace)
+			j, err := c.execute(code)
+			if err != nil {
+				return nil, err
+			}
+			paced = append(paced, j.wall)
+		}
+		for _, q := range []float64{50, 99} {
+			g := pct(paced, q)
+			add(row{Name: fmt.Sprintf("sync execute `print(6*7)`, %s apart, p%.0f", *pace, q), Gantry: ms(g), Baseline: ms(pct(base, q)), Ratio: ratio(g, pct(base, q)), Value: msf(g)})
+		}
+		for _, q := range []float64{50, 99} {
+			g := pct(queue, q)
+			r := row{Name: fmt.Sprintf("queue latency (accepted → started) p%.0f", q), Gantry: ms(g), Value: msf(g)}
+			if q == 50 {
+				r.Target, r.Met = "≤ 10 ms", met(g <= 10*time.Millisecond)
+			}
+			add(r)
+		}
+	}
+
+	// Throughput.
+	concs := []int{1, 4, 8, 16}
+	if runtime != "" {
+		concs = []int{8}
+	}
+	for _, conc := range concs {
+		fmt.Fprintf(os.Stderr, "bench%s: throughput at concurrency %d\n", suffix, conc)
+		g, err := throughput(conc, *tputJobs, func() error { _, err := c.execute(code); return err })
+		if err != nil {
+			return nil, err
+		}
+		b, err := throughput(conc, max(*tputJobs/2, conc), func() error { _, err := dockerRun(runtime, code, "42\n"); return err })
+		if err != nil {
+			return nil, err
+		}
+		r := row{Name: fmt.Sprintf("throughput at concurrency %d (jobs/s)", conc), Gantry: fmt.Sprintf("%.1f", g),
+			Baseline: fmt.Sprintf("%.1f", b), Ratio: fmt.Sprintf("%.2f×", g/b), Value: g}
+		if conc == 8 && runtime == "" {
+			r.Target, r.Met = "≥ 10× docker run", met(g >= 10*b)
+		}
+		add(r)
+	}
+
+	// A test suite: short programs, half of whose asserts fail.
+	fmt.Fprintf(os.Stderr, "bench%s: %d short test programs at concurrency 8\n", suffix, *programs)
+	d, err := testSuite(c, *programs)
+	if err != nil {
+		return nil, err
+	}
+	r := row{Name: fmt.Sprintf("%d short Python test programs (half failing) at concurrency 8", *programs), Gantry: fmt.Sprintf("%.1f s", d.Seconds()), Value: d.Seconds()}
+	if runtime == "" {
+		r.Target, r.Met = "≤ 15 s", met(d <= 15*time.Second)
+	}
+	add(r)
+
+	// The data stack's import cost.
+	fmt.Fprintf(os.Stderr, "bench%s: import pandas\n", suffix)
+	var pandas, pandasBase []time.Duration
+	for range 20 {
+		j, err := c.execute("import pandas; print(1)")
+		if err != nil {
+			return nil, err
+		}
+		pandas = append(pandas, j.wall)
+	}
+	for range 5 {
+		d, err := dockerRun(runtime, "import pandas; print(1)", "1\n")
+		if err != nil {
+			return nil, err
+		}
+		pandasBase = append(pandasBase, d)
+	}
+	add(row{Name: "sync execute `import pandas; print(1)` p50", Gantry: ms(pct(pandas, 50)), Baseline: ms(pct(pandasBase, 50)),
+		Ratio: ratio(pct(pandas, 50), pct(pandasBase, 50)), Value: msf(pct(pandas, 50))})
+
+	if *target == "" {
+		mem, shim, n, err := idleMemory(runnerID)
+		if err != nil {
+			return nil, err
+		}
+		add(row{Name: fmt.Sprintf("memory per idle warm container (cgroup: agent, spare sandbox, tmpfs; mean of %d)", n), Gantry: fmt.Sprintf("%.1f MB", mem), Value: mem})
+		add(row{Name: "RSS of containerd-shim per container (host)", Gantry: fmt.Sprintf("%.1f MB", shim), Value: shim})
+	}
+	if runtime != "" {
+		return rows, nil
+	}
+
+	// Code mode: a tool call's round trip from the sandbox through the
+	// agent, the runner and an upstream MCP server over HTTP; the context
+	// an agent saves.
+	if *target == "" {
+		fmt.Fprintln(os.Stderr, "bench: code-mode tool calls")
+		cm, err := codeModeRows(c)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, cm...)
+		if cm, err = contextRows(c); err != nil {
+			return nil, err
+		}
+		rows = append(rows, cm...)
+	}
+
+	// Polling.
+	fmt.Fprintln(os.Stderr, "bench: polling with 50 clients")
+	j, err := c.execute(code)
+	if err != nil {
+		return nil, err
+	}
+	rps, p99, err := poll(c, j.id, 50, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows,
+		row{Name: "GET /v1/jobs/{id}, 50 pollers: requests/s", Gantry: fmt.Sprintf("%.0f", rps), Target: "≥ 2,000", Met: met(rps >= 2000), Value: rps},
+		row{Name: "GET /v1/jobs/{id}, 50 pollers: p99", Gantry: ms(p99), Target: "≤ 20 ms", Met: met(p99 <= 20*time.Millisecond), Value: msf(p99)})
+	return rows, nil
+}
+
+// testSuite runs n short programs (odd ones fail an assert) at concurrency
+// 8 and checks each ended as it should.
+func testSuite(c *client, n int) (time.Duration, error) {
+	var next, bad int64
+	var mu sync.Mutex
+	start := time.Now()
+	_, err := throughput(8, n, func() error {
+		mu.Lock()
+		i := next
+		next++
+		mu.Unlock()
+		want, status := int64(i*(i+1)/2), "succeeded"
+		if i%2 == 1 {
+			want, status = want+1, "failed"
+		}
+		prog := fmt.Sprintf("def total(n):\n    return sum(range(n + 1))\n\ndef test_total():\n    assert total(%d) == %d, 'total is wrong'\n\ntest_total()\nprint('ok')\n", i, want)
+		b, code, err := c.do("POST", "/v1/execute", string(mustJSON(map[string]any{"language": "python", "code": prog})))
+		if err != nil {
+			return err
+		}
+		var j struct{ Status string }
+		if json.Unmarshal(b, &j) != nil || code != 200 || j.Status != status {
+			mu.Lock()
+			bad++
+			mu.Unlock()
+			return fmt.Errorf("test program %d: %d %s", i, code, b)
+		}
+		return nil
+	})
+	return time.Since(start), err
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// idleMemory waits for the runner's containers to settle, then reports
+// the mean memory charged to the cgroup of each idle container (its agent,
+// its spare sandbox, its tmpfs) and the mean RSS of their containerd
+// shims, in MB.
+func idleMemory(runnerID string) (float64, float64, int, error) {
+	time.Sleep(3 * time.Second)
+	out, err := exec.Command("docker", "ps", "-q", "--no-trunc", "--filter", "label=dev.gantry.runner="+runnerID).Output()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("docker ps: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return 0, 0, 0, fmt.Errorf("no containers of runner %s", runnerID)
+	}
+	var mem, shim float64
+	for _, id := range ids {
+		mem += cgroupMB(id)
+		shim += shimRSS(id)
+	}
+	return mem / float64(len(ids)), shim / float64(len(ids)), len(ids), nil
+}
+
+// cgroupMB is a container's memory usage without the page cache of its
+// image's files (which the host shares among containers): rss + shmem
+// (tmpfs) from its memory cgroup (v1 or v2), in MB.
+func cgroupMB(id string) float64 {
+	for _, p := range []string{"/sys/fs/cgroup/memory/docker/" + id + "/memory.stat", "/sys/fs/cgroup/system.slice/docker-" + id + ".scope/memory.stat"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var total float64
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && (f[0] == "total_rss" || f[0] == "total_shmem" || f[0] == "anon" || f[0] == "shmem") {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				total += v
+			}
+		}
+		return total / (1 << 20)
+	}
+	return -1
+}
+
+// shimRSS is the RSS of the containerd shim that runs the container, in MB.
+func shimRSS(id string) float64 {
+	out, err := exec.Command("pgrep", "-f", "containerd-shim.*"+id).Output()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, pid := range strings.Fields(string(out)) {
+		n, _ := strconv.Atoi(pid)
+		total += vmRSS(n)
+	}
+	return total
+}
+
+func hasRuntime(name string) bool {
+	out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	return err == nil && strings.Contains(string(out), `"`+name+`"`)
 }
 
 func met(b bool) *bool { return &b }
@@ -265,9 +449,13 @@ func (c *client) do(method, path, body string) ([]byte, int, error) {
 	return b, resp.StatusCode, err
 }
 
-func (c *client) execute() (timedJob, error) {
+func newClient(url, key string) *client {
+	return &client{url: url, key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+func (c *client) execute(program string) (timedJob, error) {
 	start := time.Now()
-	b, status, err := c.do("POST", "/v1/execute", `{"language":"python","code":"`+code+`"}`)
+	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(map[string]any{"language": "python", "code": program})))
 	wall := time.Since(start)
 	if err != nil {
 		return timedJob{}, err
@@ -279,7 +467,7 @@ func (c *client) execute() (timedJob, error) {
 		CreatedAt time.Time `json:"created_at"`
 		StartedAt time.Time `json:"started_at"`
 	}
-	if err := json.Unmarshal(b, &j); err != nil || status != 200 || j.Stdout != "42\n" {
+	if err := json.Unmarshal(b, &j); err != nil || status != 200 || j.Status != "succeeded" {
 		return timedJob{}, fmt.Errorf("execute answered %d: %s", status, b)
 	}
 	return timedJob{id: j.ID, wall: wall, queue: j.StartedAt.Sub(j.CreatedAt)}, nil
@@ -363,15 +551,19 @@ func poll(c *client, id string, conc int, d time.Duration) (float64, time.Durati
 
 // dockerRun is the baseline: one hardened container per job, as the
 // sandbox rules ask, with the docker CLI.
-func dockerRun() (time.Duration, error) {
-	start := time.Now()
-	out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--read-only",
+func dockerRun(runtime, program, want string) (time.Duration, error) {
+	args := []string{"run", "--rm", "--network", "none", "--read-only",
 		"--tmpfs", "/workspace:rw,exec,nosuid,nodev,size=512m,uid=1000,gid=1000", "--tmpfs", "/tmp:rw,exec,nosuid,nodev,size=512m",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "1000:1000",
-		"--memory", "512m", "--memory-swap", "512m", "--cpus", "1", "--pids-limit", "128",
-		*image, "python3", "-c", code).CombinedOutput()
+		"--memory", "512m", "--memory-swap", "512m", "--cpus", "1", "--pids-limit", "128"}
+	if runtime != "" {
+		args = append(args, "--runtime", runtime)
+	}
+	args = append(args, "--entrypoint", "python3", *image, "-c", program)
+	start := time.Now()
+	out, err := exec.Command("docker", args...).CombinedOutput()
 	d := time.Since(start)
-	if err != nil || string(out) != "42\n" {
+	if err != nil || string(out) != want {
 		return 0, fmt.Errorf("docker run: %v %s", err, out)
 	}
 	return d, nil
@@ -408,17 +600,36 @@ func machine() string {
 }
 
 // vmHWM is the peak resident set of a process, in MB.
-func vmHWM(pid int) float64 {
+func vmHWM(pid int) float64 { return procStatus(pid, "VmHWM") }
+
+// vmRSS is the resident set of a process, in MB.
+func vmRSS(pid int) float64 { return procStatus(pid, "VmRSS") }
+
+func procStatus(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
-	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b)
+	m := regexp.MustCompile(field + `:\s+(\d+) kB`).FindSubmatch(b)
 	if m == nil {
 		return -1
 	}
 	kb, _ := strconv.Atoi(string(m[1]))
 	return float64(kb) / 1024
+}
+
+// startDevRunner is startDev for the rows that need the runner's id.
+func startDevRunner(env map[string]string) (url, apiKey, runnerID string, stop func(), err error) {
+	runnerID = "bench-" + randHex(4)
+	env["GANTRY_RUNNER_ID"] = runnerID
+	url, apiKey, _, stop, err = startDev(env)
+	return url, apiKey, runnerID, stop, err
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // startDev starts `gantry dev` on free ports with a throwaway database.
@@ -442,7 +653,7 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	cmd := exec.Command(*bin, "dev")
 	cmd.Env = append(os.Environ(), "GANTRY_ADDR=127.0.0.1:0", "GANTRY_DEV_NATS_ADDR=127.0.0.1:0", "GANTRY_DEV_S3_ADDR=127.0.0.1:0",
 		"GANTRY_DATA_DIR="+filepath.Join(dir, "data"), "GANTRY_DATABASE_URL="+dbu, "GANTRY_DEV_API_KEY="+apiKey,
-		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]))
+		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -425,7 +427,60 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 	}
 	// A program that failed is a result, not a tool error: the model reads
 	// the status and output and fixes its code.
-	return mcp.NewToolResultStructured(res, b.String())
+	out := mcp.NewToolResultStructured(res, b.String())
+	out.Content = append(out.Content, s.imageContent(ctx, p, j, res.Artifacts)...)
+	return out
+}
+
+// Inline images: a finished job's small images (plots) come back as image
+// content the model can see, the rest as links.
+const (
+	maxInlineImages     = 4
+	maxInlineImageBytes = 512 << 10
+	maxInlineTotalBytes = 1 << 20
+)
+
+var inlineImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// imageContent returns the job's image artifacts as MCP content: the first
+// few small ones inline (base64, read from the object store), every other
+// one as a resource link to its download URL.
+func (s *Server) imageContent(ctx context.Context, p store.Principal, j jobs.Job, links []artifactLink) []mcp.Content {
+	if !j.Status.Terminal() {
+		return nil
+	}
+	linkOf := make(map[string]artifactLink, len(links))
+	for _, l := range links {
+		linkOf[l.Path] = l
+	}
+	var out []mcp.Content
+	inlined, total := 0, int64(0)
+	for _, a := range j.Artifacts {
+		mime := strings.TrimSpace(strings.Split(a.ContentType, ";")[0])
+		link, ok := linkOf[a.Path]
+		if !inlineImageTypes[mime] || !ok {
+			continue
+		}
+		if inlined < maxInlineImages && a.Size <= maxInlineImageBytes && total+a.Size <= maxInlineTotalBytes {
+			if data, err := s.readArtifact(ctx, p.TenantID, j.ID, a.Path, a.Size); err == nil {
+				out = append(out, mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime))
+				inlined++
+				total += a.Size
+				continue
+			}
+		}
+		out = append(out, mcp.NewResourceLink(link.URL, a.Path, fmt.Sprintf("%d bytes; the link expires at %s", a.Size, link.ExpiresAt.Format(time.RFC3339)), mime))
+	}
+	return out
+}
+
+func (s *Server) readArtifact(ctx context.Context, tenantID, jobID, path string, size int64) ([]byte, error) {
+	rc, err := s.blobs.Get(ctx, blob.ArtifactKey(tenantID, jobID, path))
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, size))
 }
 
 func writeStream(b *strings.Builder, name, out string, truncated bool, jobID string) {

@@ -32,7 +32,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		want string
 	}{
 		// enum
-		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, not "ruby"`},
+		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, typescript, not "ruby"`},
 		// required
 		{"execute_code", map[string]any{"language": "python"}, "code is required"},
 		{"execute_code", map[string]any{}, "language and code are required"},
@@ -40,7 +40,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		{"execute_code", with(map[string]any{"timeout_ms": "soon"}), "timeout_ms must be an integer, not text"},
 		{"execute_code", with(map[string]any{"files": "a.csv"}), "files must be a list, not text"},
 		// additionalProperties, with the allowed names
-		{"execute_code", with(map[string]any{"colour": "red"}), `unknown argument "colour" (allowed: code, files, language, session_id, stdin, timeout_ms)`},
+		{"execute_code", with(map[string]any{"colour": "red"}), `unknown argument "colour" (allowed: code, files, language, session_id, stdin, stdin_encoding, timeout_ms)`},
 		{"execute_code", with(map[string]any{"files": []any{map[string]any{"path": "a", "content": "b", "mode": 7}}}), `unknown argument "mode" in files[0] (allowed: content, encoding, path)`},
 		// nested required and enum
 		{"execute_code", with(map[string]any{"files": []any{map[string]any{"path": "a"}}}), "files[0].content is required"},
@@ -91,7 +91,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		Content []struct{ Text string }
 	}
 	_ = json.Unmarshal(raw.call("tasks/result", map[string]any{"taskId": created.Task.TaskID}), &res)
-	if !res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "language must be one of python, bash, node") {
+	if !res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "language must be one of python, bash, node, typescript") {
 		t.Errorf("task with bad arguments: %+v", res)
 	}
 }

@@ -195,18 +195,14 @@ var uploadFormat = map[string]string{
 }
 
 // saveSkill stores a new version of the tenant's skill, over HTTP and MCP
-// alike. Text Postgres cannot store is refused here, naming the field.
+// alike. Text Postgres cannot store is refused here, naming the field;
+// file contents may be binary (the store keeps those base64).
 func (s *Server) saveSkill(ctx context.Context, p store.Principal, sk skills.Skill) (store.SkillRecord, error) {
 	if err := checkText("description", sk.Description); err != nil {
 		return store.SkillRecord{}, err
 	}
 	if err := checkText("body", sk.Body); err != nil {
 		return store.SkillRecord{}, err
-	}
-	for i, f := range sk.Files {
-		if err := checkText(fmt.Sprintf("files[%d].content", i), f.Content); err != nil {
-			return store.SkillRecord{}, err
-		}
 	}
 	return s.store.SaveSkill(ctx, p.TenantID, sk)
 }

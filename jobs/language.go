@@ -26,7 +26,15 @@ var Languages = []Language{
 	{Name: "bash", File: "main.sh", Command: []string{"bash"},
 		Description: "bash with coreutils, findutils and tar"},
 	{Name: "node", File: "main.js", Command: []string{"node"},
-		Description: "Node.js (CommonJS, standard library only)"},
+		Description: "Node.js 18 (CommonJS, standard library only)"},
+	// TypeScript is transpiled (not type-checked) by esbuild into the
+	// sandbox's /tmp and run by Node, with source maps so that stack
+	// traces name main.ts's lines. Imports stay requires, so
+	// require('servers/<name>') and require('gantry') work as from Node.
+	{Name: "typescript", File: "main.ts", Command: []string{"sh", "-c",
+		`esbuild "$1" --log-level=warning --platform=node --format=cjs --target=node18 --sourcemap=inline --outfile=/tmp/.gantry-ts/main.js && exec node --enable-source-maps /tmp/.gantry-ts/main.js`,
+		"typescript"},
+		Description: "TypeScript, transpiled by esbuild and run by Node.js 18 (no type checking)"},
 }
 
 // LookupLanguage returns the language with the given name.

@@ -40,6 +40,9 @@ type fakeDocker struct {
 	// runs scripts the i-th container's runs (the last one repeats).
 	runs       []script
 	containers map[string]*fakeContainer
+	// listAll makes ContainerList answer with stopped containers too (as
+	// it does with All and a status filter).
+	listAll bool
 }
 
 type fakeContainer struct {
@@ -171,7 +174,7 @@ func (d *fakeDocker) ContainerList(context.Context, client.ContainerListOptions)
 	defer d.mu.Unlock()
 	var res client.ContainerListResult
 	for id, c := range d.containers {
-		if !c.removed && c.state.Running {
+		if !c.removed && (c.state.Running != d.listAll) {
 			res.Items = append(res.Items, container.Summary{ID: id})
 		}
 	}
@@ -391,3 +394,25 @@ func waitFor(t *testing.T, cond func() bool, mu *sync.Mutex) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestReapRemovesOldStoppedContainers(t *testing.T) {
+	d := &fakeDocker{containers: map[string]*fakeContainer{}}
+	stopped := func(id string, ago time.Duration, running bool) {
+		d.containers[id] = &fakeContainer{id: id, agent: &fakeAgent{conn: nopConn{}}, state: container.State{
+			Running: running, Status: map[bool]container.ContainerState{true: container.StateRunning, false: container.StateExited}[running],
+			FinishedAt: time.Now().Add(-ago).Format(time.RFC3339Nano)}}
+	}
+	stopped("old", 2*reapAge, false)
+	stopped("young", reapAge/2, false)
+	stopped("live", 2*reapAge, true)
+	d.listAll = true
+	n, err := newSandbox(d, SandboxConfig{Image: "fake", RunnerID: "me"}).Reap(context.Background())
+	if err != nil || n != 1 || !d.containers["old"].removed || d.containers["young"].removed || d.containers["live"].removed {
+		t.Fatalf("reaped %d (%v): old %v young %v live %v", n, err, d.containers["old"].removed, d.containers["young"].removed, d.containers["live"].removed)
+	}
+}
+
+// nopConn is a closed connection of a container that never ran an agent.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Close() error { return nil }

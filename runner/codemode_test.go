@@ -105,6 +105,24 @@ const { invoice_total } = require('servers/billing');
 		}
 	})
 
+	t.Run("typescript joins two servers", func(t *testing.T) {
+		j := h.run(t, jobs.Request{Language: "typescript", Code: `
+const { find_customer, list_orders } = require('servers/crm');
+const { invoice_total } = require('servers/billing');
+interface Order { status: string; total: number }
+(async (): Promise<void> => {
+  const c = await find_customer({ email: 'grace@example.com' });
+  const orders: Order[] = (await list_orders({ customer_id: c.id })).orders;
+  const bill = await invoice_total({ customer_id: c.id });
+  const late = orders.filter((o: Order) => o.status === 'late');
+  console.log(c.name + ': ' + late.length + ' late, ' + bill.open_eur.toFixed(2) + ' EUR open');
+})().catch((e: Error) => { console.error(e); process.exit(1); });
+`})
+		if want := "Grace Hopper: 1 late, 201.00 EUR open\n"; j.Status != jobs.StatusSucceeded || j.Stdout != want {
+			t.Fatalf("%s: stdout %q stderr %q", j.Status, j.Stdout, j.Stderr)
+		}
+	})
+
 	t.Run("errors, denial and budget", func(t *testing.T) {
 		j := h.run(t, jobs.Request{Language: "python", Limits: &jobs.Limits{ToolCalls: 4}, Code: `
 import gantry

@@ -114,6 +114,22 @@ ls -A /tmp /dev/shm /workspace; env | grep -c LEFT_BEHIND; ps -e -o comm= | sort
 	if got := testutil.ToFloat64(h.r.fleet.m.acquired.WithLabelValues("tenant")); got == 0 {
 		t.Error("no job reused a container")
 	}
+
+	// A revoked key retires the tenant's containers: its next job runs in
+	// a new one.
+	ctx := context.Background()
+	keys, err := h.st.ListAPIKeys(ctx, h.tenant)
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys: %v", err)
+	}
+	if _, err := h.st.RevokeAPIKey(ctx, keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, c := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: "true"}); hosts[h.tenant][c] {
+			t.Fatalf("container %s served the tenant again after a key revocation", c)
+		}
+	}
 }
 
 func TestSandboxEscapes(t *testing.T) {

@@ -430,3 +430,50 @@ func (h *harness) liveOutput(t *testing.T, jobID string) string {
 	t.Fatalf("job %s printed nothing", jobID)
 	return ""
 }
+
+func TestTypeScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	j := h.run(t, jobs.Request{Language: "typescript", Stdin: "typed", Code: `
+import * as fs from "fs";
+interface Point { x: number; y: number }
+const norm = (p: Point): number => Math.hypot(p.x, p.y);
+const input: string = fs.readFileSync(0, "utf8");
+console.log(norm({ x: 3, y: 4 }), input);
+function fail(): never { throw new Error("from line 7"); }
+if (process.env.FAIL) fail();
+`})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "5 typed\n" {
+		t.Fatalf("typescript: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	// A stack trace names the TypeScript source's lines.
+	j = h.run(t, jobs.Request{Language: "typescript", Env: map[string]string{"FAIL": "1"}, Code: "const a: number = 1;\nfunction fail(): never { throw new Error('boom'); }\nfail();\n"})
+	if j.Status != jobs.StatusFailed || !strings.Contains(j.Stderr, "main.ts:2") {
+		t.Errorf("failing typescript: %s %q", j.Status, j.Stderr)
+	}
+	// A syntax error is the program's, reported by esbuild.
+	j = h.run(t, jobs.Request{Language: "typescript", Code: "const x: = 1;"})
+	if j.Status != jobs.StatusFailed || !strings.Contains(j.Stderr, "main.ts") {
+		t.Errorf("syntax error: %s %q", j.Status, j.Stderr)
+	}
+}
+
+// TestLibraries imports what a data agent reaches for first: each comes
+// from a Debian package in the image.
+func TestLibraries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	j := h.run(t, jobs.Request{Language: "python", TimeoutMS: 120_000, Code: `
+import numpy, pandas, scipy, matplotlib, sympy, seaborn, plotly, sklearn, statsmodels, openpyxl, xlrd, networkx, bs4, lxml, tabulate
+from sklearn.linear_model import LinearRegression
+import statsmodels.api as sm, plotly.express as px
+print(round(LinearRegression().fit([[0], [1], [2]], [1, 3, 5]).coef_[0], 6), networkx.shortest_path_length(networkx.path_graph(4), 0, 3))
+`})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "2.0 3\n" {
+		t.Fatalf("libraries: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+}

@@ -107,6 +107,13 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	// A runner killed mid-test leaves its containers stopped: remove them
+	// once the process is gone (cleanups run last-registered first).
+	for _, kv := range env {
+		if id, ok := strings.CutPrefix(kv, "GANTRY_RUNNER_ID="); ok {
+			t.Cleanup(func() { removeContainers(t, id) })
+		}
+	}
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -114,6 +121,20 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// removeContainers removes every container of the runner id.
+func removeContainers(t *testing.T, runnerID string) {
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.gantry.runner="+runnerID).Output()
+	if err != nil {
+		t.Logf("list containers of runner %s: %v", runnerID, err)
+		return
+	}
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		if out, err := exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
+			t.Logf("remove containers of runner %s: %v %s", runnerID, err, out)
+		}
+	}
 }
 
 // stop asks the process to shut down and waits for it.
@@ -155,6 +176,7 @@ func (p *proc) waitOutput(t *testing.T, re *regexp.Regexp, within time.Duration)
 type dev struct {
 	*proc
 	url, key, natsURL, s3URL string
+	runnerID                 string   // the id of the dev process's runner
 	env                      []string // what a `gantry runner` needs to join it
 }
 
@@ -164,6 +186,7 @@ func startDev(t *testing.T, extra ...string) *dev {
 	t.Helper()
 	dbURL := storetest.DatabaseURL(t)
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
+	runnerID := "e2e-" + jobs.NewID("r")[2:12]
 	env := append([]string{
 		"GANTRY_ADDR=127.0.0.1:0",
 		"GANTRY_DEV_NATS_ADDR=127.0.0.1:0",
@@ -174,12 +197,12 @@ func startDev(t *testing.T, extra ...string) *dev {
 		"GANTRY_S3_ACCESS_KEY=" + s3Key,
 		"GANTRY_S3_SECRET_KEY=" + s3Secret,
 		"GANTRY_VERSITYGW_BIN=" + versityGW(t),
-		"GANTRY_RUNNER_ID=e2e-" + jobs.NewID("r")[2:12],
+		"GANTRY_RUNNER_ID=" + runnerID,
 		"GANTRY_DRAIN_TIMEOUT=2s",
 	}, extra...)
 	p := start(t, env, "dev")
 	m := p.waitOutput(t, regexp.MustCompile(`API\s+(http://\S+)[\s\S]*NATS\s+(\S+)\s+S3\s+(\S+)`), 60*time.Second)
-	d := &dev{proc: p, url: m[1], key: devKey, natsURL: m[2], s3URL: m[3]}
+	d := &dev{proc: p, url: m[1], key: devKey, natsURL: m[2], s3URL: m[3], runnerID: runnerID}
 	d.env = []string{
 		"GANTRY_DATABASE_URL=" + dbURL, "GANTRY_NATS_URL=" + d.natsURL,
 		"GANTRY_S3_ENDPOINT=" + d.s3URL, "GANTRY_S3_ACCESS_KEY=" + s3Key, "GANTRY_S3_SECRET_KEY=" + s3Secret,
@@ -377,10 +400,11 @@ print("wrote 2 files")
 
 	t.Run("cancel a running and a queued job", func(t *testing.T) {
 		// Two sleepers fill both slots; a third waits in the queue.
-		a := d.submit(t, map[string]any{"language": "bash", "code": "sleep 120"})
-		b := d.submit(t, map[string]any{"language": "bash", "code": "sleep 120"})
+		a := d.submit(t, map[string]any{"language": "bash", "code": "sleep 121"})
+		b := d.submit(t, map[string]any{"language": "bash", "code": "sleep 122"})
 		d.await(t, a.ID, time.Minute, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
 		d.await(t, b.ID, time.Minute, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
+		ctrs := map[string]string{a.ID: d.containerRunning(t, "sleep 121"), b.ID: d.containerRunning(t, "sleep 122")}
 		c := d.submit(t, map[string]any{"language": "bash", "code": "echo never"})
 		if got := d.job(t, "POST", "/v1/jobs/"+c.ID+"/cancel", ""); got.Status != jobs.StatusCancelled {
 			t.Errorf("queued job after cancel: %s", got.Status)
@@ -391,7 +415,7 @@ print("wrote 2 files")
 			if j.Status != jobs.StatusCancelled || j.Error == nil || j.Error.Code != "cancelled" {
 				t.Errorf("running job after cancel: %+v", j)
 			}
-			waitNoContainers(t, "dev.gantry.job="+id)
+			waitGone(t, ctrs[id])
 		}
 		// The cancelled queued job never ran, even once slots freed up.
 		time.Sleep(500 * time.Millisecond)
@@ -401,12 +425,32 @@ print("wrote 2 files")
 	})
 }
 
-func waitNoContainers(t *testing.T, label string) {
+// containerRunning waits for a container of the dev runner with a process
+// whose command line contains pattern, and returns its id.
+func (d *dev) containerRunning(t *testing.T, pattern string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, id := range dockerContainers(t, "dev.gantry.runner="+d.runnerID, "status=running") {
+			out, _ := exec.Command("docker", "top", id, "-o", "pid,args").Output()
+			if strings.Contains(string(out), pattern) {
+				return id
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no container runs %q", pattern)
+	return ""
+}
+
+// waitGone waits for the container to be removed (a container that saw a
+// timeout or cancel is retired).
+func waitGone(t *testing.T, id string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for len(dockerContainers(t, label)) > 0 {
+	for exec.Command("docker", "inspect", id).Run() == nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("containers with %s still exist", label)
+			t.Fatalf("container %s still exists", id)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"io"
@@ -112,6 +113,38 @@ func TestMCPOverHTTP(t *testing.T) {
 	initialize(t, c)
 	runPlot(t, c)
 
+	t.Run("figures come back inline", func(t *testing.T) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "execute_code"
+		req.Params.Arguments = map[string]any{"language": "python", "code": `import matplotlib.pyplot as plt
+plt.plot([1, 4, 9]); plt.title("shown"); plt.show()
+plt.figure(); plt.bar(["a", "b"], [3, 5])  # left open at exit
+print("drew two")`}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil || res.IsError {
+			t.Fatalf("execute_code: %v %+v", err, res)
+		}
+		var j toolJob
+		data, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(data, &j)
+		if j.Status != jobs.StatusSucceeded || len(j.Artifacts) != 2 {
+			t.Fatalf("result: %s", data)
+		}
+		var images int
+		for _, content := range res.Content {
+			if img, ok := content.(mcp.ImageContent); ok {
+				png, err := base64.StdEncoding.DecodeString(img.Data)
+				if err != nil || img.MIMEType != "image/png" || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+					t.Errorf("image content %s: %v", img.MIMEType, err)
+				}
+				images++
+			}
+		}
+		if images != 2 {
+			t.Errorf("%d images inline, want 2 (content %+v)", images, res.Content)
+		}
+	})
+
 	t.Run("cancelling the call kills the container", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -119,7 +152,7 @@ func TestMCPOverHTTP(t *testing.T) {
 			defer close(done)
 			req := mcp.CallToolRequest{}
 			req.Params.Name = "execute_code"
-			req.Params.Arguments = map[string]any{"language": "bash", "code": "echo started; sleep 120"}
+			req.Params.Arguments = map[string]any{"language": "bash", "code": "echo started; sleep 123"}
 			_, _ = c.CallTool(ctx, req)
 		}()
 		var id string
@@ -134,13 +167,14 @@ func TestMCPOverHTTP(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		ctr := d.containerRunning(t, "sleep 123")
 		cancel()
 		<-done
 		j := d.await(t, id, 30*time.Second, terminal)
 		if j.Status != jobs.StatusCancelled {
 			t.Errorf("job after the call was cancelled: %s", j.Status)
 		}
-		waitNoContainers(t, "dev.gantry.job="+id)
+		waitGone(t, ctr)
 	})
 }
 
@@ -205,7 +239,7 @@ func TestMCPStdioPipelined(t *testing.T) {
 	for id, want := range map[string]string{
 		"1": `"protocolVersion":"2025-06-18"`,
 		"3": `"stdout":"42\n"`,
-		"4": `language must be one of python, bash, node, not \"ruby\"`,
+		"4": `language must be one of python, bash, node, typescript, not \"ruby\"`,
 	} {
 		if !strings.Contains(answers[id], want) || strings.Contains(answers[id], "Invalid session ID") {
 			t.Errorf("answer %s: %s", id, answers[id])

@@ -22,9 +22,10 @@ die() { echo "sandbox/build.sh: $*" >&2; exit 1; }
 
 # Code-mode client libraries, relative to $DIR (lib/testdata is for tests, not the image).
 PYLIB=(lib/python/gantry/__init__.py)
+PYMOD=(lib/python/gantry_figures.py)
 NODELIB=(lib/node/gantry/index.js lib/node/gantry/package.json)
 # The base's inputs: this script up to the agent layer, and the files it copies in.
-BASE_TAG=$(cd "$DIR" && { sed '/^# --- agent layer ---$/,$d' build.sh; cat sitecustomize.py "${PYLIB[@]}" "${NODELIB[@]}"; } | sha256sum | cut -c1-12)
+BASE_TAG=$(cd "$DIR" && { sed '/^# --- agent layer ---$/,$d' build.sh; cat sitecustomize.py "${PYLIB[@]}" "${PYMOD[@]}" "${NODELIB[@]}"; } | sha256sum | cut -c1-12)
 BASE="$IMAGE-base:$BASE_TAG"
 docker info >/dev/null 2>&1 || die "docker engine not reachable (run scripts/ensure-docker.sh)"
 command -v "$GO" >/dev/null 2>&1 || die "go not found (set GO=...); it builds the sandbox agent"
@@ -87,8 +88,9 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
     --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3.11/sitecustomize.py' \
     --customize-hook="install -d -m 755 \"\$1/usr/lib/python3/dist-packages/gantry\" \"\$1/usr/share/nodejs/gantry\"" \
     --customize-hook="cd '$DIR' && install -m 644 ${PYLIB[*]} \"\$1/usr/lib/python3/dist-packages/gantry/\"" \
+    --customize-hook="cd '$DIR' && install -m 644 ${PYMOD[*]} \"\$1/usr/lib/python3/dist-packages/\"" \
     --customize-hook="cd '$DIR' && install -m 644 ${NODELIB[*]} \"\$1/usr/share/nodejs/gantry/\"" \
-    --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3/dist-packages/gantry' \
+    --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3/dist-packages/gantry /usr/lib/python3/dist-packages/gantry_figures.py' \
     --customize-hook='chown -R 0:0 "$1/usr/lib/python3/dist-packages/gantry" "$1/usr/share/nodejs/gantry" && chmod -R a+rX,go-w "$1/usr/lib/python3/dist-packages/gantry" "$1/usr/share/nodejs/gantry"' \
     --customize-hook='chroot "$1" env MPLCONFIGDIR=/usr/share/gantry/matplotlib python3 -c "import matplotlib.font_manager"' \
     --customize-hook='chmod -R a+rX "$1/usr/share/gantry"' \
@@ -101,7 +103,7 @@ $(tail -n 40 "$WORK/mmdebstrap.log")"
 
   docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' --change 'ENV PYTHONUNBUFFERED=1' --change 'ENV MPLBACKEND=Agg' \
+    --change 'ENV LANG=C.UTF-8' --change 'ENV PYTHONUNBUFFERED=1' --change 'ENV MPLBACKEND=module://gantry_figures' \
     --change 'ENV HOME=/tmp' --change 'ENV MPLCONFIGDIR=/tmp/matplotlib' \
     --change 'LABEL org.opencontainers.image.title=gantry-sandbox' \
     --change 'USER 1000:1000' --change 'WORKDIR /workspace' --change 'CMD ["bash"]' \
