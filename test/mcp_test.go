@@ -2,8 +2,8 @@ package test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
