@@ -388,6 +388,8 @@ print(os.environ.get("GREETING"), sys.stdin.read())`, stdin: "from stdin"},
 f()`},
 		"exception in exec'd code": {code: `exec(compile("raise KeyError('k')", "<string>", "exec"))`},
 		"exit code":                {code: "import sys\nprint('out')\nsys.exit(3)"},
+		"syntax error":             {code: "print('never')\nx = (1,\n"},
+		"encoding declaration":     {code: "# -*- coding: latin-1 -*-\nprint(len('\xe9'))"},
 		"exit message":             {code: "import sys\nsys.exit('bye')"},
 		"atexit and threads": {code: `import atexit, threading, time
 atexit.register(lambda: print("at exit"))
