@@ -50,6 +50,8 @@ type jobResult struct {
 	StderrTruncated bool            `json:"stderr_truncated"`
 	Error           *jobs.ErrorInfo `json:"error"`
 	Artifacts       []artifactLink  `json:"artifacts"`
+	// ArtifactsOmitted are matching files left out over a cap.
+	ArtifactsOmitted []jobs.OmittedArtifact `json:"artifacts_omitted,omitempty"`
 }
 
 // artifactLink is an artifact with a presigned URL that needs no API key.
@@ -391,7 +393,7 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 	res := jobResult{
 		JobID: j.ID, Status: j.Status, Attempt: j.Attempt, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
 		Stdout: j.Stdout, Stderr: j.Stderr, StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
-		Error: j.Error, Artifacts: []artifactLink{},
+		Error: j.Error, Artifacts: []artifactLink{}, ArtifactsOmitted: j.ArtifactsOmitted,
 	}
 	for _, a := range j.Artifacts {
 		u, expires, err := s.artifactURL(ctx, p, j.ID, a.Path)
@@ -424,6 +426,9 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 		for _, a := range res.Artifacts {
 			fmt.Fprintf(&b, "- %s (%d bytes, %s): %s\n", a.Path, a.Size, a.ContentType, a.URL)
 		}
+	}
+	for _, o := range j.ArtifactsOmitted {
+		fmt.Fprintf(&b, "- %s (%d bytes) not collected: %s\n", o.Path, o.Size, o.Reason)
 	}
 	// A program that failed is a result, not a tool error: the model reads
 	// the status and output and fixes its code.

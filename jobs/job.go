@@ -81,6 +81,14 @@ type Artifact struct {
 	URL string `json:"url,omitempty"`
 }
 
+// OmittedArtifact is a file that matched the job's artifact patterns but
+// was not kept because it broke one of the runner's caps.
+type OmittedArtifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Reason string `json:"reason"`
+}
+
 // Job is a job as the API shows it.
 type Job struct {
 	ID              string            `json:"id"`
@@ -98,8 +106,10 @@ type Job struct {
 	StdoutTruncated bool              `json:"stdout_truncated"`
 	StderrTruncated bool              `json:"stderr_truncated"`
 	Artifacts       []Artifact        `json:"artifacts"`
-	Error           *ErrorInfo        `json:"error"`
-	Metadata        map[string]string `json:"metadata"`
+	// ArtifactsOmitted are the matching files left out: over a cap.
+	ArtifactsOmitted []OmittedArtifact `json:"artifacts_omitted,omitempty"`
+	Error            *ErrorInfo        `json:"error"`
+	Metadata         map[string]string `json:"metadata"`
 	// ToolCalls are the upstream MCP tool calls the job's code made
 	// through the code-mode bridge, in the order they started.
 	ToolCalls []ToolCall `json:"tool_calls"`
@@ -133,8 +143,10 @@ type Result struct {
 	StdoutTruncated bool
 	StderrTruncated bool
 	Artifacts       []Artifact
-	Error           *ErrorInfo
-	ToolCalls       []ToolCall
+	// ArtifactsOmitted are matching files over a cap, not uploaded.
+	ArtifactsOmitted []OmittedArtifact
+	Error            *ErrorInfo
+	ToolCalls        []ToolCall
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

@@ -27,12 +27,6 @@ type ArtifactLimits struct {
 	MaxTotal     int64
 }
 
-// errArtifactLimit is a job's artifacts exceeding ArtifactLimits: the job's
-// fault, not gantry's.
-type errArtifactLimit struct{ msg string }
-
-func (e *errArtifactLimit) Error() string { return e.msg }
-
 // workspaceFile is a regular file found in the workspace.
 type workspaceFile struct {
 	path string // relative to /workspace, clean
@@ -45,18 +39,19 @@ type Uploader interface {
 }
 
 // collectArtifacts finds the workspace files matching the job's globs,
-// checks them against the limits, and streams them out of the container
-// into the object store under keyFor(path). The tar stream from the sandbox
-// is untrusted: only regular files that were selected, no larger than
-// listed and within the caps, are accepted.
-func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
+// keeps those within the limits (in path order; the rest are returned as
+// omitted, with the reason), and streams them out of the container into
+// the object store under keyFor(path). The tar stream from the sandbox is
+// untrusted: only regular files that were selected, no larger than listed
+// and within the caps, are accepted.
+func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, []jobs.OmittedArtifact, error) {
 	listing, err := ws.list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list workspace: %w", err)
+		return nil, nil, fmt.Errorf("list workspace: %w", err)
 	}
-	selected, err := selectArtifacts(parseListing(listing), globs, lim)
-	if err != nil || len(selected) == 0 {
-		return nil, err
+	selected, omitted := selectArtifacts(parseListing(listing), globs, lim)
+	if len(selected) == 0 {
+		return nil, omitted, nil
 	}
 	want := make(map[string]int64, len(selected))
 	paths := make([]string, 0, len(selected))
@@ -66,13 +61,13 @@ func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim Art
 	}
 	tr, wait, err := ws.tar(ctx, paths)
 	if err != nil {
-		return nil, fmt.Errorf("read artifacts: %w", err)
+		return nil, omitted, fmt.Errorf("read artifacts: %w", err)
 	}
-	arts, readErr := readArtifactTar(ctx, tr, want, lim, up, keyFor)
+	arts, late, readErr := readArtifactTar(ctx, tr, want, lim, up, keyFor)
 	if err := wait(); readErr == nil && err != nil {
 		readErr = fmt.Errorf("read artifacts: %w", err)
 	}
-	return arts, readErr
+	return arts, append(omitted, late...), readErr
 }
 
 // workspace gives the files a job left: a listing ("size path\0" records)
@@ -118,41 +113,49 @@ func parseListing(b []byte) []workspaceFile {
 	return out
 }
 
-// selectArtifacts keeps the files matching any glob and enforces the caps.
-func selectArtifacts(files []workspaceFile, globs []string, lim ArtifactLimits) ([]workspaceFile, error) {
-	var out []workspaceFile
-	var total int64
+// selectArtifacts keeps the files matching any glob, in path order, while
+// they fit the caps; the others are returned as omitted, with the reason.
+func selectArtifacts(files []workspaceFile, globs []string, lim ArtifactLimits) ([]workspaceFile, []jobs.OmittedArtifact) {
+	var matched []workspaceFile
 	for _, f := range files {
-		matched := false
 		for _, g := range globs {
 			if jobs.MatchGlob(g, f.path) {
-				matched = true
+				matched = append(matched, f)
 				break
 			}
 		}
-		if !matched {
+	}
+	sort.Slice(matched, func(i, j int) bool { return matched[i].path < matched[j].path })
+	var kept []workspaceFile
+	var omitted []jobs.OmittedArtifact
+	var total int64
+	for _, f := range matched {
+		reason := ""
+		switch {
+		case f.size > lim.MaxFileBytes:
+			reason = fmt.Sprintf("larger than the %d-byte limit per file", lim.MaxFileBytes)
+		case len(kept) >= lim.MaxFiles:
+			reason = fmt.Sprintf("past the limit of %d files", lim.MaxFiles)
+		case total+f.size > lim.MaxTotal:
+			reason = fmt.Sprintf("past the limit of %d bytes for all files", lim.MaxTotal)
+		}
+		if reason != "" {
+			omitted = append(omitted, jobs.OmittedArtifact{Path: f.path, Size: f.size, Reason: reason})
 			continue
 		}
-		if f.size > lim.MaxFileBytes {
-			return nil, &errArtifactLimit{fmt.Sprintf("artifact %s is %d bytes; the limit is %d per file", f.path, f.size, lim.MaxFileBytes)}
-		}
 		total += f.size
-		out = append(out, f)
+		kept = append(kept, f)
 	}
-	if len(out) > lim.MaxFiles {
-		return nil, &errArtifactLimit{fmt.Sprintf("%d files match the artifact patterns; the limit is %d", len(out), lim.MaxFiles)}
-	}
-	if total > lim.MaxTotal {
-		return nil, &errArtifactLimit{fmt.Sprintf("artifacts total %d bytes; the limit is %d", total, lim.MaxTotal)}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
-	return out, nil
+	return kept, omitted
 }
 
-// readArtifactTar uploads the selected files from a tar stream.
-func readArtifactTar(ctx context.Context, r io.Reader, want map[string]int64, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, error) {
+// readArtifactTar uploads the selected files from a tar stream. A file
+// that grew past the caps since it was listed (something still wrote to
+// it) is omitted, not trusted.
+func readArtifactTar(ctx context.Context, r io.Reader, want map[string]int64, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, []jobs.OmittedArtifact, error) {
 	tr := tar.NewReader(r)
 	var arts []jobs.Artifact
+	var omitted []jobs.OmittedArtifact
 	var total int64
 	for {
 		hdr, err := tr.Next()
@@ -160,7 +163,7 @@ func readArtifactTar(ctx context.Context, r io.Reader, want map[string]int64, li
 			break
 		}
 		if err != nil {
-			return arts, fmt.Errorf("read artifact archive: %w", err)
+			return arts, omitted, fmt.Errorf("read artifact archive: %w", err)
 		}
 		name := strings.TrimPrefix(hdr.Name, "./")
 		listed, ok := want[name]
@@ -168,27 +171,28 @@ func readArtifactTar(ctx context.Context, r io.Reader, want map[string]int64, li
 			continue // not something we asked for: ignore it
 		}
 		delete(want, name)
-		// The file may have grown since it was listed (a background
-		// process): the listed size was checked against the caps, so
-		// anything larger is refused rather than trusted.
-		if hdr.Size > listed && hdr.Size > lim.MaxFileBytes {
-			return arts, &errArtifactLimit{fmt.Sprintf("artifact %s grew to %d bytes; the limit is %d per file", name, hdr.Size, lim.MaxFileBytes)}
+		switch {
+		case hdr.Size > listed && hdr.Size > lim.MaxFileBytes:
+			omitted = append(omitted, jobs.OmittedArtifact{Path: name, Size: hdr.Size,
+				Reason: fmt.Sprintf("grew past the %d-byte limit per file while it was collected", lim.MaxFileBytes)})
+			continue
+		case total+hdr.Size > lim.MaxTotal:
+			omitted = append(omitted, jobs.OmittedArtifact{Path: name, Size: hdr.Size,
+				Reason: fmt.Sprintf("past the limit of %d bytes for all files", lim.MaxTotal)})
+			continue
 		}
 		total += hdr.Size
-		if total > lim.MaxTotal {
-			return arts, &errArtifactLimit{fmt.Sprintf("artifacts total more than %d bytes", lim.MaxTotal)}
-		}
 		br := bufio.NewReaderSize(tr, 512)
 		head, _ := br.Peek(512)
 		ctype := contentType(name, head)
 		h := sha256.New()
 		if err := up.Put(ctx, keyFor(name), io.TeeReader(br, h), hdr.Size, ctype); err != nil {
-			return arts, fmt.Errorf("upload artifact %s: %w", name, err)
+			return arts, omitted, fmt.Errorf("upload artifact %s: %w", name, err)
 		}
 		arts = append(arts, jobs.Artifact{Path: name, Size: hdr.Size, SHA256: hex.EncodeToString(h.Sum(nil)), ContentType: ctype})
 	}
 	sort.Slice(arts, func(i, j int) bool { return arts[i].Path < arts[j].Path })
-	return arts, nil
+	return arts, omitted, nil
 }
 
 var extraTypes = map[string]string{

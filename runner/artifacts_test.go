@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -47,7 +49,7 @@ func TestReadArtifactTarIgnoresWhatWasNotAskedFor(t *testing.T) {
 		&tar.Header{Name: "out/a.txt", Typeflag: tar.TypeReg, Size: 5, Mode: 0o644},
 	)
 	up := memUploader{}
-	arts, err := readArtifactTar(context.Background(), bytes.NewReader(data),
+	arts, _, err := readArtifactTar(context.Background(), bytes.NewReader(data),
 		map[string]int64{"out/a.txt": 5, "out/link": 0}, testLimits, up, func(p string) string { return "k/" + p })
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +60,14 @@ func TestReadArtifactTarIgnoresWhatWasNotAskedFor(t *testing.T) {
 }
 
 func TestReadArtifactTarCaps(t *testing.T) {
-	data := tarOf(t, &tar.Header{Name: "out/big", Typeflag: tar.TypeReg, Size: 500, Mode: 0o644})
-	_, err := readArtifactTar(context.Background(), bytes.NewReader(data), map[string]int64{"out/big": 10}, testLimits, memUploader{}, func(p string) string { return p })
-	var le *errArtifactLimit
-	if !errors.As(err, &le) {
-		t.Fatalf("err = %v", err)
+	// A file that grew past the cap since it was listed is omitted; the
+	// others are still uploaded.
+	data := tarOf(t, &tar.Header{Name: "out/big", Typeflag: tar.TypeReg, Size: 500, Mode: 0o644},
+		&tar.Header{Name: "out/small", Typeflag: tar.TypeReg, Size: 5, Mode: 0o644})
+	up := memUploader{}
+	arts, omitted, err := readArtifactTar(context.Background(), bytes.NewReader(data), map[string]int64{"out/big": 10, "out/small": 5}, testLimits, up, func(p string) string { return p })
+	if err != nil || len(arts) != 1 || arts[0].Path != "out/small" || len(omitted) != 1 || omitted[0].Path != "out/big" || len(up) != 1 {
+		t.Fatalf("arts %+v omitted %+v err %v", arts, omitted, err)
 	}
 }
 
@@ -71,15 +76,23 @@ func TestSelectArtifacts(t *testing.T) {
 	if len(files) != 3 {
 		t.Fatalf("parsed %+v", files)
 	}
-	sel, err := selectArtifacts(files, []string{"out/**"}, testLimits)
-	if err != nil || len(sel) != 2 {
-		t.Fatalf("selected %+v %v", sel, err)
+	sel, omitted := selectArtifacts(files, []string{"out/**"}, testLimits)
+	if len(sel) != 2 || len(omitted) != 0 {
+		t.Fatalf("selected %+v omitted %+v", sel, omitted)
 	}
-	if _, err := selectArtifacts([]workspaceFile{{"out/a", 101}}, []string{"out/**"}, testLimits); err == nil {
-		t.Error("file over the per-file cap accepted")
+	// What fits is kept, in path order; the rest is omitted with the reason.
+	sel, omitted = selectArtifacts([]workspaceFile{{"out/c", 60}, {"out/a", 101}, {"out/b", 100}}, []string{"out/**"}, testLimits)
+	if len(sel) != 1 || sel[0].path != "out/b" || len(omitted) != 2 ||
+		omitted[0].Path != "out/a" || !strings.Contains(omitted[0].Reason, "per file") ||
+		omitted[1].Path != "out/c" || !strings.Contains(omitted[1].Reason, "all files") {
+		t.Errorf("selected %+v omitted %+v", sel, omitted)
 	}
-	if _, err := selectArtifacts([]workspaceFile{{"out/a", 100}, {"out/b", 100}}, []string{"out/**"}, testLimits); err == nil {
-		t.Error("total over the cap accepted")
+	many := make([]workspaceFile, 12)
+	for i := range many {
+		many[i] = workspaceFile{fmt.Sprintf("out/%02d", i), 1}
+	}
+	if sel, omitted := selectArtifacts(many, []string{"out/**"}, testLimits); len(sel) != 10 || len(omitted) != 2 || !strings.Contains(omitted[0].Reason, "10 files") {
+		t.Errorf("file cap: %d kept, omitted %+v", len(sel), omitted)
 	}
 }
 
@@ -105,7 +118,7 @@ func FuzzArtifactTar(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		up := memUploader{}
 		want := map[string]int64{"out/a.txt": 5, "out/b": 50}
-		arts, _ := readArtifactTar(context.Background(), bytes.NewReader(data), want, testLimits, up, func(p string) string { return p })
+		arts, _, _ := readArtifactTar(context.Background(), bytes.NewReader(data), want, testLimits, up, func(p string) string { return p })
 		var total int64
 		for _, a := range arts {
 			if a.Path != "out/a.txt" && a.Path != "out/b" {

@@ -86,10 +86,15 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	var lastErr error
 	for try := 1; try <= startTries; try++ {
 		ctr, err := a.obtain(ctx)
-		if err != nil {
-			if errors.Is(context.Cause(ctx), errCancelled) {
-				return cancelledResult(0), nil, nil
-			}
+		var refused *RefusedError
+		switch {
+		case err != nil && errors.Is(context.Cause(ctx), errCancelled):
+			return cancelledResult(0), nil, nil
+		case errors.As(err, &refused):
+			// What the job asks cannot be had here: say so, once.
+			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
+				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
+		case err != nil:
 			return jobs.Result{}, nil, err
 		}
 		res, keep, err := a.runIn(ctx, ctr, in)
@@ -287,14 +292,10 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	// program is done, its result stands.
 	artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
 	defer cancelArt()
-	arts, err := collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+	arts, omitted, err := collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 		return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
 	})
-	var limitErr *errArtifactLimit
 	switch {
-	case errors.As(err, &limitErr):
-		res.Status = jobs.StatusFailed
-		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeOutputLimit, Message: limitErr.Error()}
 	case err != nil && a.jobCtx.Err() != nil:
 		a.handOn(ctr, false, "shutdown")
 		return jobs.Result{}, nil, fmt.Errorf("the runner stopped collecting artifacts: %w", context.Cause(a.jobCtx))
@@ -306,6 +307,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 			Message: fmt.Sprintf("the program ran (exit code %d), but gantry could not collect its artifacts: %v", code, err)}
 		return res, nil, nil
 	}
+	res.ArtifactsOmitted = omitted
 	reason := ""
 	switch {
 	case ctr.conn.Err() != nil:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -319,11 +320,24 @@ test -S /var/run/docker.sock && echo docker-socket`})
 		}
 	})
 
-	t.Run("artifact over the cap fails the job", func(t *testing.T) {
+	t.Run("an artifact over the cap is omitted, the rest kept", func(t *testing.T) {
 		t.Parallel()
-		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; head -c 2000000 /dev/zero > out/big.bin"})
-		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeOutputLimit || !strings.Contains(j.Error.Message, "out/big.bin") {
+		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; head -c 2000000 /dev/zero > out/big.bin; echo ok > out/small.txt"})
+		if j.Status != jobs.StatusSucceeded || j.Error != nil || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/small.txt" ||
+			len(j.ArtifactsOmitted) != 1 || j.ArtifactsOmitted[0].Path != "out/big.bin" || j.ArtifactsOmitted[0].Size != 2000000 ||
+			!strings.Contains(j.ArtifactsOmitted[0].Reason, "per file") {
 			t.Errorf("job = %+v", j)
+		}
+	})
+
+	t.Run("limits Docker refuses end the job once", func(t *testing.T) {
+		t.Parallel()
+		if runtime.NumCPU() >= 8 {
+			t.Skip("the host has the 8 CPUs the policy allows")
+		}
+		j := h.run(t, jobs.Request{Language: "bash", Code: "echo never", Limits: &jobs.Limits{CPUs: 8}})
+		if j.Status != jobs.StatusError || j.Attempt != 1 || j.Error == nil || !strings.Contains(j.Error.Message, "CPU") {
+			t.Errorf("job = %s attempt %d %+v", j.Status, j.Attempt, j.Error)
 		}
 	})
 

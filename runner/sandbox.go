@@ -156,6 +156,12 @@ type ContainerSpec struct {
 	Limits    jobs.Limits
 }
 
+// RefusedError is Docker refusing a container for what the job asked (say,
+// more CPUs than the host has): no retry can succeed.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return "Docker refused the container: " + e.Reason }
+
 // errAgent marks a container whose agent cannot serve: the image or the
 // host is wrong, not the job. It is retried no better elsewhere.
 var errAgent = errors.New("sandbox agent unusable")
@@ -176,6 +182,9 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	res, err := s.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if cerrdefs.IsInvalidArgument(err) {
+		return nil, &RefusedError{Reason: err.Error()}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)
 	}

@@ -294,7 +294,7 @@ type execer interface {
 }
 
 func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Result) (bool, error) {
-	arts, err := json.Marshal(orEmptySlice(r.Artifacts))
+	arts, err := json.Marshal(storedArtifacts(r.Artifacts, r.ArtifactsOmitted))
 	if err != nil {
 		return false, err
 	}
@@ -364,7 +364,8 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 	}
 	j.Status = jobs.Status(status)
 	j.Stdout, j.Stderr = text(stdout), text(stderr)
-	if err := json.Unmarshal(arts, &j.Artifacts); err != nil {
+	var err error
+	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {
 		return jobs.Job{}, fmt.Errorf("decode artifacts: %w", err)
 	}
 	if err := json.Unmarshal(meta, &j.Metadata); err != nil {
@@ -418,9 +419,39 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-func orEmptySlice(a []jobs.Artifact) []jobs.Artifact {
-	if a == nil {
-		return []jobs.Artifact{}
+
+// storedArtifact is one entry of a job's artifacts column: an artifact, or
+// (with Omitted set) a matching file left out over a cap. One column keeps
+// both, in the order the runner found them.
+type storedArtifact struct {
+	jobs.Artifact
+	Omitted string `json:"omitted,omitempty"`
+}
+
+func storedArtifacts(kept []jobs.Artifact, omitted []jobs.OmittedArtifact) []storedArtifact {
+	out := make([]storedArtifact, 0, len(kept)+len(omitted))
+	for _, a := range kept {
+		out = append(out, storedArtifact{Artifact: a})
 	}
-	return a
+	for _, o := range omitted {
+		out = append(out, storedArtifact{Artifact: jobs.Artifact{Path: o.Path, Size: o.Size}, Omitted: o.Reason})
+	}
+	return out
+}
+
+func loadArtifacts(data []byte) ([]jobs.Artifact, []jobs.OmittedArtifact, error) {
+	var all []storedArtifact
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, nil, err
+	}
+	kept := make([]jobs.Artifact, 0, len(all))
+	var omitted []jobs.OmittedArtifact
+	for _, a := range all {
+		if a.Omitted != "" {
+			omitted = append(omitted, jobs.OmittedArtifact{Path: a.Path, Size: a.Size, Reason: a.Omitted})
+		} else {
+			kept = append(kept, a.Artifact)
+		}
+	}
+	return kept, omitted, nil
 }

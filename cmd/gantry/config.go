@@ -37,6 +37,10 @@ type config struct {
 	SandboxJobs  int
 	SandboxIdle  time.Duration
 	SandboxKeep  int
+	// Artifact caps per job.
+	ArtifactFiles   int
+	ArtifactFileMB  int
+	ArtifactTotalMB int
 
 	Queue         jobs.QueueConfig
 	Policy        jobs.Policy
@@ -190,6 +194,10 @@ func loadConfig() (config, error) {
 		SandboxJobs:  e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
 		SandboxIdle:  e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
 		SandboxKeep:  e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
+
+		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
+		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
+		ArtifactTotalMB: e.int("GANTRY_ARTIFACT_MAX_TOTAL_MB", 256, 1, 1<<20),
 		Queue: jobs.QueueConfig{
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),

@@ -160,6 +160,9 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
 			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep,
 		},
+		Artifacts: runner.ArtifactLimits{
+			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
+		},
 		CodeMode: d.codeMode,
 		Privacy:  d.privacy,
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
