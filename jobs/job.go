@@ -91,21 +91,21 @@ type OmittedArtifact struct {
 
 // Job is a job as the API shows it.
 type Job struct {
-	ID              string            `json:"id"`
-	Status          Status            `json:"status"`
-	Language        string            `json:"language"`
-	SessionID       *string           `json:"session_id"`
-	Attempt         int               `json:"attempt"`
-	CreatedAt       time.Time         `json:"created_at"`
-	StartedAt       *time.Time        `json:"started_at"`
-	FinishedAt      *time.Time        `json:"finished_at"`
-	ExitCode        *int              `json:"exit_code"`
-	DurationMS      *int64            `json:"duration_ms"`
-	Stdout          string            `json:"stdout"`
-	Stderr          string            `json:"stderr"`
-	StdoutTruncated bool              `json:"stdout_truncated"`
-	StderrTruncated bool              `json:"stderr_truncated"`
-	Artifacts       []Artifact        `json:"artifacts"`
+	ID              string     `json:"id"`
+	Status          Status     `json:"status"`
+	Language        string     `json:"language"`
+	SessionID       *string    `json:"session_id"`
+	Attempt         int        `json:"attempt"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	ExitCode        *int       `json:"exit_code"`
+	DurationMS      *int64     `json:"duration_ms"`
+	Stdout          string     `json:"stdout"`
+	Stderr          string     `json:"stderr"`
+	StdoutTruncated bool       `json:"stdout_truncated"`
+	StderrTruncated bool       `json:"stderr_truncated"`
+	Artifacts       []Artifact `json:"artifacts"`
 	// ArtifactsOmitted are the matching files left out: over a cap.
 	ArtifactsOmitted []OmittedArtifact `json:"artifacts_omitted,omitempty"`
 	Error            *ErrorInfo        `json:"error"`

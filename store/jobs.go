@@ -419,7 +419,6 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-
 // storedArtifact is one entry of a job's artifacts column: an artifact, or
 // (with Omitted set) a matching file left out over a cap. One column keeps
 // both, in the order the runner found them.
