@@ -89,7 +89,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	// The next job's sandbox starts as soon as this one's program runs
 	// (under Container the container serves this one job).
 	if s.cfg.Isolation == Namespaces {
-		s.spawnSpare(isPython(req.Argv))
+		s.spawnSpares(isPython(req.Argv))
 	}
 	for {
 		select {

@@ -65,18 +65,17 @@ type server struct {
 	// masks hide host details in each sandbox's /proc and /sys, as
 	// Docker's masked paths do for containers.
 	masks []string
-	// spares delivers the next run's sandbox (spare.go); spawning says
-	// one is being made or waits there. Only the serving goroutine reads
-	// them.
-	spares   chan *spare
-	spawning bool
+	// spares are the next runs' sandboxes (spare.go), oldest first, each
+	// delivered on its channel once launched. Only the serving goroutine
+	// touches the slice.
+	spares []chan *spare
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
 // (ErrRunnerGone) or the agent was idle for cfg.Idle (nil).
 func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	cfg = cfg.WithDefaults()
-	s := &server{cfg: cfg, fw: newFrameWriter(out), spares: make(chan *spare, 1)}
+	s := &server{cfg: cfg, fw: newFrameWriter(out)}
 	frames := make(chan frame, 16)
 	go func() {
 		fr := newFrameReader(in, MaxFrame)
@@ -95,7 +94,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	if err := s.setup(); err != nil {
 		hello.Error = err.Error()
 	} else {
-		s.spawnSpare(true) // most jobs are Python
+		s.spawnSpares(true) // most jobs are Python
 	}
 	if err := s.fw.json(KindHello, hello); err != nil {
 		return err

@@ -27,34 +27,46 @@ type spare struct {
 	python bool
 }
 
-// spawnSpare starts the next sandbox in the background: a Python zygote
-// after a Python job, else a plain waiting process.
-func (s *server) spawnSpare(python bool) {
-	if s.spawning {
-		return
+// maxSpares is how many sandboxes the agent keeps ahead of its jobs. With
+// two, a job takes a spare that has had two jobs' time to start, so back
+// to back jobs rarely wait for one.
+const maxSpares = 2
+
+// spawnSpares starts sandboxes in the background until maxSpares are
+// made or being made: Python zygotes after a Python job, else plain
+// waiting processes.
+func (s *server) spawnSpares(python bool) {
+	limit := maxSpares
+	if s.cfg.Isolation == Container {
+		limit = 1 // the container serves one job
 	}
-	s.spawning = true
-	go func() {
-		argv := []string{s.cfg.Self, "wait"}
-		if python {
-			argv = []string{"python3", "-c", zygoteSource}
-		}
-		p, stdin, err := s.launch(argv, environ(nil), true)
-		if err != nil {
-			s.spares <- nil
-			return
-		}
-		s.spares <- &spare{p: p, stdin: stdin, python: python}
-	}()
+	for len(s.spares) < limit {
+		ch := make(chan *spare, 1)
+		s.spares = append(s.spares, ch)
+		go func() {
+			argv := []string{s.cfg.Self, "wait"}
+			if python {
+				argv = []string{"python3", "-c", zygoteSource}
+			}
+			p, stdin, err := s.launch(argv, environ(nil), true)
+			if err != nil {
+				ch <- nil
+				return
+			}
+			ch <- &spare{p: p, stdin: stdin, python: python}
+		}()
+	}
 }
 
-// takeSpare returns the spare being made or made, if any.
+// takeSpare returns the oldest spare (the likeliest to be ready), waiting
+// for it to be launched, or nil when there is none.
 func (s *server) takeSpare() *spare {
-	if !s.spawning {
+	if len(s.spares) == 0 {
 		return nil
 	}
-	s.spawning = false
-	return <-s.spares
+	ch := s.spares[0]
+	s.spares = s.spares[1:]
+	return <-ch
 }
 
 func (sp *spare) discard() {
