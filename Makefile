@@ -89,7 +89,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test ./agent -run '^$$' -fuzz FuzzConnFrames -fuzztime 30s
 	$(GO) test ./agent -run '^$$' -fuzz FuzzExtractTar -fuzztime 30s
 	$(GO) test ./skills -run '^$$' -fuzz FuzzReadArchive -fuzztime 30s
-	$(GO) test ./ingress -run '^$$' -fuzz FuzzEntryInfo -fuzztime 30s
+	$(GO) test ./snapshot -run '^$$' -fuzz FuzzEntryOf -fuzztime 30s
 	$(GO) test ./pii -run '^$$' -fuzz FuzzTokenizeRoundTrip -fuzztime 30s
 
 .PHONY: lint

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -23,47 +24,18 @@ import (
 // cleaned and anything that is not a plain relative path is skipped.
 
 // FileInfo describes an entry of a session's workspace.
-type FileInfo struct {
-	Path       string    `json:"path"`
-	Type       string    `json:"type"` // file, dir or symlink
-	Size       int64     `json:"size"`
-	ModifiedAt time.Time `json:"modified_at"`
-	Target     string    `json:"target,omitempty"` // of a symlink
-}
+type FileInfo = snapshot.Entry
 
 // maxListed bounds one listing.
 const maxListed = 10000
 
-func entryInfo(hdr *tar.Header) (FileInfo, bool) {
-	name := strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")
-	if name == "" || name == "." {
-		return FileInfo{}, false
-	}
-	clean, err := jobs.CleanPath(name)
-	if err != nil || clean != name {
-		return FileInfo{}, false
-	}
-	fi := FileInfo{Path: clean, Size: hdr.Size, ModifiedAt: hdr.ModTime.UTC()}
-	switch hdr.Typeflag {
-	case tar.TypeReg:
-		fi.Type = "file"
-	case tar.TypeDir:
-		fi.Type, fi.Size = "dir", 0
-	case tar.TypeSymlink:
-		fi.Type, fi.Size, fi.Target = "symlink", 0, hdr.Linkname
-	default:
-		return FileInfo{}, false
-	}
-	return fi, true
-}
-
-// openSnapshot opens the session's current snapshot; nil when the
-// workspace is still empty.
-func (s *Server) openSnapshot(ctx context.Context, tenantID string, sess jobs.Session) (io.ReadCloser, error) {
+// snapshotKey is where the session's current snapshot is ("" while the
+// workspace was never saved). The store keeps the same key.
+func snapshotKey(tenantID string, sess jobs.Session) string {
 	if sess.Version == 0 {
-		return nil, nil
+		return ""
 	}
-	return s.blobs.Get(ctx, jobs.SessionKey(tenantID, sess.ID, sess.Version))
+	return jobs.SessionKey(tenantID, sess.ID, sess.Version)
 }
 
 // listFiles lists the workspace below dir ("" for all), recursively.
@@ -78,28 +50,19 @@ func (s *Server) listFiles(ctx context.Context, p store.Principal, sessionID, di
 		}
 	}
 	out := []FileInfo{}
-	rc, err := s.openSnapshot(ctx, p.TenantID, sess)
-	if err != nil || rc == nil {
-		return out, err
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read workspace snapshot: %w", err)
-		}
-		fi, ok := entryInfo(hdr)
-		if !ok || (dir != "" && !strings.HasPrefix(fi.Path, dir+"/")) {
-			continue
+	errFull := errors.New("listing full")
+	err = snapshot.Walk(ctx, s.blobs, snapshotKey(p.TenantID, sess), func(fi FileInfo, _ io.Reader) error {
+		if dir != "" && !strings.HasPrefix(fi.Path, dir+"/") {
+			return nil
 		}
 		out = append(out, fi)
 		if len(out) >= maxListed {
-			break
+			return errFull
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
@@ -115,36 +78,29 @@ func (s *Server) readFile(ctx context.Context, p store.Principal, sessionID, raw
 	if err != nil {
 		return badRequest("path", "%v", err)
 	}
-	rc, err := s.openSnapshot(ctx, p.TenantID, sess)
-	if err != nil {
-		return err
-	}
-	if rc == nil {
-		return notFound("file " + want)
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return notFound("file " + want)
-		}
-		if err != nil {
-			return fmt.Errorf("read workspace snapshot: %w", err)
-		}
-		fi, ok := entryInfo(hdr)
-		if !ok || fi.Path != want {
-			continue
+	errFound := errors.New("found")
+	var result error
+	err = snapshot.Walk(ctx, s.blobs, snapshotKey(p.TenantID, sess), func(fi FileInfo, r io.Reader) error {
+		if fi.Path != want {
+			return nil
 		}
 		switch fi.Type {
 		case "file":
-			return fn(fi, tr)
+			result = fn(fi, r)
 		case "dir":
-			return badRequest("path", "%q is a directory; list it with ?path=", want)
+			result = badRequest("path", "%q is a directory; list it with ?path=", want)
 		default:
-			return badRequest("path", "%q is a symlink; gantry does not follow links in workspaces", want)
+			result = badRequest("path", "%q is a symlink; gantry does not follow links in workspaces", want)
 		}
+		return errFound
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return result
+	case err != nil:
+		return err
 	}
+	return notFound("file " + want)
 }
 
 // editWorkspace applies an edit to the workspace as its next version. It
@@ -168,7 +124,7 @@ func (s *Server) editWorkspace(ctx context.Context, p store.Principal, sessionID
 	// Pass 1: index the current entries, so the edit can check for
 	// conflicts (writing over a directory, under a symlink).
 	existing := map[string]FileInfo{}
-	if err := s.walkSnapshot(ctx, st, func(fi FileInfo, _ io.Reader) error {
+	if err := snapshot.Walk(ctx, s.blobs, st.SnapshotKey, func(fi FileInfo, _ io.Reader) error {
 		existing[fi.Path] = fi
 		return nil
 	}); err != nil {
@@ -177,40 +133,28 @@ func (s *Server) editWorkspace(ctx context.Context, p store.Principal, sessionID
 
 	// Pass 2: copy the entries the edit keeps, then add the edit's own.
 	next := store.Snapshot{Version: st.Version + 1, Key: jobs.SessionKey(st.TenantID, sess.ID, st.Version+1)}
-	pr, pw := io.Pipe()
-	writeErr := make(chan error, 1)
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := func() error {
-			skip, err := edit(tw, existing)
-			if err != nil {
-				return err
-			}
-			return s.walkSnapshot(ctx, st, func(fi FileInfo, r io.Reader) error {
-				if skip(fi) {
-					return nil
-				}
-				return copyEntry(tw, fi, r)
-			})
-		}()
-		if err == nil {
-			err = tw.Close()
+	n, err := snapshot.Put(ctx, s.blobs, next.Key, st.DiskMB, func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		skip, err := edit(tw, existing)
+		if err != nil {
+			return err
 		}
-		pw.CloseWithError(err)
-		writeErr <- err
-	}()
-	limit := int64(st.DiskMB) << 20
-	n, err := s.blobs.PutStream(ctx, next.Key, pr, "application/x-tar")
-	pr.CloseWithError(io.ErrClosedPipe)
-	if werr := <-writeErr; werr != nil {
-		err = werr
-	}
-	if err == nil && n > limit+limit/8+1<<20 {
-		err = &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		err = snapshot.Walk(ctx, s.blobs, st.SnapshotKey, func(fi FileInfo, r io.Reader) error {
+			if skip(fi) {
+				return nil
+			}
+			return snapshot.WriteEntry(tw, fi, r)
+		})
+		if err != nil {
+			return err
+		}
+		return tw.Close()
+	})
+	if errors.Is(err, snapshot.ErrTooLarge) {
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the workspace would exceed the session's %d MB", st.DiskMB)}
 	}
 	if err != nil {
-		_ = s.blobs.Delete(context.WithoutCancel(ctx), next.Key)
 		return err
 	}
 	next.Bytes = n
@@ -222,56 +166,8 @@ func (s *Server) editWorkspace(ctx context.Context, p store.Principal, sessionID
 		}
 		return err
 	}
-	if replaced != "" && replaced != next.Key {
-		_ = s.blobs.Delete(context.WithoutCancel(ctx), replaced)
-	}
-	return nil
-}
-
-// walkSnapshot calls fn for each valid entry of the session's snapshot.
-func (s *Server) walkSnapshot(ctx context.Context, st store.SessionState, fn func(FileInfo, io.Reader) error) error {
-	if st.Version == 0 || st.SnapshotKey == "" {
-		return nil
-	}
-	rc, err := s.blobs.Get(ctx, st.SnapshotKey)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read workspace snapshot: %w", err)
-		}
-		if fi, ok := entryInfo(hdr); ok {
-			if err := fn(fi, tr); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func copyEntry(tw *tar.Writer, fi FileInfo, r io.Reader) error {
-	hdr := &tar.Header{Name: fi.Path, ModTime: fi.ModifiedAt, Mode: 0o644}
-	switch fi.Type {
-	case "file":
-		hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size
-	case "dir":
-		hdr.Typeflag, hdr.Mode, hdr.Name = tar.TypeDir, 0o755, fi.Path+"/"
-	case "symlink":
-		hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, fi.Target, 0o777
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if fi.Type == "file" {
-		if _, err := io.CopyN(tw, r, fi.Size); err != nil {
-			return err
-		}
+	if err := snapshot.Replaced(context.WithoutCancel(ctx), s.blobs, replaced, next.Key); err != nil {
+		s.log.Warn("delete old snapshot", "key", replaced, "err", err)
 	}
 	return nil
 }
@@ -297,22 +193,7 @@ func (s *Server) writeFile(ctx context.Context, p store.Principal, sessionID, ra
 		}
 		// Parent directories the workspace lacks get entries of their own,
 		// so that they show in listings like directories a program made.
-		var parents []string
-		for dir := path.Dir(want); dir != "."; dir = path.Dir(dir) {
-			if _, ok := existing[dir]; !ok {
-				parents = append([]string{dir}, parents...)
-			}
-		}
-		for _, dir := range parents {
-			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
-				return nil, err
-			}
-		}
-		hdr := &tar.Header{Name: want, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content)), ModTime: now}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(content); err != nil {
+		if err := snapshot.WriteFile(tw, want, content, now, func(dir string) bool { _, ok := existing[dir]; return ok }); err != nil {
 			return nil, err
 		}
 		return func(fi FileInfo) bool { return fi.Path == want }, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -198,10 +199,8 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	}
 	if snapApplied {
 		version, key = snap.Version, snap.Key
-		if replaced != "" && replaced != key {
-			if err := r.blobs.Delete(commitCtx, replaced); err != nil {
-				log.Warn("delete old snapshot", "key", replaced, "err", err)
-			}
+		if err := snapshot.Replaced(commitCtx, r.blobs, replaced, key); err != nil {
+			log.Warn("delete old snapshot", "key", replaced, "err", err)
 		}
 	}
 	if ctr != nil {
@@ -260,22 +259,18 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 // saveSnapshot uploads the container's workspace as the given version.
 func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
 	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
-	tr, wait, err := ctr.conn.Tar(ctx, nil, true)
+	n, err := snapshot.Put(ctx, r.blobs, snap.Key, diskMB, func(w io.Writer) error {
+		tr, wait, err := ctr.conn.Tar(ctx, nil, true)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, tr)
+		if werr := wait(); err == nil {
+			err = werr
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	// The tmpfs caps the workspace; the bound here guards against a tar
-	// stream larger than the workspace could be.
-	limit := int64(diskMB)<<20 + 64<<20
-	n, err := r.blobs.PutStream(ctx, snap.Key, io.LimitReader(tr, limit+1), "application/x-tar")
-	if werr := wait(); err == nil && werr != nil {
-		err = werr
-	}
-	if err == nil && n > limit {
-		err = fmt.Errorf("workspace snapshot is larger than the session's %d MB", diskMB)
-	}
-	if err != nil {
-		_ = r.blobs.Delete(context.WithoutCancel(ctx), snap.Key)
 		return nil, err
 	}
 	snap.Bytes = n
