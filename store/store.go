@@ -1,6 +1,10 @@
-// Package store keeps gantry's durable state in Postgres: tenants and their
-// API keys, and every job with its spec, status and result. Every query that
-// reads or changes a tenant's object is scoped by tenant id.
+// Package store keeps gantry's durable state in Postgres: tenants, their API
+// keys and settings; every job with its spec, status and result (the
+// history); sessions with their owner lease and snapshot versions; skills,
+// versioned and searchable; code mode's registered MCP servers and cached
+// tool lists; and privacy tokens. Every query that reads or changes a
+// tenant's object is scoped by tenant id. Schema changes are the embedded
+// migrations of package migrations, applied by goose under an advisory lock.
 package store
 
 import (
