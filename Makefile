@@ -82,21 +82,16 @@ test-short: ## unit tests only (no engines needed)
 	$(GO) test -short -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## run each fuzz target for 30s
-	$(GO) test ./jobs -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s
-	$(GO) test ./runner -run '^$$' -fuzz FuzzArtifactTar -fuzztime 30s
-	$(GO) test ./skills -run '^$$' -fuzz FuzzParse -fuzztime 30s
-	$(GO) test ./agent -run '^$$' -fuzz FuzzConnFrames -fuzztime 30s
-	$(GO) test ./agent -run '^$$' -fuzz FuzzExtractTar -fuzztime 30s
-	$(GO) test ./skills -run '^$$' -fuzz FuzzReadArchive -fuzztime 30s
-	$(GO) test ./snapshot -run '^$$' -fuzz FuzzEntryOf -fuzztime 30s
-	$(GO) test ./pii -run '^$$' -fuzz FuzzTokenizeRoundTrip -fuzztime 30s
+fuzz: ## run every fuzz target of the module, FUZZTIME each (default 30s)
+	@GO=$(GO) scripts/fuzz.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+lint: ## gofmt, go vet, go mod tidy -diff and golangci-lint (the pinned version, built into bin/ once)
+	@scripts/ensure-golangci-lint.sh
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	cd deploy/tools && $(GO) vet ./k8sschema
+	$(GO) mod tidy -diff
+	bin/golangci-lint run ./...
 
 .PHONY: clean
 clean: ## remove build output and the dev data dir

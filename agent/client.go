@@ -87,7 +87,7 @@ func (c *Conn) unexpected(kind byte, during string) error {
 // watch closes the connection when ctx ends, so that a request blocked on
 // the agent returns; the caller reads the context's cause.
 func (c *Conn) watch(ctx context.Context) func() bool {
-	return context.AfterFunc(ctx, func() { c.fail(context.Cause(ctx)) })
+	return context.AfterFunc(ctx, func() { _ = c.fail(context.Cause(ctx)) })
 }
 
 // Hello reads the agent's first frame.

@@ -209,7 +209,7 @@ func (s *server) restore() error {
 		f, ok := <-s.frames
 		if !ok {
 			pw.CloseWithError(ErrRunnerGone)
-			<-done
+			_ = <-done // the runner is gone: the restore's outcome has no reader
 			return ErrRunnerGone
 		}
 		switch f.kind {

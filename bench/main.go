@@ -703,11 +703,11 @@ func codeModeRows(c *client) ([]row, error) {
 	defer up.Close()
 	reg, _ := json.Marshal(map[string]any{"name": "benchcrm", "url": up.URL + "/mcp",
 		"headers": map[string]string{"Authorization": "Bearer " + codemodetest.Token}})
-	c.do("DELETE", "/v1/mcp-servers/benchcrm", "")
+	_, _, _ = c.do("DELETE", "/v1/mcp-servers/benchcrm", "") // left by an earlier run, or not there
 	if body, status, err := c.do("POST", "/v1/mcp-servers", string(reg)); err != nil || status != http.StatusCreated {
 		return nil, fmt.Errorf("register the fixture MCP server: %d %s %v", status, body, err)
 	}
-	defer c.do("DELETE", "/v1/mcp-servers/benchcrm", "")
+	defer func() { _, _, _ = c.do("DELETE", "/v1/mcp-servers/benchcrm", "") }()
 	code := `import gantry, json, time
 ts = []
 for _ in range(200):

@@ -201,11 +201,17 @@ func (u *Upstreams) Sweep() {
 // Close closes every connection.
 func (u *Upstreams) Close() {
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	for k, c := range u.conns {
-		delete(u.conns, k)
-		go c.close()
+	all := u.conns
+	u.conns = map[string]*upstream{}
+	u.mu.Unlock()
+	// Closed at once (a stdio server's stop can take a moment each), and
+	// waited for: when Close returns, no upstream process is left.
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.close() }()
 	}
+	wg.Wait()
 }
 
 // Run sweeps idle connections until ctx ends, then closes them all.

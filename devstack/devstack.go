@@ -210,11 +210,13 @@ func (s *S3) Stop() {
 	}
 	s.stopOnce.Do(func() {
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		// It is stopped on purpose: how it exits does not matter.
 		select {
-		case <-s.done:
+		case err := <-s.done:
+			_ = err
 		case <-time.After(5 * time.Second):
 			_ = s.cmd.Process.Kill()
-			<-s.done
+			_ = <-s.done
 		}
 	})
 }

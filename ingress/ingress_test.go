@@ -426,7 +426,7 @@ func TestLogsStream(t *testing.T) {
 		data, _ := json.Marshal(jobs.Backlog{Stdout: []byte("early\n")})
 		_ = m.Respond(data)
 	})
-	defer backlog.Unsubscribe()
+	defer func() { _ = backlog.Unsubscribe() }()
 
 	req, _ := http.NewRequest("GET", h.url+"/v1/jobs/"+j.ID+"/logs", nil)
 	req.Header.Set("Authorization", "Bearer "+h.keyA)

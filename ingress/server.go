@@ -360,8 +360,6 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": out})
 }
 
-type principalKey struct{}
-
 // authenticated resolves the bearer key to a tenant before calling h, and
 // turns h's error into the API error body.
 func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, store.Principal) error) http.Handler {

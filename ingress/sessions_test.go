@@ -36,7 +36,9 @@ func (h *harness) plantSnapshot(t *testing.T, sessionID string, entries ...*tar.
 			t.Fatal(err)
 		}
 		if e.Typeflag == tar.TypeReg {
-			tw.Write(bytes.Repeat([]byte("x"), int(e.Size)))
+			if _, err := tw.Write(bytes.Repeat([]byte("x"), int(e.Size))); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	tw.Close()

@@ -21,7 +21,7 @@ func ValidateGlob(g string) error {
 	}
 	for _, seg := range strings.Split(g, "/") {
 		if seg == ".." {
-			return errors.New("pattern must not contain ..")
+			return errors.New(`pattern must not contain ".."`)
 		}
 		if seg == "**" {
 			continue

@@ -330,6 +330,9 @@ func readSSE(r io.Reader, fn func([]byte)) error {
 				data.WriteByte('\n')
 			}
 			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+			if data.Len() > maxMessage {
+				return fmt.Errorf("an event of the stream is over %d bytes", maxMessage)
+			}
 		}
 	}
 	if data.Len() > 0 {

@@ -222,7 +222,7 @@ print(sorted(codes.items()))
 		if err := h.st.SetTenantPII(ctx, h.tenant, true); err != nil {
 			t.Fatal(err)
 		}
-		defer h.st.SetTenantPII(ctx, h.tenant, false)
+		defer func() { _ = h.st.SetTenantPII(ctx, h.tenant, false) }()
 		// The model sees tokens for the customer's e-mail and phone...
 		j := h.run(t, jobs.Request{Language: "python", Code: `
 from servers.crm import find_customer

@@ -389,7 +389,7 @@ func TestRemoveLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Remove(ctx)
+	defer func() { _ = c2.Remove(ctx) }()
 	n, err := sb.RemoveLeftovers(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("removed %d, %v", n, err)

@@ -84,7 +84,7 @@ func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 	if err != nil {
 		return MCPServer{}, err
 	}
-	defer tx.Rollback(ctx)
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
 	_, err = tx.Exec(ctx, `
 		INSERT INTO mcp_servers (tenant_id, name, description, transport, display_url, command, secret_sealed,
 			secret_names, allow_tools, deny_tools, timeout_ms, tools_refreshed_at)
@@ -116,7 +116,7 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 	if err != nil {
 		return MCPServer{}, err
 	}
-	defer tx.Rollback(ctx)
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
 	tag, err := tx.Exec(ctx, `
 		UPDATE mcp_servers SET description = $4, display_url = $5, command = $6, secret_sealed = $7, secret_names = $8,
 			allow_tools = $9, deny_tools = $10, timeout_ms = $11, version = version + 1, updated_at = now(),
@@ -197,7 +197,7 @@ func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, versio
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(ctx)
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
 	tag, err := tx.Exec(ctx, `
 		UPDATE mcp_servers SET tools_refreshed_at = now(), refresh_claimed_at = NULL, tools_error = nullif($4, '')
 		WHERE tenant_id = $1 AND name = $2 AND version = $3`, tenantID, server, version, errMsg)

@@ -236,7 +236,7 @@ func loadConfig() (config, error) {
 		c.MCPAllowPrivate = &b
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(e.str("GANTRY_LOG_LEVEL", "info"))); err != nil {
-		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_LEVEL: want debug, info, warn or error"))
+		e.errs = append(e.errs, "GANTRY_LOG_LEVEL: want debug, info, warn or error")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LOG_FORMAT=%q: want text or json", c.LogFormat))

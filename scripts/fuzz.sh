@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run every fuzz target of the module (each `func FuzzXxx` in a _test.go
+# file) for FUZZTIME (default 30s), one after another.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZTIME=${FUZZTIME:-30s}
+GO=${GO:-go}
+grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' . | sort | while read -r file; do
+  pkg="./$(dirname "${file#./}")"
+  for target in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$file" | cut -d' ' -f2); do
+    echo "fuzz: $pkg $target ($FUZZTIME)"
+    "$GO" test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME"
+  done
+done
