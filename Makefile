@@ -65,13 +65,17 @@ RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSess
 
 .PHONY: test
 test: deps runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
+	@status=0; \
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
-		$(GO) test -count=1 -timeout 20m ./...
-	@if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
-		echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
-		GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
-			$(GO) test -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner; \
-	else echo "dockerd has no runsc runtime: the gVisor tests were skipped (make runsc)"; fi
+		$(GO) test -count=1 -timeout 20m ./... || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
+			echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
+			GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
+				$(GO) test -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner || status=$$?; \
+		else echo "dockerd has no runsc runtime: the gVisor tests were skipped (make runsc)"; fi; \
+	fi; \
+	scripts/drop-test-templates.sh; exit $$status
 
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json

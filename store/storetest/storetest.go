@@ -1,19 +1,27 @@
 // Package storetest gives tests a fresh, migrated Postgres database of their
 // own on the server named by GANTRY_TEST_DATABASE_URL (default: the local
 // cluster `make postgres` sets up), dropped when the test ends.
+//
+// Migrating a database takes longer than copying one, so New clones a
+// template database migrated once per set of migrations
+// (gantry_tmpl_<hash>); `make test` drops the templates when it is done.
 package storetest
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"io/fs"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -37,6 +45,13 @@ func Unavailable(t testing.TB, format string, args ...any) {
 // DatabaseURL creates an empty database for the test and returns its URL.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
+	return database(t, "")
+}
+
+// database creates a database for the test, a copy of template (empty
+// when ""), and returns its URL.
+func database(t testing.TB, template string) string {
+	t.Helper()
 	admin := os.Getenv("GANTRY_TEST_DATABASE_URL")
 	if admin == "" {
 		admin = DefaultURL
@@ -50,7 +65,11 @@ func DatabaseURL(t testing.TB) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "gantry_test_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	create := "CREATE DATABASE " + name
+	if template != "" {
+		create += " TEMPLATE " + template
+	}
+	if _, err := conn.Exec(ctx, create); err != nil {
 		conn.Close(ctx)
 		t.Fatalf("create test database: %v", err)
 	}
@@ -75,15 +94,91 @@ func DatabaseURL(t testing.TB) string {
 func New(t testing.TB) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, DatabaseURL(t))
+	tmpl, err := migratedTemplate(t)
+	if err != nil {
+		t.Fatalf("template database: %v", err)
+	}
+	st, err := store.Open(ctx, database(t, tmpl))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
 	return st
+}
+
+// TemplatePrefix names the template databases New clones.
+const TemplatePrefix = "gantry_tmpl_"
+
+var (
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// migratedTemplate returns the template database for the current
+// migrations, making it once (test binaries of several packages may race:
+// an advisory lock orders them, and a template appears under its name only
+// when fully migrated).
+func migratedTemplate(t testing.TB) (string, error) {
+	templateOnce.Do(func() {
+		h := sha256.New()
+		_ = fs.WalkDir(migrations.FS, ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := migrations.FS.ReadFile(p)
+				h.Write([]byte(p))
+				h.Write(b)
+			}
+			return nil
+		})
+		name := TemplatePrefix + hex.EncodeToString(h.Sum(nil))[:12]
+		templateName, templateErr = name, makeTemplate(t, name)
+	})
+	return templateName, templateErr
+}
+
+func makeTemplate(t testing.TB, name string) error {
+	admin := os.Getenv("GANTRY_TEST_DATABASE_URL")
+	if admin == "" {
+		admin = DefaultURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		Unavailable(t, "postgres not reachable at GANTRY_TEST_DATABASE_URL (run `make postgres`): %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext('gantry storetest template'))"); err != nil {
+		return err
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('gantry storetest template'))") //nolint:errcheck // the session ends next
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil || exists {
+		return err
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	building := "gantry_tmplbuild_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return err
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + building
+	st, err := store.Open(ctx, u.String())
+	if err == nil {
+		_, err = st.Migrate(ctx)
+		st.Close()
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name)
+	}
+	if err != nil {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)")
+	}
+	return err
 }
 
 // Tenant creates a tenant with an API key and returns the tenant id and key.
