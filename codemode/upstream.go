@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -288,29 +288,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // httpTransport dials only public addresses unless AllowPrivate: the check
 // is on the address actually dialled, so DNS tricks cannot get round it.
 func (u *Upstreams) httpTransport() *http.Transport {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !u.cfg.AllowPrivate {
-		d.Control = func(network, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || !publicIP(ip) {
-				return fmt.Errorf("address %s is not public; the operator allows only public upstream addresses (GANTRY_MCP_ALLOW_PRIVATE)", host)
-			}
-			return nil
-		}
-	}
-	return &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 8,
-		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 5 * time.Minute}
-}
-
-func publicIP(ip net.IP) bool {
-	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		// Carrier-grade NAT and the IPv4-in-IPv6 forms of private ranges.
-		(ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64))
+	return egress.Policy{AllowPrivate: u.cfg.AllowPrivate, Setting: "GANTRY_MCP_ALLOW_PRIVATE"}.Transport()
 }
 
 // limitedTransport fails a response body that grows past max, so a huge
