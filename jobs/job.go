@@ -113,6 +113,14 @@ type Job struct {
 	// ToolCalls are the upstream MCP tool calls the job's code made
 	// through the code-mode bridge, in the order they started.
 	ToolCalls []ToolCall `json:"tool_calls"`
+	// BatchID is the batch the job was submitted in (POST /v1/jobs/batch).
+	BatchID *string `json:"batch_id"`
+	// WebhookURL is the URL the request named, called when the job
+	// finishes (null: the tenant's default, if any, is called).
+	WebhookURL *string `json:"webhook_url"`
+	// Webhook is the call made when the job finished, with its attempts
+	// (null: none, or not finished yet).
+	Webhook *WebhookDelivery `json:"webhook"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what

@@ -30,6 +30,9 @@ type Request struct {
 	SessionID      *string           `json:"session_id,omitempty"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// WebhookURL is called when the job finishes (else the tenant's
+	// default, if any).
+	WebhookURL string `json:"webhook_url,omitempty"`
 }
 
 // File is an input file placed in the job's workspace before it runs.
@@ -361,6 +364,11 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	if req.IdempotencyKey != "" && !keyRE.MatchString(req.IdempotencyKey) {
 		return Spec{}, fieldErr("idempotency_key", "must be 1-255 printable ASCII characters without spaces")
+	}
+	if req.WebhookURL != "" {
+		if _, err := ValidateWebhookURL("webhook_url", req.WebhookURL); err != nil {
+			return Spec{}, err
+		}
 	}
 	return spec, nil
 }

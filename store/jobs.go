@@ -24,11 +24,16 @@ type NewJob struct {
 	IdempotencyKey string
 	RequestHash    []byte
 	Metadata       map[string]string
+	// BatchID is the batch the job was submitted in ("" for none).
+	BatchID string
+	// WebhookURL is the request's webhook ("" for the tenant's default).
+	WebhookURL string
 }
 
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
-	error_code, error_message, metadata, tool_calls`
+	error_code, error_message, metadata, tool_calls, batch_id, webhook_url,
+	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id)`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, so a job is
@@ -84,11 +89,13 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	id := jobs.NewID("job")
 	row := tx.QueryRow(ctx, `
-		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash)
-		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9)
+		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
+			batch_id, webhook_url)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+jobColumns,
-		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash)
+		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash,
+		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL))
 	job, err = scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
@@ -130,6 +137,7 @@ func (s *Store) GetJob(ctx context.Context, tenantID, id string) (jobs.Job, erro
 type JobFilter struct {
 	Status    jobs.Status
 	SessionID string
+	BatchID   string
 	// Before lists jobs older than this job id (the cursor).
 	Before string
 	Limit  int
@@ -149,6 +157,9 @@ func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]j
 	}
 	if f.SessionID != "" {
 		add("session_id = $%d", f.SessionID)
+	}
+	if f.BatchID != "" {
+		add("batch_id = $%d", f.BatchID)
 	}
 	if f.Before != "" {
 		add("id < $%d", f.Before)
@@ -353,12 +364,12 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		status          string
 		stdout, stderr  []byte
 		arts, meta      []byte
-		calls           []byte
+		calls, webhook  []byte
 		errCode, errMsg *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls)
+		&errCode, &errMsg, &meta, &calls, &j.BatchID, &j.WebhookURL, &webhook)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -376,6 +387,11 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 	}
 	if errCode != nil {
 		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}
+	}
+	if webhook != nil {
+		if j.Webhook, err = decodeDelivery(webhook); err != nil {
+			return jobs.Job{}, err
+		}
 	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
