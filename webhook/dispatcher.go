@@ -1,0 +1,387 @@
+// Package webhook calls tenants' webhooks when their jobs finish, as the
+// Standard Webhooks specification describes (standardwebhooks.com): a JSON
+// event signed with HMAC-SHA256 under a per-tenant secret, in the
+// webhook-id, webhook-timestamp and webhook-signature headers.
+//
+// Deliveries come from an outbox in Postgres that the store fills in the
+// same statement that finishes a job. Every ingress runs a Dispatcher that
+// claims due deliveries (rows skipped when another ingress holds them),
+// attempts them and records each attempt on the delivery, retrying with
+// exponential backoff for a day. A delivery is made at least once: one
+// whose ingress died mid-attempt is taken over when its lease ends.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Config is the operator's webhook configuration.
+type Config struct {
+	// AllowPrivate lets webhooks reach loopback and private addresses
+	// (GANTRY_WEBHOOK_ALLOW_PRIVATE).
+	AllowPrivate bool
+	// Timeout bounds one attempt.
+	Timeout time.Duration
+	// Backoff is the wait before the first retry; each retry waits twice
+	// as long as the one before, up to MaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// RetryFor is how long after the job finished a delivery is retried
+	// before it is given up.
+	RetryFor time.Duration
+	// Batch is how many deliveries one round claims (and attempts at once).
+	Batch int
+	// Overlap is how long a rotated-out secret goes on signing.
+	Overlap time.Duration
+	// UserAgent is sent with every attempt.
+	UserAgent string
+	// View prepares a job for the event as the API shows it (artifact
+	// URLs filled in).
+	View func(jobs.Job) jobs.Job
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Backoff == 0 {
+		c.Backoff = 5 * time.Second
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = time.Hour
+	}
+	if c.RetryFor == 0 {
+		c.RetryFor = 24 * time.Hour
+	}
+	if c.Batch == 0 {
+		c.Batch = 16
+	}
+	if c.Overlap == 0 {
+		c.Overlap = 24 * time.Hour
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "gantry-webhooks"
+	}
+	if c.View == nil {
+		c.View = func(j jobs.Job) jobs.Job { return j }
+	}
+	return c
+}
+
+// Store is what the dispatcher needs of the store.
+type Store interface {
+	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
+	ClaimWebhooks(ctx context.Context, limit int, lease time.Duration) ([]store.DueWebhook, error)
+	RecordWebhookAttempt(ctx context.Context, id string, a jobs.WebhookAttempt, status string, next time.Time) error
+	WebhookSecrets(ctx context.Context, tenantID string) (store.WebhookSecrets, error)
+	InitWebhookSecret(ctx context.Context, tenantID string, sealed []byte) (store.WebhookSecrets, error)
+	RotateWebhookSecret(ctx context.Context, tenantID string, sealed []byte, overlap time.Duration) (store.WebhookSecrets, error)
+}
+
+// Dispatcher delivers webhooks and keeps tenants' signing secrets.
+type Dispatcher struct {
+	cfg    Config
+	policy egress.Policy
+	store  Store
+	box    *secret.Box
+	client *http.Client
+	log    *slog.Logger
+}
+
+// New returns a Dispatcher. Secrets are sealed in the store with box, which
+// must have a key.
+func New(cfg Config, st Store, box *secret.Box, log *slog.Logger) (*Dispatcher, error) {
+	if !box.Enabled() {
+		return nil, secret.ErrNoKey
+	}
+	cfg = cfg.WithDefaults()
+	policy := egress.Policy{AllowPrivate: cfg.AllowPrivate, Setting: "GANTRY_WEBHOOK_ALLOW_PRIVATE"}
+	client := &http.Client{
+		Transport: policy.Transport(),
+		Timeout:   cfg.Timeout,
+		// A redirect is an answer like any other that is not 2xx: following
+		// it would send the signed event somewhere the tenant did not name.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Dispatcher{cfg: cfg, policy: policy, store: st, box: box, client: client, log: log}, nil
+}
+
+// CheckURL checks a webhook URL a tenant gives: its form, and that its host
+// is not plainly private when the operator allows only public addresses
+// (names are checked again on the address dialled).
+func (d *Dispatcher) CheckURL(field, u string) error {
+	p, err := jobs.ValidateWebhookURL(field, u)
+	if err != nil {
+		return err
+	}
+	if err := d.policy.CheckHost(p.Hostname()); err != nil {
+		return &jobs.FieldError{Field: field, Message: err.Error()}
+	}
+	return nil
+}
+
+// Secrets are a tenant's signing secrets as it sees them.
+type Secrets struct {
+	Secret string `json:"secret"`
+	// PreviousExpiresAt is when the secret replaced by the last rotation
+	// stops signing (null: none signs).
+	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+}
+
+// Secret returns the tenant's signing secret, making one on first use.
+func (d *Dispatcher) Secret(ctx context.Context, tenantID string) (Secrets, error) {
+	w, err := d.secrets(ctx, tenantID)
+	if err != nil {
+		return Secrets{}, err
+	}
+	return d.shown(tenantID, w)
+}
+
+// Rotate gives the tenant a new signing secret. The one it replaces goes on
+// signing (alongside) for Overlap, so receivers can switch over.
+func (d *Dispatcher) Rotate(ctx context.Context, tenantID string) (Secrets, error) {
+	sealed, err := d.box.Seal([]byte(NewSecret()), secretContext(tenantID))
+	if err != nil {
+		return Secrets{}, err
+	}
+	w, err := d.store.RotateWebhookSecret(ctx, tenantID, sealed, d.cfg.Overlap)
+	if err != nil {
+		return Secrets{}, err
+	}
+	return d.shown(tenantID, w)
+}
+
+func (d *Dispatcher) shown(tenantID string, w store.WebhookSecrets) (Secrets, error) {
+	cur, err := d.box.Open(w.Current, secretContext(tenantID))
+	if err != nil {
+		return Secrets{}, fmt.Errorf("open webhook secret: %w", err)
+	}
+	s := Secrets{Secret: string(cur)}
+	if w.Previous != nil {
+		s.PreviousExpiresAt = w.PreviousUntil
+	}
+	return s, nil
+}
+
+func secretContext(tenantID string) string { return "webhook-secret:" + tenantID }
+
+// secrets returns the tenant's sealed secrets, making the first if needed.
+func (d *Dispatcher) secrets(ctx context.Context, tenantID string) (store.WebhookSecrets, error) {
+	w, err := d.store.WebhookSecrets(ctx, tenantID)
+	if err != nil || w.Current != nil {
+		return w, err
+	}
+	sealed, err := d.box.Seal([]byte(NewSecret()), secretContext(tenantID))
+	if err != nil {
+		return w, err
+	}
+	return d.store.InitWebhookSecret(ctx, tenantID, sealed)
+}
+
+// signing returns the secrets that sign a tenant's messages now.
+func (d *Dispatcher) signing(ctx context.Context, tenantID string) ([]string, error) {
+	w, err := d.secrets(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sealed := range [][]byte{w.Current, w.Previous} {
+		if sealed == nil {
+			continue
+		}
+		s, err := d.box.Open(sealed, secretContext(tenantID))
+		if err != nil {
+			return nil, fmt.Errorf("open webhook secret: %w", err)
+		}
+		out = append(out, string(s))
+	}
+	return out, nil
+}
+
+// Run delivers what is due every interval until ctx ends (at once again
+// after a full round, so a backlog drains).
+func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := d.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("deliver webhooks", "err", err)
+		}
+		if n == d.cfg.Batch && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce claims the deliveries that are due (up to Batch) and attempts
+// them at once, returning how many it claimed.
+func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
+	due, err := d.store.ClaimWebhooks(ctx, d.cfg.Batch, d.cfg.Timeout+30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	for _, w := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.deliver(ctx, w)
+		}()
+	}
+	wg.Wait()
+	return len(due), nil
+}
+
+// Event is the body of a webhook: a job that finished.
+type Event struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      jobs.Job  `json:"data"`
+}
+
+// EventJobFinished is the type of the event sent when a job finishes.
+const EventJobFinished = "job.finished"
+
+// MaxEventOutput caps each of stdout and stderr in an event; GET the job
+// for all of it.
+const MaxEventOutput = 64 << 10
+
+// event builds the body of a delivery; it is the same on every attempt.
+func (d *Dispatcher) event(job jobs.Job) ([]byte, error) {
+	job = d.cfg.View(job)
+	job.Webhook = nil // the delivery itself: it changes with every attempt
+	job.Stdout, job.Stderr = cut(job.Stdout, MaxEventOutput), cut(job.Stderr, MaxEventOutput)
+	ts := job.CreatedAt
+	if job.FinishedAt != nil {
+		ts = *job.FinishedAt
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(Event{Type: EventJobFinished, Timestamp: ts, Data: job})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
+}
+
+// cut shortens s to at most n bytes without splitting a UTF-8 sequence.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// deliver makes one attempt and records it with what comes next.
+func (d *Dispatcher) deliver(ctx context.Context, w store.DueWebhook) {
+	log := d.log.With("webhook_id", w.ID, "job_id", w.JobID, "tenant_id", w.TenantID)
+	started := time.Now()
+	code, err := d.attempt(ctx, w)
+	if ctx.Err() != nil {
+		return // shutting down: the lease ends and the delivery is tried again
+	}
+	a := jobs.WebhookAttempt{At: started.UTC(), StatusCode: code, DurationMS: time.Since(started).Milliseconds()}
+	status, next := jobs.WebhookDelivered, time.Time{}
+	if err != nil {
+		a.Error = err.Error()
+		next = started.Add(d.backoff(w.Attempts + 1))
+		status = jobs.WebhookPending
+		if next.Sub(w.CreatedAt) > d.cfg.RetryFor {
+			status = jobs.WebhookFailed
+			log.Warn("webhook given up", "attempts", w.Attempts+1, "err", err)
+		}
+	}
+	if err := d.store.RecordWebhookAttempt(ctx, w.ID, a, status, next); err != nil && ctx.Err() == nil {
+		log.Warn("record webhook attempt", "err", err)
+	}
+}
+
+// backoff is the wait after the nth failed attempt.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := d.cfg.Backoff
+	for i := 1; i < n && b < d.cfg.MaxBackoff; i++ {
+		b *= 2
+	}
+	return min(b, d.cfg.MaxBackoff)
+}
+
+// attempt POSTs the signed event once. It returns the receiver's status
+// (0 if it did not answer) and an error unless that status is 2xx.
+func (d *Dispatcher) attempt(ctx context.Context, w store.DueWebhook) (int, error) {
+	job, err := d.store.GetJob(ctx, w.TenantID, w.JobID)
+	if err != nil {
+		return 0, fmt.Errorf("read the job: %w", err)
+	}
+	body, err := d.event(job)
+	if err != nil {
+		return 0, err
+	}
+	secrets, err := d.signing(ctx, w.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	sigs := make([]string, len(secrets))
+	for i, s := range secrets {
+		if sigs[i], err = Sign(s, w.ID, now, body); err != nil {
+			return 0, err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
+	req.Header.Set(HeaderID, w.ID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL, which may hold a token
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	if resp.StatusCode/100 == 2 {
+		return resp.StatusCode, nil
+	}
+	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if resp.StatusCode/100 == 3 {
+		msg += " (redirects are not followed)"
+	}
+	if s := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "\uFFFD")); s != "" {
+		msg += ": " + s
+	}
+	return resp.StatusCode, errors.New(msg)
+}
