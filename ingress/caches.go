@@ -77,6 +77,9 @@ func (c *doneJobs) put(tenantID string, j jobs.Job) {
 	if !j.Status.Terminal() || size > c.maxBytes/64 {
 		return // big outputs are read from the store each time
 	}
+	if j.Webhook != nil && !j.Webhook.Settled() {
+		return // its webhook's attempts are still to come
+	}
 	key := tenantID + "/" + j.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()

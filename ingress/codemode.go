@@ -169,6 +169,8 @@ func (s *Server) handleSearchTools(w http.ResponseWriter, r *http.Request, p sto
 // settings are a tenant's own switches.
 type settings struct {
 	PIITokens *bool `json:"pii_tokens,omitempty"`
+	// WebhookURL is the default webhook ("" removes it).
+	WebhookURL *string `json:"webhook_url,omitempty"`
 }
 
 func (s *Server) handleGetSettings(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -176,7 +178,11 @@ func (s *Server) handleGetSettings(w http.ResponseWriter, r *http.Request, p sto
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pii_tokens": on})
+	hook, err := s.store.TenantWebhookURL(r.Context(), p.TenantID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pii_tokens": on, "webhook_url": nilIfEmpty(hook)})
 	return nil
 }
 
@@ -190,6 +196,11 @@ func (s *Server) handlePatchSettings(w http.ResponseWriter, r *http.Request, p s
 			return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "privacy tokens need GANTRY_SECRET_KEY, which this gantry does not have"}
 		}
 		if err := s.store.SetTenantPII(r.Context(), p.TenantID, *in.PIITokens); err != nil {
+			return err
+		}
+	}
+	if in.WebhookURL != nil {
+		if err := s.setTenantWebhook(r.Context(), p, *in.WebhookURL); err != nil {
 			return err
 		}
 	}

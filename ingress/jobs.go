@@ -43,8 +43,16 @@ func (s *Server) submit(r *http.Request, p store.Principal) (jobs.Job, bool, err
 // submitJob validates a request, records the job and queues it. It is the
 // one path by which jobs enter gantry, over HTTP and MCP alike.
 func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Request) (jobs.Job, bool, error) {
+	return s.submitJobIn(ctx, p, req, "")
+}
+
+// submitJobIn is submitJob for a job of a batch ("" for none).
+func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Request, batchID string) (jobs.Job, bool, error) {
 	spec, err := s.cfg.Policy.Normalize(req)
 	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	sessionID := ""
@@ -61,6 +69,8 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 		IdempotencyKey: req.IdempotencyKey,
 		RequestHash:    jobs.RequestHash(req),
 		Metadata:       req.Metadata,
+		BatchID:        batchID,
+		WebhookURL:     req.WebhookURL,
 	}, func(ctx context.Context, jobID string) error {
 		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID})
 	})
@@ -219,8 +229,11 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Prin
 	if err != nil {
 		return err
 	}
-	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id")}
+	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id"), BatchID: q.Get("batch_id")}
 	if err := checkText("session_id", f.SessionID); err != nil {
+		return err
+	}
+	if err := checkText("batch_id", f.BatchID); err != nil {
 		return err
 	}
 	if v := q.Get("status"); v != "" {

@@ -25,8 +25,10 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Config is the ingress's own configuration.
@@ -56,6 +58,15 @@ type Config struct {
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
+	// Box seals tenants' webhook signing secrets; without a key webhooks
+	// are off (a webhook_url is refused).
+	Box *secret.Box
+	// Webhooks configures their delivery.
+	Webhooks webhook.Config
+	// WebhookPoll is how often due webhook deliveries are looked for.
+	WebhookPoll time.Duration
+	// BatchMax caps the jobs of one POST /v1/jobs/batch.
+	BatchMax int
 }
 
 // WithDefaults fills in zero fields.
@@ -85,6 +96,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 15 * time.Second
+	}
+	if c.WebhookPoll == 0 {
+		c.WebhookPoll = time.Second
+	}
+	if c.BatchMax == 0 {
+		c.BatchMax = 100
 	}
 	return c
 }
@@ -117,6 +134,10 @@ type Store interface {
 	SearchSkills(ctx context.Context, tenantID, q string, limit int) ([]store.SkillHit, error)
 	SkillVersions(ctx context.Context, tenantID, name string) ([]store.SkillVersion, error)
 	DeleteSkill(ctx context.Context, tenantID, name string) error
+
+	webhook.Store
+	TenantWebhookURL(ctx context.Context, tenantID string) (string, error)
+	SetTenantWebhookURL(ctx context.Context, tenantID, url string) error
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
@@ -158,6 +179,8 @@ type Server struct {
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
 	stop    context.CancelFunc
+	// webhooks delivers job webhooks (nil: off, no secret key).
+	webhooks *webhook.Dispatcher
 }
 
 // New makes a Server. Start must be called before it serves jobs.
@@ -178,6 +201,16 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
+	if cfg.Box.Enabled() {
+		wc := s.cfg.Webhooks
+		wc.View = s.view
+		if wc.UserAgent == "" {
+			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
+		}
+		if s.webhooks, err = webhook.New(wc, st, cfg.Box, log.With("component", "webhooks")); err != nil {
+			return nil, err
+		}
+	}
 	s.routes()
 	return s, nil
 }
@@ -208,6 +241,9 @@ func (s *Server) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
 	go s.runSweeper(bg, s.cfg.SweepInterval)
+	if s.webhooks != nil {
+		go s.webhooks.Run(bg, s.cfg.WebhookPoll)
+	}
 	return nil
 }
 
@@ -254,6 +290,7 @@ func (s *Server) routes() {
 	}
 	api("GET /v1/languages", s.handleLanguages)
 	api("POST /v1/jobs", s.handleSubmit)
+	api("POST /v1/jobs/batch", s.handleBatch)
 	api("GET /v1/jobs", s.handleList)
 	api("GET /v1/jobs/{id}", s.handleGet)
 	api("POST /v1/jobs/{id}/cancel", s.handleCancel)
@@ -283,6 +320,8 @@ func (s *Server) routes() {
 	api("GET /v1/tools", s.handleSearchTools)
 	api("GET /v1/settings", s.handleGetSettings)
 	api("PATCH /v1/settings", s.handlePatchSettings)
+	api("GET /v1/settings/webhook-secret", s.handleWebhookSecret)
+	api("POST /v1/settings/webhook-secret/rotate", s.handleRotateWebhookSecret)
 	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
@@ -306,6 +345,7 @@ func Routes() []string {
 		"POST /v1/mcp-servers", "GET /v1/mcp-servers", "GET /v1/mcp-servers/{name}", "PATCH /v1/mcp-servers/{name}",
 		"DELETE /v1/mcp-servers/{name}", "POST /v1/mcp-servers/{name}/refresh", "GET /v1/tools",
 		"GET /v1/settings", "PATCH /v1/settings",
+		"POST /v1/jobs/batch", "GET /v1/settings/webhook-secret", "POST /v1/settings/webhook-secret/rotate",
 	}
 }
 

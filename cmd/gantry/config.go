@@ -59,6 +59,13 @@ type config struct {
 	MCPToolsTTL     time.Duration
 	PIITTL          time.Duration
 
+	// Webhooks and batches.
+	WebhookAllowPrivate *bool // nil: on in dev, off otherwise
+	WebhookTimeout      time.Duration
+	WebhookBackoff      time.Duration
+	WebhookRetryFor     time.Duration
+	BatchMax            int
+
 	// dev only
 	DataDir      string
 	DevAPIKey    string
@@ -212,6 +219,11 @@ func loadConfig() (config, error) {
 		MCPToolsTTL:   e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
 		PIITTL:        e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
 
+		WebhookTimeout:  e.duration("GANTRY_WEBHOOK_TIMEOUT", 10*time.Second, time.Second, 5*time.Minute),
+		WebhookBackoff:  e.duration("GANTRY_WEBHOOK_BACKOFF", 5*time.Second, 10*time.Millisecond, time.Hour),
+		WebhookRetryFor: e.duration("GANTRY_WEBHOOK_RETRY_FOR", 24*time.Hour, time.Second, 30*24*time.Hour),
+		BatchMax:        e.int("GANTRY_BATCH_MAX", 100, 1, 10_000),
+
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),
 		DevNATSAddr:  e.str("GANTRY_DEV_NATS_ADDR", "127.0.0.1:4222"),
@@ -234,6 +246,10 @@ func loadConfig() (config, error) {
 	if v := e.str("GANTRY_MCP_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_MCP_ALLOW_PRIVATE", false)
 		c.MCPAllowPrivate = &b
+	}
+	if v := e.str("GANTRY_WEBHOOK_ALLOW_PRIVATE", ""); v != "" {
+		b := e.bool("GANTRY_WEBHOOK_ALLOW_PRIVATE", false)
+		c.WebhookAllowPrivate = &b
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(e.str("GANTRY_LOG_LEVEL", "info"))); err != nil {
 		e.errs = append(e.errs, "GANTRY_LOG_LEVEL: want debug, info, warn or error")

@@ -28,6 +28,7 @@ import (
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // deps are the connections every service needs.
@@ -88,7 +89,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 			return err
 		}
 	} else {
-		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers) and privacy tokens are off")
+		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off")
 	}
 	d.upstreams = codemode.NewUpstreams(codemode.Config{
 		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
@@ -129,6 +130,12 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		SweepInterval: cfg.SweepInterval,
 		CodeMode:      d.codeMode,
 		Privacy:       d.box.Enabled(),
+		Box:           d.box,
+		Webhooks: webhook.Config{
+			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
+			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+		},
+		BatchMax: cfg.BatchMax,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -340,6 +347,10 @@ func runDev(ctx context.Context, cfg config) error {
 	if cfg.MCPAllowPrivate == nil {
 		yes := true
 		cfg.MCPAllowPrivate = &yes
+	}
+	if cfg.WebhookAllowPrivate == nil {
+		yes := true
+		cfg.WebhookAllowPrivate = &yes
 	}
 	if cfg.S3.PublicEndpoint == "" {
 		cfg.S3.PublicEndpoint = s3.Endpoint
