@@ -36,12 +36,24 @@ Operators:
                                   for images without curl)
 
 Configuration is read from GANTRY_* environment variables; see README.md.
-`
+` + peopleUsage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:]); err != nil {
+		var exit *exitError
+		var use *usageError
+		switch {
+		case errors.As(err, &exit):
+			if exit.msg != "" {
+				fmt.Fprintln(os.Stderr, "gantry:", exit.msg)
+			}
+			os.Exit(exit.code)
+		case errors.As(err, &use):
+			fmt.Fprintf(os.Stderr, "gantry: %s\n\n%s", use.msg, use.usage)
+			os.Exit(2)
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprint(os.Stderr, usage)
 			os.Exit(2)
@@ -67,6 +79,8 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "mcp":
 		return runMCP(ctx)
+	case "run", "jobs", "sessions", "skills":
+		return runPeople(ctx, cmd, args)
 	case "probe":
 		if len(args) != 1 {
 			return errUsage

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantryhq/gantry/jobs"
+)
+
+const jobsUsage = `Usage:
+  gantry jobs ls [--status S] [--session ID] [--batch ID] [--limit N] [--cursor C] [--json]
+  gantry jobs get ID [--json]
+  gantry jobs logs ID [-f]       the job's output; -f follows it live until the job ends
+  gantry jobs cancel ID... [--json]
+`
+
+// apiErr turns a failed call into what the command returns.
+func apiErr(err error) error { return &exitError{code: 1, msg: err.Error()} }
+
+func cmdJobs(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{msg: "missing subcommand", usage: jobsUsage}
+	}
+	sub, args := args[0], args[1:]
+	c := newCommand("jobs "+sub, jobsUsage)
+	c.fs.BoolVar(&c.json, "json", false, "")
+	switch sub {
+	case "ls", "list":
+		status := c.fs.String("status", "", "")
+		session := c.fs.String("session", "", "")
+		batch := c.fs.String("batch", "", "")
+		limit := c.fs.Int("limit", 20, "")
+		cursor := c.fs.String("cursor", "", "")
+		if _, err := c.parse(args, 0, 0); err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		for k, v := range map[string]string{"status": *status, "session_id": *session, "batch_id": *batch, "cursor": *cursor} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		var raw json.RawMessage
+		if err := a.json(ctx, request{method: "GET", path: "/v1/jobs", query: q, idempotent: true}, nil, &raw); err != nil {
+			return apiErr(err)
+		}
+		if c.json {
+			return printJSON(raw)
+		}
+		var page struct {
+			Jobs       []jobs.Job
+			NextCursor *string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
+		tw := newTable()
+		fmt.Fprintln(tw, "ID\tSTATUS\tLANGUAGE\tEXIT\tDURATION\tCREATED")
+		for _, j := range page.Jobs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Language, exitText(j), durationText(j), ago(j.CreatedAt))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if page.NextCursor != nil {
+			fmt.Fprintf(os.Stderr, "more: gantry jobs ls --cursor %s\n", *page.NextCursor)
+		}
+		return nil
+
+	case "get":
+		pos, err := c.parse(args, 1, 1)
+		if err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		var raw json.RawMessage
+		if err := a.json(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(pos[0]), idempotent: true}, nil, &raw); err != nil {
+			return apiErr(err)
+		}
+		if c.json {
+			return printJSON(raw)
+		}
+		var j jobs.Job
+		if err := json.Unmarshal(raw, &j); err != nil {
+			return err
+		}
+		printJob(j)
+		return nil
+
+	case "logs":
+		follow := c.fs.Bool("f", false, "")
+		pos, err := c.parse(args, 1, 1)
+		if err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		if *follow {
+			if err := a.follow(ctx, pos[0], nil); err != nil && ctx.Err() == nil {
+				return apiErr(err)
+			}
+			return nil
+		}
+		j, err := a.getJob(ctx, pos[0])
+		if err != nil {
+			return apiErr(err)
+		}
+		if !j.Status.Terminal() {
+			fmt.Fprintf(os.Stderr, "gantry: job %s is %s; its output is kept when it ends (gantry jobs logs -f %s follows it live)\n", j.ID, j.Status, j.ID)
+			return nil
+		}
+		fmt.Fprint(os.Stdout, j.Stdout)
+		fmt.Fprint(os.Stderr, j.Stderr)
+		return nil
+
+	case "cancel":
+		pos, err := c.parse(args, 1, -1)
+		if err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		for _, id := range pos {
+			var j jobs.Job
+			if err := a.json(ctx, request{method: "POST", path: "/v1/jobs/" + url.PathEscape(id) + "/cancel", idempotent: true}, nil, &j); err != nil {
+				return apiErr(fmt.Errorf("%s: %w", id, err))
+			}
+			if c.json {
+				if err := printJSON(j); err != nil {
+					return err
+				}
+			} else {
+				fmt.Printf("%s\t%s\n", j.ID, j.Status)
+			}
+		}
+		return nil
+	}
+	return &usageError{msg: fmt.Sprintf("unknown subcommand %q", sub), usage: jobsUsage}
+}
+
+func exitText(j jobs.Job) string {
+	if j.ExitCode == nil {
+		return "-"
+	}
+	return strconv.Itoa(*j.ExitCode)
+}
+
+func durationText(j jobs.Job) string {
+	if j.DurationMS == nil {
+		return "-"
+	}
+	return (time.Duration(*j.DurationMS) * time.Millisecond).String()
+}
+
+// printJob shows a job for people (its output: gantry jobs logs).
+func printJob(j jobs.Job) {
+	tw := newTable()
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("id", j.ID)
+	status := string(j.Status)
+	if j.ExitCode != nil {
+		status += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
+	}
+	row("status", status)
+	if j.Error != nil {
+		row("error", j.Error.Code+": "+j.Error.Message)
+	}
+	row("language", j.Language)
+	row("created", j.CreatedAt.Local().Format(time.RFC3339))
+	if j.DurationMS != nil {
+		row("duration", durationText(j))
+	}
+	if j.SessionID != nil {
+		row("session", *j.SessionID)
+	}
+	if j.BatchID != nil {
+		row("batch", *j.BatchID)
+	}
+	row("attempt", strconv.Itoa(j.Attempt))
+	row("output", fmt.Sprintf("%s stdout, %s stderr (gantry jobs logs %s)", size(int64(len(j.Stdout))), size(int64(len(j.Stderr))), j.ID))
+	for i, a := range j.Artifacts {
+		k := ""
+		if i == 0 {
+			k = "artifacts"
+		}
+		row(k, fmt.Sprintf("%s (%s)", a.Path, size(a.Size)))
+	}
+	for k, v := range j.Metadata {
+		row("metadata."+k, v)
+	}
+	if w := j.Webhook; w != nil {
+		text := fmt.Sprintf("%s, %d attempt(s), to %s", w.Status, len(w.Attempts), w.URL)
+		if n := len(w.Attempts); n > 0 && w.Attempts[n-1].Error != "" {
+			text += "; last: " + w.Attempts[n-1].Error
+		}
+		row("webhook", text)
+	} else if j.WebhookURL != nil {
+		row("webhook", *j.WebhookURL+" (when it finishes)")
+	}
+	_ = tw.Flush()
+}
+
+const sessionsUsage = `Usage:
+  gantry sessions ls [--limit N] [--cursor C] [--json]
+  gantry sessions create [--lang LANG] [--ttl DUR] [--json]   prints the new session's id
+  gantry sessions rm ID...
+`
+
+func cmdSessions(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return &usageError{msg: "missing subcommand", usage: sessionsUsage}
+	}
+	sub, args := args[0], args[1:]
+	c := newCommand("sessions "+sub, sessionsUsage)
+	c.fs.BoolVar(&c.json, "json", false, "")
+	switch sub {
+	case "ls", "list":
+		limit := c.fs.Int("limit", 20, "")
+		cursor := c.fs.String("cursor", "", "")
+		if _, err := c.parse(args, 0, 0); err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		if *cursor != "" {
+			q.Set("cursor", *cursor)
+		}
+		var raw json.RawMessage
+		if err := a.json(ctx, request{method: "GET", path: "/v1/sessions", query: q, idempotent: true}, nil, &raw); err != nil {
+			return apiErr(err)
+		}
+		if c.json {
+			return printJSON(raw)
+		}
+		var page struct {
+			Sessions   []jobs.Session
+			NextCursor *string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
+		tw := newTable()
+		fmt.Fprintln(tw, "ID\tSTATUS\tLANGUAGE\tFILES\tLAST JOB\tEXPIRES")
+		for _, s := range page.Sessions {
+			last := "-"
+			if s.LastJobID != nil {
+				last = *s.LastJobID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.Language, size(s.Bytes), last, s.ExpiresAt.Local().Format("2006-01-02 15:04"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if page.NextCursor != nil {
+			fmt.Fprintf(os.Stderr, "more: gantry sessions ls --cursor %s\n", *page.NextCursor)
+		}
+		return nil
+
+	case "create", "new":
+		lang := c.fs.String("lang", "python", "")
+		ttl := c.fs.Duration("ttl", 0, "")
+		if _, err := c.parse(args, 0, 0); err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		var s jobs.Session
+		req := jobs.SessionRequest{Language: *lang, TTLSeconds: int(ttl.Seconds())}
+		if err := a.json(ctx, request{method: "POST", path: "/v1/sessions"}, req, &s); err != nil {
+			return apiErr(err)
+		}
+		if c.json {
+			return printJSON(s)
+		}
+		fmt.Println(s.ID)
+		return nil
+
+	case "rm", "delete", "close":
+		pos, err := c.parse(args, 1, -1)
+		if err != nil {
+			return err
+		}
+		a, err := newAPI()
+		if err != nil {
+			return apiErr(err)
+		}
+		for _, id := range pos {
+			if err := a.json(ctx, request{method: "DELETE", path: "/v1/sessions/" + url.PathEscape(id), idempotent: true}, nil, nil); err != nil {
+				return apiErr(fmt.Errorf("%s: %w", id, err))
+			}
+			fmt.Println("closed", id)
+		}
+		return nil
+	}
+	return &usageError{msg: fmt.Sprintf("unknown subcommand %q", sub), usage: sessionsUsage}
+}
+
+// oneLine shortens text to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
