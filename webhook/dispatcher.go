@@ -241,7 +241,7 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 // RunOnce claims the deliveries that are due (up to Batch) and attempts
 // them at once, returning how many it claimed.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
-	due, err := d.store.ClaimWebhooks(ctx, d.cfg.Batch, d.cfg.Timeout+30*time.Second)
+	due, err := d.store.ClaimWebhooks(ctx, d.cfg.Batch, 2*d.cfg.Timeout+5*time.Second)
 	if err != nil {
 		return 0, err
 	}

@@ -428,7 +428,7 @@ func fetchTo(ctx context.Context, hc *http.Client, link, dest, want string) erro
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
+	defer os.Remove(tmp.Name()) // gone after the rename
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), resp.Body); err != nil {
 		tmp.Close()
