@@ -52,8 +52,16 @@ gantry-image: docker ## build the gantry image offline from a static binary (gan
 deploy-check: ## validate deploy/: compose file (docker-compose config), Helm chart (helm template + kubeconform -strict)
 	@scripts/deploy-check.sh
 
+.PHONY: sdk-deps
+sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
+	@scripts/ensure-sdk-deps.sh
+
+.PHONY: sdk
+sdk: ## generate the SDKs' types from ingress/openapi.json (a test fails when they are stale)
+	$(GO) run ./sdk/gen
+
 .PHONY: deps
-deps: docker postgres versitygw image ## everything run and test need
+deps: docker postgres versitygw image sdk-deps ## everything run and test need
 
 .PHONY: run
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080
