@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Webhooks: a job's request may name a webhook_url, and a tenant may set a
@@ -31,33 +32,25 @@ func (s *Server) setTenantWebhook(ctx context.Context, p store.Principal, u stri
 	return s.store.SetTenantWebhookURL(ctx, p.TenantID, u)
 }
 
-func (s *Server) webhooksOn() error {
-	if s.webhooks == nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "webhooks are off on this gantry: they need GANTRY_SECRET_KEY"}
-	}
-	return nil
-}
-
 // handleWebhookSecret answers the tenant's signing secret, made on first use.
 func (s *Server) handleWebhookSecret(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	if err := s.webhooksOn(); err != nil {
-		return err
-	}
-	sec, err := s.webhooks.Secret(r.Context(), p.TenantID)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, sec)
-	return nil
+	return s.serveSecret(w, r, p, s.webhooks.Secret)
 }
 
 // handleRotateWebhookSecret gives the tenant a new signing secret; the old
 // one goes on signing alongside for a day.
 func (s *Server) handleRotateWebhookSecret(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	if err := s.webhooksOn(); err != nil {
-		return err
+	return s.serveSecret(w, r, p, s.webhooks.Rotate)
+}
+
+// serveSecret answers what op gives (a method of s.webhooks, which is nil
+// when webhooks are off: op is then not called).
+func (s *Server) serveSecret(w http.ResponseWriter, r *http.Request, p store.Principal,
+	op func(ctx context.Context, tenantID string) (webhook.Secrets, error)) error {
+	if s.webhooks == nil {
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "webhooks are off on this gantry: they need GANTRY_SECRET_KEY"}
 	}
-	sec, err := s.webhooks.Rotate(r.Context(), p.TenantID)
+	sec, err := op(r.Context(), p.TenantID)
 	if err != nil {
 		return err
 	}

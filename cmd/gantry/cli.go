@@ -177,6 +177,24 @@ func (c *command) parse(args []string, minPos, maxPos int) ([]string, error) {
 	return pos, nil
 }
 
+// fetch makes a read whose answer --json prints as it is (printed is then
+// true); otherwise the answer is decoded into out for the command to show.
+func (c *command) fetch(ctx context.Context, r request, out any) (printed bool, err error) {
+	a, err := newAPI()
+	if err != nil {
+		return false, apiErr(err)
+	}
+	r.idempotent = true
+	var raw json.RawMessage
+	if err := a.json(ctx, r, nil, &raw); err != nil {
+		return false, apiErr(err)
+	}
+	if c.json {
+		return true, printJSON(raw)
+	}
+	return false, json.Unmarshal(raw, out)
+}
+
 // printJSON writes v (or raw JSON) indented to stdout.
 func printJSON(v any) error {
 	var data []byte

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -40,28 +39,17 @@ func cmdJobs(ctx context.Context, args []string) error {
 		if _, err := c.parse(args, 0, 0); err != nil {
 			return err
 		}
-		a, err := newAPI()
-		if err != nil {
-			return apiErr(err)
-		}
 		q := url.Values{"limit": {strconv.Itoa(*limit)}}
 		for k, v := range map[string]string{"status": *status, "session_id": *session, "batch_id": *batch, "cursor": *cursor} {
 			if v != "" {
 				q.Set(k, v)
 			}
 		}
-		var raw json.RawMessage
-		if err := a.json(ctx, request{method: "GET", path: "/v1/jobs", query: q, idempotent: true}, nil, &raw); err != nil {
-			return apiErr(err)
-		}
-		if c.json {
-			return printJSON(raw)
-		}
 		var page struct {
 			Jobs       []jobs.Job
 			NextCursor *string `json:"next_cursor"`
 		}
-		if err := json.Unmarshal(raw, &page); err != nil {
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/jobs", query: q}, &page); printed || err != nil {
 			return err
 		}
 		tw := newTable()
@@ -82,19 +70,8 @@ func cmdJobs(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		a, err := newAPI()
-		if err != nil {
-			return apiErr(err)
-		}
-		var raw json.RawMessage
-		if err := a.json(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(pos[0]), idempotent: true}, nil, &raw); err != nil {
-			return apiErr(err)
-		}
-		if c.json {
-			return printJSON(raw)
-		}
 		var j jobs.Job
-		if err := json.Unmarshal(raw, &j); err != nil {
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(pos[0])}, &j); printed || err != nil {
 			return err
 		}
 		printJob(j)
@@ -237,26 +214,15 @@ func cmdSessions(ctx context.Context, args []string) error {
 		if _, err := c.parse(args, 0, 0); err != nil {
 			return err
 		}
-		a, err := newAPI()
-		if err != nil {
-			return apiErr(err)
-		}
 		q := url.Values{"limit": {strconv.Itoa(*limit)}}
 		if *cursor != "" {
 			q.Set("cursor", *cursor)
-		}
-		var raw json.RawMessage
-		if err := a.json(ctx, request{method: "GET", path: "/v1/sessions", query: q, idempotent: true}, nil, &raw); err != nil {
-			return apiErr(err)
-		}
-		if c.json {
-			return printJSON(raw)
 		}
 		var page struct {
 			Sessions   []jobs.Session
 			NextCursor *string `json:"next_cursor"`
 		}
-		if err := json.Unmarshal(raw, &page); err != nil {
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/sessions", query: q}, &page); printed || err != nil {
 			return err
 		}
 		tw := newTable()

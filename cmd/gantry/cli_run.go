@@ -382,8 +382,8 @@ func (a *api) downloadArtifacts(ctx context.Context, j jobs.Job, dir string, rep
 			return fmt.Errorf("artifact %q: %v", art.Path, err)
 		}
 		var link struct{ URL string }
-		err = a.json(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(j.ID) + "/artifacts/" + escapeArtifact(clean),
-			query: url.Values{"redirect": {"false"}}, idempotent: true}, nil, &link)
+		// art.URL is the API path that presigns it (escaped by the server).
+		err = a.json(ctx, request{method: "GET", path: art.URL, query: url.Values{"redirect": {"false"}}, idempotent: true}, nil, &link)
 		if err != nil {
 			return fmt.Errorf("artifact %s: %w", clean, err)
 		}
@@ -396,14 +396,6 @@ func (a *api) downloadArtifacts(ctx context.Context, j jobs.Job, dir string, rep
 		}
 	}
 	return nil
-}
-
-func escapeArtifact(p string) string {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return strings.Join(segs, "/")
 }
 
 // fetchTo downloads a presigned URL (no credentials) into dest, which it

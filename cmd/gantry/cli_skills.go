@@ -42,20 +42,9 @@ func cmdSkills(ctx context.Context, args []string) error {
 		if len(pos) == 1 && *q == "" {
 			*q = pos[0] // gantry skills search chart
 		}
-		a, err := newAPI()
-		if err != nil {
-			return apiErr(err)
-		}
 		query := url.Values{}
 		if *q != "" {
 			query.Set("q", *q)
-		}
-		var raw json.RawMessage
-		if err := a.json(ctx, request{method: "GET", path: "/v1/skills", query: query, idempotent: true}, nil, &raw); err != nil {
-			return apiErr(err)
-		}
-		if c.json {
-			return printJSON(raw)
 		}
 		var list struct {
 			Skills []struct {
@@ -64,7 +53,7 @@ func cmdSkills(ctx context.Context, args []string) error {
 				Builtin           bool
 			}
 		}
-		if err := json.Unmarshal(raw, &list); err != nil {
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/skills", query: query}, &list); printed || err != nil {
 			return err
 		}
 		tw := newTable()
@@ -84,22 +73,11 @@ func cmdSkills(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		a, err := newAPI()
-		if err != nil {
-			return apiErr(err)
-		}
-		var raw json.RawMessage
-		if err := a.json(ctx, request{method: "GET", path: "/v1/skills/" + url.PathEscape(pos[0]), query: versionQuery(*ver), idempotent: true}, nil, &raw); err != nil {
-			return apiErr(err)
-		}
-		if c.json {
-			return printJSON(raw)
-		}
 		var sk struct {
 			SkillMD string `json:"skill_md"`
 			Files   []struct{ Path string }
 		}
-		if err := json.Unmarshal(raw, &sk); err != nil {
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/skills/" + url.PathEscape(pos[0]), query: versionQuery(*ver)}, &sk); printed || err != nil {
 			return err
 		}
 		fmt.Print(sk.SkillMD)
