@@ -246,6 +246,8 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04")
 }
 
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
 // stringList is a repeatable flag.
 type stringList []string
 

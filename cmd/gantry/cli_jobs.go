@@ -27,6 +27,10 @@ func cmdJobs(ctx context.Context, args []string) error {
 		return &usageError{msg: "missing subcommand", usage: jobsUsage}
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Print(jobsUsage)
+		return nil
+	}
 	c := newCommand("jobs "+sub, jobsUsage)
 	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {
@@ -205,6 +209,10 @@ func cmdSessions(ctx context.Context, args []string) error {
 		return &usageError{msg: "missing subcommand", usage: sessionsUsage}
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Print(sessionsUsage)
+		return nil
+	}
 	c := newCommand("sessions "+sub, sessionsUsage)
 	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {

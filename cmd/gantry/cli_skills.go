@@ -30,6 +30,10 @@ func cmdSkills(ctx context.Context, args []string) error {
 		return &usageError{msg: "missing subcommand", usage: skillsUsage}
 	}
 	sub, args := args[0], args[1:]
+	if isHelp(sub) {
+		fmt.Print(skillsUsage)
+		return nil
+	}
 	c := newCommand("skills "+sub, skillsUsage)
 	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {

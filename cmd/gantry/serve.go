@@ -445,9 +445,14 @@ Run some Python:
     -H 'Content-Type: application/json' \
     -d '{"language": "python", "code": "print(6*7)"}'
 
+Or with the CLI:
+
+  export GANTRY_URL=%s GANTRY_API_KEY=%s
+  echo 'print(6*7)' > hello.py && gantry run hello.py
+
 API description: %s/openapi.json   Stop with Ctrl-C.
 
-`, version, base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base)
+`, version, base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
 }
 
 func runnerLine(cfg config) string {
