@@ -229,7 +229,7 @@ func events(r io.Reader, fn func(sseEvent) error) error {
 	sc.Buffer(make([]byte, 64<<10), 32<<20)
 	var ev sseEvent
 	for sc.Scan() {
-		line := sc.Text()
+		line := strings.TrimSuffix(sc.Text(), "\r")
 		switch {
 		case line == "":
 			if ev.name != "" || ev.data != nil {
