@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // mcpClient connects an MCP client over streamable HTTP with the key.
@@ -91,7 +92,7 @@ func (h *harness) fakeRunner(t *testing.T) {
 			ctx := context.Background()
 			// The message can arrive before the row commits: retry briefly.
 			for i := 0; ; i++ {
-				_, ok, err := h.st.ClaimJob(ctx, rm.JobID, 1, "fake")
+				_, ok, err := storetest.Claim(h.st, rm.JobID, "fake")
 				if ok {
 					break
 				}

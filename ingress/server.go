@@ -93,10 +93,11 @@ func (c Config) WithDefaults() Config {
 type Store interface {
 	Ping(ctx context.Context) error
 	Authenticate(ctx context.Context, key string) (store.Principal, error)
-	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) error) (jobs.Job, bool, error)
+	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) (uint64, error)) (jobs.Job, bool, error)
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
-	CancelJob(ctx context.Context, tenantID, id string) (store.CancelOutcome, error)
+	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -80,8 +81,10 @@ type QueueConfig struct {
 	// InProgress before its job is redelivered to another runner.
 	AckWait time.Duration
 	// MaxAttempts is how many times a job is run before it is given up as
-	// lost. The consumer delivers once more than this, so that the runner
-	// that gets the extra delivery can record the job as an error.
+	// lost. Attempts are counted in Postgres by the claims that start a
+	// run, not by JetStream's deliveries: a message handed back unrun
+	// (Postgres unreachable, the runner stopping) spends no attempt, and
+	// the consumer redelivers without limit.
 	MaxAttempts int
 }
 
@@ -121,7 +124,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		Description:   "gantry runners",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxAttempts + 1,
+		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		Replicas:      cfg.Replicas,
 	})
@@ -129,4 +132,20 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		return nil, fmt.Errorf("create consumer %s: %w", ConsumerName, err)
 	}
 	return cons, nil
+}
+
+// Publish puts a run message on the job stream and waits for JetStream's
+// ack; it returns the message's stream sequence (a job's row records it).
+// msgID deduplicates retried publishes within the stream's window: the
+// job id for a job's first message.
+func Publish(ctx context.Context, js jetstream.JetStream, m RunMessage, msgID string) (uint64, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := js.Publish(ctx, SubjectRun, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }

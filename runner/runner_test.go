@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -117,10 +116,8 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 		sid = *req.SessionID
 	}
 	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
-		func(ctx context.Context, id string) error {
-			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid})
-			_, err := h.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id))
-			return err
+		func(ctx context.Context, id string) (uint64, error) {
+			return jobs.Publish(ctx, h.js, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id)
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +337,7 @@ test -S /var/run/docker.sock && echo docker-socket`})
 		id := h.submit(t, jobs.Request{Language: "python", Code: "import socket, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)"})
 		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
 		host := h.liveOutput(t, id)
-		if out, err := h.st.CancelJob(context.Background(), h.tenant, id); err != nil || out != store.CancelRequested {
+		if out, err := h.st.CancelJob(context.Background(), h.tenant, id, time.Minute); err != nil || out != store.CancelRequested {
 			t.Fatalf("cancel: %v %v", out, err)
 		}
 		start := time.Now()
