@@ -42,7 +42,7 @@ func TestClaimCountsRunsNotDeliveries(t *testing.T) {
 	if c := claim(req("r1", seq, time.Minute), store.Claimed); c.Attempt != 1 || c.TenantID != a {
 		t.Fatalf("first claim: %+v", c)
 	}
-	claim(req("r2", seq+1, 0), store.ClaimStale)      // another message for the job
+	claim(req("r2", seq+1, 0), store.ClaimStale)        // another message for the job
 	claim(req("r2", seq, time.Minute), store.ClaimBusy) // r1 beat just now
 	if c := claim(req("r2", seq, 0), store.Claimed); c.Attempt != 2 {
 		t.Fatalf("takeover: attempt %d, want 2", c.Attempt)
