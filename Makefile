@@ -44,6 +44,14 @@ image: docker ## build the sandbox image offline from Debian packages and the ag
 	@mkdir -p bin && GO=$(GO) images/sandbox/build.sh >$(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE) && \
 		echo "sandbox image: $$(cat $(IMAGE_FILE))"
 
+.PHONY: gantry-image
+gantry-image: docker ## build the gantry image offline from a static binary (gantry:<version> and :latest)
+	@deploy/docker/build.sh
+
+.PHONY: deploy-check
+deploy-check: ## validate deploy/: compose file (docker-compose config), Helm chart (helm template + kubeconform -strict)
+	@scripts/deploy-check.sh
+
 .PHONY: deps
 deps: docker postgres versitygw image ## everything run and test need
 
@@ -56,7 +64,7 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions)$$
 
 .PHONY: test
-test: deps runsc build ## run every test against the real engines (and the sandbox tests under gVisor)
+test: deps runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./...
 	@if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
@@ -80,6 +88,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test ./skills -run '^$$' -fuzz FuzzParse -fuzztime 30s
 	$(GO) test ./agent -run '^$$' -fuzz FuzzConnFrames -fuzztime 30s
 	$(GO) test ./agent -run '^$$' -fuzz FuzzExtractTar -fuzztime 30s
+	$(GO) test ./skills -run '^$$' -fuzz FuzzReadArchive -fuzztime 30s
 	$(GO) test ./ingress -run '^$$' -fuzz FuzzEntryInfo -fuzztime 30s
 	$(GO) test ./pii -run '^$$' -fuzz FuzzTokenizeRoundTrip -fuzztime 30s
 
@@ -87,6 +96,7 @@ fuzz: ## run each fuzz target for 30s
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd deploy/tools && $(GO) vet ./k8sschema
 
 .PHONY: clean
 clean: ## remove build output and the dev data dir

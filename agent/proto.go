@@ -83,8 +83,6 @@ type Request struct {
 	Stdin []byte            `json:"stdin,omitempty"` // nil: the program reads /dev/null
 	// OutputCap bounds each of stdout and stderr; the rest is read and dropped.
 	OutputCap int `json:"output_cap,omitempty"`
-	// TmpMB sizes the program's /tmp.
-	TmpMB int `json:"tmp_mb,omitempty"`
 	// Bridge opens the code-mode bridge socket for the program.
 	Bridge bool `json:"bridge,omitempty"`
 	// Fresh empties the workspace before the run (a job's container);

@@ -2,7 +2,7 @@ package agent
 
 import (
 	"bufio"
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,34 +50,46 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if len(req.Argv) == 0 {
 		return Exit{}, errors.New("run request without argv")
 	}
+	sp := s.takeSpare()
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {
+			sp.discard()
 			return Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
 	runDir := s.runDir()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		sp.discard()
 		return Exit{}, err
 	}
 	if err := emptyDir(runDir); err != nil {
+		sp.discard()
 		return Exit{}, err
 	}
 	defer emptyDir(runDir) //nolint:errcheck // the next run empties it again
 	if err := placeFiles(req.Files, runDir); err != nil {
+		sp.discard()
 		return Exit{}, err
 	}
 	var br *bridge
 	if req.Bridge {
 		var err error
 		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
+			sp.discard()
 			return Exit{}, err
 		}
 		defer br.close()
 	}
 
-	p, err := s.start(req, runDir)
+	env := environ(req.Env)
+	p, err := s.handOver(sp, req, env)
 	if err != nil {
 		return Exit{}, err
+	}
+	// The next job's sandbox starts as soon as this one's program runs
+	// (under Container the container serves this one job).
+	if s.cfg.Isolation == Namespaces {
+		s.spawnSpare(isPython(req.Argv))
 	}
 	for {
 		select {
@@ -97,6 +109,23 @@ func (s *server) runProgram(req Request) (Exit, error) {
 			return p.exit(), nil
 		}
 	}
+}
+
+// handOver starts the program: in the spare sandbox when there is one that
+// is alive (it receives the job on stdin), else in a sandbox of its own.
+func (s *server) handOver(sp *spare, req Request, env []string) (*process, error) {
+	if sp != nil {
+		if p, ok := sp.take(s, req, env); ok {
+			return p, nil
+		}
+	}
+	p, stdin, err := s.launch(req.Argv, env, true)
+	if err != nil {
+		return nil, err
+	}
+	s.feed(stdin, nil, req.Stdin)
+	s.relay(p, req.OutputCap, false)
+	return p, nil
 }
 
 // placeFiles writes the run's files: the workspace's, and the program's
@@ -132,113 +161,110 @@ func placeFiles(files []File, runDir string) error {
 	return nil
 }
 
-// process is a running program and what it produces.
+// process is a program's sandbox, from its launch to the end of its
+// output.
 type process struct {
 	cmd       *exec.Cmd
 	isolation Isolation
-	done      chan struct{} // closed when the program ended and its output was read
+	exited    chan struct{} // closed when the sandbox's main process ended
+	done      chan struct{} // closed when, also, its output was read (after relay)
+	outR      *os.File
+	errR      *os.File
+	statusEnd chan struct{} // closed when bwrap's status stream ended
+	// up is closed when the sandbox exists (its init was given its OOM
+	// score and let go); under Container at once.
+	up        chan struct{}
 	oomBefore int
 
 	mu       sync.Mutex
-	started  bool // Namespaces: bwrap finished the sandbox and started the program
-	code     int  // Namespaces: the exit status bwrap reported
+	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
 	setupErr []byte // the first bytes of stderr, which name a setup failure
 	waitErr  error
 }
 
-// start starts the program in its sandbox and the goroutines that relay
-// its output; p.done closes when all of that ended.
-func (s *server) start(req Request, runDir string) (*process, error) {
-	p := &process{isolation: s.cfg.Isolation, done: make(chan struct{}), oomBefore: oomKills()}
-	env := environ(req.Env)
-	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
-	if s.cfg.Isolation == Namespaces {
-		args := append(s.sandboxArgs(req.TmpMB, runDir), "--json-status-fd", "3", "--block-fd", "4", "--")
-		p.cmd = exec.Command(s.cfg.Bwrap, append(args, req.Argv...)...)
-		statusR, statusW, err := os.Pipe()
-		if err != nil {
-			return nil, err
+// launch starts argv in a new sandbox (Namespaces: bubblewrap; Container:
+// directly, through this binary's exec, which raises the OOM score first).
+// Its output is not read until relay. With stdin it returns the write end
+// of the program's stdin, else the program reads /dev/null.
+func (s *server) launch(argv, env []string, withStdin bool) (*process, *os.File, error) {
+	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
+		statusEnd: make(chan struct{}), up: make(chan struct{}), oomBefore: oomKills()}
+	var files []*os.File // ours, closed when launch fails
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
 		}
-		blockR, blockW, err := os.Pipe()
+	}
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
+	var childEnds []*os.File   // closed once the child has them
+	if s.cfg.Isolation == Namespaces {
+		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir()), "--json-status-fd", "3", "--block-fd", "4", "--")
+		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
+		statusR, statusW, err := pipe()
 		if err != nil {
-			statusR.Close()
-			statusW.Close()
-			return nil, err
+			return nil, nil, err
+		}
+		blockR, blockW, err := pipe()
+		if err != nil {
+			closeAll()
+			return nil, nil, err
 		}
 		p.cmd.ExtraFiles = []*os.File{statusW, blockR}
-		defer statusW.Close()
-		defer blockR.Close()
+		childEnds = append(childEnds, statusW, blockR)
 		status, block = statusR, blockW
 	} else {
-		p.cmd = exec.Command(s.cfg.Self, append([]string{"exec", "--"}, req.Argv...)...)
+		p.cmd = exec.Command(s.cfg.Self, append([]string{"exec", "--"}, argv...)...)
 	}
 	p.cmd.Env = env
 	p.cmd.Dir = Workspace
-	// The program (bwrap, or the program itself) dies with the agent; it
-	// has a process group of its own, so that a program killing its group
-	// does not kill the agent.
+	// The sandbox dies with the agent; it has a process group of its own,
+	// so that a program killing its group does not kill the agent.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe()
 	if err != nil {
-		return nil, err
+		closeAll()
+		return nil, nil, err
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
+		closeAll()
+		return nil, nil, err
 	}
 	p.cmd.Stdout, p.cmd.Stderr = outW, errW
+	childEnds = append(childEnds, outW, errW)
 	var stdinW *os.File
-	if req.Stdin != nil {
+	if withStdin {
 		var stdinR *os.File
-		if stdinR, stdinW, err = os.Pipe(); err != nil {
-			return nil, err
+		if stdinR, stdinW, err = pipe(); err != nil {
+			closeAll()
+			return nil, nil, err
 		}
 		p.cmd.Stdin = stdinR
-		defer stdinR.Close()
+		childEnds = append(childEnds, stdinR)
 	}
-	err = p.cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		if status != nil {
-			status.Close()
-			block.Close()
-		}
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return nil, fmt.Errorf("start the sandbox: %w", err)
+	if err := p.cmd.Start(); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("start the sandbox: %w", err)
 	}
-	if stdinW != nil {
-		go func() {
-			_, _ = stdinW.Write(req.Stdin)
-			stdinW.Close()
-		}()
+	for _, f := range childEnds {
+		f.Close()
 	}
-
-	var relays sync.WaitGroup
-	relays.Add(2)
-	cap := req.OutputCap
-	if cap <= 0 {
-		cap = 1 << 20
-	}
-	go func() { defer relays.Done(); s.relay(KindStdout, outR, cap, nil) }()
-	go func() { defer relays.Done(); s.relay(KindStderr, errR, cap, p) }()
-
-	statusDone := make(chan struct{})
+	p.outR, p.errR = outR, errR
 	if status != nil {
-		go func() { defer close(statusDone); s.watchStatus(p, status, block) }()
+		go p.watchStatus(status, block)
 	} else {
-		close(statusDone)
-		_ = s.fw.frame(KindStarted, nil)
+		close(p.statusEnd)
+		close(p.up)
 	}
-
 	go func() {
 		p.waitErr = p.cmd.Wait()
 		if p.isolation == Container {
@@ -247,27 +273,18 @@ func (s *server) start(req Request, runDir string) (*process, error) {
 			// the container's init).
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
-		<-statusDone
-		drained := make(chan struct{})
-		go func() { relays.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(drainGrace):
-			outR.Close()
-			errR.Close()
-			<-drained
-		}
-		close(p.done)
+		close(p.exited)
 	}()
-	return p, nil
+	return p, stdinW, nil
 }
 
 // watchStatus reads bwrap's status lines: once the sandbox's init exists it
 // raises its OOM score (the kernel then kills the program, never the
-// agent, when the container runs out of memory) and lets it start the
-// program; at the end bwrap reports the program's exit status, which it
-// only does when the program was started.
-func (s *server) watchStatus(p *process, status, block *os.File) {
+// agent, when the container runs out of memory) and lets it go on; at the
+// end bwrap reports the program's exit status, which it only does when the
+// program was started.
+func (p *process) watchStatus(status, block *os.File) {
+	defer close(p.statusEnd)
 	defer status.Close()
 	defer block.Close()
 	sc := bufio.NewScanner(status)
@@ -283,36 +300,90 @@ func (s *server) watchStatus(p *process, status, block *os.File) {
 			_ = os.WriteFile("/proc/"+strconv.Itoa(*st.ChildPID)+"/oom_score_adj", []byte("1000"), 0)
 			_, _ = block.Write([]byte{0})
 			block.Close()
-			_ = s.fw.frame(KindStarted, nil)
+			close(p.up)
 		}
 		if st.ExitCode != nil {
 			p.mu.Lock()
-			p.started, p.code, p.hasCode = true, *st.ExitCode, true
+			p.code, p.hasCode = *st.ExitCode, true
 			p.mu.Unlock()
 		}
 	}
 }
 
-// relay sends what r yields as frames of kind, up to cap bytes, and reads
-// and drops the rest. With p set it keeps the first bytes for p.setupErr.
-func (s *server) relay(kind byte, r *os.File, cap int, p *process) {
+// relay starts sending the program's output as frames, up to cap bytes a
+// stream, and announces the start; done closes when the program ended and
+// its output was read. With skipReady, what the stderr pipe holds up to
+// the ready line of a spare's waiting process is not the program's.
+func (s *server) relay(p *process, cap int, skipReady bool) {
+	if cap <= 0 {
+		cap = 1 << 20
+	}
+	var relays sync.WaitGroup
+	relays.Add(2)
+	go func() { defer relays.Done(); s.copyOut(KindStdout, p.outR, cap, nil, false) }()
+	go func() { defer relays.Done(); s.copyOut(KindStderr, p.errR, cap, p, skipReady) }()
+	go func() {
+		select {
+		case <-p.up:
+			_ = s.fw.frame(KindStarted, nil)
+		case <-p.statusEnd: // bwrap failed before the sandbox existed
+		}
+	}()
+	go func() {
+		<-p.exited
+		<-p.statusEnd
+		drained := make(chan struct{})
+		go func() { relays.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(drainGrace):
+			p.outR.Close()
+			p.errR.Close()
+			<-drained
+		}
+		close(p.done)
+	}()
+}
+
+// readyLine is what a spare's waiting process writes on stderr when it is
+// ready for its job (see zygote.py and cmd/gantry-agent).
+var readyLine = []byte("\x00gantry-ready\n")
+
+// copyOut sends what r yields as frames of kind, up to cap bytes, and
+// reads and drops the rest. With p set it keeps the first bytes for
+// p.setupErr.
+func (s *server) copyOut(kind byte, r *os.File, cap int, p *process, skipReady bool) {
 	defer r.Close()
 	buf := make([]byte, chunk)
+	var skipped []byte
 	sent := 0
 	for {
 		n, err := r.Read(buf)
-		if n > 0 {
+		data := buf[:n]
+		if skipReady && n > 0 {
+			skipped = append(skipped, data...)
+			i := bytes.Index(skipped, readyLine)
+			switch {
+			case i >= 0:
+				data, skipReady = skipped[i+len(readyLine):], false
+			case len(skipped) > chunk: // no ready line: it is all output
+				data, skipReady = skipped, false
+			default:
+				data = nil
+			}
+		}
+		if len(data) > 0 {
 			if p != nil {
 				p.mu.Lock()
 				if room := 2048 - len(p.setupErr); room > 0 {
-					p.setupErr = append(p.setupErr, buf[:min(n, room)]...)
+					p.setupErr = append(p.setupErr, data[:min(len(data), room)]...)
 				}
 				p.mu.Unlock()
 			}
 			// One byte past the cap tells the runner output was cut.
 			if room := cap + 1 - sent; room > 0 {
-				take := min(room, n)
-				_ = s.fw.frame(kind, buf[:take])
+				take := min(room, len(data))
+				_ = s.fw.frame(kind, data[:take])
 				sent += take
 			}
 		}
@@ -322,11 +393,29 @@ func (s *server) relay(kind byte, r *os.File, cap int, p *process) {
 	}
 }
 
+// feed writes head, then the job's stdin, to w and closes it (in the
+// background: the program may read slowly, or never).
+func (s *server) feed(w *os.File, head, stdin []byte) {
+	if w == nil {
+		return
+	}
+	go func() {
+		if len(head) > 0 {
+			if _, err := w.Write(head); err != nil {
+				w.Close()
+				return
+			}
+		}
+		_, _ = w.Write(stdin)
+		w.Close()
+	}()
+}
+
 func (p *process) kill() {
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
-	<-p.done
+	<-p.exited
 }
 
 // exit reports how the program ended (after done closed).
@@ -350,6 +439,10 @@ func (p *process) exit() Exit {
 		return e
 	}
 	e.Started = true
+	if p.cmd.ProcessState == nil {
+		e.Code = 255
+		return e
+	}
 	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ws.Signaled():
@@ -403,12 +496,26 @@ func oomKills() int {
 // forbids mount), the runner learns it from the Hello instead of from
 // every job.
 func (s *server) probe() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	args := append(s.sandboxArgs(1, s.cfg.StateDir), "--", "true")
-	out, err := exec.CommandContext(ctx, s.cfg.Bwrap, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("bubblewrap cannot create a sandbox in this container (%v): %s", err, strings.TrimSpace(string(out)))
+	if err := os.MkdirAll(s.runDir(), 0o755); err != nil {
+		return err
 	}
-	return nil
+	args := append(s.sandboxArgs(1, s.runDir()), "--", "true")
+	cmd := exec.Command(s.cfg.Bwrap, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bubblewrap cannot run: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("bubblewrap cannot create a sandbox in this container (%v): %s", err, strings.TrimSpace(out.String()))
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return errors.New("bubblewrap did not make an empty sandbox within 30s")
+	}
 }

@@ -12,7 +12,8 @@ import (
 //   - the agent's uid and gid (the container's unprivileged user) with no
 //     capabilities, in a new session (no terminal to push input into);
 //   - the image's root read-only; fresh /dev and /proc, with the same
-//     paths hidden as Docker hides in containers; a fresh /tmp of tmpMB;
+//     paths hidden as Docker hides in containers; a fresh /tmp of tmpMB
+//     (the size of the container's workspace);
 //   - the container's /workspace, the skills (read-only) and the run's
 //     program directory (read-only, as ProgramDir);
 //   - bwrap's own init as pid 1: when the program's main process exits,

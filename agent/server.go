@@ -65,13 +65,18 @@ type server struct {
 	// masks hide host details in each sandbox's /proc and /sys, as
 	// Docker's masked paths do for containers.
 	masks []string
+	// spares delivers the next run's sandbox (spare.go); spawning says
+	// one is being made or waits there. Only the serving goroutine reads
+	// them.
+	spares   chan *spare
+	spawning bool
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
 // (ErrRunnerGone) or the agent was idle for cfg.Idle (nil).
 func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	cfg = cfg.WithDefaults()
-	s := &server{cfg: cfg, fw: newFrameWriter(out)}
+	s := &server{cfg: cfg, fw: newFrameWriter(out), spares: make(chan *spare, 1)}
 	frames := make(chan frame, 16)
 	go func() {
 		fr := newFrameReader(in, MaxFrame)
@@ -89,6 +94,8 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	hello := Hello{Protocol: Protocol, Isolation: cfg.Isolation}
 	if err := s.setup(); err != nil {
 		hello.Error = err.Error()
+	} else {
+		s.spawnSpare(true) // most jobs are Python
 	}
 	if err := s.fw.json(KindHello, hello); err != nil {
 		return err

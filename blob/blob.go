@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -78,11 +79,18 @@ func newClient(endpoint string, cfg Config) (*minio.Client, error) {
 // Bucket is the bucket's name.
 func (s *Store) Bucket() string { return s.bucket }
 
-// EnsureBucket creates the bucket if it does not exist.
+// ErrDenied means the object store refused the credentials, or refused
+// them this operation.
+var ErrDenied = errors.New("access denied")
+
+// EnsureBucket creates the bucket if it does not exist. Several processes
+// may call it at once. Credentials that may use the bucket but not create
+// it are fine once it exists; while it does not, the error wraps ErrDenied
+// and says so.
 func (s *Store) EnsureBucket(ctx context.Context) error {
 	ok, err := s.client.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return fmt.Errorf("check bucket %s: %w", s.bucket, err)
+		return fmt.Errorf("check bucket %s: %w", s.bucket, classify(err))
 	}
 	if ok {
 		return nil
@@ -92,9 +100,41 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 		if errors.As(err, &resp) && (resp.Code == "BucketAlreadyOwnedByYou" || resp.Code == "BucketAlreadyExists") {
 			return nil
 		}
-		return fmt.Errorf("create bucket %s: %w", s.bucket, err)
+		if err := classify(err); errors.Is(err, ErrDenied) {
+			return fmt.Errorf("bucket %s does not exist and these credentials may not create it: %w", s.bucket, err)
+		}
+		return fmt.Errorf("create bucket %s: %w", s.bucket, classify(err))
 	}
 	return nil
+}
+
+// classify wraps ErrDenied around the object store's refusals.
+func classify(err error) error {
+	resp := minio.ToErrorResponse(err)
+	switch resp.Code {
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "InvalidToken", "ExpiredToken":
+		return fmt.Errorf("%w (%s: %s)", ErrDenied, resp.Code, resp.Message)
+	}
+	if resp.StatusCode == 401 || resp.StatusCode == 403 {
+		return fmt.Errorf("%w (HTTP %d: %v)", ErrDenied, resp.StatusCode, err)
+	}
+	return err
+}
+
+// Unavailable reports whether err means the object store could not be
+// reached or answered that it is unavailable (a 5xx): a retry may succeed.
+// Refusals and other answers are not.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, ErrDenied) {
+		return false
+	}
+	resp := minio.ToErrorResponse(err)
+	if resp.StatusCode >= 500 {
+		return true
+	}
+	var netErr net.Error
+	var opErr *net.OpError
+	return resp.StatusCode == 0 && (errors.As(err, &netErr) || errors.As(err, &opErr) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // Ping checks that the bucket is reachable with the configured credentials.

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ type S3 struct {
 	SecretKey string
 	cmd       *exec.Cmd
 	done      chan error
+	stopOnce  sync.Once
 }
 
 // FindVersityGW locates the versitygw binary: the explicit path if given,
@@ -200,18 +202,21 @@ func LoadOrCreateS3Credentials(path string) (S3Credentials, error) {
 	return c, os.Rename(tmp, path)
 }
 
-// Stop terminates the server and waits for it.
+// Stop terminates the server and waits for it. Calling it again does
+// nothing.
 func (s *S3) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
 }
 
 func freePort(host string) (string, error) {

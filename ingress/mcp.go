@@ -41,6 +41,7 @@ func (s *Server) newMCP() http.Handler {
 		}
 	})
 	taskHooks.AddOnTaskCancelled(func(_ context.Context, m server.TaskMetrics) { s.tasks.cancel(m.TaskID) })
+	tools := newToolCatalog()
 	ms := server.NewMCPServer("gantry", s.cfg.Version,
 		server.WithTitle("gantry code execution"),
 		server.WithInstructions(mcpInstructions),
@@ -48,18 +49,21 @@ func (s *Server) newMCP() http.Handler {
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithTaskCapabilities(true, true, true),
-		server.WithInputSchemaValidation(),
+		// Arguments are checked by the catalog, in plain words, for calls
+		// and tasks alike.
+		server.WithToolHandlerMiddleware(tools.validate),
+		server.WithToolFilter(tools.filter),
 		server.WithOutputSchemaValidation(),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithHooks(hooks),
 		server.WithTaskHooks(taskHooks),
 	)
-	s.addJobTools(ms)
-	s.addSessionTools(ms)
-	s.addSkillTools(ms)
+	s.addJobTools(ms, tools)
+	s.addSessionTools(ms, tools)
+	s.addSkillTools(ms, tools)
 	s.addSkillResources(ms)
-	s.addCodeModeTools(ms)
+	s.addCodeModeTools(ms, tools)
 	s.addPrompt(ms)
 	s.addResources(ms)
 	s.mcp = ms
@@ -67,6 +71,7 @@ func (s *Server) newMCP() http.Handler {
 	h := server.NewStreamableHTTPServer(ms,
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			ctx = context.WithValue(ctx, taskSlotKey{}, &taskSlot{})
+			ctx = context.WithValue(ctx, toolsetsKey{}, toolsetsFrom(r.Context()))
 			if p, ok := principalFrom(r.Context()); ok {
 				return context.WithValue(ctx, mcpPrincipalKey{}, p)
 			}
@@ -83,8 +88,14 @@ func (s *Server) newMCP() http.Handler {
 			s.unauthorized(w, r, err)
 			return
 		}
+		sel, err := parseToolsets(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpPrincipalKey{}, p)))
+		ctx := context.WithValue(r.Context(), mcpPrincipalKey{}, p)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, toolsetsKey{}, sel)))
 	})
 }
 

@@ -13,25 +13,20 @@ import (
 	"github.com/gantryhq/gantry/store"
 )
 
-func (s *Server) addCodeModeTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("search_tools",
-		mcp.WithDescription("Find tools of the MCP servers registered for code mode (CRMs, databases, file servers...) by what you want to do. "+
-			"Code you run with execute_code calls them; their results stay in the sandbox. Start with detail \"name\" or \"description\"; "+
-			"ask for \"full\" (input and output schema) only for the tool you are about to use."),
+func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetCode, mcp.NewTool("search_tools",
+		mcp.WithDescription("Find your MCP servers' tools for execute_code code to call (their results stay in the sandbox). "+
+			"detail: name, description (default), or full with schemas for tools you will call."),
 		mcp.WithTitleAnnotation("Search upstream tools"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
-			"query":{"type":"string","maxLength":500,"description":"What you want to do, e.g. 'customer orders', or a tool name. Empty: list tools."},
-			"detail":{"type":"string","enum":["name","description","full"],"description":"How much to return per tool. Default description."},
-			"limit":{"type":"integer","minimum":1,"maximum":100,"description":"Default 10."}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["tools"],"properties":{"tools":{"type":"array","items":{"type":"object",
-			"required":["server","name"],"properties":{"server":{"type":"string"},"name":{"type":"string"},"description":{"type":"string"},
-			"input_schema":{"type":"object"},"output_schema":{"type":["object","null"]}}}}}}`)),
+			"query":{"type":"string"},"detail":{"type":"string","enum":["name","description","full"]},
+			"limit":{"type":"integer","minimum":1,"maximum":100}}}`)),
 	), s.toolSearchTools)
 
-	ms.AddTool(mcp.NewTool("list_mcp_servers",
-		mcp.WithDescription("List the upstream MCP servers registered for code mode, with how many tools each offers. Credentials are never shown."),
+	tools.add(ms, toolsetRegistry, mcp.NewTool("list_mcp_servers",
+		mcp.WithDescription("Your upstream MCP servers for code mode, with their tool counts (never their credentials)."),
 		mcp.WithTitleAnnotation("List upstream MCP servers"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
@@ -39,32 +34,25 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["servers"],"properties":{"servers":{"type":"array","items":{"type":"object"}}}}`)),
 	), s.toolListMCPServers)
 
-	ms.AddTool(mcp.NewTool("add_mcp_server",
-		mcp.WithDescription("Register an upstream MCP server for code mode: a streamable HTTP url (with headers such as Authorization), "+
-			"or a command the operator allows (stdio, with env). gantry connects once to list its tools; headers and env are stored encrypted and never shown again or placed in a sandbox."),
+	tools.add(ms, toolsetRegistry, mcp.NewTool("add_mcp_server",
+		mcp.WithDescription("Register an upstream MCP server for code mode: a streamable HTTP url (with headers such as Authorization) or an allowed stdio command (with env). "+
+			"gantry lists its tools once; headers and env are stored encrypted, never shown again nor put in a sandbox."),
 		mcp.WithTitleAnnotation("Register upstream MCP server"),
-		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
-		mcp.WithIdempotentHintAnnotation(false),
-		mcp.WithOpenWorldHintAnnotation(true),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
-			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Also the module name in the sandbox: from servers.<name> import ..."},
-			"description":{"type":"string","maxLength":1000},
-			"url":{"type":"string","description":"Streamable HTTP endpoint, e.g. https://crm.example.com/mcp"},
-			"command":{"type":"array","items":{"type":"string"},"description":"A stdio server: argv, whose first element the operator allows."},
-			"headers":{"type":"object","additionalProperties":{"type":"string"}},
-			"env":{"type":"object","additionalProperties":{"type":"string"}},
-			"allow_tools":{"type":"array","items":{"type":"string"},"description":"Glob patterns of tools code may call (default: all)."},
-			"deny_tools":{"type":"array","items":{"type":"string"},"description":"Glob patterns of tools code may never call."},
+			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"the module name in code: servers.<name>"},
+			"description":{"type":"string","maxLength":1000},"url":{"type":"string"},
+			"command":{"type":"array","items":{"type":"string"}},
+			"headers":{"type":"object","additionalProperties":{"type":"string"}},"env":{"type":"object","additionalProperties":{"type":"string"}},
+			"allow_tools":{"type":"array","items":{"type":"string"},"description":"globs; default all"},
+			"deny_tools":{"type":"array","items":{"type":"string"},"description":"globs"},
 			"timeout_ms":{"type":"integer","minimum":100,"maximum":300000}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["name","transport","tools"],"properties":{"name":{"type":"string"},"transport":{"type":"string"},"tools":{"type":"integer"}}}`)),
 	), s.toolAddMCPServer)
 
-	ms.AddTool(mcp.NewTool("remove_mcp_server",
-		mcp.WithDescription("Remove a registered upstream MCP server and its stored credentials."),
+	tools.add(ms, toolsetRegistry, mcp.NewTool("remove_mcp_server",
+		mcp.WithDescription("Remove an upstream MCP server and its stored credentials."),
 		mcp.WithTitleAnnotation("Remove upstream MCP server"),
-		mcp.WithReadOnlyHintAnnotation(false),
-		mcp.WithDestructiveHintAnnotation(true),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`)),
@@ -95,6 +83,9 @@ func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (
 	if res != nil || err != nil {
 		return res, err
 	}
+	if len(args.Query) > 500 {
+		return toolError(badRequest("query", "query is longer than 500 characters")), nil
+	}
 	if args.Limit == 0 {
 		args.Limit = 10
 	}
@@ -108,25 +99,24 @@ func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (
 	return mcp.NewToolResultStructured(map[string]any{"tools": tools}, toolsText(tools, args.Detail)), nil
 }
 
-// toolsText is the text form of a tool list: one line per tool, plus the
-// schemas at full detail.
+// toolsText is the text form of a tool list: one line per tool, and at
+// full detail a signature with the arguments' notes (the structured result
+// has the JSON schemas).
 func toolsText(tools []codemode.ToolInfo, detail string) string {
 	if len(tools) == 0 {
 		return "no tool matches; try other words, or list_mcp_servers\n"
 	}
 	var b strings.Builder
 	for _, t := range tools {
+		if detail == codemode.DetailFull {
+			b.WriteString("- " + codemode.Signature(t) + "\n")
+			continue
+		}
 		fmt.Fprintf(&b, "- %s.%s", t.Server, t.Name)
 		if t.Description != "" {
 			b.WriteString(": " + strings.ReplaceAll(t.Description, "\n", " "))
 		}
 		b.WriteString("\n")
-		if detail == codemode.DetailFull {
-			fmt.Fprintf(&b, "  input: %s\n", t.InputSchema)
-			if len(t.OutputSchema) > 0 {
-				fmt.Fprintf(&b, "  output: %s\n", t.OutputSchema)
-			}
-		}
 	}
 	return b.String()
 }

@@ -15,14 +15,17 @@ func (s *Server) addPrompt(ms *server.MCPServer) {
 	ms.AddPrompt(mcp.NewPrompt("agent_system_prompt",
 		mcp.WithPromptDescription("How to use gantry well: a system prompt for an agent, generated from what this server offers."),
 	), func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		text := s.agentPrompt()
+		sel := toolsetsFrom(ctx)
+		text := s.agentPrompt(sel)
 		if p, ok := principalFrom(ctx); ok {
-			recs, err := s.store.CurrentSkills(ctx, p.TenantID)
-			if err != nil {
-				return nil, err
+			if sel.has(toolsetSkills) {
+				recs, err := s.store.CurrentSkills(ctx, p.TenantID)
+				if err != nil {
+					return nil, err
+				}
+				text += skillsPromptSection(recs)
 			}
-			text += skillsPromptSection(recs)
-			if s.cfg.CodeMode != nil {
+			if s.cfg.CodeMode != nil && sel.has(toolsetCode) {
 				servers, err := s.cfg.CodeMode.List(ctx, p.TenantID)
 				if err != nil {
 					return nil, err
@@ -36,8 +39,8 @@ func (s *Server) addPrompt(ms *server.MCPServer) {
 }
 
 // agentPrompt tells an agent how to use gantry, from the server's real
-// languages, limits and tools.
-func (s *Server) agentPrompt() string {
+// languages, limits and tools: those of the selected toolsets.
+func (s *Server) agentPrompt(sel toolsetSelection) string {
 	p := s.cfg.Policy
 	var b strings.Builder
 	b.WriteString("You can run code in gantry, a sandbox service. Each run gets a fresh, isolated Linux container with no network access.\n\n")
@@ -52,8 +55,14 @@ How to work:
 - To hand back files (plots, CSVs, reports), save them under out/ (for example out/plot.png with matplotlib). They come back as download links in the result; get_artifact_url makes a fresh link later.
 - The default time limit is %d s (timeout_ms up to %d s); memory is %d MB by default. A job ends as succeeded, failed (non-zero exit, or error.code oom_killed), timed_out, cancelled, or error (gantry could not run it).
 - If a run fails, read stderr, fix the code and run it again.
-- For long work use submit_job, then get_job with wait_ms; cancel_job stops a job. list_jobs shows your history.
-- Each execute_code call without a session starts from an empty workspace. For multi-step work (write a file, run it, read the result, fix, rerun) create a session with create_session and pass its session_id: files in /workspace persist from call to call, calls run one at a time in order, and read_file, write_file, list_files and read_docstring work on its files. Close it with close_session when done; an idle session expires.
 `, p.DefaultLimits.OutputBytes, p.DefaultTimeoutMS/1000, p.MaxTimeoutMS/1000, p.DefaultLimits.MemoryMB)
+	if sel.has(toolsetJobs) {
+		b.WriteString("- For long work use submit_job, then get_job with wait_ms; cancel_job stops a job. list_jobs shows your history.\n")
+	}
+	if sel.has(toolsetSessions) {
+		b.WriteString("- Each execute_code call without a session starts from an empty workspace. For multi-step work (write a file, run it, read the result, fix, rerun) " +
+			"create a session with create_session and pass its session_id: files in /workspace persist from call to call, calls run one at a time in order, " +
+			"and read_file, write_file, list_files and read_docstring work on its files. Close it with close_session when done; an idle session expires.\n")
+	}
 	return b.String()
 }

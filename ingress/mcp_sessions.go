@@ -16,101 +16,79 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-const sessionBehaviour = "A session is a persistent workspace (/workspace): files written by one call are there for the next, " +
-	"on whichever machine runs it. Calls in one session run one at a time, in the order you make them. " +
-	"Only /workspace persists (not /tmp, not running processes); a call that times out or is cancelled leaves the workspace as it was before it. " +
-	"An idle session expires after its ttl_seconds and everything in it is deleted."
+const sessionBehaviour = "A session is a workspace (/workspace) whose files persist from call to call, on whichever machine runs it; " +
+	"its calls run one at a time, in order. Only /workspace persists; a call that times out or is cancelled leaves it as it was. " +
+	"An idle session expires after ttl_seconds and its files are deleted."
 
-func (s *Server) addSessionTools(ms *server.MCPServer) {
-	sessionID := `"session_id":{"type":"string","description":"A session id from create_session (ses_...)."}`
-	ms.AddTool(mcp.NewTool("create_session",
-		mcp.WithDescription("Create a session for multi-step work. "+sessionBehaviour+" Close it with close_session when done."),
+func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
+	sessionID := `"session_id":{"type":"string"}`
+	tools.add(ms, toolsetSessions, mcp.NewTool("create_session",
+		mcp.WithDescription("Create a session for multi-step work; pass its session_id to execute_code and the file tools. "+sessionBehaviour+" Close it with close_session."),
 		mcp.WithTitleAnnotation("Create session"),
-		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
-		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"properties":{
-			"language":{"type":"string","enum":[%s],"description":"Default language (python)."},
-			"ttl_seconds":{"type":"integer","minimum":10,"maximum":%d,"description":"Idle time before the session expires (default %d)."}}}`,
+			"language":{"type":"string","enum":[%s]},
+			"ttl_seconds":{"type":"integer","minimum":10,"maximum":%d,"description":"idle time before it expires (default %d)"}}}`,
 			quotedLanguages(), jobs.MaxSessionTTL, jobs.DefaultSessionTTL))),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","expires_at"],"properties":{
-			"session_id":{"type":"string"},"language":{"type":"string"},"ttl_seconds":{"type":"integer"},
-			"expires_at":{"type":"string","format":"date-time"}}}`)),
+			"session_id":{"type":"string"},"language":{"type":"string"},"ttl_seconds":{"type":"integer"},"expires_at":{"type":"string"}}}`)),
 	), s.toolCreateSession)
 
-	ms.AddTool(mcp.NewTool("execute_bash",
-		mcp.WithDescription("Run a bash command in a session's workspace and wait for it. "+sessionBehaviour+
-			" Returns exit status, stdout, stderr and links to files under out/."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("execute_bash",
+		mcp.WithDescription("Run a bash command in a session's workspace and wait for it; answers like get_job."),
 		mcp.WithTitleAnnotation("Run bash in session"),
-		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
-		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["session_id","command"],"properties":{%s,
-			"command":{"type":"string","minLength":1,"maxLength":%d},
-			"timeout_ms":{"type":"integer","minimum":1,"maximum":%d}}}`, sessionID, s.cfg.Policy.MaxCodeBytes, s.cfg.Policy.MaxTimeoutMS))),
-		mcp.WithRawOutputSchema(jobResultSchema),
+			"command":{"type":"string","minLength":1},"timeout_ms":{"type":"integer","minimum":1,"maximum":%d}}}`, sessionID, s.cfg.Policy.MaxTimeoutMS))),
 	), s.toolExecuteBash)
 
-	ms.AddTool(mcp.NewTool("read_file",
-		mcp.WithDescription("Read a text file from a session's workspace, a page of lines at a time: offset is the first line (0-based), line_count how many (default 200). "+
-			"next_offset says where the next page starts (null at the end)."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("read_file",
+		mcp.WithDescription("Read a page of lines of a text file in a session's workspace: offset is the first line (from 0), line_count how many (default 200); next_offset is where the next page starts (null at the end)."),
 		mcp.WithTitleAnnotation("Read file"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path"],"properties":{`+sessionID+`,
-			"path":{"type":"string","description":"Relative to /workspace."},
-			"offset":{"type":"integer","minimum":0},
-			"line_count":{"type":"integer","minimum":1,"maximum":5000}}}`)),
+			"path":{"type":"string"},"offset":{"type":"integer","minimum":0},"line_count":{"type":"integer","minimum":1,"maximum":5000}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["path","content","offset","line_count","total_lines","next_offset"],"properties":{
 			"path":{"type":"string"},"content":{"type":"string"},"offset":{"type":"integer"},"line_count":{"type":"integer"},
 			"total_lines":{"type":"integer"},"next_offset":{"type":["integer","null"]}}}`)),
 	), s.toolReadFile)
 
-	ms.AddTool(mcp.NewTool("write_file",
-		mcp.WithDescription("Write a text file into a session's workspace (creating directories, replacing an existing file). "+
-			"It waits for a call running in the session to finish first."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("write_file",
+		mcp.WithDescription("Write a text file into a session's workspace (directories are created, a file replaced), after any call running in the session."),
 		mcp.WithTitleAnnotation("Write file"),
-		mcp.WithReadOnlyHintAnnotation(false),
-		mcp.WithDestructiveHintAnnotation(true),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["session_id","path","content"],"properties":{%s,
-			"path":{"type":"string","description":"Relative to /workspace."},
-			"content":{"type":"string","maxLength":%d}}}`, sessionID, maxFileBytes))),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path","content"],"properties":{`+sessionID+`,
+			"path":{"type":"string"},"content":{"type":"string"}}}`)),
 		mcp.WithRawOutputSchema(fileInfoSchema),
 	), s.toolWriteFile)
 
-	ms.AddTool(mcp.NewTool("list_files",
-		mcp.WithDescription("List the files of a session's workspace (recursively), with sizes and modification times; path limits it to a directory."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("list_files",
+		mcp.WithDescription("List a session's files (recursively) with sizes and times; path limits it to a directory."),
 		mcp.WithTitleAnnotation("List files"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`,
-			"path":{"type":"string","description":"A directory relative to /workspace (default: everything)."}}}`)),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`,"path":{"type":"string"}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["files"],"properties":{"files":{"type":"array","items":`+string(fileInfoSchema)+`}}}`)),
 	), s.toolListFiles)
 
-	ms.AddTool(mcp.NewTool("read_docstring",
-		mcp.WithDescription("Get a Python function's (or class's, or Class.method's) signature and docstring from a file in a session's workspace. "+
-			"The file is parsed, not run, so this is cheap and safe on any module."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("read_docstring",
+		mcp.WithDescription("A Python function's (or class's, or Class.method's) signature and docstring from a .py file in a session's workspace, found by parsing the file (it is not run)."),
 		mcp.WithTitleAnnotation("Read docstring"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path","function"],"properties":{`+sessionID+`,
-			"path":{"type":"string","description":"A .py file relative to /workspace."},
-			"function":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$","description":"name, or Class.method"}}}`)),
+			"path":{"type":"string"},"function":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$","description":"name, or Class.method"}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["function","signature","docstring","line"],"properties":{
 			"function":{"type":"string"},"signature":{"type":"string"},"docstring":{"type":["string","null"]},"line":{"type":"integer"}}}`)),
 	), s.toolReadDocstring)
 
-	ms.AddTool(mcp.NewTool("close_session",
-		mcp.WithDescription("Close a session: stops a call running in it, drops queued ones and deletes its files. The session id stops working."),
+	tools.add(ms, toolsetSessions, mcp.NewTool("close_session",
+		mcp.WithDescription("Close a session: stops its running call, drops queued ones, deletes its files."),
 		mcp.WithTitleAnnotation("Close session"),
-		mcp.WithReadOnlyHintAnnotation(false),
-		mcp.WithDestructiveHintAnnotation(true),
-		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","closed"],"properties":{"session_id":{"type":"string"},"closed":{"type":"boolean"}}}`)),
@@ -119,7 +97,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer) {
 
 var fileInfoSchema = json.RawMessage(`{"type":"object","required":["path","type","size","modified_at"],"properties":{
 	"path":{"type":"string"},"type":{"type":"string","enum":["file","dir","symlink"]},"size":{"type":"integer"},
-	"modified_at":{"type":"string","format":"date-time"},"target":{"type":"string"}}}`)
+	"modified_at":{"type":"string"},"target":{"type":"string"}}}`)
 
 func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args jobs.SessionRequest
@@ -337,7 +315,7 @@ func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) 
 
 func truncateText(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "…"
+		return strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
 }

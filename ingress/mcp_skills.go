@@ -14,10 +14,10 @@ import (
 
 const skillURIPrefix = "skill://"
 
-func (s *Server) addSkillTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("search_skills",
-		mcp.WithDescription("Search the skill library (tested recipes and helper code for common tasks: charts, data clean-up, maths, files...) by what you want to do. "+
-			"Returns the best matches, one line each; read one with get_skill."),
+func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetSkills, mcp.NewTool("search_skills",
+		mcp.WithDescription("Search the skills (tested recipes and helper code: charts, data clean-up, maths, files...) by what you want to do; "+
+			"one line per match. Read one with get_skill."),
 		mcp.WithTitleAnnotation("Search skills"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
@@ -29,9 +29,9 @@ func (s *Server) addSkillTools(ms *server.MCPServer) {
 			"version":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},"builtin":{"type":"boolean"},"score":{"type":"number"}}}}}}`)),
 	), s.toolSearchSkills)
 
-	ms.AddTool(mcp.NewTool("get_skill",
-		mcp.WithDescription("Read a skill in full: its SKILL.md (when to use it, steps, examples) and its code files. "+
-			"The files are at /skills/<name>/ in every run; Python imports them with `from skills.<name> import helpers`."),
+	tools.add(ms, toolsetSkills, mcp.NewTool("get_skill",
+		mcp.WithDescription("Read a skill in full: its SKILL.md (when to use it, steps, examples) and its files. "+
+			"They are at /skills/<name>/ in every run; Python imports a skill's code with hyphens as underscores (`from skills.data_analysis import helpers`)."),
 		mcp.WithTitleAnnotation("Read skill"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
@@ -41,9 +41,9 @@ func (s *Server) addSkillTools(ms *server.MCPServer) {
 		mcp.WithRawOutputSchema(skillSchema),
 	), s.toolGetSkill)
 
-	ms.AddTool(mcp.NewTool("save_skill",
-		mcp.WithDescription("Save a skill for later runs: a new skill, or a new version of one of yours (old versions stay readable). "+
-			"Write the body as markdown: when to use it, the steps, and an example that runs. Code files are mounted at /skills/<name>/ in every later run. "+
+	tools.add(ms, toolsetSkills, mcp.NewTool("save_skill",
+		mcp.WithDescription("Save a skill (Agent Skills format) for later runs: a new skill, or a new version of one of yours (old versions stay readable). "+
+			"Write the body as markdown: when to use it, the steps, and an example that runs. Files are mounted at /skills/<name>/ in every later run. "+
 			"Built-in skills cannot be overwritten; save an improved copy under a new name."),
 		mcp.WithTitleAnnotation("Save skill"),
 		mcp.WithReadOnlyHintAnnotation(false),
@@ -51,22 +51,29 @@ func (s *Server) addSkillTools(ms *server.MCPServer) {
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["name","description","body"],"properties":{
-			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,63}$","description":"A lowercase identifier; also the Python package name."},
-			"description":{"type":"string","minLength":1,"maxLength":%d,"description":"One line: when to use it."},
+			"name":{"type":"string","minLength":1,"maxLength":%d,"pattern":"^[a-z0-9]+(-[a-z0-9]+)*$","description":"Lowercase letters, digits and single hyphens, e.g. tidy-logs."},
+			"description":{"type":"string","minLength":1,"maxLength":%d,"description":"What it does and when to use it."},
 			"body":{"type":"string","minLength":1,"maxLength":%d},
+			"license":{"type":"string","maxLength":%d},
+			"compatibility":{"type":"string","maxLength":%d,"description":"What it needs to run."},
+			"metadata":{"type":"object","additionalProperties":{"type":"string"}},
+			"allowed_tools":{"type":"string","description":"Tool names separated by spaces."},
 			"tags":{"type":"array","maxItems":%d,"items":{"type":"string"}},
 			"language":{"type":"string","enum":["python","bash","node"]},
 			"files":{"type":"array","maxItems":%d,"items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
-				"path":{"type":"string","description":"e.g. helpers.py"},"content":{"type":"string","maxLength":%d}}}}}}`,
-			skills.MaxDescription, skills.MaxSkillMD, skills.MaxTags, skills.MaxFiles, skills.MaxFileBytes))),
+				"path":{"type":"string","description":"e.g. helpers.py, scripts/run.py, assets/logo.png"},"content":{"type":"string"},
+				"encoding":{"type":"string","enum":["utf8","base64"]}}}}}}`,
+			skills.MaxNameLen, skills.MaxDescription, skills.MaxSkillMD, skills.MaxLicense, skills.MaxCompatibility, skills.MaxTags, skills.MaxFiles))),
 		mcp.WithRawOutputSchema(skillSchema),
 	), s.toolSaveSkill)
 }
 
 var skillSchema = json.RawMessage(`{"type":"object","required":["name","version","description","skill_md","files"],"properties":{
 	"name":{"type":"string"},"version":{"type":"integer"},"description":{"type":"string"},"builtin":{"type":"boolean"},
-	"skill_md":{"type":"string"},
-	"files":{"type":"array","items":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"}}}}}}`)
+	"license":{"type":"string"},"compatibility":{"type":"string"},"metadata":{"type":"object","additionalProperties":{"type":"string"}},
+	"allowed_tools":{"type":"string"},"skill_md":{"type":"string"},
+	"files":{"type":"array","items":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"},
+		"encoding":{"type":"string","enum":["base64"]}}}}}}`)
 
 func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
@@ -94,7 +101,7 @@ func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) 
 		score := h.Score
 		sum.Score = &score
 		out = append(out, sum)
-		fmt.Fprintf(&b, "- %s (v%d): %s\n", h.Name, h.Version, h.Description)
+		fmt.Fprintf(&b, "- %s (v%d): %s\n", h.Name, h.Version, skills.OneLine(h.Description))
 	}
 	if len(hits) == 0 {
 		b.WriteString("no skill matches; try other words\n")
@@ -108,6 +115,10 @@ func skillResult(v skillView) *mcp.CallToolResult {
 	if len(v.Files) > 0 {
 		fmt.Fprintf(&b, "\n\nFiles at /skills/%s/:\n", v.Name)
 		for _, f := range v.Files {
+			if f.Binary() {
+				fmt.Fprintf(&b, "\n--- %s (binary, %d bytes; base64 in the structured result) ---\n", f.Path, len(f.Content))
+				continue
+			}
 			fmt.Fprintf(&b, "\n--- %s ---\n%s", f.Path, f.Content)
 		}
 	}
@@ -132,18 +143,23 @@ func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mc
 
 func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
-		Name        string        `json:"name"`
-		Description string        `json:"description"`
-		Body        string        `json:"body"`
-		Tags        []string      `json:"tags"`
-		Language    string        `json:"language"`
-		Files       []skills.File `json:"files"`
+		Name          string            `json:"name"`
+		Description   string            `json:"description"`
+		Body          string            `json:"body"`
+		License       string            `json:"license"`
+		Compatibility string            `json:"compatibility"`
+		Metadata      map[string]string `json:"metadata"`
+		AllowedTools  string            `json:"allowed_tools"`
+		Tags          []string          `json:"tags"`
+		Language      string            `json:"language"`
+		Files         []skills.File     `json:"files"`
 	}
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
 	}
 	rec, err := s.saveSkill(ctx, p, skills.Skill{Name: args.Name, Description: args.Description, Body: args.Body,
+		License: args.License, Compatibility: args.Compatibility, Metadata: args.Metadata, AllowedTools: args.AllowedTools,
 		Tags: args.Tags, Language: args.Language, Files: args.Files})
 	if err != nil {
 		return toolError(err), nil

@@ -18,13 +18,43 @@ type rawMCP struct {
 	h   *harness
 	sid string
 	id  int
+	// path is the MCP URL's path and query ("/mcp" when empty); hdr is
+	// added to every request.
+	path string
+	hdr  map[string]string
 }
 
 func (c *rawMCP) call(method string, params any) json.RawMessage {
 	c.t.Helper()
+	res, errMsg := c.send(method, params)
+	if errMsg != "" {
+		c.t.Fatalf("%s: %s", method, errMsg)
+	}
+	return res
+}
+
+// callError sends a request that must fail, and returns its error.
+func (c *rawMCP) callError(method string, params any) string {
+	c.t.Helper()
+	_, errMsg := c.send(method, params)
+	if errMsg == "" {
+		c.t.Fatalf("%s succeeded", method)
+	}
+	return errMsg
+}
+
+func (c *rawMCP) send(method string, params any) (json.RawMessage, string) {
+	c.t.Helper()
 	c.id++
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": method, "params": params})
-	req, _ := http.NewRequest("POST", c.h.url+"/mcp", strings.NewReader(string(body)))
+	path := c.path
+	if path == "" {
+		path = "/mcp"
+	}
+	req, _ := http.NewRequest("POST", c.h.url+path, strings.NewReader(string(body)))
+	for k, v := range c.hdr {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.h.keyA)
@@ -53,9 +83,9 @@ func (c *rawMCP) call(method string, params any) json.RawMessage {
 		Error  json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Error != nil {
-		c.t.Fatalf("%s: %s", method, raw)
+		return nil, string(raw)
 	}
-	return msg.Result
+	return msg.Result, ""
 }
 
 func startTask(t *testing.T, h *harness, code string) (*rawMCP, string) {

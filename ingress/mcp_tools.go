@@ -60,108 +60,88 @@ type artifactLink struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 
-func (s *Server) addJobTools(ms *server.MCPServer) {
-	ms.AddTool(mcp.NewTool("execute_code",
-		mcp.WithDescription("Run a program in a fresh, isolated sandbox and wait for it to finish. "+
-			"Returns exit status, stdout, stderr and download links for every file the program wrote under out/ in its working directory. "+
-			"The sandbox has no network access. Python has numpy, pandas, scipy, matplotlib and sympy. "+
-			"Filter and summarise data in the program and print only what you need: output beyond 1 MiB per stream is cut. "+
-			"Sends the output as progress notifications while it runs when you pass a progress token; cancelling the call kills the program."),
+func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
+	tools.add(ms, toolsetCode, mcp.NewTool("execute_code",
+		mcp.WithDescription("Run python, bash or node code in a fresh sandbox without network (Python: numpy, pandas, scipy, matplotlib, sympy) and wait "+
+			"for its status, exit code, stdout, stderr and links to files it wrote under out/. Print only what you need. "+
+			"Code can call your MCP servers' tools: from servers.<server> import <tool>."),
 		mcp.WithTitleAnnotation("Run code"),
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
-		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
-		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(s.codeSchema(false)),
-		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolExecuteCode)
 
-	ms.AddTool(mcp.NewTool("submit_job",
-		mcp.WithDescription("Queue a program like execute_code but return at once with its job_id; follow it with get_job. "+
-			"Use it for long jobs or to run several at once. An idempotency_key makes a retried submission return the same job."),
+	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
+		mcp.WithDescription("Queue code like execute_code; answers at once, like get_job. "+
+			"The same idempotency_key returns the same job, so retries are safe."),
 		mcp.WithTitleAnnotation("Queue code"),
-		mcp.WithReadOnlyHintAnnotation(false),
 		mcp.WithDestructiveHintAnnotation(false),
-		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(s.codeSchema(true)),
-		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolSubmitJob)
 
-	ms.AddTool(mcp.NewTool("get_job",
-		mcp.WithDescription("Get a job's status and, once finished, its output and artifact links. wait_ms waits up to that long for it to finish."),
+	tools.add(ms, toolsetJobs, mcp.NewTool("get_job",
+		mcp.WithDescription("A job's status and, once it finished, its output and file links; waits up to wait_ms for it to finish."),
 		mcp.WithTitleAnnotation("Get job"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{
-			"job_id":{"type":"string","description":"The job's id (job_...)."},
-			"wait_ms":{"type":"integer","minimum":0,"maximum":60000,"description":"Wait up to this long for the job to finish (default 0: answer at once)."}}}`)),
+			"job_id":{"type":"string"},"wait_ms":{"type":"integer","minimum":0,"maximum":60000}}}`)),
 		mcp.WithRawOutputSchema(jobResultSchema),
 	), s.toolGetJob)
 
-	ms.AddTool(mcp.NewTool("cancel_job",
-		mcp.WithDescription("Cancel a job: a queued job never runs, a running job's sandbox is killed. Cancelling a finished job changes nothing."),
+	tools.add(ms, toolsetJobs, mcp.NewTool("cancel_job",
+		mcp.WithDescription("Cancel a job: a queued one never runs, a running one is killed, a finished one stays as it was. Answers like get_job."),
 		mcp.WithTitleAnnotation("Cancel job"),
-		mcp.WithReadOnlyHintAnnotation(false),
-		mcp.WithDestructiveHintAnnotation(true),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{
-			"job_id":{"type":"string","description":"The job's id (job_...)."}}}`)),
-		mcp.WithRawOutputSchema(jobResultSchema),
+		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{"job_id":{"type":"string"}}}`)),
 	), s.toolCancelJob)
 
-	ms.AddTool(mcp.NewTool("list_jobs",
-		mcp.WithDescription("List your jobs, newest first, with their status (no output; use get_job for that)."),
+	tools.add(ms, toolsetJobs, mcp.NewTool("list_jobs",
+		mcp.WithDescription("Your jobs, newest first, with their status (get_job has the output)."),
 		mcp.WithTitleAnnotation("List jobs"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
 			"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
-			"limit":{"type":"integer","minimum":1,"maximum":100,"description":"Page size (default 20)."},
-			"cursor":{"type":"string","description":"next_cursor of the previous page."}}}`)),
+			"limit":{"type":"integer","minimum":1,"maximum":100},"cursor":{"type":"string","description":"next_cursor of the last page"}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["jobs","next_cursor"],"properties":{
-			"jobs":{"type":"array","items":{"type":"object","required":["job_id","status","language","created_at"],"properties":{
-				"job_id":{"type":"string"},"status":{"type":"string"},"language":{"type":"string"},
-				"created_at":{"type":"string","format":"date-time"},"exit_code":{"type":["integer","null"]},
-				"artifacts":{"type":"integer","description":"Number of artifacts."}}}},
+			"jobs":{"type":"array","items":{"type":"object","properties":{"job_id":{"type":"string"},"status":{"type":"string"},"language":{"type":"string"},
+				"created_at":{"type":"string"},"exit_code":{"type":["integer","null"]},"artifacts":{"type":"integer"}}}},
 			"next_cursor":{"type":["string","null"]}}}`)),
 	), s.toolListJobs)
 
-	ms.AddTool(mcp.NewTool("get_artifact_url",
-		mcp.WithDescription("Get a fresh download link for a file a job produced (links expire; this makes a new one). The link needs no credentials."),
+	tools.add(ms, toolsetCode, mcp.NewTool("get_artifact_url",
+		mcp.WithDescription("A new download link (no credentials needed) for a file a job wrote."),
 		mcp.WithTitleAnnotation("Artifact link"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id","path"],"properties":{
-			"job_id":{"type":"string"},
-			"path":{"type":"string","description":"The artifact's path, e.g. out/plot.png."}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["url","expires_at"],"properties":{
-			"url":{"type":"string"},"expires_at":{"type":"string","format":"date-time"}}}`)),
+			"job_id":{"type":"string"},"path":{"type":"string"}}}`)),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["url","expires_at"],"properties":{"url":{"type":"string"},"expires_at":{"type":"string"}}}`)),
 	), s.toolArtifactURL)
 }
 
-// codeSchema is the input schema of execute_code and submit_job, with the
-// bounds the server really enforces.
+// codeSchema is the input schema of execute_code and submit_job. It holds
+// what a model needs to write a call; the server checks every bound and
+// names the argument that breaks one.
 func (s *Server) codeSchema(withKey bool) json.RawMessage {
-	p := s.cfg.Policy
 	key := ""
 	if withKey {
-		key = `,"idempotency_key":{"type":"string","minLength":1,"maxLength":255,"description":"Same key, same job: makes retries safe."}`
+		key = `,"idempotency_key":{"type":"string"}`
 	}
 	return json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["language","code"],"properties":{
-		"language":{"type":"string","enum":[%s],"description":"python (python3), bash or node."},
-		"code":{"type":"string","minLength":1,"maxLength":%d,"description":"The program. It runs with /workspace as its working directory; files it writes under out/ are returned as download links."},
-		"files":{"type":"array","maxItems":%d,"description":"Input files placed in /workspace before the program runs.","items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
-			"path":{"type":"string","description":"Relative path, e.g. data/input.csv."},
-			"content":{"type":"string"},
-			"encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary content."}}}},
-		"stdin":{"type":"string","maxLength":%d,"description":"Standard input, at most %d bytes once decoded: text without NUL bytes, or binary input base64-encoded with stdin_encoding base64."},
-		"stdin_encoding":{"type":"string","enum":["utf8","base64"],"description":"utf8 (default) or base64 for binary stdin."},
-		"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Wall-clock limit (default %d)."},
-		"session_id":{"type":"string","description":"Run inside a session made with create_session: the program sees the files earlier jobs of the session left in /workspace, and what it leaves is kept for the next."}%s}}`,
-		quotedLanguages(), p.MaxCodeBytes, p.MaxFiles, base64.StdEncoding.EncodedLen(p.MaxStdinBytes), p.MaxStdinBytes, p.MaxTimeoutMS, p.DefaultTimeoutMS, key))
+		"language":{"type":"string","enum":[%s]},
+		"code":{"type":"string","minLength":1},
+		"files":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
+			"path":{"type":"string"},"content":{"type":"string"},"encoding":{"type":"string","enum":["utf8","base64"]}}}},
+		"stdin":{"type":"string"},
+		"stdin_encoding":{"type":"string","enum":["utf8","base64"]},
+		"timeout_ms":{"type":"integer"},
+		"session_id":{"type":"string","description":"from create_session"}%s}}`,
+		quotedLanguages(), key))
 }
 
 func quotedLanguages() string {
@@ -172,23 +152,16 @@ func quotedLanguages() string {
 	return strings.Join(q, ",")
 }
 
-var jobResultSchema = json.RawMessage(`{"type":"object",
-	"required":["job_id","status","attempt","exit_code","duration_ms","stdout","stderr","stdout_truncated","stderr_truncated","error","artifacts"],
-	"properties":{
-		"job_id":{"type":"string"},
-		"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
-		"attempt":{"type":"integer"},
-		"exit_code":{"type":["integer","null"]},
-		"duration_ms":{"type":["integer","null"]},
-		"stdout":{"type":"string"},
-		"stderr":{"type":"string"},
-		"stdout_truncated":{"type":"boolean"},
-		"stderr_truncated":{"type":"boolean"},
-		"error":{"oneOf":[{"type":"null"},{"type":"object","required":["code","message"],"properties":{"code":{"type":"string"},"message":{"type":"string"}}}]},
-		"artifacts":{"type":"array","items":{"type":"object","required":["path","size","sha256","content_type","url","expires_at"],"properties":{
-			"path":{"type":"string"},"size":{"type":"integer"},"sha256":{"type":"string"},"content_type":{"type":"string"},
-			"url":{"type":"string","description":"Presigned download URL; no credentials needed until expires_at."},
-			"expires_at":{"type":"string","format":"date-time"}}}}}}`)
+// jobResultSchema is the output schema of the tools that answer with a job
+// (jobResult). Five tools do; it is listed once, on get_job, and the others
+// say they answer like get_job: every byte of tools/list is in the model's
+// context.
+var jobResultSchema = json.RawMessage(`{"type":"object","required":["job_id","status","exit_code","stdout","stderr","error","artifacts"],"properties":{
+	"job_id":{"type":"string"},
+	"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
+	"exit_code":{"type":["integer","null"]},"stdout":{"type":"string"},"stderr":{"type":"string"},
+	"error":{"type":["object","null"],"properties":{"code":{"type":"string"},"message":{"type":"string"}}},
+	"artifacts":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"url":{"type":"string"}}}}}}`)
 
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args codeArgs

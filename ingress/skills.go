@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,11 +40,13 @@ func summarize(r store.SkillRecord) skillSummary {
 	return skillSummary{Name: r.Name, Description: r.Description, Version: r.Version, Tags: r.Tags, Language: r.Language, Builtin: r.Builtin}
 }
 
+// checkSkillName checks a name to look a skill up by: a standard name, or
+// one a skill saved before gantry followed the standard may still have.
 func checkSkillName(name string) error {
-	if !skills.NameRE.MatchString(name) {
-		return badRequest("name", "%q is not a skill name: a lowercase letter, then lowercase letters, digits or _ (at most 64)", name)
+	if skills.KnownName(name) {
+		return nil
 	}
-	return nil
+	return skills.CheckName(name)
 }
 
 func (s *Server) handleListSkills(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -113,25 +116,82 @@ func (s *Server) handleGetSkill(w http.ResponseWriter, r *http.Request, p store.
 		}
 		version = n
 	}
+	format, err := skillFormat(r)
+	if err != nil {
+		return err
+	}
 	rec, err := s.getSkill(r.Context(), p, r.PathValue("name"), version)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewSkill(rec))
+	if format == "json" {
+		writeJSON(w, http.StatusOK, viewSkill(rec))
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := skills.WriteArchive(&buf, format, rec.Skill, rec.CreatedAt); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", archiveTypes[format])
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": rec.Name + "." + format}))
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = buf.WriteTo(w)
 	return nil
 }
 
+// archiveTypes are the media types of the archive formats.
+var archiveTypes = map[string]string{skills.FormatZip: "application/zip", skills.FormatTar: "application/x-tar"}
+
+// skillFormat is how GET /v1/skills/{name} answers: ?format= (json, zip,
+// tar), else the first archive type Accept names, else JSON.
+func skillFormat(r *http.Request) (string, error) {
+	if f := r.URL.Query().Get("format"); f != "" {
+		if f != "json" && archiveTypes[f] == "" {
+			return "", badRequest("format", "must be json, zip or tar, not %q", f)
+		}
+		return f, nil
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		t, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		switch t {
+		case "application/json":
+			return "json", nil
+		case "application/zip":
+			return skills.FormatZip, nil
+		case "application/x-tar":
+			return skills.FormatTar, nil
+		}
+	}
+	return "json", nil
+}
+
 // skillPut is the JSON form of PUT /v1/skills/{name}: either a whole
-// SKILL.md, or its fields.
+// SKILL.md, or its fields; files either way.
 type skillPut struct {
-	SkillMD     string        `json:"skill_md,omitempty"`
-	Description string        `json:"description,omitempty"`
-	Body        string        `json:"body,omitempty"`
-	Tags        []string      `json:"tags,omitempty"`
-	Language    string        `json:"language,omitempty"`
-	Requires    []string      `json:"requires,omitempty"`
-	Version     int           `json:"version,omitempty"`
-	Files       []skills.File `json:"files,omitempty"`
+	SkillMD       string            `json:"skill_md,omitempty"`
+	Description   string            `json:"description,omitempty"`
+	License       string            `json:"license,omitempty"`
+	Compatibility string            `json:"compatibility,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	AllowedTools  string            `json:"allowed_tools,omitempty"`
+	Body          string            `json:"body,omitempty"`
+	Tags          []string          `json:"tags,omitempty"`
+	Language      string            `json:"language,omitempty"`
+	Requires      []string          `json:"requires,omitempty"`
+	Version       int               `json:"version,omitempty"`
+	Files         []skills.File     `json:"files,omitempty"`
+}
+
+// maxSkillJSON bounds a JSON skill: the skill's limits with files in
+// base64, plus room for the rest.
+const maxSkillJSON = skills.MaxTotalBytes/3*4 + 2*skills.MaxSkillMD + 64<<10
+
+// uploadFormat maps the media types of a skill folder upload to its
+// archive format.
+var uploadFormat = map[string]string{
+	"application/zip": skills.FormatZip, "application/x-zip-compressed": skills.FormatZip,
+	"application/x-tar": skills.FormatTar, "application/gzip": skills.FormatTar, "application/x-gzip": skills.FormatTar,
+	"application/x-gtar": skills.FormatTar,
 }
 
 // saveSkill stores a new version of the tenant's skill, over HTTP and MCP
@@ -153,17 +213,26 @@ func (s *Server) saveSkill(ctx context.Context, p store.Principal, sk skills.Ski
 
 func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.Principal) error {
 	name := r.PathValue("name")
-	if err := checkSkillName(name); err != nil {
-		return err
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, skills.MaxTotalBytes+skills.MaxSkillMD+64<<10))
-	if err != nil {
+	if err := skills.CheckName(name); err != nil {
 		return err
 	}
 	ctype, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	archive := uploadFormat[ctype]
+	limit := int64(maxSkillJSON)
+	if archive != "" {
+		limit = skills.MaxArchiveBytes
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return err
+	}
 	var sk skills.Skill
-	switch ctype {
-	case "text/markdown", "text/plain", "text/x-markdown":
+	switch {
+	case archive != "":
+		if sk, err = skills.ReadArchive(archive, raw); err != nil {
+			return err
+		}
+	case ctype == "text/markdown" || ctype == "text/plain" || ctype == "text/x-markdown":
 		if sk, err = skills.Parse(raw); err != nil {
 			return err
 		}
@@ -177,7 +246,8 @@ func (s *Server) handlePutSkill(w http.ResponseWriter, r *http.Request, p store.
 				return err
 			}
 		} else {
-			sk = skills.Skill{Name: name, Description: put.Description, Body: put.Body, Tags: put.Tags,
+			sk = skills.Skill{Name: name, Description: put.Description, License: put.License, Compatibility: put.Compatibility,
+				Metadata: put.Metadata, AllowedTools: put.AllowedTools, Body: put.Body, Tags: put.Tags,
 				Language: put.Language, Requires: put.Requires, Version: put.Version}
 		}
 		sk.Files = put.Files
@@ -243,10 +313,10 @@ func skillsPromptSection(recs []store.SkillRecord) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\nSkills (reusable know-how; each is mounted read-only at /skills/<name>/ in every run, and Python can `from skills.<name> import helpers`). " +
+	b.WriteString("\nSkills (reusable know-how; each is mounted read-only at /skills/<name>/ in every run, and Python imports its code with hyphens as underscores: data-analysis is `from skills.data_analysis import helpers`). " +
 		"Read one with get_skill before using it; find more with search_skills:\n")
 	for i, r := range recs {
-		line := "- " + r.Name + ": " + r.Description
+		line := "- " + r.Summary()
 		if len(line) > 160 {
 			line = line[:157] + "..."
 		}

@@ -3,7 +3,10 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,6 +89,9 @@ type QueueConfig struct {
 	// (Postgres unreachable, the runner stopping) spends no attempt, and
 	// the consumer redelivers without limit.
 	MaxAttempts int
+	// Log receives a line while EnsureQueue waits for the JetStream
+	// cluster to become able to create the stream (nil: nothing is logged).
+	Log *slog.Logger
 }
 
 // WithDefaults fills in zero fields.
@@ -99,13 +105,57 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
 	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	return c
 }
 
+// How EnsureQueue waits for a cluster: each attempt may take
+// queueAttemptTimeout (the JetStream API default; a request sent before the
+// cluster had a leader gets no answer at all, so this is also how soon a
+// retry follows), and failed attempts are spaced from queueRetryMin
+// doubling up to queueRetryMax.
+var (
+	queueAttemptTimeout = 5 * time.Second
+	queueRetryMin       = 250 * time.Millisecond
+	queueRetryMax       = 5 * time.Second
+)
+
 // EnsureQueue creates or updates the jobs stream and the runners' consumer.
 // It is idempotent and safe to call from every ingress and runner at start.
+//
+// A JetStream cluster that has just started cannot create a replicated
+// stream until it has elected a leader (and enough peers have joined), and
+// a new stream cannot take a consumer until the stream has a leader of its
+// own. EnsureQueue therefore retries what a forming or recovering cluster
+// answers (timeouts, no responders, "temporarily unavailable", "no suitable
+// peers", "insufficient resources") until it succeeds or ctx ends, logging
+// to cfg.Log while it waits. Other errors, such as R3 on a server without
+// clustering, are returned at once.
 func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Consumer, error) {
 	cfg = cfg.WithDefaults()
+	start := time.Now()
+	var cons jetstream.Consumer
+	waited := false
+	err := retryTemporary(ctx, cfg, func(ctx context.Context) error {
+		var err error
+		cons, err = ensureQueueOnce(ctx, js, cfg)
+		if err != nil {
+			waited = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if waited {
+		cfg.Log.Info("JetStream stream ready", "stream", StreamName, "replicas", cfg.Replicas, "waited", time.Since(start).Round(time.Millisecond).String())
+	}
+	return cons, nil
+}
+
+func ensureQueueOnce(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Consumer, error) {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "gantry jobs waiting for a runner",
@@ -117,7 +167,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		Discard:     jetstream.DiscardOld,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("create stream %s (replicas %d): %w", StreamName, cfg.Replicas, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
@@ -132,6 +182,71 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (
 		return nil, fmt.Errorf("create consumer %s: %w", ConsumerName, err)
 	}
 	return cons, nil
+}
+
+// retryTemporary runs fn, each attempt under its own timeout, until it
+// succeeds, fails with an error that waiting cannot fix, or ctx ends.
+func retryTemporary(ctx context.Context, cfg QueueConfig, fn func(context.Context) error) error {
+	delay := queueRetryMin
+	var lastLog time.Time
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, queueAttemptTimeout)
+		err := fn(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (gave up waiting for JetStream: %w)", err, context.Cause(ctx))
+		}
+		if !temporary(err) {
+			return err
+		}
+		// The first failure and then one line every 10 s: enough to see
+		// what it waits for without flooding the log.
+		if attempt == 1 || time.Since(lastLog) >= 10*time.Second {
+			cfg.Log.Warn("waiting for the JetStream cluster (it needs a leader and enough peers for the replicas); retrying",
+				"stream", StreamName, "replicas", cfg.Replicas, "attempt", attempt, "err", err)
+			lastLog = time.Now()
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up waiting for JetStream: %w)", err, context.Cause(ctx))
+		}
+		delay = min(2*delay, queueRetryMax)
+	}
+}
+
+// JetStream API error codes a forming or recovering cluster answers with
+// (besides HTTP-like code 503): the request reached a server that cannot
+// place or lead the stream yet.
+const (
+	errCodeClusterNoPeers    jetstream.ErrorCode = 10005
+	errCodeClusterNotLeader  jetstream.ErrorCode = 10009
+	errCodeClusterIncomplete jetstream.ErrorCode = 10004
+)
+
+// temporary reports whether err may go away by waiting: anything that is
+// not a JetStream API error (a timeout, no responders, a connection being
+// re-established), or an API error saying the cluster is not ready.
+func temporary(err error) bool {
+	var jsErr jetstream.JetStreamError
+	if !errors.As(err, &jsErr) || jsErr.APIError() == nil {
+		return true
+	}
+	api := jsErr.APIError()
+	switch {
+	case api.Code == 503:
+		return true
+	case api.ErrorCode == errCodeClusterNoPeers, api.ErrorCode == errCodeClusterNotLeader, api.ErrorCode == errCodeClusterIncomplete:
+		return true
+	case api.ErrorCode == jetstream.JSErrCodeStreamNameInUse:
+		// Two processes created the stream at once; the next attempt
+		// finds it and updates it.
+		return true
+	}
+	return false
 }
 
 // Publish puts a run message on the job stream and waits for JetStream's

@@ -24,8 +24,11 @@ type Proxy struct {
 	Endpoint string
 	// APIKey is sent as a bearer token.
 	APIKey string
-	Client *http.Client
-	Log    *slog.Logger
+	// Toolsets, when set, is sent as the X-MCP-Toolsets header: the groups
+	// of tools the client sees (e.g. "code").
+	Toolsets string
+	Client   *http.Client
+	Log      *slog.Logger
 
 	out sync.Mutex
 	w   io.Writer
@@ -43,12 +46,27 @@ type message struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
+func (m message) isRequest() bool { return len(m.ID) > 0 && m.Method != "" }
+
 // maxMessage bounds one message from the client.
 const maxMessage = 64 << 20
 
+// line is one message read from the client.
+type line struct {
+	raw []byte
+	msg message
+}
+
 // Run relays messages from in to the endpoint and answers on out until in
-// ends or ctx is done. Requests run concurrently, so a cancellation can
-// overtake the long call it cancels.
+// ends or ctx is done.
+//
+// Messages are sent in the order the client wrote them, however fast it
+// writes (a client may pipeline initialize, notifications/initialized and a
+// call without waiting): initialize is answered before anything after it is
+// sent, so every later request carries the session id and protocol version
+// it set, and each notification is delivered before what follows it.
+// Requests then run concurrently, so a long call does not hold up the
+// others and a cancellation can overtake the call it cancels.
 func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 	if p.Client == nil {
 		p.Client = http.DefaultClient
@@ -58,52 +76,101 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	p.w = out
 	p.inflight = map[string]context.CancelFunc{}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxMessage)
+
+	lines := make(chan line, 256)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), maxMessage)
+		for sc.Scan() {
+			raw := bytes.TrimSpace(sc.Bytes())
+			if len(raw) == 0 {
+				continue
+			}
+			var m message
+			if err := json.Unmarshal(raw, &m); err != nil {
+				p.write(errorResponse(nil, -32700, "parse error: "+err.Error()))
+				continue
+			}
+			if m.Method == "notifications/cancelled" {
+				// At once, even while earlier messages wait their turn: the
+				// call it names may be the one holding them up.
+				p.cancelInflight(m.Params)
+			}
+			select {
+			case lines <- line{append([]byte(nil), raw...), m}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+
 	var wg sync.WaitGroup
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+	for l := range lines {
+		switch {
+		case l.msg.Method == "initialize":
+			p.forward(ctx, l.raw, l.msg, p.track(ctx, l.msg))
+		case l.msg.Method != "" && len(l.msg.ID) == 0: // a notification
+			if l.msg.Method == "notifications/cancelled" {
+				p.cancelInflight(l.msg.Params) // a call dispatched since it was read
+			}
+			p.forward(ctx, l.raw, l.msg, nil)
+		default: // a request, or the client's answer to a server's request
+			rctx := p.track(ctx, l.msg)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.forward(ctx, l.raw, l.msg, rctx)
+			}()
 		}
-		msg := append([]byte(nil), line...)
-		var m message
-		if err := json.Unmarshal(msg, &m); err != nil {
-			p.write(errorResponse(nil, -32700, "parse error: "+err.Error()))
-			continue
-		}
-		if m.Method == "notifications/cancelled" {
-			p.cancelInflight(m.Params)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.forward(ctx, msg, m)
-		}()
 	}
 	wg.Wait()
 	p.closeSession()
-	if err := sc.Err(); err != nil {
+	var err error
+	select {
+	case err = <-readErr:
+	default: // ctx ended the reader
+	}
+	if err != nil {
 		return fmt.Errorf("read stdin: %w", err)
 	}
 	return nil
 }
 
-func (p *Proxy) forward(ctx context.Context, body []byte, m message) {
-	isRequest := len(m.ID) > 0 && m.Method != ""
-	if isRequest {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		p.mu.Lock()
-		p.inflight[string(m.ID)] = cancel
-		p.mu.Unlock()
-		defer func() {
-			p.mu.Lock()
-			delete(p.inflight, string(m.ID))
-			p.mu.Unlock()
-		}()
+// tracked is a request in flight: its context, and the cleanup that ends
+// it.
+type tracked struct {
+	ctx  context.Context
+	done func()
+}
+
+// track registers a request before it is sent, so that a cancellation read
+// at any later moment finds it. It returns nil for anything else.
+func (p *Proxy) track(ctx context.Context, m message) *tracked {
+	if !m.isRequest() {
+		return nil
 	}
+	rctx, cancel := context.WithCancel(ctx)
+	key := string(m.ID)
+	p.mu.Lock()
+	p.inflight[key] = cancel
+	p.mu.Unlock()
+	return &tracked{ctx: rctx, done: func() {
+		cancel()
+		p.mu.Lock()
+		delete(p.inflight, key)
+		p.mu.Unlock()
+	}}
+}
+
+func (p *Proxy) forward(ctx context.Context, body []byte, m message, tr *tracked) {
+	if tr != nil {
+		ctx = tr.ctx
+		defer tr.done()
+	}
+	isRequest := m.isRequest()
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		p.Log.Warn("forward", "method", m.Method, "err", msg)
@@ -120,6 +187,9 @@ func (p *Proxy) forward(ctx context.Context, body []byte, m message) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+p.APIKey)
+	if p.Toolsets != "" {
+		req.Header.Set("X-MCP-Toolsets", p.Toolsets)
+	}
 	p.mu.Lock()
 	if p.sessionID != "" {
 		req.Header.Set("Mcp-Session-Id", p.sessionID)

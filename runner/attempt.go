@@ -137,8 +137,8 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 	in.bridge = bridge
 	in.req = agent.Request{
 		Files: files, Argv: spec.Argv(), Env: env,
-		OutputCap: spec.Limits.OutputBytes, TmpMB: spec.Limits.DiskMB,
-		Fresh: a.session == nil,
+		OutputCap: spec.Limits.OutputBytes,
+		Fresh:     a.session == nil,
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)

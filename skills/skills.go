@@ -1,53 +1,113 @@
-// Package skills defines gantry's skills: reusable know-how for agents, each
-// a SKILL.md (YAML front matter and a markdown body) with optional code
-// files. It parses and validates them strictly, renders them back, and
-// holds the built-in skills that ship in this directory.
+// Package skills defines gantry's skills: reusable know-how for agents in the
+// open Agent Skills format (agentskills.io). A skill is a folder holding a
+// SKILL.md (YAML front matter and a markdown body) and, optionally, more
+// files: scripts/, references/, assets/ (binary allowed) or code beside
+// SKILL.md. The package parses and validates skills strictly, with errors
+// naming the bad field, reads and writes them as zip or tar archives,
+// renders them back, and holds the built-in skills that ship in this
+// directory.
 package skills
 
 import (
-	"bytes"
 	"embed"
-	"errors"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
-
-	"go.yaml.in/yaml/v3"
 )
 
-// Skill is one version of a skill.
+// Skill is one version of a skill. The first six fields are the Agent
+// Skills standard's front matter; Version, Tags, Language and Requires are
+// gantry's own.
 type Skill struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Version     int      `json:"version"`
-	Tags        []string `json:"tags"`
-	Language    string   `json:"language"`
-	Requires    []string `json:"requires"`
-	Body        string   `json:"body"`
-	Files       []File   `json:"files"`
+	Name          string            `json:"name"`
+	Description   string            `json:"description"`
+	License       string            `json:"license,omitempty"`
+	Compatibility string            `json:"compatibility,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	// AllowedTools is the standard's allowed-tools, as written: tool names
+	// separated by spaces (a YAML list is joined with spaces).
+	AllowedTools string   `json:"allowed_tools,omitempty"`
+	Version      int      `json:"version"`
+	Tags         []string `json:"tags"`
+	Language     string   `json:"language"`
+	Requires     []string `json:"requires"`
+	Body         string   `json:"body"`
+	Files        []File   `json:"files"`
 }
 
-// File is a code file that comes with a skill.
+// File is a file that comes with a skill, at a path relative to its folder
+// (helpers.py, scripts/run.py, assets/logo.png).
+//
+// Content holds the file's bytes, text or not (a Go string may hold any
+// bytes). In JSON, content that is not UTF-8 text (or holds NUL bytes) is
+// written as base64 with "encoding": "base64"; a file decoded from JSON
+// holds that form until Decode (which Validate calls) turns it into bytes.
 type File struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
+	Path     string `json:"path"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty"`
 }
 
-// Limits on what a skill may hold.
+// Binary reports whether the file is not plain text (so JSON carries it as
+// base64).
+func (f File) Binary() bool {
+	return !utf8.ValidString(f.Content) || strings.ContainsRune(f.Content, 0)
+}
+
+// MarshalJSON writes text as it is and anything else as base64.
+func (f File) MarshalJSON() ([]byte, error) {
+	type wire File
+	w := wire{Path: f.Path, Content: f.Content}
+	if f.Encoding == "base64" || f.Binary() {
+		if f.Encoding != "base64" {
+			w.Content = base64.StdEncoding.EncodeToString([]byte(f.Content))
+		}
+		w.Encoding = "base64"
+	}
+	return json.Marshal(w)
+}
+
+// Decode turns content given as base64 into its bytes. It is idempotent.
+func (f *File) Decode() error {
+	switch f.Encoding {
+	case "", "utf8":
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(f.Content)
+		if err != nil {
+			return fmt.Errorf("is not valid base64: %w", err)
+		}
+		f.Content = string(b)
+	default:
+		return fmt.Errorf("must be utf8 or base64, not %q", f.Encoding)
+	}
+	f.Encoding = ""
+	return nil
+}
+
+// Limits on what a skill may hold. A tenant's skills are all mounted into
+// every sandbox, so the tenant as a whole has a cap too.
 const (
-	MaxSkillMD      = 64 << 10
-	MaxFiles        = 20
-	MaxFileBytes    = 256 << 10
-	MaxTotalBytes   = 1 << 20
-	MaxDescription  = 300
-	MaxTags         = 20
-	SkillFileName   = "SKILL.md"
-	frontMatterMark = "---"
+	MaxSkillMD       = 64 << 10
+	MaxFiles         = 100
+	MaxFileBytes     = 1 << 20
+	MaxTotalBytes    = 4 << 20
+	MaxTenantBytes   = 32 << 20
+	MaxNameLen       = 64
+	MaxDescription   = 1024
+	MaxCompatibility = 500
+	MaxLicense       = 500
+	MaxAllowedTools  = 1024
+	MaxMetadata      = 64
+	MaxMetadataKey   = 64
+	MaxMetadataValue = 1024
+	MaxTags          = 20
+	SkillFileName    = "SKILL.md"
 )
 
 // Error is a skill refused by validation; Field names what is wrong.
@@ -68,102 +128,88 @@ func errf(field, format string, args ...any) *Error {
 }
 
 var (
-	// NameRE: a skill's name is also its directory under /skills and its
-	// Python package (skills.<name>), so it is a lowercase identifier.
-	NameRE    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-	tagRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,31}$`)
-	packageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,63}$`)
+	// nameRE is the standard's name: lowercase letters, digits and single
+	// hyphens between them.
+	nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	// legacyNameRE is the name skills had before gantry followed the
+	// standard (a lowercase identifier); such skills can still be read,
+	// listed and deleted, and are imported as they are named.
+	legacyNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	tagRE        = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,31}$`)
+	packageRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,63}$`)
 )
 
-// frontMatter is SKILL.md's YAML header. Unknown keys are refused.
-type frontMatter struct {
-	Name        string   `yaml:"name"`
-	Description string   `yaml:"description"`
-	Version     *int     `yaml:"version"`
-	Tags        []string `yaml:"tags"`
-	Language    string   `yaml:"language"`
-	Requires    []string `yaml:"requires"`
-}
-
-// Parse reads a SKILL.md. The version in the front matter is optional (0
-// when absent).
-func Parse(md []byte) (Skill, error) {
-	if len(md) > MaxSkillMD {
-		return Skill{}, errf("SKILL.md", "is %d bytes; at most %d", len(md), MaxSkillMD)
-	}
-	if !utf8.Valid(md) {
-		return Skill{}, errf("SKILL.md", "must be UTF-8 text")
-	}
-	text := strings.ReplaceAll(string(md), "\r\n", "\n")
-	rest, ok := strings.CutPrefix(text, frontMatterMark+"\n")
-	if !ok {
-		return Skill{}, errf("SKILL.md", "must start with a YAML front matter block between --- lines")
-	}
-	// The leading newline lets an empty header ("---\n---\n") close too.
-	header, body, ok := strings.Cut("\n"+rest, "\n"+frontMatterMark+"\n")
-	if !ok {
-		if h, found := strings.CutSuffix("\n"+rest, "\n"+frontMatterMark); found {
-			header, body, ok = h, "", true
-		}
-	}
-	if !ok {
-		return Skill{}, errf("SKILL.md", "front matter is not closed by a --- line")
-	}
-	var fm frontMatter
-	dec := yaml.NewDecoder(strings.NewReader(header))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fm); err != nil {
-		return Skill{}, yamlError(err)
-	}
-	s := Skill{
-		Name: fm.Name, Description: strings.TrimSpace(fm.Description), Tags: fm.Tags,
-		Language: fm.Language, Requires: fm.Requires, Body: strings.TrimLeft(body, "\n"),
-	}
-	if fm.Version != nil {
-		if *fm.Version < 1 {
-			return Skill{}, errf("version", "must be a positive whole number")
-		}
-		s.Version = *fm.Version
-	}
-	return s, s.Validate()
-}
-
-var (
-	unknownFieldRE = regexp.MustCompile(`field (\w+) not found in type`)
-	wrongTypeRE    = regexp.MustCompile(`line \d+: cannot unmarshal !!(\w+)`)
-)
-
-func yamlError(err error) error {
-	if errors.Is(err, io.EOF) {
-		return errf("front matter", "is empty")
-	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-		return errf(m[1], "unknown front matter field (allowed: name, description, version, tags, language, requires)")
-	}
-	if wrongTypeRE.MatchString(msg) {
-		return errf("front matter", "has a value of the wrong type: %s (name, description and language are text; version a number; tags and requires lists)", msg)
-	}
-	return errf("front matter", "is not valid YAML: %s", msg)
-}
-
-// Validate checks every field and normalises tags and files.
-func (s *Skill) Validate() error {
+// CheckName says why name is not a valid skill name, or returns nil. The
+// standard's rule: 1 to 64 characters, lowercase letters, digits and
+// hyphens, no hyphen at either end and never two in a row.
+func CheckName(name string) error {
 	switch {
-	case s.Name == "":
+	case name == "":
 		return errf("name", "is required")
-	case !NameRE.MatchString(s.Name):
-		return errf("name", "%q must be a lowercase identifier: a letter, then letters, digits or _ (at most 64)", s.Name)
+	case len(name) > MaxNameLen:
+		return errf("name", "%q is %d characters; at most %d", truncate(name, 80), len(name), MaxNameLen)
+	case nameRE.MatchString(name):
+		return nil
+	case strings.HasPrefix(name, "-") || strings.HasSuffix(name, "-"):
+		return errf("name", "%q must not start or end with a hyphen", name)
+	case strings.Contains(name, "--"):
+		return errf("name", "%q must not contain two hyphens in a row", name)
+	case legacyNameRE.MatchString(name):
+		return errf("name", "%q: skill names use hyphens, not underscores (%q); Python still imports it as skills.%s",
+			name, strings.ReplaceAll(name, "_", "-"), name)
+	}
+	return errf("name", "%q may hold only lowercase letters, digits and hyphens", truncate(name, 80))
+}
+
+// KnownName reports whether name can name a stored skill: a valid name, or
+// one of the identifiers gantry used before it followed the standard.
+func KnownName(name string) bool {
+	return (len(name) <= MaxNameLen && nameRE.MatchString(name)) || legacyNameRE.MatchString(name)
+}
+
+// ImportName is the name Python imports the skill by: skills.<ImportName>.
+func ImportName(name string) string { return strings.ReplaceAll(name, "-", "_") }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// Validate checks every field and normalises tags and files (base64 content
+// decoded, paths cleaned, files sorted by path).
+func (s *Skill) Validate() error {
+	s.Description = strings.TrimSpace(s.Description)
+	s.License = strings.TrimSpace(s.License)
+	s.Compatibility = strings.TrimSpace(s.Compatibility)
+	s.AllowedTools = strings.TrimSpace(s.AllowedTools)
+	if err := CheckName(s.Name); err != nil {
+		return err
+	}
+	switch n := utf8.RuneCountInString(s.Description); {
 	case s.Description == "":
-		return errf("description", "is required: one line saying when to use the skill")
-	case len(s.Description) > MaxDescription:
-		return errf("description", "is %d characters; at most %d (keep it one line)", len(s.Description), MaxDescription)
-	case strings.ContainsAny(s.Description, "\n\r"):
-		return errf("description", "must be one line")
+		return errf("description", "is required: what the skill does and when to use it")
+	case n > MaxDescription:
+		return errf("description", "is %d characters; at most %d", n, MaxDescription)
+	}
+	if n := utf8.RuneCountInString(s.Compatibility); n > MaxCompatibility {
+		return errf("compatibility", "is %d characters; at most %d", n, MaxCompatibility)
+	}
+	if n := utf8.RuneCountInString(s.License); n > MaxLicense {
+		return errf("license", "is %d characters; at most %d", n, MaxLicense)
+	}
+	if n := utf8.RuneCountInString(s.AllowedTools); n > MaxAllowedTools {
+		return errf("allowed-tools", "is %d characters; at most %d", n, MaxAllowedTools)
+	}
+	if err := checkMetadata(s.Metadata); err != nil {
+		return err
+	}
+	switch {
 	case strings.TrimSpace(s.Body) == "":
 		return errf("body", "is required: when to use the skill, the steps and an example")
-	case len(s.Body) > MaxSkillMD-1024:
-		return errf("body", "is %d bytes; at most %d", len(s.Body), MaxSkillMD-1024)
+	case len(s.Body) > MaxSkillMD-4096:
+		return errf("body", "is %d bytes; at most %d", len(s.Body), MaxSkillMD-4096)
 	case s.Version < 0:
 		return errf("version", "must be a positive whole number")
 	}
@@ -171,7 +217,7 @@ func (s *Skill) Validate() error {
 		s.Language = "python"
 	}
 	if s.Language != "python" && s.Language != "bash" && s.Language != "node" {
-		return errf("language", "must be python, bash or node, not %q", s.Language)
+		return errf("language", "must be one of python, bash, node, not %q", s.Language)
 	}
 	if len(s.Tags) > MaxTags {
 		return errf("tags", "has %d tags; at most %d", len(s.Tags), MaxTags)
@@ -188,74 +234,126 @@ func (s *Skill) Validate() error {
 			return errf("requires", "%q is not a package name", r)
 		}
 	}
-	if len(s.Files) > MaxFiles {
-		return errf("files", "has %d files; at most %d", len(s.Files), MaxFiles)
+	if err := s.validateFiles(); err != nil {
+		return err
 	}
-	total := len(s.Body)
-	seen := map[string]bool{}
-	for i, f := range s.Files {
-		p := path.Clean(f.Path)
-		hidden := false
-		for _, seg := range strings.Split(p, "/") {
-			hidden = hidden || strings.HasPrefix(seg, ".")
-		}
-		if f.Path == "" || strings.HasPrefix(f.Path, "/") || hidden || strings.ContainsAny(f.Path, "\x00\\") {
-			return errf(fmt.Sprintf("files[%d].path", i), "%q must be a plain relative path inside the skill", f.Path)
-		}
-		if p == SkillFileName {
-			return errf(fmt.Sprintf("files[%d].path", i), "SKILL.md is the skill itself, not one of its files")
-		}
-		if seen[p] {
-			return errf(fmt.Sprintf("files[%d].path", i), "%q is given twice", p)
-		}
-		seen[p] = true
-		if len(f.Content) > MaxFileBytes {
-			return errf(fmt.Sprintf("files[%d].content", i), "is %d bytes; at most %d per file", len(f.Content), MaxFileBytes)
-		}
-		if !utf8.ValidString(f.Content) {
-			return errf(fmt.Sprintf("files[%d].content", i), "must be UTF-8 text")
-		}
-		total += len(f.Content)
-		s.Files[i].Path = p
-	}
-	if total > MaxTotalBytes {
-		return errf("files", "the skill holds %d bytes; at most %d", total, MaxTotalBytes)
-	}
-	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Path < s.Files[j].Path })
 	if s.Tags == nil {
 		s.Tags = []string{}
 	}
 	if s.Requires == nil {
 		s.Requires = []string{}
 	}
+	if len(s.Metadata) == 0 {
+		s.Metadata = nil
+	}
+	return nil
+}
+
+func checkMetadata(m map[string]string) error {
+	if len(m) > MaxMetadata {
+		return errf("metadata", "has %d entries; at most %d", len(m), MaxMetadata)
+	}
+	for k, v := range m {
+		switch {
+		case strings.TrimSpace(k) == "":
+			return errf("metadata", "has an empty key")
+		case len(k) > MaxMetadataKey:
+			return errf("metadata", "key %q is longer than %d bytes", truncate(k, 80), MaxMetadataKey)
+		case !utf8.ValidString(k) || !utf8.ValidString(v):
+			return errf("metadata", "must be UTF-8 text")
+		case utf8.RuneCountInString(v) > MaxMetadataValue:
+			return errf("metadata."+k, "is longer than %d characters", MaxMetadataValue)
+		}
+	}
+	return nil
+}
+
+func (s *Skill) validateFiles() error {
+	if len(s.Files) > MaxFiles {
+		return errf("files", "has %d files; at most %d", len(s.Files), MaxFiles)
+	}
+	total := len(s.Body)
+	seen := map[string]bool{}
+	for i := range s.Files {
+		f := &s.Files[i]
+		field := fmt.Sprintf("files[%d]", i)
+		if err := f.Decode(); err != nil {
+			field += ".content"
+			if f.Encoding != "" && f.Encoding != "base64" {
+				field = fmt.Sprintf("files[%d].encoding", i)
+			}
+			return errf(field, "%v", err)
+		}
+		p, err := cleanPath(f.Path)
+		if err != nil {
+			return errf(field+".path", "%v", err)
+		}
+		if seen[p] {
+			return errf(field+".path", "%q is given twice", p)
+		}
+		seen[p] = true
+		if len(f.Content) > MaxFileBytes {
+			return errf(field+".content", "%s is %d bytes; at most %d per file", p, len(f.Content), MaxFileBytes)
+		}
+		total += len(f.Content)
+		f.Path = p
+	}
+	if total > MaxTotalBytes {
+		return errf("files", "the skill holds %d bytes; at most %d", total, MaxTotalBytes)
+	}
+	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Path < s.Files[j].Path })
 	if s.Files == nil {
 		s.Files = []File{}
 	}
 	return nil
 }
 
-// Markdown renders the skill's SKILL.md, with its version.
-func (s Skill) Markdown() string {
-	fm := frontMatter{Name: s.Name, Description: s.Description, Tags: s.Tags, Language: s.Language, Requires: s.Requires}
-	if s.Version > 0 {
-		v := s.Version
-		fm.Version = &v
+// cleanPath checks a file's path inside the skill: relative, not leaving
+// the folder, no hidden parts, not SKILL.md itself.
+func cleanPath(p string) (string, error) {
+	bad := func() (string, error) {
+		return "", fmt.Errorf("%q must be a plain relative path inside the skill's folder", truncate(p, 200))
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	_ = enc.Encode(fm)
-	return frontMatterMark + "\n" + buf.String() + frontMatterMark + "\n\n" + s.Body
+	if p == "" || len(p) > 512 || !utf8.ValidString(p) || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\x00\\") {
+		return bad()
+	}
+	c := path.Clean(p)
+	for _, seg := range strings.Split(c, "/") {
+		if seg == ".." || seg == "." || strings.HasPrefix(seg, ".") {
+			return bad()
+		}
+	}
+	if c == SkillFileName {
+		return "", fmt.Errorf("SKILL.md is the skill itself, not one of its files")
+	}
+	return c, nil
+}
+
+// Size is how many bytes the skill takes when mounted: its SKILL.md and
+// files.
+func (s Skill) Size() int {
+	n := len(s.Markdown())
+	for _, f := range s.Files {
+		n += len(f.Content)
+	}
+	return n
 }
 
 // Summary is the skill's one-line entry in a list.
-func (s Skill) Summary() string { return s.Name + ": " + s.Description }
+func (s Skill) Summary() string { return s.Name + ": " + OneLine(s.Description) }
 
-//go:embed */SKILL.md */*
+// OneLine folds a multi-line text (a description) onto one line.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// builtinFS holds the built-in skills, one folder each, named here one by
+// one (this directory also holds Go test data); TestBuiltins checks that
+// every folder with a SKILL.md is listed.
+//
+//go:embed plotting data-analysis symbolic-math csv-json-files
 var builtinFS embed.FS
 
 // Builtins returns the skills that ship with gantry, parsed from the
-// directories beside this file.
+// folders beside this file (each named as its skill, as the standard asks).
 func Builtins() ([]Skill, error) {
 	dirs, err := fs.ReadDir(builtinFS, ".")
 	if err != nil {
@@ -266,34 +364,41 @@ func Builtins() ([]Skill, error) {
 		if !d.IsDir() {
 			continue
 		}
-		md, err := fs.ReadFile(builtinFS, d.Name()+"/"+SkillFileName)
+		s, err := ReadDir(builtinFS, d.Name())
 		if err != nil {
-			return nil, fmt.Errorf("built-in skill %s: %w", d.Name(), err)
-		}
-		s, err := Parse(md)
-		if err != nil {
-			return nil, fmt.Errorf("built-in skill %s: %w", d.Name(), err)
-		}
-		if s.Name != d.Name() {
-			return nil, fmt.Errorf("built-in skill in %s/ is named %q", d.Name(), s.Name)
-		}
-		entries, _ := fs.ReadDir(builtinFS, d.Name())
-		for _, e := range entries {
-			if e.IsDir() || e.Name() == SkillFileName {
-				continue
-			}
-			content, err := fs.ReadFile(builtinFS, d.Name()+"/"+e.Name())
-			if err != nil {
-				return nil, err
-			}
-			s.Files = append(s.Files, File{Path: e.Name(), Content: string(content)})
-		}
-		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("built-in skill %s: %w", d.Name(), err)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// ReadDir reads the skill in folder dir of fsys: its SKILL.md, whose name
+// must be the folder's, and every file under it.
+func ReadDir(fsys fs.FS, dir string) (Skill, error) {
+	md, err := fs.ReadFile(fsys, dir+"/"+SkillFileName)
+	if err != nil {
+		return Skill{}, err
+	}
+	s, err := Parse(md)
+	if err != nil {
+		return Skill{}, err
+	}
+	if s.Name != dir {
+		return Skill{}, errf("name", "%q does not match the skill's folder %q", s.Name, dir)
+	}
+	err = fs.WalkDir(fsys, dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || p == dir+"/"+SkillFileName {
+			return err
+		}
+		content, err := fs.ReadFile(fsys, p)
+		s.Files = append(s.Files, File{Path: strings.TrimPrefix(p, dir+"/"), Content: string(content)})
+		return err
+	})
+	if err != nil {
+		return Skill{}, err
+	}
+	return s, s.Validate()
 }
 
 // Examples returns the fenced code blocks of the skill's body in its

@@ -30,7 +30,8 @@ type SkillHit struct {
 	Score float64 `json:"score"`
 }
 
-const skillColumns = `name, version, description, tags, language, requires, body, files, tenant_id IS NULL, created_at`
+const skillColumns = `name, version, description, license, compatibility, metadata, allowed_tools,
+	tags, language, requires, body, files, tenant_id IS NULL, created_at`
 
 // visibleSkills selects the current version of each skill a tenant sees:
 // its own, and the built-ins it has none of the same name for.
@@ -40,12 +41,21 @@ const visibleSkills = `SELECT DISTINCT ON (name) * FROM skills WHERE tenant_id =
 func scanSkill(row pgx.Row, extra ...any) (SkillRecord, error) {
 	var r SkillRecord
 	var files []byte
-	dest := append([]any{&r.Name, &r.Version, &r.Description, &r.Tags, &r.Language, &r.Requires, &r.Body, &files, &r.Builtin, &r.CreatedAt}, extra...)
+	dest := append([]any{&r.Name, &r.Version, &r.Description, &r.License, &r.Compatibility, &r.Metadata, &r.AllowedTools,
+		&r.Tags, &r.Language, &r.Requires, &r.Body, &files, &r.Builtin, &r.CreatedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal(files, &r.Files); err != nil {
 		return r, err
+	}
+	for i := range r.Files {
+		if err := r.Files[i].Decode(); err != nil {
+			return r, fmt.Errorf("skill %s file %s: %w", r.Name, r.Files[i].Path, err)
+		}
+	}
+	if len(r.Metadata) == 0 {
+		r.Metadata = nil
 	}
 	r.CreatedAt = r.CreatedAt.UTC()
 	return r, nil
@@ -63,7 +73,7 @@ func skillHash(sk skills.Skill) []byte {
 }
 
 // lockSkill holds the lock on one skill name of one scope (a tenant id, or
-// "" for the built-ins) until tx ends. Taking it again in tx does not block.
+// "" for the built-ins) until tx ends; taking it again in tx does not block.
 func lockSkill(ctx context.Context, tx pgx.Tx, scope, name string) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skill:"+scope+":"+name)
 	return err
@@ -89,17 +99,27 @@ func insertSkill(ctx context.Context, tx pgx.Tx, tenantID *string, sk skills.Ski
 		return SkillRecord{}, fmt.Errorf("skill %s is at version %d; saving version %d would skip or overwrite one: %w", sk.Name, latest, sk.Version, ErrConflict)
 	}
 	sk.Version = latest + 1
-	files, _ := json.Marshal(sk.Files)
+	files, err := json.Marshal(sk.Files)
+	if err != nil {
+		return SkillRecord{}, err
+	}
+	metadata := sk.Metadata
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
 	return scanSkill(tx.QueryRow(ctx, `
-		INSERT INTO skills (tenant_id, name, version, description, tags, language, requires, body, files, content_hash, tags_text)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		INSERT INTO skills (tenant_id, name, version, description, license, compatibility, metadata, allowed_tools,
+			tags, language, requires, body, files, content_hash, tags_text, size_bytes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		RETURNING `+skillColumns,
-		tenantID, sk.Name, sk.Version, sk.Description, sk.Tags, sk.Language, sk.Requires, sk.Body, files, skillHash(sk),
-		strings.Join(sk.Tags, " ")))
+		tenantID, sk.Name, sk.Version, sk.Description, sk.License, sk.Compatibility, metadata, sk.AllowedTools,
+		sk.Tags, sk.Language, sk.Requires, sk.Body, files, skillHash(sk), strings.Join(sk.Tags, " "), sk.Size()))
 }
 
 // SaveSkill saves a new version of the tenant's skill. A name used by a
-// built-in skill is refused with ErrBuiltinSkill.
+// built-in skill is refused with ErrBuiltinSkill; a version that would take
+// the tenant's current skills past skills.MaxTenantBytes (all of them are
+// mounted into every sandbox) with a *skills.Error.
 func (s *Store) SaveSkill(ctx context.Context, tenantID string, sk skills.Skill) (SkillRecord, error) {
 	if err := sk.Validate(); err != nil {
 		return SkillRecord{}, err
@@ -116,6 +136,21 @@ func (s *Store) SaveSkill(ctx context.Context, tenantID string, sk skills.Skill)
 	if builtin {
 		return SkillRecord{}, fmt.Errorf("%q is a built-in skill; save yours under another name: %w", sk.Name, ErrBuiltinSkill)
 	}
+	// Serialised per tenant, so that two saves cannot both pass the cap.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "skills:"+tenantID); err != nil {
+		return SkillRecord{}, err
+	}
+	var others int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(size_bytes), 0) FROM (
+		SELECT DISTINCT ON (name) size_bytes FROM skills WHERE tenant_id = $1 AND name <> $2 ORDER BY name, version DESC) v`,
+		tenantID, sk.Name).Scan(&others); err != nil {
+		return SkillRecord{}, err
+	}
+	if size := int64(sk.Size()); others+size > skills.MaxTenantBytes {
+		return SkillRecord{}, &skills.Error{Field: "files", Message: fmt.Sprintf(
+			"your skills would hold %d bytes in all (this one %d); at most %d: every sandbox mounts them all, so delete skills you no longer use",
+			others+size, size, skills.MaxTenantBytes)}
+	}
 	rec, err := insertSkill(ctx, tx, &tenantID, sk)
 	if err != nil {
 		return SkillRecord{}, err
@@ -124,10 +159,18 @@ func (s *Store) SaveSkill(ctx context.Context, tenantID string, sk skills.Skill)
 }
 
 // SyncBuiltins stores each built-in skill whose content differs from its
-// latest stored version, and returns how many it stored. Replicas may run
-// it at once: each skill is compared and stored under the skill's lock, so
-// two ingresses starting together store a new version once.
+// latest stored version, removes built-ins that no longer ship (a renamed
+// one lives on under its new name), and returns how many it stored.
+// Replicas may run it at once: each skill is compared and stored under the
+// skill's lock, so two ingresses starting together store a new version once.
 func (s *Store) SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int, error) {
+	names := make([]string, len(builtins))
+	for i, sk := range builtins {
+		names[i] = sk.Name
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM skills WHERE tenant_id IS NULL AND NOT (name = ANY($1))`, names); err != nil {
+		return 0, fmt.Errorf("remove retired built-in skills: %w", err)
+	}
 	n := 0
 	for _, sk := range builtins {
 		stored, err := s.syncBuiltin(ctx, sk)
@@ -141,7 +184,10 @@ func (s *Store) SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int,
 	return n, nil
 }
 
-func (s *Store) syncBuiltin(ctx context.Context, sk skills.Skill) (stored bool, err error) {
+// syncBuiltin stores sk as a new version unless its latest version has the
+// same content. The comparison happens under the skill's lock, so replicas
+// starting at once store one version, not one each.
+func (s *Store) syncBuiltin(ctx context.Context, sk skills.Skill) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, err

@@ -63,11 +63,13 @@ func (s *Store) Close() { s.pool.Close() }
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Migrate applies every pending migration. Several processes may call it at
-// once: a Postgres advisory lock serialises them.
+// once: a Postgres advisory lock serialises them, and the ones that waited
+// find nothing left to apply. A process waits for the lock up to 10 minutes
+// (a long migration on a big table), checking every second.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	locker, err := lock.NewPostgresSessionLocker()
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +86,27 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 		applied = append(applied, r.Source.Path)
 	}
 	return applied, nil
+}
+
+// SchemaVersion returns the schema version the database is at (0 when no
+// migration was ever applied) and the version this build expects. It takes
+// no lock, so it answers while another process migrates.
+func (s *Store) SchemaVersion(ctx context.Context) (current, want int64, err error) {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("load migrations: %w", err)
+	}
+	current, want, err = p.GetVersions(ctx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return 0, want, nil
+	}
+	if err != nil {
+		return 0, want, fmt.Errorf("read schema version: %w", err)
+	}
+	return current, want, nil
 }
 
 func redactURL(cfg *pgxpool.Config) string {

@@ -3,11 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -254,5 +256,53 @@ func TestListPagination(t *testing.T) {
 	}
 	if list, _, _ := st.ListJobs(ctx, a, store.JobFilter{Limit: 10, Status: jobs.StatusSucceeded}); len(list) != 0 {
 		t.Errorf("status filter: %d", len(list))
+	}
+}
+
+// TestMigrateConcurrently is replicas starting together on a fresh
+// database: the migrations are applied once, every replica comes up, and
+// the schema version says so.
+func TestMigrateConcurrently(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.DatabaseURL(t)
+	const replicas = 3
+	stores := make([]*store.Store, replicas)
+	for i := range stores {
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		stores[i] = st
+	}
+	files, _ := fs.Glob(migrations.FS, "*.sql")
+	cur, want, err := stores[0].SchemaVersion(ctx)
+	if err != nil || cur != 0 || want != int64(len(files)) {
+		t.Fatalf("fresh database: version %d of %d, %v", cur, want, err)
+	}
+	type result struct {
+		applied []string
+		err     error
+	}
+	results := make(chan result, replicas)
+	for _, st := range stores {
+		go func() {
+			applied, err := st.Migrate(ctx)
+			results <- result{applied, err}
+		}()
+	}
+	total := 0
+	for range replicas {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("migrate: %v", r.err)
+		}
+		total += len(r.applied)
+	}
+	if total != len(files) {
+		t.Errorf("%d replicas applied %d migrations in all, want each of the %d once", replicas, total, len(files))
+	}
+	if cur, want, err := stores[1].SchemaVersion(ctx); err != nil || cur != want {
+		t.Errorf("after: version %d of %d, %v", cur, want, err)
 	}
 }

@@ -183,6 +183,7 @@ func startDev(t *testing.T, extra ...string) *dev {
 	d.env = []string{
 		"GANTRY_DATABASE_URL=" + dbURL, "GANTRY_NATS_URL=" + d.natsURL,
 		"GANTRY_S3_ENDPOINT=" + d.s3URL, "GANTRY_S3_ACCESS_KEY=" + s3Key, "GANTRY_S3_SECRET_KEY=" + s3Secret,
+		"GANTRY_RUNNER_ADDR=127.0.0.1:0", // several runners on one machine
 	}
 	for _, e := range extra {
 		d.env = append(d.env, e)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -168,5 +170,59 @@ func TestMCPOverStdio(t *testing.T) {
 	_, err = bad.Initialize(ctx, init)
 	if err == nil || !strings.Contains(err.Error(), "invalid or revoked API key") {
 		t.Errorf("initialize with a wrong key: %v", err)
+	}
+}
+
+// TestMCPStdioPipelined: a client that writes initialize, the initialized
+// notification and its calls at once, without waiting for answers, gets an
+// answer to each through `gantry mcp` (it used to get "Invalid session ID"),
+// and GANTRY_MCP_TOOLSETS selects the tools it sees.
+func TestMCPStdioPipelined(t *testing.T) {
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=2")
+	cmd := exec.Command(gantryBin(t), "mcp")
+	cmd.Env = append(os.Environ(), "GANTRY_URL="+d.url, "GANTRY_API_KEY="+d.key, "GANTRY_MCP_TOOLSETS=code")
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"print(6*7)"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"ruby","code":"x"}}}`,
+	}, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gantry mcp: %v\n%s", err, out)
+	}
+	answers := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON-RPC: %s", line)
+		}
+		answers[string(m.ID)] = line
+	}
+	for id, want := range map[string]string{
+		"1": `"protocolVersion":"2025-06-18"`,
+		"3": `"stdout":"42\n"`,
+		"4": `language must be one of python, bash, node, not \"ruby\"`,
+	} {
+		if !strings.Contains(answers[id], want) || strings.Contains(answers[id], "Invalid session ID") {
+			t.Errorf("answer %s: %s", id, answers[id])
+		}
+	}
+	var list struct {
+		Result struct {
+			Tools []struct{ Name string }
+		}
+	}
+	_ = json.Unmarshal([]byte(answers["2"]), &list)
+	var names []string
+	for _, tool := range list.Result.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	if strings.Join(names, " ") != "execute_code get_artifact_url search_tools" {
+		t.Errorf("tools with GANTRY_MCP_TOOLSETS=code: %v", names)
 	}
 }

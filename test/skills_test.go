@@ -1,11 +1,21 @@
 package test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/gantryhq/gantry/skills"
+	"github.com/gantryhq/gantry/skills/skillstest"
 )
 
 // TestSkillsAgentFlow is the skills issue's "done" scenario over MCP: find
@@ -39,7 +49,7 @@ func TestSkillsAgentFlow(t *testing.T) {
 	}
 
 	save := func(body string) {
-		mcpCall(t, c, "save_skill", map[string]any{"name": "team_charts", "description": "Charts in the team's style", "body": body,
+		mcpCall(t, c, "save_skill", map[string]any{"name": "team-charts", "description": "Charts in the team's style", "body": body,
 			"tags": []any{"chart"}, "files": []any{map[string]any{"path": "helpers.py", "content": "VERSION = '" + body + "'\n" +
 				"from skills.plotting import helpers as base\n\ndef bar(labels, values, path):\n    return base.bar_chart(labels, values, VERSION, path)\n"}}})
 	}
@@ -54,5 +64,47 @@ func TestSkillsAgentFlow(t *testing.T) {
 	}
 	if out, _ := mcpCall(t, c, "search_skills", map[string]any{"query": "team style chart"}); out["skills"].([]any)[0].(map[string]any)["version"] != float64(2) {
 		t.Errorf("search does not show version 2: %v", out)
+	}
+}
+
+// TestAgentSkillFolder: a public-style skill folder uploaded as a zip is
+// mounted in jobs as /skills/pdf-processing/ with its binary asset intact,
+// Python imports its scripts as skills.pdf_processing, and the folder
+// downloads again as a zip the standard's tools can read.
+func TestAgentSkillFolder(t *testing.T) {
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=2")
+	zipped := skillstest.Zip(t, skillstest.Folder(t, skillstest.PDF, skillstest.PDF))
+	req, _ := http.NewRequest("PUT", d.url+"/v1/skills/pdf-processing", bytes.NewReader(zipped))
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	req.Header.Set("Content-Type", "application/zip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("upload: %d %s", resp.StatusCode, body)
+	}
+
+	logo := skillstest.Files(t, skillstest.PDF)["assets/logo.png"]
+	sum := sha256.Sum256(logo)
+	r := d.call(t, "POST", "/v1/execute", mustJSON(map[string]any{"language": "python", "code": `
+import hashlib
+from skills.pdf_processing.scripts import pdf_tools
+print(pdf_tools.page_count(pdf_tools.SAMPLE))
+print(hashlib.sha256(open("/skills/pdf-processing/assets/logo.png", "rb").read()).hexdigest())
+print(open("/skills/pdf-processing/SKILL.md").read().splitlines()[1])
+`}))
+	var j struct{ Status, Stdout, Stderr string }
+	_ = json.Unmarshal(r.body, &j)
+	if want := "2\n" + hex.EncodeToString(sum[:]) + "\nname: pdf-processing\n"; j.Status != "succeeded" || j.Stdout != want {
+		t.Fatalf("job: %s\n%s\n%s", j.Status, j.Stdout, j.Stderr)
+	}
+
+	r = d.call(t, "GET", "/v1/skills/pdf-processing?format=zip", "")
+	back, err := skills.ReadArchive(skills.FormatZip, r.body)
+	if r.status != 200 || err != nil || !reflect.DeepEqual(back, skillstest.Skill(t, skillstest.PDF)) {
+		t.Errorf("download: %d %v", r.status, err)
 	}
 }

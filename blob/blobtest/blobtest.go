@@ -32,16 +32,23 @@ func New(t testing.TB) *blob.Store {
 // Server starts versitygw and returns it.
 func Server(t testing.TB) *devstack.S3 {
 	t.Helper()
-	bin, err := devstack.FindVersityGW(versityGWBin())
-	if err != nil {
-		storetest.Unavailable(t, "%v", err)
-	}
-	s3, err := devstack.StartS3(context.Background(), bin, t.TempDir(), "127.0.0.1:0", "", "")
+	s3, err := devstack.StartS3(context.Background(), Bin(t), t.TempDir(), "127.0.0.1:0", "", "")
 	if err != nil {
 		t.Fatalf("start versitygw: %v", err)
 	}
 	t.Cleanup(s3.Stop)
 	return s3
+}
+
+// Bin is the versitygw binary (the test is skipped, or fails under
+// GANTRY_TEST_REQUIRE=1, without one).
+func Bin(t testing.TB) string {
+	t.Helper()
+	bin, err := devstack.FindVersityGW(versityGWBin())
+	if err != nil {
+		storetest.Unavailable(t, "%v", err)
+	}
+	return bin
 }
 
 // versityGWBin is GANTRY_VERSITYGW_BIN, or bin/versitygw at the root of the

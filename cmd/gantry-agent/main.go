@@ -4,14 +4,20 @@
 //
 //	gantry-agent [-isolation namespaces|container]
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
+//	gantry-agent wait                      (internal: a spare sandbox's first process)
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/gantryhq/gantry/agent"
@@ -20,6 +26,9 @@ import (
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "exec" && os.Args[2] == "--" {
 		execProgram(os.Args[3:])
+	}
+	if len(os.Args) == 2 && os.Args[1] == "wait" {
+		waitForJob()
 	}
 	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a bubblewrap sandbox per program) or container")
 	flag.Parse()
@@ -54,4 +63,48 @@ func execProgram(argv []string) {
 	}
 	fmt.Fprintf(os.Stderr, "gantry: cannot run %s: %v\n", argv[0], err)
 	os.Exit(127)
+}
+
+// waitForJob is the first process of a spare sandbox (see package agent):
+// it says it is ready on stderr, reads its job's header from stdin (the
+// job's own stdin follows, untouched) and becomes the job's program.
+func waitForJob() {
+	_, _ = os.Stderr.Write([]byte("\x00gantry-ready\n"))
+	var size [4]byte
+	if _, err := io.ReadFull(os.Stdin, size[:]); err != nil {
+		os.Exit(0) // the agent went away before a job came
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(os.Stdin, body); err != nil {
+		os.Exit(0)
+	}
+	fields := strings.Split(string(body), "\x00")
+	argc, err := strconv.Atoi(fields[min(1, len(fields)-1)])
+	if err != nil || argc < 1 || len(fields) < 2+argc {
+		fmt.Fprintln(os.Stderr, "gantry: malformed job header")
+		os.Exit(127)
+	}
+	argv, env := fields[2:2+argc], fields[2+argc:]
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		path = lookPath(path, env)
+	}
+	err = syscall.Exec(path, argv, env)
+	fmt.Fprintf(os.Stderr, "gantry: cannot run %s: %v\n", argv[0], err)
+	os.Exit(127)
+}
+
+// lookPath finds name in the PATH of env.
+func lookPath(name string, env []string) string {
+	for _, kv := range env {
+		if dirs, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, dir := range filepath.SplitList(dirs) {
+				p := filepath.Join(dir, name)
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+					return p
+				}
+			}
+		}
+	}
+	return name
 }

@@ -27,6 +27,7 @@ type config struct {
 	Image        string
 	DockerHost   string
 	RunnerID     string
+	RunnerAddr   string // "": no health/metrics server
 	Slots        int
 	DrainTimeout time.Duration
 	PoolMin      int
@@ -179,6 +180,7 @@ func loadConfig() (config, error) {
 		Image:        e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
 		DockerHost:   e.str("GANTRY_DOCKER_HOST", ""),
 		RunnerID:     e.str("GANTRY_RUNNER_ID", host),
+		RunnerAddr:   runnerAddr(),
 		Slots:        e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
 		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
 		PoolMin:      e.int("GANTRY_POOL_MIN", -1, 0, 256),
@@ -259,6 +261,15 @@ func loadConfig() (config, error) {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
 	}
 	return c, e.err()
+}
+
+// runnerAddr is GANTRY_RUNNER_ADDR: unset means the default, set and empty
+// means no health/metrics server.
+func runnerAddr() string {
+	if v, ok := os.LookupEnv("GANTRY_RUNNER_ADDR"); ok {
+		return v
+	}
+	return "127.0.0.1:9090"
 }
 
 // requireS3 checks the S3 settings that ingress and runner need (dev fills

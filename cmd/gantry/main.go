@@ -32,6 +32,8 @@ Operators:
   keys list TENANT                list a tenant's keys
   keys revoke KEY_ID              revoke a key
   version                         print the version
+  probe URL                       GET URL; exit 0 on a 2xx (a container health check
+                                  for images without curl)
 
 Configuration is read from GANTRY_* environment variables; see README.md.
 `
@@ -65,6 +67,11 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "mcp":
 		return runMCP(ctx)
+	case "probe":
+		if len(args) != 1 {
+			return errUsage
+		}
+		return probe(ctx, args[0])
 	}
 	cfg, err := loadConfig()
 	if err != nil {

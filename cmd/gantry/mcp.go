@@ -25,6 +25,7 @@ func runMCP(ctx context.Context) error {
 	p := &mcpproxy.Proxy{
 		Endpoint: base + "/mcp",
 		APIKey:   key,
+		Toolsets: os.Getenv("GANTRY_MCP_TOOLSETS"),
 		Client:   &http.Client{},
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -55,27 +56,36 @@ func (d *deps) close() {
 	}
 }
 
-func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*deps, error) {
+func newDeps(log *slog.Logger) *deps {
 	d := &deps{log: log, reg: prometheus.NewRegistry()}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return d
+}
+
+// connect opens what every service needs, waiting for engines that are not
+// up yet (see startup.go). With migrate it applies pending migrations;
+// without, it waits until another process has. On error the caller still
+// closes d.
+func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
+	log := d.log
 	var err error
-	if d.store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
-		return nil, fmt.Errorf("%w (set GANTRY_DATABASE_URL; `make postgres` starts a local one)", err)
+	if d.store, err = awaitStore(ctx, log, cfg.DatabaseURL); err != nil {
+		return err
 	}
 	if migrate {
 		applied, err := d.store.Migrate(ctx)
 		if err != nil {
-			d.close()
-			return nil, err
+			return err
 		}
 		for _, m := range applied {
 			log.Info("applied migration", "file", m)
 		}
+	} else if err := awaitSchema(ctx, log, d.store); err != nil {
+		return err
 	}
 	if cfg.SecretKey != nil {
 		if d.box, err = secret.New(cfg.SecretKey); err != nil {
-			d.close()
-			return nil, err
+			return err
 		}
 	} else {
 		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers) and privacy tokens are off")
@@ -89,10 +99,12 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 		d.privacy = pii.New(d.store, d.box, cfg.PIITTL)
 	}
 	if d.blobs, err = blob.New(cfg.S3); err != nil {
-		d.close()
-		return nil, fmt.Errorf("s3: %w", err)
+		return fmt.Errorf("s3: %w", err)
 	}
-	d.nc, err = nats.Connect(cfg.NATSURL,
+	if err := awaitBucket(ctx, log, d.blobs); err != nil {
+		return err
+	}
+	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
@@ -101,13 +113,9 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, migrate bool) (*
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	)
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("connect to nats at %s: %w (set GANTRY_NATS_URL)", cfg.NATSURL, err)
-	}
-	return d, nil
+	return err
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
@@ -176,14 +184,15 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 
 func runIngress(ctx context.Context, cfg config) error {
 	log := newLogger(cfg).With("service", "ingress")
+	cfg.Queue.Log = log
 	if err := cfg.requireS3(); err != nil {
 		return err
 	}
-	d, err := connect(ctx, cfg, log, cfg.AutoMigrate)
-	if err != nil {
+	d := newDeps(log)
+	defer d.close()
+	if err := d.connect(ctx, cfg, cfg.AutoMigrate); err != nil {
 		return err
 	}
-	defer d.close()
 	srv, err := newIngress(ctx, cfg, d)
 	if err != nil {
 		return err
@@ -199,19 +208,55 @@ func runIngress(ctx context.Context, cfg config) error {
 
 func runRunner(ctx context.Context, cfg config) error {
 	log := newLogger(cfg).With("service", "runner")
+	cfg.Queue.Log = log
 	if err := cfg.requireS3(); err != nil {
 		return err
 	}
-	d, err := connect(ctx, cfg, log, false)
-	if err != nil {
+	d := newDeps(log)
+	defer d.close()
+	health := newRunnerHTTP(d.reg)
+	if cfg.RunnerAddr != "" {
+		ln, err := net.Listen("tcp", cfg.RunnerAddr)
+		if err != nil {
+			return fmt.Errorf("listen on GANTRY_RUNNER_ADDR=%s: %w", cfg.RunnerAddr, err)
+		}
+		log.Info("runner health and metrics listening", "addr", ln.Addr().String())
+		// It outlives ctx: /metrics and /readyz (answering "draining")
+		// go on while running jobs finish.
+		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { _ = serveHTTP(httpCtx, ln, health.handler()); close(done) }()
+		defer func() { stopHTTP(); <-done }()
+	}
+	if err := d.connect(ctx, cfg, false); err != nil {
 		return err
 	}
-	defer d.close()
 	r, sb, err := newRunner(cfg, d)
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
+	}, func() float64 { return float64(cfg.Slots) }))
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		return err
+	}
+	health.ready([]readyCheck{
+		{"docker", r.Check}, // the engine answers and has the sandbox image
+		{"postgres", d.store.Ping},
+		{"nats", func(ctx context.Context) error {
+			if !d.nc.IsConnected() {
+				return errNATSDown
+			}
+			// The runners' consumer answers: the stream has a leader.
+			_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
+			return err
+		}},
+		{"s3", d.blobs.Ping},
+	})
+	go func() { <-ctx.Done(); health.draining() }()
 	return r.Run(ctx)
 }
 
@@ -239,6 +284,7 @@ func runMigrate(ctx context.Context, cfg config) error {
 // runner.
 func runDev(ctx context.Context, cfg config) error {
 	log := newLogger(cfg).With("service", "dev")
+	cfg.Queue.Log = log
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -296,12 +342,9 @@ func runDev(ctx context.Context, cfg config) error {
 		cfg.S3.PublicEndpoint = s3.Endpoint
 	}
 
-	d, err := connect(ctx, cfg, log, true)
-	if err != nil {
-		return err
-	}
+	d := newDeps(log)
 	defer d.close()
-	if err := d.blobs.EnsureBucket(ctx); err != nil {
+	if err := d.connect(ctx, cfg, true); err != nil {
 		return err
 	}
 	key, err := devKey(ctx, cfg, d.store, dataDir)

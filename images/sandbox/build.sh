@@ -15,7 +15,9 @@ DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$DIR/../.." && pwd)"
 IMAGE="${IMAGE:-gantry-sandbox}"
 GO="${GO:-go}"
-PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,nodejs,procps,bubblewrap
+# Python with the libraries a data agent reaches for first, Node.js with esbuild (TypeScript),
+# bubblewrap (each job's sandbox), procps.
+PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,python3-seaborn,python3-plotly,python3-sklearn,python3-statsmodels,python3-openpyxl,python3-xlrd,python3-networkx,python3-bs4,python3-lxml,python3-tabulate,nodejs,esbuild,procps,bubblewrap
 die() { echo "sandbox/build.sh: $*" >&2; exit 1; }
 
 # Code-mode client libraries, relative to $DIR (lib/testdata is for tests, not the image).
@@ -91,6 +93,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
     --customize-hook='chroot "$1" env MPLCONFIGDIR=/usr/share/gantry/matplotlib python3 -c "import matplotlib.font_manager"' \
     --customize-hook='chmod -R a+rX "$1/usr/share/gantry"' \
     --customize-hook='find "$1/usr/lib/python3/dist-packages" -type d -name tests -prune -exec rm -rf {} +' \
+    --customize-hook='rm -f "$1"/usr/lib/python3/dist-packages/matplotlib-*-nspkg.pth && chroot "$1" python3 -c "import mpl_toolkits.mplot3d"' \
     --customize-hook="rm -rf \"\$1$WORK\" \"\$1\"/var/cache/apt/* \"\$1\"/var/lib/apt/lists/* \"\$1\"/var/log/* \"\$1\"/tmp/*" \
     bookworm "$WORK/rootfs.tar" ${MIRROR:+"$MIRROR"} >"$WORK/mmdebstrap.log" 2>&1 ||
     die "mmdebstrap failed (needs a reachable Debian bookworm apt mirror; set MIRROR=... to override); log tail:

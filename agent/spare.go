@@ -1,0 +1,143 @@
+package agent
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// A spare is the next run's sandbox, started as soon as the last run's
+// program did, so that a run costs neither bubblewrap's set-up nor (for
+// Python) the interpreter's start-up. It is made the same way as any
+// run's sandbox (fresh namespaces, /tmp, /dev and /proc; the workspace,
+// skills and program directory bound in, which the run fills later); only
+// its first process differs: it waits on stdin for its job. That is the
+// Python zygote (zygote.py), which runs a Python program in its own
+// interpreter or execs anything else, or this binary's "wait", which
+// execs. A spare serves one job, like any sandbox.
+
+//go:embed zygote.py
+var zygoteSource string
+
+type spare struct {
+	p      *process
+	stdin  *os.File
+	python bool
+}
+
+// spawnSpare starts the next sandbox in the background: a Python zygote
+// after a Python job, else a plain waiting process.
+func (s *server) spawnSpare(python bool) {
+	if s.spawning {
+		return
+	}
+	s.spawning = true
+	go func() {
+		argv := []string{s.cfg.Self, "wait"}
+		if python {
+			argv = []string{"python3", "-c", zygoteSource}
+		}
+		p, stdin, err := s.launch(argv, environ(nil), true)
+		if err != nil {
+			s.spares <- nil
+			return
+		}
+		s.spares <- &spare{p: p, stdin: stdin, python: python}
+	}()
+}
+
+// takeSpare returns the spare being made or made, if any.
+func (s *server) takeSpare() *spare {
+	if !s.spawning {
+		return nil
+	}
+	s.spawning = false
+	return <-s.spares
+}
+
+func (sp *spare) discard() {
+	if sp != nil {
+		sp.stdin.Close()
+		sp.p.kill()
+	}
+}
+
+// maxHeader is the largest job header handed to a spare in one write; a
+// larger job (a huge environment) gets a sandbox of its own.
+const maxHeader = 32 << 10
+
+// take gives the spare its job: argv, environment and then stdin, as a
+// header on its stdin. It reports false (the spare is discarded) when the
+// spare cannot take it, and the run starts a sandbox of its own.
+func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
+	select {
+	case <-sp.p.exited:
+		sp.discard()
+		return nil, false
+	default:
+	}
+	mode := "exec"
+	if sp.python && inProcess(req.Argv, req.Env) {
+		mode = "run"
+	}
+	head, ok := header(mode, req.Argv, env)
+	if !ok {
+		sp.discard()
+		return nil, false
+	}
+	if _, err := sp.stdin.Write(head); err != nil {
+		sp.discard()
+		return nil, false
+	}
+	sp.p.oomBefore = oomKills()
+	s.feed(sp.stdin, nil, req.Stdin)
+	s.relay(sp.p, req.OutputCap, true)
+	return sp.p, true
+}
+
+// header encodes a job for a spare: a 4-byte big-endian length, then
+// NUL-separated fields: mode, argc, argv..., env.... It fails on a NUL in
+// any field (which no program could receive anyway) or a header too large
+// for one pipe write.
+func header(mode string, argv, env []string) ([]byte, bool) {
+	fields := append([]string{mode, strconv.Itoa(len(argv))}, argv...)
+	fields = append(fields, env...)
+	for _, f := range fields {
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, false
+		}
+	}
+	body := strings.Join(fields, "\x00")
+	if len(body)+4 > maxHeader {
+		return nil, false
+	}
+	head := make([]byte, 4, 4+len(body))
+	binary.BigEndian.PutUint32(head, uint32(len(body)))
+	return append(head, body...), true
+}
+
+// inProcess reports whether the Python zygote may run the job in its own
+// interpreter exactly as `python3 <file>` would: the job is a program file
+// of ProgramDir, and its environment sets nothing the interpreter (or the
+// image's sitecustomize) reads at start-up, except PYTHONPATH, which the
+// zygote applies itself.
+func inProcess(argv []string, jobEnv map[string]string) bool {
+	if len(argv) != 2 || argv[0] != "python3" || !strings.HasPrefix(argv[1], ProgramDir+"/") || !strings.HasSuffix(argv[1], ".py") {
+		return false
+	}
+	for k := range jobEnv {
+		switch {
+		case k == "PYTHONPATH":
+		case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
+			return false
+		case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
+			return false
+		}
+	}
+	return true
+}
+
+// isPython says which spare suits the next run, going by the last one.
+func isPython(argv []string) bool { return len(argv) > 0 && argv[0] == "python3" }

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+func TestHeader(t *testing.T) {
+	head, ok := header("run", []string{"python3", "/tmp/gantry/main.py"}, []string{"A=1", "B=x=y"})
+	if !ok {
+		t.Fatal("refused")
+	}
+	n := binary.BigEndian.Uint32(head)
+	fields := strings.Split(string(head[4:]), "\x00")
+	if int(n) != len(head)-4 || strings.Join(fields, "|") != "run|2|python3|/tmp/gantry/main.py|A=1|B=x=y" {
+		t.Fatalf("header %q", head)
+	}
+	if _, ok := header("exec", []string{"sh", "-c", "a\x00b"}, nil); ok {
+		t.Error("a NUL in an argument was accepted")
+	}
+	if _, ok := header("exec", []string{"true"}, []string{"BIG=" + strings.Repeat("x", maxHeader)}); ok {
+		t.Error("a header over one pipe write was accepted")
+	}
+}
+
+func TestInProcess(t *testing.T) {
+	prog := []string{"python3", ProgramDir + "/main.py"}
+	for _, tc := range []struct {
+		argv []string
+		env  map[string]string
+		want bool
+	}{
+		{prog, nil, true},
+		{prog, map[string]string{"SEED": "1", "PYTHONPATH": "/tmp/gantry/gen/python", "GANTRY_BRIDGE": "x"}, true},
+		{prog, map[string]string{"PYTHONHASHSEED": "0"}, false},
+		{prog, map[string]string{"PYTHONIOENCODING": "latin-1"}, false},
+		{prog, map[string]string{"LANG": "de_DE.UTF-8"}, false},
+		{prog, map[string]string{"LC_ALL": "C"}, false},
+		{prog, map[string]string{"HOME": "/workspace"}, false},
+		{prog, map[string]string{"PATH": "/opt/bin"}, false},
+		{prog, map[string]string{"LD_PRELOAD": "/x.so"}, false},
+		{[]string{"python3", "main.py"}, nil, false},
+		{[]string{"python3", "-c", "print(1)"}, nil, false},
+		{[]string{"node", ProgramDir + "/main.js"}, nil, false},
+	} {
+		if got := inProcess(tc.argv, tc.env); got != tc.want {
+			t.Errorf("inProcess(%q, %v) = %v", tc.argv, tc.env, got)
+		}
+	}
+}
