@@ -162,7 +162,15 @@ const devKey = "gk_e2e_test_key_0123456789"
 
 func startDev(t *testing.T, extra ...string) *dev {
 	t.Helper()
-	dbURL := storetest.DatabaseURL(t)
+	var dbURL string
+	for _, e := range extra {
+		if v, ok := strings.CutPrefix(e, "GANTRY_DATABASE_URL="); ok {
+			dbURL = v // the test's own Postgres
+		}
+	}
+	if dbURL == "" {
+		dbURL = storetest.DatabaseURL(t)
+	}
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
 	env := append([]string{
 		"GANTRY_ADDR=127.0.0.1:0",
