@@ -64,7 +64,8 @@ print('done')
 	}
 	began := time.Now().Add(-time.Second) // clocks: the same machine
 	prefix := fmt.Sprintf("outage-%s-", outage)
-	n := 2*slots - 1 // a wave running when Postgres stops, the next one queued
+	// A wave running when Postgres stops, the next one queued.
+	n := 2*slots - 1
 	accepted := map[string]string{} // job id -> key
 	var keys []string
 	for i := range n {
