@@ -225,7 +225,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.SubjectRun)
+	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.TenantSubject(h.tenantA))
 	if err != nil || m.Header.Get("Nats-Msg-Id") != j.ID {
 		t.Fatalf("queued message: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 func TestExecute(t *testing.T) {
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {

@@ -52,6 +52,7 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 			return jobs.Job{}, false, sessionNotFound(sessionID)
 		}
 	}
+	limits := s.limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		TenantID:       p.TenantID,
 		Spec:           spec,
@@ -59,11 +60,16 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 		IdempotencyKey: req.IdempotencyKey,
 		RequestHash:    jobs.RequestHash(req),
 		Metadata:       req.Metadata,
+		MaxQueued:      limits.MaxQueued,
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID)
+		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
+	}
+	if errors.Is(err, store.ErrTooManyQueued) {
+		return jobs.Job{}, false, &APIError{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("%v (%d): wait for some to finish", err, limits.MaxQueued)}
 	}
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -74,18 +80,34 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 	return job, created, nil
 }
 
-// publish puts the job on the queue and waits for JetStream's ack, and
-// returns the message's stream sequence. msgID (the job id for a job's
-// first message) lets the stream deduplicate a retried publish.
-func (s *Server) publish(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+// publish puts the job on its tenant's queue (capped at maxRunning running
+// jobs) and waits for JetStream's ack, and returns the message's stream
+// sequence. msgID (the job id for a job's first message) lets the stream
+// deduplicate a retried publish.
+func (s *Server) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	seq, err := jobs.Publish(ctx, s.js, m, msgID)
+	seq, err := s.pub.Publish(ctx, m, msgID, maxRunning)
+	if errors.Is(err, jobs.ErrQueueFull) {
+		s.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		e := unavailable("the job queue is full; the job was not accepted, retry later")
+		e.RetryAfter = 5
+		return 0, e
+	}
 	if err != nil {
 		s.log.Error("publish job", "job_id", m.JobID, "err", err)
 		return 0, unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return seq, nil
+}
+
+// publishFor publishes for a tenant whose quotas are not at hand.
+func (s *Server) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+	l, err := s.store.TenantLimits(ctx, m.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return s.publish(ctx, m, msgID, l.Or(s.cfg.TenantLimits).MaxRunning)
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p store.Principal) error {

@@ -85,7 +85,7 @@ type mcpJob struct {
 // fakeRunner finishes every queued job: it prints two chunks of output on
 // the log subject, stores an artifact and records success.
 func (h *harness) fakeRunner(t *testing.T) {
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {

@@ -61,7 +61,7 @@ func (s *Server) repairJob(ctx context.Context, stream jetstream.Stream, u store
 	}
 	// The id names the message it replaces, so that a repair whose commit
 	// failed and is done again publishes no second message.
-	seq, err := s.publish(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
+	seq, err := s.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
 	if err != nil {
 		return store.Repair{}, err
 	}

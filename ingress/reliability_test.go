@@ -253,7 +253,7 @@ func TestSlowBodies(t *testing.T) {
 	wg.Wait()
 
 	// Responses may take longer than the body timeout.
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
@@ -303,7 +303,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 		if r.status != 202 {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.SubjectRun)
+		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 	var newSeq uint64
 	for {
 		got := h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.SubjectRun)
+		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
 		if err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError {
 			if got.Error.Message != store.GaveUpMessage(3) {
 				t.Errorf("given up job: %+v", got.Error)

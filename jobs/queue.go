@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +15,17 @@ import (
 const (
 	// StreamName is the work-queue stream holding jobs waiting for a runner.
 	StreamName = "GANTRY_JOBS"
-	// SubjectRun is the subject job run messages are published on.
+	// SubjectRun is the subject older gantry versions published run
+	// messages on; runners still drain it (consumer ConsumerName).
 	SubjectRun = "gantry.jobs.run"
-	// ConsumerName is the durable pull consumer all runners share.
+	// SubjectTenantAll matches the per-tenant subjects run messages are
+	// published on (TenantSubject).
+	SubjectTenantAll = "gantry.jobs.tenant.*"
+	// ConsumerName is the durable pull consumer of SubjectRun.
 	ConsumerName = "runners"
+	// ReadySubject carries a tenant id each time a run message is
+	// published for it (core NATS): idle runners wake at once.
+	ReadySubject = "gantry.jobs.ready"
 
 	// HeaderStream names the output stream (stdout or stderr) of a log chunk.
 	HeaderStream = "Gantry-Stream"
@@ -89,6 +95,10 @@ type QueueConfig struct {
 	// (Postgres unreachable, the runner stopping) spends no attempt, and
 	// the consumer redelivers without limit.
 	MaxAttempts int
+	// MaxMsgs and MaxBytes bound the stream: beyond them a publish is
+	// refused (the API answers 503), never an old message dropped.
+	MaxMsgs  int64
+	MaxBytes int64
 	// Log receives a line while EnsureQueue waits for the JetStream
 	// cluster to become able to create the stream (nil: nothing is logged).
 	Log *slog.Logger
@@ -104,6 +114,12 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
+	}
+	if c.MaxMsgs == 0 {
+		c.MaxMsgs = 100_000
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 256 << 20
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -122,7 +138,8 @@ var (
 	queueRetryMax       = 5 * time.Second
 )
 
-// EnsureQueue creates or updates the jobs stream and the runners' consumer.
+// EnsureQueue creates or updates the jobs stream and the consumer of the
+// legacy subject (each tenant's consumer is made by EnsureTenantQueue).
 // It is idempotent and safe to call from every ingress and runner at start.
 //
 // A JetStream cluster that has just started cannot create a replicated
@@ -159,19 +176,22 @@ func ensureQueueOnce(ctx context.Context, js jetstream.JetStream, cfg QueueConfi
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "gantry jobs waiting for a runner",
-		Subjects:    []string{SubjectRun},
+		Subjects:    []string{SubjectRun, SubjectTenantAll},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  2 * time.Minute,
-		Discard:     jetstream.DiscardOld,
+		MaxMsgs:     cfg.MaxMsgs,
+		MaxBytes:    cfg.MaxBytes,
+		Discard:     jetstream.DiscardNew,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s (replicas %d): %w", StreamName, cfg.Replicas, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
-		Description:   "gantry runners",
+		Description:   "gantry runners (run messages of older versions)",
+		FilterSubject: SubjectRun,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
@@ -247,20 +267,4 @@ func temporary(err error) bool {
 		return true
 	}
 	return false
-}
-
-// Publish puts a run message on the job stream and waits for JetStream's
-// ack; it returns the message's stream sequence (a job's row records it).
-// msgID deduplicates retried publishes within the stream's window: the
-// job id for a job's first message.
-func Publish(ctx context.Context, js jetstream.JetStream, m RunMessage, msgID string) (uint64, error) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return 0, err
-	}
-	ack, err := js.Publish(ctx, SubjectRun, data, jetstream.WithMsgID(msgID))
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// Privacy, when set, tokenizes personal data for tenants that turned
 	// privacy tokens on (see privacy.go).
 	Privacy *pii.Tokenizer
+	// TenantLimits are the quotas of tenants the operator set none for
+	// (the runner uses the cap on running jobs when it makes a tenant's
+	// queue).
+	TenantLimits jobs.TenantLimits
 }
 
 // WithDefaults fills in zero fields.
@@ -73,6 +77,7 @@ func (c Config) WithDefaults() Config {
 		c.DrainTimeout = 30 * time.Second
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
+	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	return c
 }
 
@@ -85,6 +90,7 @@ type Store interface {
 	FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (bool, error)
 	RequeueJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 	SessionStore
 	SkillStore
 }
@@ -166,10 +172,19 @@ func (r *Runner) Run(ctx context.Context) error {
 	} else if n > 0 {
 		r.log.Info("removed leftover containers from an earlier run", "count", n)
 	}
-	cons, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue)
+	if _, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue); err != nil {
+		return err
+	}
+	stream, err := r.js.Stream(ctx, jobs.StreamName)
 	if err != nil {
 		return err
 	}
+	queues := newPicker(r.js, stream, r.cfg.Queue, r.log, r.tenantMaxRunning)
+	readySub, err := r.nc.Subscribe(jobs.ReadySubject, func(m *nats.Msg) { queues.hint(string(m.Data)) })
+	if err != nil {
+		return err
+	}
+	defer readySub.Unsubscribe() //nolint:errcheck
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { r.fleet.run(fleetCtx); close(fleetDone) }()
@@ -218,20 +233,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			continue
 		}
-		// One message per free slot and no prefetch: a job waits in the
-		// stream, where any runner can take it, until a slot is free here.
-		fetchCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		msg, err := cons.Next(jetstream.FetchContext(fetchCtx))
-		cancel()
+		// One message per free slot, from the tenants' queues in turn, and
+		// no prefetch: a job waits in the stream, where any runner can take
+		// it, until a slot is free here.
+		msg, err := queues.next(ctx)
 		if err != nil {
 			<-slots
-			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-				r.log.Warn("fetch job", "err", err)
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-			}
 			continue
 		}
 		wg.Add(1)
@@ -288,14 +295,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			_ = msg.NakWithDelay(500 * time.Millisecond)
+			r.handBack(msg, rm.TenantID, 500*time.Millisecond)
 		}
 		return
 	case err != nil:
 		// Handing the message back spends no attempt (those are counted
 		// by claims): it comes back when Postgres may answer again.
 		log.Error("claim job; handing it back to the queue", "err", err)
-		_ = msg.NakWithDelay(2 * time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second)
 		return
 	}
 	switch outcome {
@@ -308,7 +315,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	case store.ClaimBusy:
 		// Redelivered while its runner still beats: look again later.
-		_ = msg.NakWithDelay(max(r.cfg.Queue.AckWait/2, time.Second))
+		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second))
 		return
 	case store.ClaimGaveUp:
 		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
@@ -345,7 +352,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			_ = msg.NakWithDelay(time.Second)
+			r.handBack(msg, rm.TenantID, time.Second)
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
@@ -369,7 +376,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		// Stopped past the drain timeout with the result unrecorded: the
 		// job runs again elsewhere.
 		log.Error("result not recorded; the job will run again", "err", err)
-		_ = msg.NakWithDelay(time.Second)
+		r.handBack(msg, rm.TenantID, time.Second)
 		return
 	}
 	if !applied {
@@ -539,6 +546,25 @@ func (b *backoff) next() time.Duration {
 	d := b.d
 	b.d = min(2*b.d, time.Second)
 	return d
+}
+
+// handBack returns a message to its queue, to be delivered again after d,
+// and announces it then, so that an idle runner takes it at once.
+func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
+	_ = msg.NakWithDelay(d)
+	if tenantID != "" && r.nc != nil {
+		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })
+	}
+}
+
+// tenantMaxRunning is the tenant's cap on running jobs, for a queue this
+// runner makes (the default when Postgres does not answer).
+func (r *Runner) tenantMaxRunning(ctx context.Context, tenantID string) int {
+	l, err := r.store.TenantLimits(ctx, tenantID)
+	if err != nil {
+		r.log.Warn("read a tenant's limits; using the defaults", "tenant_id", tenantID, "err", err)
+	}
+	return l.Or(r.cfg.TenantLimits).MaxRunning
 }
 
 func (r *Runner) isStopping() bool {

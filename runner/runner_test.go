@@ -31,6 +31,7 @@ type harness struct {
 	st     *store.Store
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	pub    *jobs.Publisher
 	blobs  *blob.Store
 	sb     *Sandbox
 	r      *Runner
@@ -86,6 +87,10 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := jobs.EnsureQueue(context.Background(), h.js, cfg.Queue); err != nil {
+		t.Fatal(err)
+	}
+	h.pub = jobs.NewPublisher(h.nc, h.js, cfg.Queue)
 	h.r = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -117,7 +122,7 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 	}
 	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
 		func(ctx context.Context, id string) (uint64, error) {
-			return jobs.Publish(ctx, h.js, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id)
+			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, 0)
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		_ = msg.NakWithDelay(2 * time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second)
 		return
 	case !ok:
 		_ = msg.Ack()
@@ -105,7 +105,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		_ = msg.NakWithDelay(time.Second)
+		r.handBack(msg, rm.TenantID, time.Second)
 	}
 }
 

@@ -24,7 +24,13 @@ type NewJob struct {
 	IdempotencyKey string
 	RequestHash    []byte
 	Metadata       map[string]string
+	// MaxQueued caps the tenant's queued jobs (0: no cap): a submission
+	// beyond it fails with ErrTooManyQueued.
+	MaxQueued int
 }
+
+// ErrTooManyQueued means the tenant has as many queued jobs as it may.
+var ErrTooManyQueued = errors.New("too many queued jobs")
 
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
@@ -65,6 +71,20 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 
+	if nj.MaxQueued > 0 {
+		// The tenant's submissions take turns from here to commit, so that
+		// the count stays true until this job is in it.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "queued:"+nj.TenantID); err != nil {
+			return jobs.Job{}, false, err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE tenant_id = $1 AND status = 'queued'`, nj.TenantID).Scan(&n); err != nil {
+			return jobs.Job{}, false, err
+		}
+		if n >= nj.MaxQueued {
+			return jobs.Job{}, false, fmt.Errorf("the tenant has %d queued jobs, its limit: %w", n, ErrTooManyQueued)
+		}
+	}
 	// A session's row is locked from here to commit: its jobs are numbered
 	// in the order their submissions commit.
 	var seq *int64

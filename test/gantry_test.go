@@ -199,6 +199,29 @@ func startDev(t *testing.T, extra ...string) *dev {
 	return d
 }
 
+// cli runs a gantry command as the operator would, against this dev's
+// engines, and returns its output.
+func (d *dev) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gantryBin(t), args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gantry %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cliErr runs a gantry command and returns its output and stderr together.
+func (d *dev) cliErr(args ...string) (string, error) {
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
 type resp struct {
 	status int
 	header http.Header

@@ -129,6 +129,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		SweepInterval: cfg.SweepInterval,
 		CodeMode:      d.codeMode,
 		Privacy:       d.box.Enabled(),
+		TenantLimits:  cfg.TenantLimits,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -160,8 +161,9 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
 			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep,
 		},
-		CodeMode: d.codeMode,
-		Privacy:  d.privacy,
+		CodeMode:     d.codeMode,
+		Privacy:      d.privacy,
+		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
 }
