@@ -122,7 +122,13 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 	}
 	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
 		func(ctx context.Context, id string) (uint64, error) {
-			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, 0)
+			// As the ingress does: the tenant's cap on running jobs goes
+			// to its queue.
+			l, err := h.st.TenantLimits(ctx, tenant)
+			if err != nil {
+				return 0, err
+			}
+			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)

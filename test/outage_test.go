@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 
 // TestPostgresOutage stops gantry's Postgres (its own throwaway cluster,
 // `pg_ctl stop -m fast`) under load and starts it again: every accepted
-// job finishes exactly once — its program calls a counting MCP tool, the
-// Marker fixture, outside the sandbox — none is stuck or lost, none spends
-// an attempt, a submission during the outage is refused (503) and not
-// accepted, and all is done within 10 s of Postgres's return.
+// job — plain ones and a session's two — finishes exactly once (its
+// program calls a counting MCP tool, the Marker fixture, outside the
+// sandbox), none is stuck or lost, none spends an attempt, a submission
+// during the outage is refused (503) and not accepted, and all is done
+// within 10 s of Postgres's return.
 // GANTRY_TEST_LONG_OUTAGE=1 adds a 120 s outage.
 func TestPostgresOutage(t *testing.T) {
 	outages := []time.Duration{10 * time.Second, 30 * time.Second}
@@ -57,20 +59,32 @@ time.sleep(3)
 print('done')
 `, key)
 	}
-	submit := func(key string) resp {
-		body := mustJSON(map[string]any{"language": "python", "code": program(key), "idempotency_key": key,
-			"limits": map[string]any{"tool_calls": 1000}})
-		return d.call(t, "POST", "/v1/jobs", body)
+	submitIn := func(key, sessionID string) resp {
+		req := map[string]any{"language": "python", "code": program(key), "idempotency_key": key,
+			"limits": map[string]any{"tool_calls": 1000}}
+		if sessionID != "" {
+			req["session_id"] = sessionID
+		}
+		return d.call(t, "POST", "/v1/jobs", mustJSON(req))
 	}
+	submit := func(key string) resp { return submitIn(key, "") }
 	began := time.Now().Add(-time.Second) // clocks: the same machine
 	prefix := fmt.Sprintf("outage-%s-", outage)
-	// A wave running when Postgres stops, the next one queued.
-	n := 2*slots - 1
+	r := d.call(t, "POST", "/v1/sessions", `{"language":"python"}`)
+	var sess jobs.Session
+	if err := json.Unmarshal(r.body, &sess); r.status != 201 || err != nil {
+		t.Fatalf("create session: %d %s", r.status, r.body)
+	}
+	// A wave running when Postgres stops (a session's job among them),
+	// the next one queued (the session's second job among them).
 	accepted := map[string]string{} // job id -> key
 	var keys []string
-	for i := range n {
-		key := fmt.Sprintf("%s%02d", prefix, i)
-		r := submit(key)
+	for i := range 2*slots - 1 {
+		key, sid := fmt.Sprintf("%s%02d", prefix, i), ""
+		if i < 2 {
+			key, sid = fmt.Sprintf("%ssession-%d", prefix, i), sess.ID
+		}
+		r := submitIn(key, sid)
 		var j jobs.Job
 		if err := json.Unmarshal(r.body, &j); r.status != 202 || err != nil {
 			t.Fatalf("submit %s: %d %s", key, r.status, r.body)
@@ -96,7 +110,13 @@ print('done')
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	t.Logf("Postgres stopped with %d jobs running", slots)
+	var running []string
+	for _, k := range keys {
+		if marks.Count(k) > 0 {
+			running = append(running, strings.TrimPrefix(k, prefix))
+		}
+	}
+	t.Logf("Postgres stopped while these ran: %v", running)
 
 	// A submission now is refused, so it was not accepted.
 	lateKey := prefix + "late"
@@ -165,7 +185,7 @@ print('done')
 	}
 	// The history holds these jobs and no other since the scenario began
 	// (a refused submission left nothing behind).
-	r := d.call(t, "GET", "/v1/jobs?limit=100", "")
+	r = d.call(t, "GET", "/v1/jobs?limit=100", "")
 	var list struct{ Jobs []jobs.Job }
 	_ = json.Unmarshal(r.body, &list)
 	mine := 0
