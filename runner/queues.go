@@ -89,6 +89,25 @@ func (p *picker) hint(tenantID string) {
 	}
 }
 
+// done records that the runner is through with a message it took (acked
+// it, or handed it back): its queue has one fewer out, so a queue at its
+// cap is tried again without waiting for the next listing.
+func (p *picker) done(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if q := p.queues[meta.Consumer]; q != nil && q.ackPending > 0 {
+		q.ackPending--
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
 // next returns the next message to run, waiting until there is one or ctx
 // ends.
 func (p *picker) next(ctx context.Context) (jetstream.Msg, error) {

@@ -246,6 +246,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			defer wg.Done()
 			defer func() { <-slots }()
 			r.handle(jobCtx, msg)
+			queues.done(msg)
 		}()
 	}
 
@@ -429,9 +430,7 @@ func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq 
 			}
 			return c, out, err
 		}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !sleep(ctx, pause) {
 			return c, out, err
 		}
 	}
@@ -494,9 +493,7 @@ func (r *Runner) waitForStore(ctx context.Context, log *slog.Logger) (waited, ok
 			log.Warn("database unavailable; the job waits for it", "err", err)
 			waited = true
 		}
-		select {
-		case <-time.After(retry.next()):
-		case <-ctx.Done():
+		if !sleep(ctx, retry.next()) {
 			return waited, false
 		}
 	}
@@ -528,9 +525,7 @@ func (r *Runner) record(ctx context.Context, log *slog.Logger, finish func(ctx c
 			log.Warn("database unavailable; keeping the result until it is back", "err", err)
 			waiting = true
 		}
-		select {
-		case <-time.After(retry.next()):
-		case <-ctx.Done():
+		if !sleep(ctx, retry.next()) {
 			return false, err
 		}
 	}
@@ -565,6 +560,18 @@ func (r *Runner) tenantMaxRunning(ctx context.Context, tenantID string) int {
 		r.log.Warn("read a tenant's limits; using the defaults", "tenant_id", tenantID, "err", err)
 	}
 	return l.Or(r.cfg.TenantLimits).MaxRunning
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (r *Runner) isStopping() bool {

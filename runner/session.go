@@ -125,9 +125,7 @@ func (r *Runner) acquireSession(ctx context.Context, log *slog.Logger, id, owner
 		if _, ok := r.waitForStore(ctx, log); !ok {
 			return st, false, err
 		}
-		select {
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
+		if !sleep(ctx, 2*time.Second) {
 			return st, false, err
 		}
 	}
