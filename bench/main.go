@@ -653,7 +653,9 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	cmd := exec.Command(*bin, "dev")
 	cmd.Env = append(os.Environ(), "GANTRY_ADDR=127.0.0.1:0", "GANTRY_DEV_NATS_ADDR=127.0.0.1:0", "GANTRY_DEV_S3_ADDR=127.0.0.1:0",
 		"GANTRY_DATA_DIR="+filepath.Join(dir, "data"), "GANTRY_DATABASE_URL="+dbu, "GANTRY_DEV_API_KEY="+apiKey,
-		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=")
+		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=",
+		// The load is the point here, not the tenant quotas.
+		"GANTRY_TENANT_RPS=1000000", "GANTRY_TENANT_MAX_QUEUED=1000000")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

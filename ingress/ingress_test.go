@@ -113,7 +113,7 @@ func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string
 func (h *harness) finish(t *testing.T, id string, res jobs.Result) {
 	t.Helper()
 	ctx := context.Background()
-	if _, ok, err := h.st.ClaimJob(ctx, id, 1, "fake"); err != nil || !ok {
+	if _, ok, err := storetest.Claim(h.st, id, "fake"); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	if applied, err := h.st.FinishJob(ctx, id, 1, res); err != nil || !applied {
@@ -225,7 +225,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.SubjectRun)
+	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.TenantSubject(h.tenantA))
 	if err != nil || m.Header.Get("Nats-Msg-Id") != j.ID {
 		t.Fatalf("queued message: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 func TestExecute(t *testing.T) {
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
@@ -337,7 +337,7 @@ func TestCancelQueued(t *testing.T) {
 			t.Fatalf("cancel %d: %d %s", i, r.status, r.body)
 		}
 	}
-	if _, ok, _ := h.st.ClaimJob(context.Background(), j.ID, 1, "r"); ok {
+	if _, ok, _ := storetest.Claim(h.st, j.ID, "r"); ok {
 		t.Error("a runner could still claim the cancelled job")
 	}
 }
@@ -418,7 +418,7 @@ func TestLogsStream(t *testing.T) {
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	ctx := context.Background()
-	if _, ok, err := h.st.ClaimJob(ctx, j.ID, 1, "fake"); err != nil || !ok {
+	if _, ok, err := storetest.Claim(h.st, j.ID, "fake"); err != nil || !ok {
 		t.Fatal(err)
 	}
 	// Play the runner: answer backlog requests with what was printed so far.

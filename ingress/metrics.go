@@ -9,8 +9,9 @@ import (
 )
 
 type metrics struct {
-	requests  *prometheus.HistogramVec
-	submitted *prometheus.CounterVec
+	requests   *prometheus.HistogramVec
+	submitted  *prometheus.CounterVec
+	reconciled *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -23,8 +24,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_submitted_total", Help: "Jobs accepted, by language.",
 		}, []string{"language"}),
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_jobs_reconciled_total", Help: "Stranded jobs the reconciler repaired, by action (republished, failed).",
+		}, []string{"action"}),
 	}
-	reg.MustRegister(m.requests, m.submitted)
+	reg.MustRegister(m.requests, m.submitted, m.reconciled)
 	return m
 }
 

@@ -56,6 +56,8 @@ type Config struct {
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
+	// TenantLimits are the quotas of tenants the operator set none for.
+	TenantLimits jobs.TenantLimits
 }
 
 // WithDefaults fills in zero fields.
@@ -86,6 +88,7 @@ func (c Config) WithDefaults() Config {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 15 * time.Second
 	}
+	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	return c
 }
 
@@ -93,10 +96,12 @@ func (c Config) WithDefaults() Config {
 type Store interface {
 	Ping(ctx context.Context) error
 	Authenticate(ctx context.Context, key string) (store.Principal, error)
-	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) error) (jobs.Job, bool, error)
+	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) (uint64, error)) (jobs.Job, bool, error)
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
-	CancelJob(ctx context.Context, tenantID, id string) (store.CancelOutcome, error)
+	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
+	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
@@ -147,6 +152,8 @@ type Server struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
+	pub     *jobs.Publisher
+	rates   *rateLimits
 	hub     *hub
 	checks  []Check
 	metrics *metrics
@@ -166,8 +173,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	if err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	s := &Server{
-		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
+		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, pub: jobs.NewPublisher(nc, js, cfg.Queue), rates: newRateLimits(10_000),
 		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -309,19 +317,24 @@ func Routes() []string {
 	}
 }
 
-// queueDepth is the runners' consumer's count of undelivered messages.
+// queueDepth counts the messages no runner has taken yet, over every
+// tenant's queue.
 func (s *Server) queueDepth() float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cons, err := s.js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
+	stream, err := s.js.Stream(ctx, jobs.StreamName)
 	if err != nil {
 		return -1
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
+	list := stream.ListConsumers(ctx)
+	var n uint64
+	for info := range list.Info() {
+		n += info.NumPending
+	}
+	if list.Err() != nil {
 		return -1
 	}
-	return float64(info.NumPending)
+	return float64(n)
 }
 
 // checkQueue checks that the job stream can take a publish: NATS is
@@ -375,14 +388,28 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, store.
 	})
 }
 
-// unauthorized answers a request whose key did not check out.
+// unauthorized answers a request whose key did not check out (or that
+// went past its tenant's rate).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+	var e *APIError
+	if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+	}
 	s.writeError(w, r, err)
 }
 
-// authenticate resolves a request's bearer key to its tenant.
+// authenticate resolves a request's bearer key to its tenant, and admits
+// the request under the tenant's rate limit.
 func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
+	p, err := s.lookupKey(r)
+	if err != nil {
+		return p, err
+	}
+	return p, s.admitRate(p)
+}
+
+// lookupKey resolves a request's bearer key to its tenant.
+func (s *Server) lookupKey(r *http.Request) (store.Principal, error) {
 	auth := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(auth, "Bearer ")
 	key = strings.TrimSpace(key)

@@ -184,7 +184,15 @@ const devKey = "gk_e2e_test_key_0123456789"
 
 func startDev(t *testing.T, extra ...string) *dev {
 	t.Helper()
-	dbURL := storetest.DatabaseURL(t)
+	var dbURL string
+	for _, e := range extra {
+		if v, ok := strings.CutPrefix(e, "GANTRY_DATABASE_URL="); ok {
+			dbURL = v // the test's own Postgres
+		}
+	}
+	if dbURL == "" {
+		dbURL = storetest.DatabaseURL(t)
+	}
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
 	runnerID := "e2e-" + jobs.NewID("r")[2:12]
 	env := append([]string{
@@ -210,6 +218,29 @@ func startDev(t *testing.T, extra ...string) *dev {
 	}
 	d.env = append(d.env, extra...)
 	return d
+}
+
+// cli runs a gantry command as the operator would, against this dev's
+// engines, and returns its output.
+func (d *dev) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gantryBin(t), args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gantry %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cliErr runs a gantry command and returns its output and stderr together.
+func (d *dev) cliErr(args ...string) (string, error) {
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }
 
 type resp struct {

@@ -43,6 +43,7 @@ type config struct {
 	ArtifactTotalMB int
 
 	Queue         jobs.QueueConfig
+	TenantLimits  jobs.TenantLimits
 	Policy        jobs.Policy
 	MaxBodyBytes  int64
 	BodyTimeout   time.Duration
@@ -107,6 +108,26 @@ func (e *envReader) policy() jobs.Policy {
 	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
 	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
 	return p
+}
+
+// tenantLimits reads the quotas of tenants the operator set none for
+// (gantry tenants set-limits sets a tenant's own).
+func (e *envReader) tenantLimits() jobs.TenantLimits {
+	def := jobs.DefaultTenantLimits()
+	l := jobs.TenantLimits{
+		MaxQueued:  e.int("GANTRY_TENANT_MAX_QUEUED", def.MaxQueued, 1, 10_000_000),
+		MaxRunning: e.int("GANTRY_TENANT_MAX_RUNNING", def.MaxRunning, 1, 1_000_000),
+	}
+	l.RequestsPerSecond = def.RequestsPerSecond
+	if v := e.str("GANTRY_TENANT_RPS", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || f < 0.01 || f > 1_000_000 {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_TENANT_RPS=%q: want a number of requests per second from 0.01 to 1000000", v))
+		} else {
+			l.RequestsPerSecond = f
+		}
+	}
+	return l
 }
 
 // maximum reads a policy maximum: a whole number (CPUs may be fractional)
@@ -202,7 +223,10 @@ func loadConfig() (config, error) {
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
 			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),
+			MaxMsgs:     int64(e.int("GANTRY_QUEUE_MAX_MSGS", 100_000, 100, 100_000_000)),
+			MaxBytes:    int64(e.int("GANTRY_QUEUE_MAX_BYTES", 256<<20, 1<<20, 1<<40)),
 		},
+		TenantLimits:  e.tenantLimits(),
 		Policy:        e.policy(),
 		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
 		BodyTimeout:   e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),

@@ -129,6 +129,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		SweepInterval: cfg.SweepInterval,
 		CodeMode:      d.codeMode,
 		Privacy:       d.box.Enabled(),
+		TenantLimits:  cfg.TenantLimits,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -163,8 +164,9 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
-		CodeMode: d.codeMode,
-		Privacy:  d.privacy,
+		CodeMode:     d.codeMode,
+		Privacy:      d.privacy,
+		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, err
 }
