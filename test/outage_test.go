@@ -143,7 +143,7 @@ print('done')
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	accepted[late.ID], keys = lateKey, append(keys, lateKey)
+	accepted[late.ID] = lateKey
 
 	// Watch every job end, noting when.
 	ended := map[string]time.Duration{}
