@@ -37,6 +37,7 @@ type harness struct {
 	blobs         *blob.Store
 	tenantA, keyA string
 	tenantB, keyB string
+	cfg           ingress.Config
 }
 
 func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
@@ -55,7 +56,15 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	for _, o := range opts {
 		o(h, &cfg)
 	}
-	srv, err := ingress.New(cfg,
+	h.cfg = cfg
+	h.url = h.serve(t)
+	return h
+}
+
+// serve starts an ingress on the harness's engines and returns its URL.
+func (h *harness) serve(t *testing.T) string {
+	t.Helper()
+	srv, err := ingress.New(h.cfg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), h.st, h.blobs, h.nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +75,16 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	t.Cleanup(srv.Stop)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	h.url = ts.URL
-	return h
+	return ts.URL
+}
+
+// replica starts a second ingress replica on the same engines: a harness
+// like h that talks to it.
+func (h *harness) replica(t *testing.T) *harness {
+	t.Helper()
+	r := *h
+	r.url = h.serve(t)
+	return &r
 }
 
 type response struct {

@@ -56,6 +56,12 @@ type Config struct {
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
+	// HistoryTTL is how long a finished job is kept (0: forever). The
+	// sweeper deletes older ones; MCP tasks report it as their TTL.
+	HistoryTTL time.Duration
+	// TaskInlineWait is how long execute_code waits for its job before it
+	// answers an MCP client of the tasks extension with a task instead.
+	TaskInlineWait time.Duration
 }
 
 // WithDefaults fills in zero fields.
@@ -82,6 +88,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.TaskInlineWait == 0 {
+		c.TaskInlineWait = 5 * time.Second
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 15 * time.Second
@@ -153,7 +162,7 @@ type Server struct {
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
-	tasks   taskRegistry
+	tools   *toolCatalog
 	auth    *authCache
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
