@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
@@ -38,6 +39,9 @@ type harness struct {
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
+	// history is how the ingress's store keeps output and retention, as
+	// cmd/gantry wires it.
+	history history.Config
 }
 
 func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
@@ -45,7 +49,7 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	if testing.Short() {
 		t.Skip("needs Postgres, NATS and S3")
 	}
-	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
+	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), history: history.Config{InlineMax: history.DefaultInlineMax}}
 	h.nc = jobstest.Connect(t, jobstest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
@@ -64,8 +68,11 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 // serve starts an ingress on the harness's engines and returns its URL.
 func (h *harness) serve(t *testing.T) string {
 	t.Helper()
-	srv, err := ingress.New(h.cfg,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), h.st, h.blobs, h.nc, prometheus.NewRegistry())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hs := history.New(h.st, h.blobs, h.history, log)
+	cfg := h.cfg
+	cfg.History = hs
+	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,7 +283,10 @@ func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
 // any replica polls, and whose result tasks/get carries.
 func TestMCPTasksExtension(t *testing.T) {
 	ttl := 24 * time.Hour
-	a := newHarness(t, func(_ *harness, c *ingress.Config) { c.TaskInlineWait = 300 * time.Millisecond; c.HistoryTTL = ttl })
+	a := newHarness(t, func(h *harness, c *ingress.Config) {
+		c.TaskInlineWait = 300 * time.Millisecond
+		h.history.TTL = ttl
+	})
 	b := a.replica(t)
 	ca := &rawMCP{t: t, h: a, modern: true, tasksExt: true}
 	cb := ca.on(b)

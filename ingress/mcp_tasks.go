@@ -399,10 +399,10 @@ func (s *Server) extTask(j jobs.Job) extTaskResult {
 // taskTTL is how long a task is kept: as long as its job's history
 // (GANTRY_HISTORY_TTL after it ends; null when history is kept forever).
 func (s *Server) taskTTL() *int64 {
-	if s.cfg.HistoryTTL <= 0 {
+	if s.cfg.History == nil || s.cfg.History.TTL() <= 0 {
 		return nil
 	}
-	ms := s.cfg.HistoryTTL.Milliseconds()
+	ms := s.cfg.History.TTL().Milliseconds()
 	return &ms
 }
 

@@ -56,9 +56,9 @@ type Config struct {
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
-	// HistoryTTL is how long a finished job is kept (0: forever). The
-	// sweeper deletes older ones; MCP tasks report it as their TTL.
-	HistoryTTL time.Duration
+	// History deletes finished jobs past their retention; the sweeper
+	// calls it. nil: history is kept forever.
+	History Retention
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
@@ -130,6 +130,16 @@ type Store interface {
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
 	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
+}
+
+// Retention deletes finished jobs older than the history's TTL, with what
+// they stored (history.Store).
+type Retention interface {
+	// Sweep deletes a bounded amount of expired history and returns how
+	// many jobs it deleted. Replicas may call it at once.
+	Sweep(ctx context.Context) (int, error)
+	// TTL is how long a finished job is kept (0: forever).
+	TTL() time.Duration
 }
 
 // Blobs is what the ingress needs of the object store.

@@ -189,6 +189,22 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 }
 
+// sweepHistory deletes finished jobs past the history's TTL, in batches,
+// with their objects.
+func (s *Server) sweepHistory(ctx context.Context) {
+	if s.cfg.History == nil {
+		return
+	}
+	n, err := s.cfg.History.Sweep(ctx)
+	if n > 0 {
+		s.metrics.historyDeleted.Add(float64(n))
+		s.log.Info("deleted expired job history", "jobs", n, "ttl", s.cfg.History.TTL())
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("sweep job history; the next sweep retries", "err", err)
+	}
+}
+
 func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -199,6 +215,7 @@ func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			s.sweep(ctx)
 			s.sweepCodeMode(ctx)
+			s.sweepHistory(ctx)
 		}
 	}
 }
