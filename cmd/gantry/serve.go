@@ -39,8 +39,8 @@ type deps struct {
 	// what the ingress and the runner are given.
 	history *history.Store
 	blobs   *blob.Store
-	nc    *nats.Conn
-	reg   *prometheus.Registry
+	nc      *nats.Conn
+	reg     *prometheus.Registry
 	// box seals credentials and personal data (nil without a key).
 	box       *secret.Box
 	codeMode  *codemode.Registry
