@@ -189,6 +189,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
 		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
+	if s.cfg.History != nil {
+		s.done.history = s.cfg.History.TTL()
+	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
 	}, s.queueDepth))
