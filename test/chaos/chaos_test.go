@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +63,9 @@ func TestChaos(t *testing.T) {
 	}
 
 	costs := measureCosts(t, c, cl)
+	// The jobs running on the runner that is killed: gantry runs them
+	// again (by design), so their programs may have run twice.
+	var orphans map[string]bool
 
 	l := newLoad(cl)
 	go l.run(rate)
@@ -75,10 +79,11 @@ func TestChaos(t *testing.T) {
 			})
 			f.at = time.Now()
 			c.runners[0].kill9()
+			orphans = runningJobs(c.runners[0].output())
 			time.Sleep(3 * time.Second)
 			// Its containers outlive it (their agents stop when its
 			// connections close); its next life removes them.
-			f.detail = fmt.Sprintf("%d containers left behind", countContainers(t, "dev.gantry.runner="+c.runnerID[0]))
+			f.detail = fmt.Sprintf("%d jobs running on it, %d containers left behind", len(orphans), countContainers(t, "dev.gantry.runner="+c.runnerID[0]))
 			c.runners[0].start(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -135,10 +140,10 @@ func TestChaos(t *testing.T) {
 		r.phase = phaseOf(r, ats)
 	}
 	dupRows := duplicateRows(t, c)
-	steady.tally(recs, 0, marks, dupRows)
+	steady.tally(recs, 0, marks, dupRows, orphans)
 	steady.recovery = 0
 	for i := range faults {
-		faults[i].tally(recs, i+1, marks, dupRows)
+		faults[i].tally(recs, i+1, marks, dupRows, orphans)
 	}
 	faults = append([]fault{steady}, faults...)
 	report(t, costs, faults, recs)
@@ -159,9 +164,33 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos run took %s", time.Since(began).Round(time.Second))
 }
 
-// phaseOf is the phase a job belongs to: the last fault injected before it
-// ended (or, for a job that never ended, before the run ended), 0 if none.
-// A job in flight when a fault hit counts for that fault.
+// runningJobs reads a runner's log (its life up to a kill -9) for the jobs
+// it had started and not finished.
+func runningJobs(log string) map[string]bool {
+	if i := strings.LastIndex(log, "\n=== "); i >= 0 {
+		log = log[i:]
+	}
+	running := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		m := jobLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if strings.HasSuffix(m[1], "started") {
+			running[m[2]] = true
+		} else {
+			delete(running, m[2])
+		}
+	}
+	return running
+}
+
+var jobLine = regexp.MustCompile(`msg="(?:session )?job (started|finished)".* job_id=(\S+)`)
+
+// phaseOf is the phase a job belongs to: the first fault that hit it while
+// it was live (between its submission and its end, or the end of the run
+// for a job that never ended); else the last fault before it was
+// submitted; 0 if none.
 func phaseOf(r *record, ats []time.Time) int {
 	end := time.Now()
 	switch {
@@ -170,9 +199,14 @@ func phaseOf(r *record, ats []time.Time) int {
 	case r.terminal && r.final.FinishedAt != nil:
 		end = *r.final.FinishedAt
 	}
+	for i, at := range ats {
+		if !at.Before(r.submitted) && at.Before(end) {
+			return i + 1
+		}
+	}
 	p := 0
 	for i, at := range ats {
-		if at.Before(end) {
+		if at.Before(r.submitted) {
 			p = i + 1
 		}
 	}
