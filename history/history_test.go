@@ -26,7 +26,7 @@ type bundle struct {
 	tenant string
 }
 
-func setup(t *testing.T, cfg history.Config) *bundle {
+func setup(t testing.TB, cfg history.Config) *bundle {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and S3")
