@@ -284,7 +284,7 @@ func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
 func TestMCPTasksExtension(t *testing.T) {
 	ttl := 24 * time.Hour
 	a := newHarness(t, func(h *harness, c *ingress.Config) {
-		c.TaskInlineWait = 300 * time.Millisecond
+		c.TaskInlineWait = 2 * time.Second
 		h.history.TTL = ttl
 	})
 	b := a.replica(t)
