@@ -9,9 +9,10 @@ import (
 )
 
 type metrics struct {
-	requests   *prometheus.HistogramVec
-	submitted  *prometheus.CounterVec
-	reconciled *prometheus.CounterVec
+	requests       *prometheus.HistogramVec
+	submitted      *prometheus.CounterVec
+	reconciled     *prometheus.CounterVec
+	historyDeleted prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,8 +28,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_reconciled_total", Help: "Stranded jobs the reconciler repaired, by action (republished, failed).",
 		}, []string{"action"}),
+		historyDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gantry_history_deleted_total", Help: "Finished jobs deleted by the retention sweep (GANTRY_HISTORY_TTL).",
+		}),
 	}
-	reg.MustRegister(m.requests, m.submitted, m.reconciled)
+	reg.MustRegister(m.requests, m.submitted, m.reconciled, m.historyDeleted)
 	return m
 }
 

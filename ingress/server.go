@@ -58,6 +58,12 @@ type Config struct {
 	Privacy bool
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
+	// History deletes finished jobs past their retention; the sweeper
+	// calls it. nil: history is kept forever.
+	History Retention
+	// TaskInlineWait is how long execute_code waits for its job before it
+	// answers an MCP client of the tasks extension with a task instead.
+	TaskInlineWait time.Duration
 }
 
 // WithDefaults fills in zero fields.
@@ -84,6 +90,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.TaskInlineWait == 0 {
+		c.TaskInlineWait = 5 * time.Second
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 15 * time.Second
@@ -128,6 +137,16 @@ type Store interface {
 	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
 }
 
+// Retention deletes finished jobs older than the history's TTL, with what
+// they stored (history.Store).
+type Retention interface {
+	// Sweep deletes a bounded amount of expired history and returns how
+	// many jobs it deleted. Replicas may call it at once.
+	Sweep(ctx context.Context) (int, error)
+	// TTL is how long a finished job is kept (0: forever).
+	TTL() time.Duration
+}
+
 // Blobs is what the ingress needs of the object store.
 type Blobs interface {
 	Ping(ctx context.Context) error
@@ -160,7 +179,7 @@ type Server struct {
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
-	tasks   taskRegistry
+	tools   *toolCatalog
 	auth    *authCache
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
@@ -177,6 +196,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	s := &Server{
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, pub: jobs.NewPublisher(nc, js, cfg.Queue), rates: newRateLimits(10_000),
 		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+	}
+	if s.cfg.History != nil {
+		s.done.history = s.cfg.History.TTL()
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",

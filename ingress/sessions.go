@@ -192,6 +192,22 @@ func (s *Server) sweep(ctx context.Context, settled bool) {
 	}
 }
 
+// sweepHistory deletes finished jobs past the history's TTL, in batches,
+// with their objects.
+func (s *Server) sweepHistory(ctx context.Context) {
+	if s.cfg.History == nil {
+		return
+	}
+	n, err := s.cfg.History.Sweep(ctx)
+	if n > 0 {
+		s.metrics.historyDeleted.Add(float64(n))
+		s.log.Info("deleted expired job history", "jobs", n, "ttl", s.cfg.History.TTL())
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("sweep job history; the next sweep retries", "err", err)
+	}
+}
+
 // runSweeper runs the maintenance passes every interval. After Postgres
 // was unreachable, the passes that act on missing signs of life
 // (re-announcing stalled sessions, reconciling jobs) wait one ack wait:
@@ -225,5 +241,6 @@ func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 			s.reconcile(ctx)
 		}
 		s.sweepCodeMode(ctx)
+		s.sweepHistory(ctx)
 	}
 }

@@ -113,6 +113,11 @@ type Job struct {
 	// ToolCalls are the upstream MCP tool calls the job's code made
 	// through the code-mode bridge, in the order they started.
 	ToolCalls []ToolCall `json:"tool_calls"`
+	// StdoutKey and StderrKey locate a stream's bytes in the object store
+	// when they were too long to keep in the row (Stdout or Stderr is then
+	// empty until the history layer reads them back). Not part of the API.
+	StdoutKey string `json:"-"`
+	StderrKey string `json:"-"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -147,6 +152,11 @@ type Result struct {
 	ArtifactsOmitted []OmittedArtifact
 	Error            *ErrorInfo
 	ToolCalls        []ToolCall
+	// StdoutKey and StderrKey, when set, say that the stream's bytes were
+	// moved to the object store under that key; Stdout or Stderr is then
+	// empty.
+	StdoutKey string
+	StderrKey string
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

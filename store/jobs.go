@@ -34,7 +34,7 @@ var ErrTooManyQueued = errors.New("too many queued jobs")
 
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
-	error_code, error_message, metadata, tool_calls`
+	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the
@@ -415,11 +415,12 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
-			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13
+			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
+			stdout_key = $14, stderr_key = $15
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON)
+		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey))
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -457,10 +458,11 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		arts, meta      []byte
 		calls           []byte
 		errCode, errMsg *string
+		outKey, errKey  *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls)
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -479,6 +481,7 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 	if errCode != nil {
 		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}
 	}
+	j.StdoutKey, j.StderrKey = deref(outKey), deref(errKey)
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 )
@@ -49,6 +50,10 @@ type config struct {
 	BodyTimeout   time.Duration
 	PresignExpiry time.Duration
 	SweepInterval time.Duration
+	// History: how long finished jobs are kept (0: forever), and the
+	// longest output stream kept in Postgres.
+	HistoryTTL        time.Duration
+	OutputInlineBytes int
 
 	LogLevel  slog.Level
 	LogFormat string
@@ -226,15 +231,17 @@ func loadConfig() (config, error) {
 			MaxMsgs:     int64(e.int("GANTRY_QUEUE_MAX_MSGS", 100_000, 100, 100_000_000)),
 			MaxBytes:    int64(e.int("GANTRY_QUEUE_MAX_BYTES", 256<<20, 1<<20, 1<<40)),
 		},
-		TenantLimits:  e.tenantLimits(),
-		Policy:        e.policy(),
-		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
-		BodyTimeout:   e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
-		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
-		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
-		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
-		MCPToolsTTL:   e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
-		PIITTL:        e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
+		TenantLimits:      e.tenantLimits(),
+		Policy:            e.policy(),
+		MaxBodyBytes:      int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
+		BodyTimeout:       e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
+		PresignExpiry:     e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
+		SweepInterval:     e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
+		HistoryTTL:        e.duration("GANTRY_HISTORY_TTL", 0, 0, 100*365*24*time.Hour),
+		OutputInlineBytes: e.int("GANTRY_OUTPUT_INLINE_BYTES", history.DefaultInlineMax, 0, 64<<20),
+		LogFormat:         e.str("GANTRY_LOG_FORMAT", "text"),
+		MCPToolsTTL:       e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
+		PIITTL:            e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
 
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),
