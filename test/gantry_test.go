@@ -123,6 +123,14 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	return p
 }
 
+// uniqueSuffix is 12 random base32 characters, for runner ids: tests run
+// at once share a Docker host, and a runner removes the containers of its
+// id (a millisecond timestamp would collide).
+func uniqueSuffix() string {
+	id := jobs.NewID("r")
+	return id[len(id)-12:]
+}
+
 // removeContainers removes every container of the runner id.
 func removeContainers(t *testing.T, runnerID string) {
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.gantry.runner="+runnerID).Output()
@@ -194,7 +202,7 @@ func startDev(t *testing.T, extra ...string) *dev {
 		dbURL = storetest.DatabaseURL(t)
 	}
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
-	runnerID := "e2e-" + jobs.NewID("r")[2:12]
+	runnerID := "e2e-" + uniqueSuffix()
 	env := append([]string{
 		"GANTRY_ADDR=127.0.0.1:0",
 		"GANTRY_DEV_NATS_ADDR=127.0.0.1:0",
@@ -494,7 +502,7 @@ func TestRunnerKilledMidJob(t *testing.T) {
 		p.waitOutput(t, regexp.MustCompile(`runner started`), 30*time.Second)
 		return p
 	}
-	suffix := jobs.NewID("r")[2:10]
+	suffix := uniqueSuffix()
 	idA, idB, idC := "e2e-a-"+suffix, "e2e-b-"+suffix, "e2e-c-"+suffix
 
 	a := runner(idA)

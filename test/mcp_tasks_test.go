@@ -158,9 +158,9 @@ func TestMCPTasksAcrossReplicas(t *testing.T) {
 	}
 
 	// A long task created on A is cancelled on B: the job stops.
-	id = start(a, "import time\nprint('started', flush=True)\ntime.sleep(301)")
+	id = start(a, "import os\nprint('started', flush=True)\nos.system('sleep 301')")
 	onB.pollTask(id, time.Minute, func(tk task) bool { return tk.StatusMessage == "running" })
-	ctr := d.containerRunning(t, "time.sleep(301)")
+	ctr := d.containerRunning(t, "sleep 301")
 	var cancelled task
 	onB.must("tasks/cancel", map[string]any{"taskId": id}, &cancelled)
 	if cancelled.Status != "cancelled" {
