@@ -119,7 +119,7 @@ func (s *server) handOver(sp *spare, req Request, env []string) (*process, error
 			return p, nil
 		}
 	}
-	p, stdin, err := s.launch(req.Argv, env, true)
+	p, stdin, err := s.launch(req.Argv, env, true, s.announceStart)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +127,10 @@ func (s *server) handOver(sp *spare, req Request, env []string) (*process, error
 	s.relay(p, req.OutputCap, false)
 	return p, nil
 }
+
+// announceStart tells the runner the program may act from now on: what
+// goes wrong after this may be the program's doing.
+func (s *server) announceStart() { _ = s.fw.frame(KindStarted, nil) }
 
 // placeFiles writes the run's files: the workspace's, and the program's
 // own under runDir (which the program sees as ProgramDir).
@@ -171,10 +175,10 @@ type process struct {
 	outR      *os.File
 	errR      *os.File
 	statusEnd chan struct{} // closed when bwrap's status stream ended
-	// up is closed when the sandbox exists (its init was given its OOM
-	// score and let go); under Container at once.
-	up        chan struct{}
 	oomBefore int
+	// announce, when set, tells the runner the program may act from now
+	// on (KindStarted); it is called before the program is let go.
+	announce func()
 
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
@@ -186,10 +190,11 @@ type process struct {
 // launch starts argv in a new sandbox (Namespaces: bubblewrap; Container:
 // directly, through this binary's exec, which raises the OOM score first).
 // Its output is not read until relay. With stdin it returns the write end
-// of the program's stdin, else the program reads /dev/null.
-func (s *server) launch(argv, env []string, withStdin bool) (*process, *os.File, error) {
+// of the program's stdin, else the program reads /dev/null. announce (if
+// not nil) is called just before argv can run.
+func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*process, *os.File, error) {
 	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
-		statusEnd: make(chan struct{}), up: make(chan struct{}), oomBefore: oomKills()}
+		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
 	var files []*os.File // ours, closed when launch fails
 	closeAll := func() {
 		for _, f := range files {
@@ -251,6 +256,9 @@ func (s *server) launch(argv, env []string, withStdin bool) (*process, *os.File,
 		p.cmd.Stdin = stdinR
 		childEnds = append(childEnds, stdinR)
 	}
+	if status == nil && announce != nil {
+		announce() // Container: the program runs as soon as it starts
+	}
 	if err := p.cmd.Start(); err != nil {
 		closeAll()
 		return nil, nil, fmt.Errorf("start the sandbox: %w", err)
@@ -263,7 +271,6 @@ func (s *server) launch(argv, env []string, withStdin bool) (*process, *os.File,
 		go p.watchStatus(status, block)
 	} else {
 		close(p.statusEnd)
-		close(p.up)
 	}
 	go func() {
 		p.waitErr = p.cmd.Wait()
@@ -298,9 +305,11 @@ func (p *process) watchStatus(status, block *os.File) {
 		}
 		if st.ChildPID != nil {
 			_ = os.WriteFile("/proc/"+strconv.Itoa(*st.ChildPID)+"/oom_score_adj", []byte("1000"), 0)
+			if p.announce != nil {
+				p.announce() // before the program can act
+			}
 			_, _ = block.Write([]byte{0})
 			block.Close()
-			close(p.up)
 		}
 		if st.ExitCode != nil {
 			p.mu.Lock()
@@ -322,13 +331,6 @@ func (s *server) relay(p *process, cap int, skipReady bool) {
 	relays.Add(2)
 	go func() { defer relays.Done(); s.copyOut(KindStdout, p.outR, cap, nil, false) }()
 	go func() { defer relays.Done(); s.copyOut(KindStderr, p.errR, cap, p, skipReady) }()
-	go func() {
-		select {
-		case <-p.up:
-			_ = s.fw.frame(KindStarted, nil)
-		case <-p.statusEnd: // bwrap failed before the sandbox existed
-		}
-	}()
 	go func() {
 		<-p.exited
 		<-p.statusEnd

@@ -48,7 +48,7 @@ func (s *server) spawnSpares(python bool) {
 			if python {
 				argv = []string{"python3", "-c", zygoteSource}
 			}
-			p, stdin, err := s.launch(argv, environ(nil), true)
+			p, stdin, err := s.launch(argv, environ(nil), true, nil)
 			if err != nil {
 				ch <- nil
 				return
@@ -99,11 +99,14 @@ func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
 		sp.discard()
 		return nil, false
 	}
+	sp.p.oomBefore = oomKills()
+	s.announceStart() // the program can act once it has its header
 	if _, err := sp.stdin.Write(head); err != nil {
+		// Announced, but nothing of the program ran: a sandbox of its own
+		// follows, and the run's exit says how that one went.
 		sp.discard()
 		return nil, false
 	}
-	sp.p.oomBefore = oomKills()
 	s.feed(sp.stdin, nil, req.Stdin)
 	s.relay(sp.p, req.OutputCap, true)
 	return sp.p, true

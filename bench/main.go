@@ -130,6 +130,7 @@ func measure(runtime string) ([]row, error) {
 	url, apiKey := *target, *key
 	var stop func()
 	var runnerID string
+	var devPID int
 	if url == "" {
 		var err error
 		env := map[string]string{"GANTRY_RUNNER_SLOTS": strconv.Itoa(*slots), "GANTRY_POOL_MIN": strconv.Itoa(*slots),
@@ -137,7 +138,7 @@ func measure(runtime string) ([]row, error) {
 		if runtime != "" {
 			env["GANTRY_RUNTIME"] = runtime
 		}
-		if url, apiKey, runnerID, stop, err = startDevRunner(env); err != nil {
+		if url, apiKey, runnerID, devPID, stop, err = startDevRunner(env); err != nil {
 			return nil, err
 		}
 		defer stop()
@@ -154,6 +155,7 @@ func measure(runtime string) ([]row, error) {
 	// evaluation harness or a busy agent sends them.
 	fmt.Fprintf(os.Stderr, "bench%s: %d executions back to back\n", suffix, *latencyN)
 	var b2b, queue []time.Duration
+	cpu0 := takeCPU(runnerID, devPID)
 	for range *latencyN {
 		j, err := c.execute(code)
 		if err != nil {
@@ -162,6 +164,7 @@ func measure(runtime string) ([]row, error) {
 		b2b = append(b2b, j.wall)
 		queue = append(queue, j.queue)
 	}
+	cpu := takeCPU(runnerID, devPID).since(cpu0, *latencyN)
 	fmt.Fprintf(os.Stderr, "bench%s: %d sequential docker runs\n", suffix, *baselineN)
 	var base []time.Duration
 	for range *baselineN {
@@ -178,6 +181,11 @@ func measure(runtime string) ([]row, error) {
 			r.Target, r.Met = "≤ 0.1× docker run", met(g*10 <= b)
 		}
 		add(r)
+	}
+	if *target == "" {
+		add(row{Name: "CPU per back-to-back job: in the sandbox containers (agent, sandbox, program)", Gantry: ms(cpu.sandbox), Value: msf(cpu.sandbox)})
+		add(row{Name: "CPU per back-to-back job: gantry dev (ingress, runner, NATS)", Gantry: ms(cpu.gantry), Value: msf(cpu.gantry)})
+		add(row{Name: "CPU per back-to-back job: dockerd, containerd and shims", Gantry: ms(cpu.docker), Value: msf(cpu.docker)})
 	}
 	if runtime == "" {
 		// Paced, as an agent's calls come with thinking in between.
@@ -619,11 +627,80 @@ func procStatus(pid int, field string) float64 {
 }
 
 // startDevRunner is startDev for the rows that need the runner's id.
-func startDevRunner(env map[string]string) (url, apiKey, runnerID string, stop func(), err error) {
+func startDevRunner(env map[string]string) (url, apiKey, runnerID string, pid int, stop func(), err error) {
 	runnerID = "bench-" + randHex(4)
 	env["GANTRY_RUNNER_ID"] = runnerID
-	url, apiKey, _, stop, err = startDev(env)
-	return url, apiKey, runnerID, stop, err
+	url, apiKey, pid, stop, err = startDev(env)
+	return url, apiKey, runnerID, pid, stop, err
+}
+
+// cpuTimes is CPU time used so far: in the runner's containers (their
+// cgroups), by the gantry process, and by Docker's daemons and shims.
+type cpuTimes struct{ sandbox, gantry, docker time.Duration }
+
+// takeCPU reads the CPU time of the runner's running containers, of the
+// gantry process and of Docker's processes. Containers made or removed
+// in between are not counted, so it suits a phase where the same
+// containers serve (back to back jobs of one tenant).
+func takeCPU(runnerID string, pid int) cpuTimes {
+	var c cpuTimes
+	if out, err := exec.Command("docker", "ps", "-q", "--no-trunc", "--filter", "label=dev.gantry.runner="+runnerID).Output(); err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			for _, p := range []string{"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage", "/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat"} {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					continue
+				}
+				if strings.HasSuffix(p, "cpu.stat") { // cgroup v2: usage_usec
+					for _, line := range strings.Split(string(b), "\n") {
+						if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+							n, _ := strconv.ParseInt(v, 10, 64)
+							c.sandbox += time.Duration(n) * time.Microsecond
+						}
+					}
+				} else {
+					n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+					c.sandbox += time.Duration(n)
+				}
+				break
+			}
+		}
+	}
+	c.gantry = procCPU(pid)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n))
+		switch strings.TrimSpace(string(comm)) {
+		case "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2":
+			c.docker += procCPU(n)
+		}
+	}
+	return c
+}
+
+// since is the CPU time per job from before to c over n jobs.
+func (c cpuTimes) since(before cpuTimes, n int) cpuTimes {
+	return cpuTimes{sandbox: (c.sandbox - before.sandbox) / time.Duration(n), gantry: (c.gantry - before.gantry) / time.Duration(n),
+		docker: (c.docker - before.docker) / time.Duration(n)}
+}
+
+// procCPU is a process's user and system time (clock ticks of 10 ms).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 func randHex(n int) string {
@@ -653,7 +730,9 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	cmd := exec.Command(*bin, "dev")
 	cmd.Env = append(os.Environ(), "GANTRY_ADDR=127.0.0.1:0", "GANTRY_DEV_NATS_ADDR=127.0.0.1:0", "GANTRY_DEV_S3_ADDR=127.0.0.1:0",
 		"GANTRY_DATA_DIR="+filepath.Join(dir, "data"), "GANTRY_DATABASE_URL="+dbu, "GANTRY_DEV_API_KEY="+apiKey,
-		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=")
+		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=",
+		// The load is the point here, not the tenant quotas.
+		"GANTRY_TENANT_RPS=1000000", "GANTRY_TENANT_MAX_QUEUED=1000000")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

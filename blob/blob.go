@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -232,6 +233,42 @@ func (s *Store) PresignGet(ctx context.Context, key string, expiry time.Duration
 // so that a tenant's objects can be listed and removed together.
 func ArtifactKey(tenantID, jobID, path string) string {
 	return "tenants/" + tenantID + "/jobs/" + jobID + "/artifacts/" + path
+}
+
+// OutputKey is where a stream ("stdout", "stderr") of a job's attempt is
+// kept when it is too long for the job's row. The attempt is in the key so
+// that an attempt that lost its job to a redelivery cannot overwrite the
+// output of the attempt that was recorded.
+func OutputKey(tenantID, jobID string, attempt int, stream string) string {
+	return "tenants/" + tenantID + "/jobs/" + jobID + "/output/" + strconv.Itoa(attempt) + "/" + stream
+}
+
+// DeleteKeys removes the objects under keys, a thousand per request (S3's
+// multi-object delete); missing objects are not an error.
+func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	objects := make(chan minio.ObjectInfo, len(keys))
+	for _, k := range keys {
+		objects <- minio.ObjectInfo{Key: k}
+	}
+	close(objects)
+	var first error
+	failed := 0
+	for e := range s.client.RemoveObjects(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
+		if minio.ToErrorResponse(e.Err).Code == "NoSuchKey" {
+			continue
+		}
+		failed++
+		if first == nil {
+			first = fmt.Errorf("delete %s: %w", e.ObjectName, e.Err)
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("%d of %d objects not deleted: %w", failed, len(keys), first)
+	}
+	return nil
 }
 
 // Delete removes the object under key; a missing object is not an error.

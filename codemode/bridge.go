@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
 )
 
 // Bridge limits that do not depend on the job.
@@ -128,17 +129,38 @@ func (b *Bridge) handle(ctx context.Context, raw []byte) (any, error) {
 	limit = min(limit, 100)
 	switch req.Op {
 	case "search":
-		return b.reg.Search(ctx, b.tenantID, req.Query, req.Detail, limit)
+		return throughOutage(ctx, func() ([]ToolInfo, error) { return b.reg.Search(ctx, b.tenantID, req.Query, req.Detail, limit) })
 	case "servers":
-		return b.servers(ctx)
+		return throughOutage(ctx, func() ([]serverInfo, error) { return b.servers(ctx) })
 	case "tools":
-		return b.reg.Tools(ctx, b.tenantID, req.Server, req.Detail)
+		return throughOutage(ctx, func() ([]ToolInfo, error) { return b.reg.Tools(ctx, b.tenantID, req.Server, req.Detail) })
 	case "describe":
-		return b.reg.Describe(ctx, b.tenantID, req.Server, req.Tool)
+		return throughOutage(ctx, func() (ToolInfo, error) { return b.reg.Describe(ctx, b.tenantID, req.Server, req.Tool) })
 	case "call":
 		return b.call(ctx, req)
 	default:
 		return nil, errorf(CodeBadRequest, "unknown op %q (search, servers, tools, describe, call)", req.Op)
+	}
+}
+
+// throughOutage runs a read that needs the database and, while the database
+// is unavailable (an outage or a restart), tries it again with backoff for
+// as long as the job lives: a program that asks during a short outage
+// waits for the answer instead of failing on an error it could not cause.
+// Only reads go through it; nothing is called upstream twice.
+func throughOutage[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	wait := 100 * time.Millisecond
+	for {
+		v, err := read()
+		if err == nil || !store.Unavailable(err) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
@@ -195,18 +217,24 @@ func (b *Bridge) call(ctx context.Context, req request) (res any, err error) {
 			return nil, errorf(CodeBadRequest, "args must be a JSON object")
 		}
 		if b.Detokenize != nil {
-			v, err := detokenizeValue(ctx, args, b.Detokenize)
+			// Each try starts from the arguments as sent: detokenizeValue
+			// replaces values in place.
+			v, err := throughOutage(ctx, func() (any, error) {
+				var fresh map[string]any
+				_ = json.Unmarshal(req.Args, &fresh) // decoded above
+				return detokenizeValue(ctx, fresh, b.Detokenize)
+			})
 			if err != nil {
 				return nil, err
 			}
 			args = v.(map[string]any)
 		}
 	}
-	m, err := b.reg.server(ctx, b.tenantID, req.Server)
+	m, err := throughOutage(ctx, func() (store.MCPServer, error) { return b.reg.server(ctx, b.tenantID, req.Server) })
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.reg.tool(ctx, m, req.Tool); err != nil {
+	if _, err := throughOutage(ctx, func() (store.MCPTool, error) { return b.reg.tool(ctx, m, req.Tool) }); err != nil {
 		return nil, err
 	}
 	sec, err := b.reg.open(m)

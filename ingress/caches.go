@@ -54,14 +54,19 @@ func (c *authCache) dropKey(keyID string) {
 // recently read job first.
 type doneJobs struct {
 	maxBytes int64
-	lru      *expirable.LRU[string, jobs.Job] // key: tenant id + job id
+	ttl      time.Duration
+	// history is how long finished jobs are kept (0: forever): a job the
+	// retention sweep deletes within ttl is not cached, so no replica
+	// serves a deleted job from its cache.
+	history time.Duration
+	lru     *expirable.LRU[string, jobs.Job] // key: tenant id + job id
 
 	mu    sync.Mutex // orders check-then-add and trimming
 	bytes atomic.Int64
 }
 
 func newDoneJobs(maxBytes int64, ttl time.Duration) *doneJobs {
-	c := &doneJobs{maxBytes: maxBytes}
+	c := &doneJobs{maxBytes: maxBytes, ttl: ttl}
 	c.lru = expirable.NewLRU(0, func(_ string, j jobs.Job) { c.bytes.Add(-jobSize(j)) }, ttl)
 	return c
 }
@@ -79,6 +84,9 @@ func (c *doneJobs) put(tenantID string, j jobs.Job) {
 	}
 	if j.Webhook != nil && !j.Webhook.Settled() {
 		return // its webhook's attempts are still to come
+	}
+	if c.history > 0 && (j.FinishedAt == nil || j.FinishedAt.Add(c.history).Before(time.Now().Add(c.ttl))) {
+		return // it may be deleted while cached
 	}
 	key := tenantID + "/" + j.ID
 	c.mu.Lock()

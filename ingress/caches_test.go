@@ -90,3 +90,21 @@ func TestDoneJobsBoundedByBytes(t *testing.T) {
 		t.Error("a running job was cached")
 	}
 }
+
+// TestDoneJobsSkipsJobsAboutToExpire: a finished job the retention sweep
+// deletes before its cache entry would expire is not cached, so no replica
+// keeps serving it after the sweep.
+func TestDoneJobsSkipsJobsAboutToExpire(t *testing.T) {
+	c := newDoneJobs(1<<20, 10*time.Minute)
+	c.history = time.Hour
+	old := time.Now().Add(-55 * time.Minute)
+	fresh := time.Now()
+	c.put("ten", jobs.Job{ID: "job_old", Status: jobs.StatusSucceeded, FinishedAt: &old})
+	c.put("ten", jobs.Job{ID: "job_fresh", Status: jobs.StatusSucceeded, FinishedAt: &fresh})
+	if _, ok := c.get("ten", "job_old"); ok {
+		t.Error("a job expiring in 5 minutes was cached for 10")
+	}
+	if _, ok := c.get("ten", "job_fresh"); !ok {
+		t.Error("a job kept for another hour was not cached")
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
@@ -37,6 +38,10 @@ type harness struct {
 	blobs         *blob.Store
 	tenantA, keyA string
 	tenantB, keyB string
+	cfg           ingress.Config
+	// history is how the ingress's store keeps output and retention, as
+	// cmd/gantry wires it.
+	history history.Config
 }
 
 func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
@@ -44,7 +49,7 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	if testing.Short() {
 		t.Skip("needs Postgres, NATS and S3")
 	}
-	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
+	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), history: history.Config{InlineMax: history.DefaultInlineMax}}
 	h.nc = jobstest.Connect(t, jobstest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
@@ -55,8 +60,19 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	for _, o := range opts {
 		o(h, &cfg)
 	}
-	srv, err := ingress.New(cfg,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), h.st, h.blobs, h.nc, prometheus.NewRegistry())
+	h.cfg = cfg
+	h.url = h.serve(t)
+	return h
+}
+
+// serve starts an ingress on the harness's engines and returns its URL.
+func (h *harness) serve(t *testing.T) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hs := history.New(h.st, h.blobs, h.history, log)
+	cfg := h.cfg
+	cfg.History = hs
+	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +82,16 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	t.Cleanup(srv.Stop)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	h.url = ts.URL
-	return h
+	return ts.URL
+}
+
+// replica starts a second ingress replica on the same engines: a harness
+// like h that talks to it.
+func (h *harness) replica(t *testing.T) *harness {
+	t.Helper()
+	r := *h
+	r.url = h.serve(t)
+	return &r
 }
 
 type response struct {
@@ -113,7 +137,7 @@ func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string
 func (h *harness) finish(t *testing.T, id string, res jobs.Result) {
 	t.Helper()
 	ctx := context.Background()
-	if _, ok, err := h.st.ClaimJob(ctx, id, 1, "fake"); err != nil || !ok {
+	if _, ok, err := storetest.Claim(h.st, id, "fake"); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	if applied, err := h.st.FinishJob(ctx, id, 1, res); err != nil || !applied {
@@ -225,7 +249,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.SubjectRun)
+	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.TenantSubject(h.tenantA))
 	if err != nil || m.Header.Get("Nats-Msg-Id") != j.ID {
 		t.Fatalf("queued message: %v", err)
 	}
@@ -274,7 +298,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 func TestExecute(t *testing.T) {
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
@@ -337,7 +361,7 @@ func TestCancelQueued(t *testing.T) {
 			t.Fatalf("cancel %d: %d %s", i, r.status, r.body)
 		}
 	}
-	if _, ok, _ := h.st.ClaimJob(context.Background(), j.ID, 1, "r"); ok {
+	if _, ok, _ := storetest.Claim(h.st, j.ID, "r"); ok {
 		t.Error("a runner could still claim the cancelled job")
 	}
 }
@@ -418,7 +442,7 @@ func TestLogsStream(t *testing.T) {
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	ctx := context.Background()
-	if _, ok, err := h.st.ClaimJob(ctx, j.ID, 1, "fake"); err != nil || !ok {
+	if _, ok, err := storetest.Claim(h.st, j.ID, "fake"); err != nil || !ok {
 		t.Fatal(err)
 	}
 	// Play the runner: answer backlog requests with what was printed so far.

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -62,6 +60,7 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 			return jobs.Job{}, false, sessionNotFound(sessionID)
 		}
 	}
+	limits := s.limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		TenantID:       p.TenantID,
 		Spec:           spec,
@@ -71,11 +70,16 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 		Metadata:       req.Metadata,
 		BatchID:        batchID,
 		WebhookURL:     req.WebhookURL,
-	}, func(ctx context.Context, jobID string) error {
-		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID})
+		MaxQueued:      limits.MaxQueued,
+	}, func(ctx context.Context, jobID string) (uint64, error) {
+		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
+	}
+	if errors.Is(err, store.ErrTooManyQueued) {
+		return jobs.Job{}, false, &APIError{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("%v (%d): wait for some to finish", err, limits.MaxQueued)}
 	}
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -86,17 +90,34 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 	return job, created, nil
 }
 
-// publish puts the job on the queue and waits for JetStream's ack. The job
-// id is the message id, so a retried publish is deduplicated by the stream.
-func (s *Server) publish(ctx context.Context, m jobs.RunMessage) error {
-	data, _ := json.Marshal(m)
+// publish puts the job on its tenant's queue (capped at maxRunning running
+// jobs) and waits for JetStream's ack, and returns the message's stream
+// sequence. msgID (the job id for a job's first message) lets the stream
+// deduplicate a retried publish.
+func (s *Server) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := s.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(m.JobID)); err != nil {
-		s.log.Error("publish job", "job_id", m.JobID, "err", err)
-		return unavailable("the job queue is unavailable; the job was not accepted, retry later")
+	seq, err := s.pub.Publish(ctx, m, msgID, maxRunning)
+	if errors.Is(err, jobs.ErrQueueFull) {
+		s.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		e := unavailable("the job queue is full; the job was not accepted, retry later")
+		e.RetryAfter = 5
+		return 0, e
 	}
-	return nil
+	if err != nil {
+		s.log.Error("publish job", "job_id", m.JobID, "err", err)
+		return 0, unavailable("the job queue is unavailable; the job was not accepted, retry later")
+	}
+	return seq, nil
+}
+
+// publishFor publishes for a tenant whose quotas are not at hand.
+func (s *Server) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+	l, err := s.store.TenantLimits(ctx, m.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return s.publish(ctx, m, msgID, l.Or(s.cfg.TenantLimits).MaxRunning)
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -301,14 +322,18 @@ func (s *Server) cancelJob(ctx context.Context, p store.Principal, id string) (j
 	if err != nil {
 		return jobs.Job{}, err
 	}
-	outcome, err := s.store.CancelJob(ctx, p.TenantID, job.ID)
+	outcome, err := s.store.CancelJob(ctx, p.TenantID, job.ID, s.cfg.Queue.AckWait)
 	if err != nil {
 		return jobs.Job{}, err
 	}
 	switch outcome {
-	case store.CancelledQueued:
+	case store.CancelledQueued, store.CancelledOrphan:
 		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
 		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
+		if outcome == store.CancelledOrphan {
+			// In case its runner is alive after all: it must stop.
+			_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		}
 	case store.CancelRequested:
 		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
 		return s.waitFor(ctx, p.TenantID, job, 5*time.Second)

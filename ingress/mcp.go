@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -34,21 +34,18 @@ func principalFrom(ctx context.Context) (store.Principal, bool) {
 func (s *Server) newMCP() http.Handler {
 	hooks := &server.Hooks{}
 	hooks.AddAfterListResources(s.listJobResources)
-	taskHooks := &server.TaskHooks{}
-	taskHooks.AddOnTaskCreated(func(ctx context.Context, m server.TaskMetrics) {
-		if slot := taskSlotFrom(ctx); slot != nil {
-			slot.set(m.TaskID)
-		}
-	})
-	taskHooks.AddOnTaskCancelled(func(_ context.Context, m server.TaskMetrics) { s.tasks.cancel(m.TaskID) })
 	tools := newToolCatalog()
+	s.tools = tools
 	ms := server.NewMCPServer("gantry", s.cfg.Version,
 		server.WithTitle("gantry code execution"),
 		server.WithInstructions(mcpInstructions),
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
+		// Tasks are answered by mcp_tasks.go from the store, never by
+		// mcp-go's in-memory task table; these advertise them.
 		server.WithTaskCapabilities(true, true, true),
+		server.WithExtensions(map[string]any{extTasks: map[string]any{}}),
 		// Arguments are checked by the catalog, in plain words, for calls
 		// and tasks alike.
 		server.WithToolHandlerMiddleware(tools.validate),
@@ -57,7 +54,6 @@ func (s *Server) newMCP() http.Handler {
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithHooks(hooks),
-		server.WithTaskHooks(taskHooks),
 	)
 	s.addJobTools(ms, tools)
 	s.addSessionTools(ms, tools)
@@ -70,7 +66,6 @@ func (s *Server) newMCP() http.Handler {
 
 	h := server.NewStreamableHTTPServer(ms,
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			ctx = context.WithValue(ctx, taskSlotKey{}, &taskSlot{})
 			ctx = context.WithValue(ctx, toolsetsKey{}, toolsetsFrom(r.Context()))
 			if p, ok := principalFrom(r.Context()); ok {
 				return context.WithValue(ctx, mcpPrincipalKey{}, p)
@@ -94,6 +89,22 @@ func (s *Server) newMCP() http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				var apiErr *APIError
+				var maxErr *http.MaxBytesError
+				if !errors.As(err, &apiErr) && !errors.As(err, &maxErr) {
+					err = badRequest("", "could not read the request body: %v", err)
+				}
+				s.writeError(w, r, err)
+				return
+			}
+			if s.serveTask(w, r, body, p, sel) {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		ctx := context.WithValue(r.Context(), mcpPrincipalKey{}, p)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, toolsetsKey{}, sel)))
 	})
@@ -142,69 +153,3 @@ func bindArgs(req mcp.CallToolRequest, v any) error {
 var errNoPrincipal = errors.New("no authenticated tenant in the MCP request")
 
 func decodeStrict(raw []byte, v any) error { return jobs.DecodeStrict(bytes.NewReader(raw), v) }
-
-// Task-augmented calls. mcp-go runs a task in this process and gives the
-// tool handler no task id and a context that ends with the HTTP request, so
-// the id is caught when the task is created (one tool call per request) and
-// tasks/cancel is routed to the job through taskRegistry.
-
-type taskSlotKey struct{}
-
-type taskSlot struct {
-	mu sync.Mutex
-	id string
-}
-
-func (t *taskSlot) set(id string) {
-	t.mu.Lock()
-	t.id = id
-	t.mu.Unlock()
-}
-
-func (t *taskSlot) get() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.id
-}
-
-func taskSlotFrom(ctx context.Context) *taskSlot {
-	t, _ := ctx.Value(taskSlotKey{}).(*taskSlot)
-	return t
-}
-
-// taskRegistry maps running tasks to a channel closed when they are
-// cancelled.
-type taskRegistry struct {
-	mu      sync.Mutex
-	running map[string]chan struct{}
-}
-
-func (r *taskRegistry) register(taskID string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	if taskID == "" {
-		return ch, func() {}
-	}
-	r.mu.Lock()
-	if r.running == nil {
-		r.running = map[string]chan struct{}{}
-	}
-	r.running[taskID] = ch
-	r.mu.Unlock()
-	return ch, func() {
-		r.mu.Lock()
-		delete(r.running, taskID)
-		r.mu.Unlock()
-	}
-}
-
-func (r *taskRegistry) cancel(taskID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ch, ok := r.running[taskID]; ok {
-		close(ch)
-		delete(r.running, taskID)
-	}
-}

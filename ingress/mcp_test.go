@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // mcpClient connects an MCP client over streamable HTTP with the key.
@@ -84,14 +85,14 @@ type mcpJob struct {
 // fakeRunner finishes every queued job: it prints two chunks of output on
 // the log subject, stores an artifact and records success.
 func (h *harness) fakeRunner(t *testing.T) {
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
 			ctx := context.Background()
 			// The message can arrive before the row commits: retry briefly.
 			for i := 0; ; i++ {
-				_, ok, err := h.st.ClaimJob(ctx, rm.JobID, 1, "fake")
+				_, ok, err := storetest.Claim(h.st, rm.JobID, "fake")
 				if ok {
 					break
 				}

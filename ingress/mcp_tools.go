@@ -177,8 +177,8 @@ func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (
 }
 
 // runAndWait submits a job for a tool call and waits for it, with progress
-// notifications and cancellation (see followJob), and in task mode
-// detached from the HTTP request.
+// notifications and cancellation (see followJob). Task-augmented calls
+// never get here: mcp_tasks.go answers them from the store.
 func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr jobs.Request) (*mcp.CallToolResult, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
@@ -188,20 +188,11 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 	if req.Params.Meta != nil {
 		progress = req.Params.Meta.ProgressToken
 	}
-	stop := ctx.Done()
-	if req.Params.Task != nil {
-		// A task-augmented call: the client already holds its task and the
-		// HTTP request that carried the call is over, so work detached and
-		// stop only when the task is cancelled (tasks/cancel).
-		cancelled, done := s.tasks.register(taskSlotFrom(ctx).get())
-		defer done()
-		ctx, stop, progress = context.WithoutCancel(ctx), cancelled, nil
-	}
 	job, _, err := s.submitJob(ctx, p, jr)
 	if err != nil {
 		return toolError(err), nil
 	}
-	job, err = s.followJob(ctx, p, job, progress, stop)
+	job, err = s.followJob(ctx, p, job, progress, ctx.Done())
 	if err != nil {
 		return toolError(err), nil
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantryhq/gantry/jobs"
+
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -74,24 +76,26 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		}
 	}
 
-	// A task-augmented call is checked the same way (mcp-go checks none).
-	raw := &rawMCP{t: t, h: h}
-	raw.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tasks": map[string]any{}},
-		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
-	var created struct {
-		Task struct{ TaskID string } `json:"task"`
-	}
-	_ = json.Unmarshal(raw.call("tools/call", map[string]any{"name": "execute_code",
-		"arguments": map[string]any{"language": "ruby", "code": "x"}, "task": map[string]any{}}), &created)
-	if st := waitTask(t, raw, created.Task.TaskID); st != "completed" && st != "failed" {
-		t.Fatalf("task status %s", st)
+	// A task-augmented call is checked the same way (mcp-go checks none):
+	// no job is queued, so a 2025-11-25 client gets an invalid-params error
+	// in the same words, and a client of the tasks extension the tool error.
+	legacy := legacyClient(t, h)
+	bad := map[string]any{"name": "execute_code", "arguments": map[string]any{"language": "ruby", "code": "x"}, "task": map[string]any{}}
+	if msg := legacy.callError("tools/call", bad); !strings.Contains(msg, "-32602") || !strings.Contains(msg, "language must be one of python, bash, node") {
+		t.Errorf("task with bad arguments: %s", msg)
 	}
 	var res struct {
 		IsError bool `json:"isError"`
 		Content []struct{ Text string }
 	}
-	_ = json.Unmarshal(raw.call("tasks/result", map[string]any{"taskId": created.Task.TaskID}), &res)
+	modern := &rawMCP{t: t, h: h, modern: true, tasksExt: true}
+	_ = json.Unmarshal(modern.call("tools/call", bad), &res)
 	if !res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "language must be one of python, bash, node, typescript") {
-		t.Errorf("task with bad arguments: %+v", res)
+		t.Errorf("task with bad arguments (tasks extension): %+v", res)
+	}
+	var list struct{ Jobs []jobs.Job }
+	h.do(t, h.keyA, "GET", "/v1/jobs", "").json(t, &list)
+	if len(list.Jobs) != 0 {
+		t.Errorf("calls with bad arguments queued %d jobs", len(list.Jobs))
 	}
 }

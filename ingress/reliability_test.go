@@ -21,6 +21,8 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // TestUntrustedStrings: bytes Postgres cannot store (NUL) and bodies that
@@ -63,7 +65,7 @@ func TestUntrustedStrings(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("binary stdin: %d %s", r.status, r.body)
 	}
-	c, ok, err := h.st.ClaimJob(context.Background(), r.job(t).ID, 1, "fake")
+	c, ok, err := storetest.Claim(h.st, r.job(t).ID, "fake")
 	if err != nil || !ok || c.Spec.Stdin != raw {
 		t.Fatalf("the runner would get stdin %q (%v %v), want %q", c.Spec.Stdin, ok, err, raw)
 	}
@@ -250,7 +252,7 @@ func TestSlowBodies(t *testing.T) {
 	wg.Wait()
 
 	// Responses may take longer than the body timeout.
-	sub, err := h.nc.Subscribe(jobs.SubjectRun, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
 		var rm jobs.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
@@ -278,5 +280,91 @@ func TestSlowBodies(t *testing.T) {
 	structured(t, call(t, c, "execute_code", map[string]any{"language": "python", "code": "print(1)"}), &out)
 	if out.Status != jobs.StatusSucceeded || out.Stdout != "late\n" || time.Since(start) < 2*time.Second {
 		t.Errorf("MCP execute_code outlasting the body timeout: %+v after %s", out, time.Since(start))
+	}
+}
+
+// TestReconcilerRepairsStrandedJobs: the maintenance loop finds jobs that
+// nobody will ever end (their run message is gone, their runner dead): a
+// queued one gets a new message — the only one runners accept from then
+// on — and a running one that has used its attempts ends as error saying
+// why. A job whose message is still in the stream is left alone. Cancel
+// ends a running job whose runner is gone at once.
+func TestReconcilerRepairsStrandedJobs(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.SweepInterval = 100 * time.Millisecond })
+	ctx := context.Background()
+	stream, err := h.js.Stream(ctx, jobs.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func() (jobs.Job, uint64) {
+		t.Helper()
+		r := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"print(1)"}`)
+		if r.status != 202 {
+			t.Fatalf("submit: %d %s", r.status, r.body)
+		}
+		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.job(t), m.Sequence
+	}
+	lost, lostSeq := submit()
+	spent, spentSeq := submit()
+	kept, keptSeq := submit()
+	orphan, _ := submit()
+	for range 3 { // three runners took it and died
+		if _, ok, err := storetest.Claim(h.st, spent.ID, "dead"); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	if _, ok, err := storetest.Claim(h.st, orphan.ID, "dead"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for _, seq := range []uint64{lostSeq, spentSeq} {
+		if err := stream.DeleteMsg(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.st.ExecForTest(ctx, `UPDATE jobs SET created_at = now() - interval '5 minutes', heartbeat_at = now() - interval '5 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+
+	r := h.do(t, h.keyA, "POST", "/v1/jobs/"+orphan.ID+"/cancel", "")
+	if j := r.job(t); r.status != 200 || j.Status != jobs.StatusCancelled || j.Error == nil ||
+		!strings.Contains(j.Error.Message, "stopped responding") {
+		t.Errorf("cancel of a job whose runner is gone: %d %s", r.status, r.body)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	var newSeq uint64
+	for {
+		got := h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
+		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
+		if err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError {
+			if got.Error.Message != store.GaveUpMessage(3) {
+				t.Errorf("given up job: %+v", got.Error)
+			}
+			newSeq = m.Sequence
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not repaired: spent job %s, last message %v %v", got.Status, err, m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Runners accept the new message only.
+	req := store.ClaimRequest{JobID: lost.ID, MsgSeq: lostSeq, RunnerID: "r", MaxAttempts: 3}
+	if _, out, err := h.st.ClaimJob(ctx, req); out != store.ClaimStale || err != nil {
+		t.Errorf("claim with the lost message: %v %v", out, err)
+	}
+	req.MsgSeq = newSeq
+	if c, out, err := h.st.ClaimJob(ctx, req); out != store.Claimed || err != nil || c.Attempt != 1 {
+		t.Errorf("claim with the new message: %v %v %+v", out, err, c)
+	}
+	if _, err := stream.GetMsg(ctx, keptSeq); err != nil {
+		t.Errorf("the message of a waiting job: %v", err)
+	}
+	if got := h.do(t, h.keyA, "GET", "/v1/jobs/"+kept.ID, "").job(t); got.Status != jobs.StatusQueued {
+		t.Errorf("waiting job: %s", got.Status)
 	}
 }

@@ -67,6 +67,14 @@ type Config struct {
 	WebhookPoll time.Duration
 	// BatchMax caps the jobs of one POST /v1/jobs/batch.
 	BatchMax int
+	// TenantLimits are the quotas of tenants the operator set none for.
+	TenantLimits jobs.TenantLimits
+	// History deletes finished jobs past their retention; the sweeper
+	// calls it. nil: history is kept forever.
+	History Retention
+	// TaskInlineWait is how long execute_code waits for its job before it
+	// answers an MCP client of the tasks extension with a task instead.
+	TaskInlineWait time.Duration
 }
 
 // WithDefaults fills in zero fields.
@@ -94,6 +102,9 @@ func (c Config) WithDefaults() Config {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if c.TaskInlineWait == 0 {
+		c.TaskInlineWait = 5 * time.Second
+	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 15 * time.Second
 	}
@@ -103,6 +114,7 @@ func (c Config) WithDefaults() Config {
 	if c.BatchMax == 0 {
 		c.BatchMax = 100
 	}
+	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	return c
 }
 
@@ -110,10 +122,12 @@ func (c Config) WithDefaults() Config {
 type Store interface {
 	Ping(ctx context.Context) error
 	Authenticate(ctx context.Context, key string) (store.Principal, error)
-	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) error) (jobs.Job, bool, error)
+	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) (uint64, error)) (jobs.Job, bool, error)
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
-	CancelJob(ctx context.Context, tenantID, id string) (store.CancelOutcome, error)
+	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
+	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
@@ -144,6 +158,16 @@ type Store interface {
 	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
 }
 
+// Retention deletes finished jobs older than the history's TTL, with what
+// they stored (history.Store).
+type Retention interface {
+	// Sweep deletes a bounded amount of expired history and returns how
+	// many jobs it deleted. Replicas may call it at once.
+	Sweep(ctx context.Context) (int, error)
+	// TTL is how long a finished job is kept (0: forever).
+	TTL() time.Duration
+}
+
 // Blobs is what the ingress needs of the object store.
 type Blobs interface {
 	Ping(ctx context.Context) error
@@ -168,13 +192,15 @@ type Server struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
+	pub     *jobs.Publisher
+	rates   *rateLimits
 	hub     *hub
 	checks  []Check
 	metrics *metrics
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
 	mcp     *server.MCPServer
-	tasks   taskRegistry
+	tools   *toolCatalog
 	auth    *authCache
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
@@ -189,9 +215,13 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	if err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	s := &Server{
-		cfg: cfg.WithDefaults(), log: log, store: st, blobs: blobs, nc: nc, js: js,
+		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, pub: jobs.NewPublisher(nc, js, cfg.Queue), rates: newRateLimits(10_000),
 		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+	}
+	if s.cfg.History != nil {
+		s.done.history = s.cfg.History.TTL()
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
@@ -349,19 +379,24 @@ func Routes() []string {
 	}
 }
 
-// queueDepth is the runners' consumer's count of undelivered messages.
+// queueDepth counts the messages no runner has taken yet, over every
+// tenant's queue.
 func (s *Server) queueDepth() float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cons, err := s.js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
+	stream, err := s.js.Stream(ctx, jobs.StreamName)
 	if err != nil {
 		return -1
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
+	list := stream.ListConsumers(ctx)
+	var n uint64
+	for info := range list.Info() {
+		n += info.NumPending
+	}
+	if list.Err() != nil {
 		return -1
 	}
-	return float64(info.NumPending)
+	return float64(n)
 }
 
 // checkQueue checks that the job stream can take a publish: NATS is
@@ -415,14 +450,28 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, store.
 	})
 }
 
-// unauthorized answers a request whose key did not check out.
+// unauthorized answers a request whose key did not check out (or that
+// went past its tenant's rate).
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+	var e *APIError
+	if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
+	}
 	s.writeError(w, r, err)
 }
 
-// authenticate resolves a request's bearer key to its tenant.
+// authenticate resolves a request's bearer key to its tenant, and admits
+// the request under the tenant's rate limit.
 func (s *Server) authenticate(r *http.Request) (store.Principal, error) {
+	p, err := s.lookupKey(r)
+	if err != nil {
+		return p, err
+	}
+	return p, s.admitRate(p)
+}
+
+// lookupKey resolves a request's bearer key to its tenant.
+func (s *Server) lookupKey(r *http.Request) (store.Principal, error) {
 	auth := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(auth, "Bearer ")
 	key = strings.TrimSpace(key)

@@ -166,9 +166,9 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, p stor
 }
 
 // sweep closes expired sessions, finishes closings that were interrupted,
-// and re-announces sessions whose jobs nobody is running. It is safe to run
-// on every replica at once.
-func (s *Server) sweep(ctx context.Context) {
+// and, when settled, re-announces sessions whose jobs nobody is running.
+// It is safe to run on every replica at once.
+func (s *Server) sweep(ctx context.Context, settled bool) {
 	expired, err := s.store.ExpireSessions(ctx, 100)
 	if err != nil {
 		s.log.Warn("expire sessions", "err", err)
@@ -182,6 +182,9 @@ func (s *Server) sweep(ctx context.Context) {
 			s.reclaim(ctx, ref)
 		}
 	}
+	if !settled {
+		return
+	}
 	if stalled, err := s.store.StalledSessions(ctx, 100); err == nil {
 		for _, ref := range stalled {
 			s.kickSession(ctx, ref.ID, ref.TenantID)
@@ -189,16 +192,55 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 }
 
+// sweepHistory deletes finished jobs past the history's TTL, in batches,
+// with their objects.
+func (s *Server) sweepHistory(ctx context.Context) {
+	if s.cfg.History == nil {
+		return
+	}
+	n, err := s.cfg.History.Sweep(ctx)
+	if n > 0 {
+		s.metrics.historyDeleted.Add(float64(n))
+		s.log.Info("deleted expired job history", "jobs", n, "ttl", s.cfg.History.TTL())
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("sweep job history; the next sweep retries", "err", err)
+	}
+}
+
+// runSweeper runs the maintenance passes every interval. After Postgres
+// was unreachable, the passes that act on missing signs of life
+// (re-announcing stalled sessions, reconciling jobs) wait one ack wait:
+// every lease and heartbeat lapsed during the outage, and live runners
+// need a moment to renew theirs.
 func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var down bool
+	var back time.Time // when Postgres answered again after an outage
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.sweep(ctx)
-			s.sweepCodeMode(ctx)
 		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.store.Ping(pctx)
+		cancel()
+		if err != nil {
+			down = true
+			continue
+		}
+		if down {
+			down, back = false, time.Now()
+			s.log.Info("database back; maintenance resumes", "settling", s.cfg.Queue.AckWait)
+		}
+		settled := back.IsZero() || time.Since(back) >= s.cfg.Queue.AckWait
+		s.sweep(ctx, settled)
+		if settled {
+			s.reconcile(ctx)
+		}
+		s.sweepCodeMode(ctx)
+		s.sweepHistory(ctx)
 	}
 }

@@ -263,7 +263,7 @@ func (s *Server) release(sessionID, tenantID, owner string) {
 // kickSession announces that a session has jobs to run.
 func (s *Server) kickSession(ctx context.Context, sessionID, tenantID string) {
 	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
-	if err := s.publish(ctx, m); err != nil {
+	if _, err := s.publishFor(ctx, m, m.JobID); err != nil {
 		s.log.Error("announce session jobs", "session_id", sessionID, "err", err)
 	}
 }

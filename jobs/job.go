@@ -121,6 +121,11 @@ type Job struct {
 	// Webhook is the call made when the job finished, with its attempts
 	// (null: none, or not finished yet).
 	Webhook *WebhookDelivery `json:"webhook"`
+	// StdoutKey and StderrKey locate a stream's bytes in the object store
+	// when they were too long to keep in the row (Stdout or Stderr is then
+	// empty until the history layer reads them back). Not part of the API.
+	StdoutKey string `json:"-"`
+	StderrKey string `json:"-"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -155,6 +160,11 @@ type Result struct {
 	ArtifactsOmitted []OmittedArtifact
 	Error            *ErrorInfo
 	ToolCalls        []ToolCall
+	// StdoutKey and StderrKey, when set, say that the stream's bytes were
+	// moved to the object store under that key; Stdout or Stderr is then
+	// empty.
+	StdoutKey string
+	StderrKey string
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

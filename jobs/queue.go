@@ -15,10 +15,17 @@ import (
 const (
 	// StreamName is the work-queue stream holding jobs waiting for a runner.
 	StreamName = "GANTRY_JOBS"
-	// SubjectRun is the subject job run messages are published on.
+	// SubjectRun is the subject older gantry versions published run
+	// messages on; runners still drain it (consumer ConsumerName).
 	SubjectRun = "gantry.jobs.run"
-	// ConsumerName is the durable pull consumer all runners share.
+	// SubjectTenantAll matches the per-tenant subjects run messages are
+	// published on (TenantSubject).
+	SubjectTenantAll = "gantry.jobs.tenant.*"
+	// ConsumerName is the durable pull consumer of SubjectRun.
 	ConsumerName = "runners"
+	// ReadySubject carries a tenant id each time a run message is
+	// published for it (core NATS): idle runners wake at once.
+	ReadySubject = "gantry.jobs.ready"
 
 	// HeaderStream names the output stream (stdout or stderr) of a log chunk.
 	HeaderStream = "Gantry-Stream"
@@ -83,9 +90,15 @@ type QueueConfig struct {
 	// InProgress before its job is redelivered to another runner.
 	AckWait time.Duration
 	// MaxAttempts is how many times a job is run before it is given up as
-	// lost. The consumer delivers once more than this, so that the runner
-	// that gets the extra delivery can record the job as an error.
+	// lost. Attempts are counted in Postgres by the claims that start a
+	// run, not by JetStream's deliveries: a message handed back unrun
+	// (Postgres unreachable, the runner stopping) spends no attempt, and
+	// the consumer redelivers without limit.
 	MaxAttempts int
+	// MaxMsgs and MaxBytes bound the stream: beyond them a publish is
+	// refused (the API answers 503), never an old message dropped.
+	MaxMsgs  int64
+	MaxBytes int64
 	// Log receives a line while EnsureQueue waits for the JetStream
 	// cluster to become able to create the stream (nil: nothing is logged).
 	Log *slog.Logger
@@ -101,6 +114,12 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
+	}
+	if c.MaxMsgs == 0 {
+		c.MaxMsgs = 100_000
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 256 << 20
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -119,7 +138,8 @@ var (
 	queueRetryMax       = 5 * time.Second
 )
 
-// EnsureQueue creates or updates the jobs stream and the runners' consumer.
+// EnsureQueue creates or updates the jobs stream and the consumer of the
+// legacy subject (each tenant's consumer is made by EnsureTenantQueue).
 // It is idempotent and safe to call from every ingress and runner at start.
 //
 // A JetStream cluster that has just started cannot create a replicated
@@ -156,22 +176,25 @@ func ensureQueueOnce(ctx context.Context, js jetstream.JetStream, cfg QueueConfi
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "gantry jobs waiting for a runner",
-		Subjects:    []string{SubjectRun},
+		Subjects:    []string{SubjectRun, SubjectTenantAll},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  2 * time.Minute,
-		Discard:     jetstream.DiscardOld,
+		MaxMsgs:     cfg.MaxMsgs,
+		MaxBytes:    cfg.MaxBytes,
+		Discard:     jetstream.DiscardNew,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s (replicas %d): %w", StreamName, cfg.Replicas, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
-		Description:   "gantry runners",
+		Description:   "gantry runners (run messages of older versions)",
+		FilterSubject: SubjectRun,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxAttempts + 1,
+		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		Replicas:      cfg.Replicas,
 	})

@@ -52,6 +52,10 @@ type Config struct {
 	// Privacy, when set, tokenizes personal data for tenants that turned
 	// privacy tokens on (see privacy.go).
 	Privacy *pii.Tokenizer
+	// TenantLimits are the quotas of tenants the operator set none for
+	// (the runner uses the cap on running jobs when it makes a tenant's
+	// queue).
+	TenantLimits jobs.TenantLimits
 }
 
 // WithDefaults fills in zero fields.
@@ -73,16 +77,20 @@ func (c Config) WithDefaults() Config {
 		c.DrainTimeout = 30 * time.Second
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
+	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	return c
 }
 
 // Store is what the runner needs of the job store.
 type Store interface {
-	ClaimJob(ctx context.Context, id string, attempt int, runnerID string) (store.Claim, bool, error)
+	// Ping tells an unreachable Postgres from other failures.
+	Ping(ctx context.Context) error
+	ClaimJob(ctx context.Context, req store.ClaimRequest) (store.Claim, store.ClaimOutcome, error)
+	Heartbeat(ctx context.Context, id string, attempt int) (cancelRequested bool, err error)
 	FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (bool, error)
 	RequeueJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
-	CancelRequested(ctx context.Context, id string) (bool, error)
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 	SessionStore
 	SkillStore
 }
@@ -164,10 +172,19 @@ func (r *Runner) Run(ctx context.Context) error {
 	} else if n > 0 {
 		r.log.Info("removed leftover containers from an earlier run", "count", n)
 	}
-	cons, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue)
+	if _, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue); err != nil {
+		return err
+	}
+	stream, err := r.js.Stream(ctx, jobs.StreamName)
 	if err != nil {
 		return err
 	}
+	queues := newPicker(r.js, stream, r.cfg.Queue, r.log, r.tenantMaxRunning)
+	readySub, err := r.nc.Subscribe(jobs.ReadySubject, func(m *nats.Msg) { queues.hint(string(m.Data)) })
+	if err != nil {
+		return err
+	}
+	defer readySub.Unsubscribe() //nolint:errcheck
 	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
 	fleetDone := make(chan struct{})
 	go func() { r.fleet.run(fleetCtx); close(fleetDone) }()
@@ -216,20 +233,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			continue
 		}
-		// One message per free slot and no prefetch: a job waits in the
-		// stream, where any runner can take it, until a slot is free here.
-		fetchCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		msg, err := cons.Next(jetstream.FetchContext(fetchCtx))
-		cancel()
+		// One message per free slot, from the tenants' queues in turn, and
+		// no prefetch: a job waits in the stream, where any runner can take
+		// it, until a slot is free here.
+		msg, err := queues.next(ctx)
 		if err != nil {
 			<-slots
-			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-				r.log.Warn("fetch job", "err", err)
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-			}
 			continue
 		}
 		wg.Add(1)
@@ -237,6 +246,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			defer wg.Done()
 			defer func() { <-slots }()
 			r.handle(jobCtx, msg)
+			queues.done(msg)
 		}()
 	}
 
@@ -270,31 +280,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		r.handleSession(ctx, msg, rm)
 		return
 	}
-	delivery := int(meta.NumDelivered)
-	log := r.log.With("job_id", rm.JobID, "attempt", delivery)
+	log := r.log.With("job_id", rm.JobID)
 
-	if delivery > r.cfg.Queue.MaxAttempts {
-		reason := fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", r.cfg.Queue.MaxAttempts)
-		if applied, err := r.store.FailJob(ctx, rm.JobID, delivery-1, reason); err != nil {
-			log.Error("record abandoned job", "err", err)
-			_ = msg.NakWithDelay(5 * time.Second)
-			return
-		} else if applied {
-			log.Warn("job abandoned after max attempts")
-			r.publishStatus(rm.JobID, jobs.StatusError)
-		}
-		_ = msg.Ack()
-		return
-	}
+	// The message is held from here until it is acked or handed back,
+	// whatever Postgres does meanwhile.
+	stopHolding := r.hold(msg)
+	defer stopHolding()
 
-	ex := &execution{jobID: rm.JobID, attempt: delivery}
-	execCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancel = cancel
-	r.track(ex)
-	defer r.untrack(ex)
-
-	claim, ok, err := r.claim(ctx, rm.JobID, delivery)
+	claim, outcome, err := r.claim(ctx, log, rm.JobID, meta.Sequence.Stream)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The ingress publishes before it commits: give a young message
@@ -303,21 +296,45 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			_ = msg.NakWithDelay(500 * time.Millisecond)
+			r.handBack(msg, rm.TenantID, 500*time.Millisecond)
 		}
 		return
 	case err != nil:
-		log.Error("claim job", "err", err)
-		_ = msg.NakWithDelay(2 * time.Second)
-		return
-	case !ok:
-		_ = msg.Ack() // finished or cancelled while queued
+		// Handing the message back spends no attempt (those are counted
+		// by claims): it comes back when Postgres may answer again.
+		log.Error("claim job; handing it back to the queue", "err", err)
+		r.handBack(msg, rm.TenantID, 2*time.Second)
 		return
 	}
+	switch outcome {
+	case store.ClaimDone:
+		_ = msg.Ack() // finished or cancelled while queued
+		return
+	case store.ClaimStale:
+		log.Info("dropping a message that is not the job's current one")
+		_ = msg.Ack()
+		return
+	case store.ClaimBusy:
+		// Redelivered while its runner still beats: look again later.
+		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second))
+		return
+	case store.ClaimGaveUp:
+		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
+		r.publishStatus(rm.JobID, jobs.StatusError)
+		_ = msg.Ack()
+		return
+	}
+	log = log.With("attempt", claim.Attempt, "tenant_id", claim.TenantID, "language", claim.Spec.Language)
+
+	ex := &execution{jobID: rm.JobID, attempt: claim.Attempt}
+	execCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancel = cancel
+	r.track(ex)
+	defer r.untrack(ex)
 	if claim.CancelRequested {
 		cancel(errCancelled)
 	}
-	log = log.With("tenant_id", claim.TenantID, "language", claim.Spec.Language)
 	log.Info("job started")
 	r.publishStatus(rm.JobID, jobs.StatusRunning)
 	if r.metrics != nil {
@@ -325,38 +342,50 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 
 	hbDone := make(chan struct{})
-	go r.heartbeat(execCtx, msg, ex, hbDone)
+	defer close(hbDone)
+	go r.heartbeat(ex, hbDone)
 	a := &attempt{r: r, log: log, ex: ex, claim: claim, jobCtx: ctx}
-	res, _, err := a.run(execCtx)
-	close(hbDone)
+	res, _, err := r.runAttempt(execCtx, log, a)
 
 	if err != nil {
-		if errors.Is(context.Cause(execCtx), errShutdown) || delivery < r.cfg.Queue.MaxAttempts {
+		if errors.Is(context.Cause(execCtx), errShutdown) || claim.Attempt < r.cfg.Queue.MaxAttempts {
 			log.Warn("job attempt abandoned; returning it to the queue", "err", err)
-			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, delivery); err != nil {
+			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			_ = msg.NakWithDelay(time.Second)
+			r.handBack(msg, rm.TenantID, time.Second)
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
 			Code:    jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", delivery, r.cfg.Queue.MaxAttempts, err),
+			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", claim.Attempt, r.cfg.Queue.MaxAttempts, err),
 		}}
 	}
 
-	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelCommit()
-	applied, err := r.store.FinishJob(commitCtx, rm.JobID, delivery, res)
+	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
+		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
+	})
+	if err != nil && ctx.Err() == nil {
+		// Not an outage (those are waited out): say so in the job rather
+		// than run the program again.
+		log.Error("record result", "err", err)
+		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
+			Message: fmt.Sprintf("the program ran, but gantry could not record its result: %v", err)}}
+		applied, err = r.store.FailJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt, res.Error.Message)
+	}
 	if err != nil {
-		log.Error("record result; the job will be retried", "err", err)
-		_ = msg.NakWithDelay(5 * time.Second)
+		// Stopped past the drain timeout with the result unrecorded: the
+		// job runs again elsewhere.
+		log.Error("result not recorded; the job will run again", "err", err)
+		r.handBack(msg, rm.TenantID, time.Second)
 		return
 	}
 	if !applied {
 		log.Warn("result discarded: the job moved on without this attempt")
 	}
-	if err := msg.DoubleAck(commitCtx); err != nil {
+	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelAck()
+	if err := msg.DoubleAck(ackCtx); err != nil {
 		log.Warn("ack job", "err", err)
 	}
 	if applied {
@@ -368,43 +397,241 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-// claim claims the job, waiting a little for its row: the ingress publishes
-// before it commits, so a fast runner can see the message first.
-func (r *Runner) claim(ctx context.Context, jobID string, attempt int) (store.Claim, bool, error) {
-	wait := 5 * time.Millisecond
+// maxHold is how long a runner holds a message it cannot claim because
+// Postgres is unreachable before handing it back, in case only this
+// runner has lost Postgres.
+const maxHold = time.Minute
+
+// claim claims the job a message names. It waits a little for a row that
+// is not there yet (the ingress publishes before it commits), and holds
+// the message while Postgres is unreachable, so that the job starts as
+// soon as Postgres is back and the outage spends none of its attempts.
+func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq uint64) (store.Claim, store.ClaimOutcome, error) {
+	req := store.ClaimRequest{JobID: jobID, MsgSeq: seq, RunnerID: r.cfg.ID, MaxAttempts: r.cfg.Queue.MaxAttempts,
+		Alive: r.cfg.Queue.AckWait / 2}
+	wait, retry := 5*time.Millisecond, newBackoff()
+	start := time.Now()
+	held := false
 	for {
-		c, ok, err := r.store.ClaimJob(ctx, jobID, attempt, r.cfg.ID)
-		if !errors.Is(err, store.ErrNotFound) || wait > time.Second {
-			return c, ok, err
+		c, out, err := r.store.ClaimJob(ctx, req)
+		var pause time.Duration
+		switch {
+		case errors.Is(err, store.ErrNotFound) && wait <= time.Second:
+			pause, wait = wait, wait*2
+		case err != nil && store.Unavailable(err) && time.Since(start) < maxHold && !r.isStopping():
+			if !held {
+				log.Warn("database unavailable; holding the job's message until it is back", "err", err)
+				held = true
+			}
+			pause = retry.next()
+		default:
+			if held && err == nil {
+				log.Info("database back: job claimed", "held", time.Since(start).Round(time.Millisecond))
+			}
+			return c, out, err
 		}
-		select {
-		case <-time.After(wait):
-			wait *= 2
-		case <-ctx.Done():
-			return c, ok, err
+		if !sleep(ctx, pause) {
+			return c, out, err
 		}
 	}
 }
 
-// heartbeat keeps the message from being redelivered while the job runs,
-// and polls the store for a cancel this runner might have missed.
-func (r *Runner) heartbeat(ctx context.Context, msg jetstream.Msg, ex *execution, done <-chan struct{}) {
+// runAttempt runs the attempt and waits out Postgres outages. An attempt
+// that failed before its program started because Postgres was unreachable
+// (loading the tenant's skills, code-mode servers or privacy tokens) is
+// run again, as the same attempt, once Postgres answers; a result whose
+// privacy tokens could not be made is tokenized again. The program never
+// runs twice for it.
+func (r *Runner) runAttempt(ctx context.Context, log *slog.Logger, a *attempt) (jobs.Result, *Container, error) {
+	blips := 0
+	for {
+		res, ctr, err := a.run(ctx)
+		if err == nil || !store.Unavailable(err) {
+			return res, ctr, err
+		}
+		if res.Status != "" {
+			// The program ran (run returns a result only then): only the
+			// privacy tokens of its result are missing.
+			_, err = r.record(a.jobCtx, log, func(ctx context.Context) (bool, error) {
+				return true, r.tokenizeResult(ctx, a.claim.TenantID, &res)
+			})
+			if err != nil && a.jobCtx.Err() == nil {
+				// Never store output that was not tokenized.
+				return jobs.Result{Status: jobs.StatusError, Duration: res.Duration, ExitCode: res.ExitCode, Error: &jobs.ErrorInfo{
+					Code: jobs.ErrCodeInfrastructure, Message: fmt.Sprintf("the program ran, but gantry could not tokenize its output: %v", err),
+				}}, ctr, nil
+			}
+			return res, ctr, err
+		}
+		waited, ok := r.waitForStore(ctx, log)
+		if !ok {
+			return res, ctr, err
+		}
+		if !waited {
+			// Postgres answers now: a blip, or not Postgres at all (a
+			// network error from Docker looks the same). Once more only.
+			if blips++; blips > 1 {
+				return res, ctr, err
+			}
+		}
+		log.Info("database back: running the attempt again; its program had not started")
+	}
+}
+
+// waitForStore waits until Postgres answers. waited says whether it had to;
+// ok is false when ctx ended first.
+func (r *Runner) waitForStore(ctx context.Context, log *slog.Logger) (waited, ok bool) {
+	retry := newBackoff()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.store.Ping(pctx)
+		cancel()
+		if err == nil {
+			return waited, true
+		}
+		if !waited {
+			log.Warn("database unavailable; the job waits for it", "err", err)
+			waited = true
+		}
+		if !sleep(ctx, retry.next()) {
+			return waited, false
+		}
+	}
+}
+
+// record stores what finish writes, retrying until it is stored: a program
+// that ran is never run again because Postgres was away when it ended.
+// While Postgres is unreachable the result waits here, in memory, with its
+// message held. Other errors are retried twice. Only ctx ending (the
+// runner stopped past its drain timeout) gives up on an outage.
+func (r *Runner) record(ctx context.Context, log *slog.Logger, finish func(ctx context.Context) (bool, error)) (applied bool, err error) {
+	retry := newBackoff()
+	failures, waiting := 0, false
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		applied, err = finish(cctx)
+		cancel()
+		if err == nil {
+			if waiting {
+				log.Info("database back: result recorded")
+			}
+			return applied, nil
+		}
+		if !store.Unavailable(err) {
+			if failures++; failures == 3 {
+				return false, err
+			}
+		} else if !waiting {
+			log.Warn("database unavailable; keeping the result until it is back", "err", err)
+			waiting = true
+		}
+		if !sleep(ctx, retry.next()) {
+			return false, err
+		}
+	}
+}
+
+// backoff paces retries against an unreachable Postgres: 250 ms, doubling
+// to a second, so that work resumes within a second of its return.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 250 * time.Millisecond} }
+
+func (b *backoff) next() time.Duration {
+	d := b.d
+	b.d = min(2*b.d, time.Second)
+	return d
+}
+
+// handBack returns a message to its queue, to be delivered again after d,
+// and announces it then, so that an idle runner takes it at once.
+func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
+	_ = msg.NakWithDelay(d)
+	if tenantID != "" && r.nc != nil {
+		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })
+	}
+}
+
+// tenantMaxRunning is the tenant's cap on running jobs, for a queue this
+// runner makes (the default when Postgres does not answer).
+func (r *Runner) tenantMaxRunning(ctx context.Context, tenantID string) int {
+	l, err := r.store.TenantLimits(ctx, tenantID)
+	if err != nil {
+		r.log.Warn("read a tenant's limits; using the defaults", "tenant_id", tenantID, "err", err)
+	}
+	return l.Or(r.cfg.TenantLimits).MaxRunning
+}
+
+// sleep waits d, or less if ctx ends first; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Runner) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// hold keeps a message from being redelivered while this runner has it,
+// with InProgress every ack_wait/3, until the returned func is called.
+// It needs nothing of Postgres: a job waiting out an outage stays here.
+func (r *Runner) hold(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(max(r.cfg.Queue.AckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					r.log.Warn("extend job ack deadline", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// heartbeat tells the store, every ack_wait/3, that this runner still runs
+// the attempt, and picks up a cancel it might have missed. A heartbeat
+// that failed (Postgres away) is retried every second, so the job shows
+// alive again as soon as Postgres is back. If the attempt no longer has
+// the job (cancelled because its runner looked gone, or taken over), the
+// run is stopped.
+func (r *Runner) heartbeat(ex *execution, done <-chan struct{}) {
 	every := max(r.cfg.Queue.AckWait/3, 100*time.Millisecond)
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-ctx.Done():
-			return
 		case <-t.C:
-			if err := msg.InProgress(); err != nil {
-				r.log.Warn("extend job ack deadline", "job_id", ex.jobID, "err", err)
-			}
-			if yes, err := r.store.CancelRequested(ctx, ex.jobID); err == nil && yes {
-				ex.cancel(errCancelled)
-			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cancelReq, err := r.store.Heartbeat(ctx, ex.jobID, ex.attempt)
+		cancel()
+		switch {
+		case errors.Is(err, store.ErrNotFound) || err == nil && cancelReq:
+			ex.cancel(errCancelled)
+			t.Reset(every)
+		case err != nil:
+			t.Reset(min(time.Second, every))
+		default:
+			t.Reset(every)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -33,6 +32,7 @@ type harness struct {
 	st     *store.Store
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	pub    *jobs.Publisher
 	blobs  *blob.Store
 	sb     *Sandbox
 	r      *Runner
@@ -88,6 +88,10 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := jobs.EnsureQueue(context.Background(), h.js, cfg.Queue); err != nil {
+		t.Fatal(err)
+	}
+	h.pub = jobs.NewPublisher(h.nc, h.js, cfg.Queue)
 	h.r = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -118,10 +122,14 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 		sid = *req.SessionID
 	}
 	j, _, err := h.st.EnqueueJob(context.Background(), store.NewJob{TenantID: tenant, Spec: spec, SessionID: req.SessionID, RequestHash: jobs.RequestHash(req)},
-		func(ctx context.Context, id string) error {
-			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid})
-			_, err := h.js.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id))
-			return err
+		func(ctx context.Context, id string) (uint64, error) {
+			// As the ingress does: the tenant's cap on running jobs goes
+			// to its queue.
+			l, err := h.st.TenantLimits(ctx, tenant)
+			if err != nil {
+				return 0, err
+			}
+			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +362,7 @@ test -S /var/run/docker.sock && echo docker-socket`})
 		id := h.submit(t, jobs.Request{Language: "python", Code: "import socket, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)"})
 		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status == jobs.StatusRunning })
 		host := h.liveOutput(t, id)
-		if out, err := h.st.CancelJob(context.Background(), h.tenant, id); err != nil || out != store.CancelRequested {
+		if out, err := h.st.CancelJob(context.Background(), h.tenant, id, time.Minute); err != nil || out != store.CancelRequested {
 			t.Fatalf("cancel: %v %v", out, err)
 		}
 		start := time.Now()

@@ -43,40 +43,50 @@ var errSessionLost = errors.New("session lost")
 // owner cannot let go while the job it announced is queued.
 func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
 	log := r.log.With("session_id", rm.SessionID)
+	stopHolding := r.hold(msg)
+	defer stopHolding()
 	// Each ownership is its own: two slots of one runner must not both
 	// believe they own the session.
 	owner := r.cfg.ID + "/" + jobs.NewID("own")
 	lease := r.sessionLease()
-	st, ok, err := r.sessions.AcquireSession(ctx, rm.SessionID, owner, lease)
+	st, ok, err := r.acquireSession(ctx, log, rm.SessionID, owner, lease)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		_ = msg.Ack() // closed: its jobs were cancelled
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		_ = msg.NakWithDelay(2 * time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second)
 		return
 	case !ok:
 		_ = msg.Ack()
 		return
 	}
 
-	// Keep the message and the lease alive while the session runs.
+	// Keep the lease alive while the session runs; a renewal that failed
+	// (Postgres away) is retried every second, so that this owner holds
+	// the session again as soon as Postgres is back.
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	go func() {
-		t := time.NewTicker(min(lease, r.cfg.Queue.AckWait) / 3)
+		every := lease / 3
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-loopCtx.Done():
 				return
 			case <-t.C:
-				_ = msg.InProgress()
-				if err := r.sessions.ExtendSession(loopCtx, rm.SessionID, owner, lease); errors.Is(err, store.ErrNotFound) {
-					stopLoop(errSessionLost)
-					return
-				}
+			}
+			err := r.sessions.ExtendSession(loopCtx, rm.SessionID, owner, lease)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				stopLoop(errSessionLost)
+				return
+			case err != nil:
+				t.Reset(min(time.Second, every))
+			default:
+				t.Reset(every)
 			}
 		}
 	}()
@@ -96,7 +106,29 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		_ = msg.NakWithDelay(time.Second)
+		r.handBack(msg, rm.TenantID, time.Second)
+	}
+}
+
+// acquireSession tries to become the session's owner, holding the message
+// while Postgres is unreachable. After an outage it gives the session's
+// owner a moment to renew its lease, which lapsed while Postgres was away,
+// before trying to take it over: an owner that is alive keeps its session
+// (a takeover would run its job again).
+func (r *Runner) acquireSession(ctx context.Context, log *slog.Logger, id, owner string, lease time.Duration) (store.SessionState, bool, error) {
+	start := time.Now()
+	for {
+		st, ok, err := r.sessions.AcquireSession(ctx, id, owner, lease)
+		if err == nil || !store.Unavailable(err) || time.Since(start) > maxHold || r.isStopping() {
+			return st, ok, err
+		}
+		log.Warn("database unavailable; holding the session's message until it is back", "err", err)
+		if _, ok := r.waitForStore(ctx, log); !ok {
+			return st, false, err
+		}
+		if !sleep(ctx, 2*time.Second) {
+			return st, false, err
+		}
 	}
 }
 
@@ -119,11 +151,21 @@ func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, ow
 		if errors.Is(err, store.ErrNotFound) {
 			return errSessionLost
 		}
+		if store.Unavailable(err) {
+			if _, ok := r.waitForStore(ctx, log); ok {
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}
 		if !ok {
 			released, _, err := r.sessions.ReleaseSession(ctx, sessionID, owner, false)
+			if store.Unavailable(err) {
+				if _, ok := r.waitForStore(ctx, log); ok {
+					continue
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -156,7 +198,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 
 	work := &sessionWork{r: r, id: sessionID, state: st, version: version, key: key}
 	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
-	res, ctr, err := a.run(execCtx)
+	res, ctr, err := r.runAttempt(execCtx, log, a)
 	if err != nil {
 		return version, key, err
 	}
@@ -178,9 +220,16 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		}
 	}
 
+	// While Postgres is unreachable the result and the snapshot wait here;
+	// the session's lease is renewed as soon as it is back.
+	var snapApplied bool
+	var replaced string
+	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
+		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
+		return applied, err
+	})
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelCommit()
-	applied, snapApplied, replaced, err := r.sessions.FinishSessionJob(commitCtx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
 	if err != nil {
 		if snap != nil {
 			_ = r.blobs.Delete(commitCtx, snap.Key)

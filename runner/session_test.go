@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
@@ -53,10 +54,19 @@ func TestSessions(t *testing.T) {
 		if j := run("ls; cat result.txt"); j.Stdout != "result.txt\nsrc\n42\n" {
 			t.Fatalf("workspace after a timed-out job: %q", j.Stdout)
 		}
+		// The replaced snapshot is deleted just after the result is
+		// recorded: wait for it.
 		sess, _ := h.st.GetSession(context.Background(), h.tenant, sid)
-		n, err := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenant, sid))
-		if err != nil || n != 1 || sess.Version != 3 {
-			t.Errorf("%d snapshot objects (want only the current one), version %d", n, sess.Version)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, err := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenant, sid))
+			if err == nil && n == 1 && sess.Version == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d snapshot objects (want only the current one), version %d, %v", n, sess.Version, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 

@@ -28,22 +28,29 @@ type NewJob struct {
 	BatchID string
 	// WebhookURL is the request's webhook ("" for the tenant's default).
 	WebhookURL string
+	// MaxQueued caps the tenant's queued jobs (0: no cap): a submission
+	// beyond it fails with ErrTooManyQueued.
+	MaxQueued int
 }
+
+// ErrTooManyQueued means the tenant has as many queued jobs as it may.
+var ErrTooManyQueued = errors.New("too many queued jobs")
 
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
-	error_code, error_message, metadata, tool_calls, batch_id, webhook_url,
+	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id)`
 
 // EnqueueJob records a new job and hands it to publish inside the same
-// transaction: the row commits only after publish returned nil, so a job is
-// never left queued without a message. (If the commit itself fails after
-// publishing, the runner finds no row and drops the message.)
+// transaction: the row commits only after publish returned nil, with the
+// stream sequence of the message publish returns, so a job is never left
+// queued without a message. (If the commit itself fails after publishing,
+// the runner finds no row and drops the message.)
 //
 // With an idempotency key already used by the tenant, it returns the
 // existing job and created=false without publishing; if the earlier request
 // differed, it returns ErrConflict.
-func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx context.Context, jobID string) error) (job jobs.Job, created bool, err error) {
+func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx context.Context, jobID string) (seq uint64, err error)) (job jobs.Job, created bool, err error) {
 	spec, err := jobs.MarshalSpec(nj.Spec)
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -69,6 +76,20 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 
+	if nj.MaxQueued > 0 {
+		// The tenant's submissions take turns from here to commit, so that
+		// the count stays true until this job is in it.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "queued:"+nj.TenantID); err != nil {
+			return jobs.Job{}, false, err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE tenant_id = $1 AND status = 'queued'`, nj.TenantID).Scan(&n); err != nil {
+			return jobs.Job{}, false, err
+		}
+		if n >= nj.MaxQueued {
+			return jobs.Job{}, false, fmt.Errorf("the tenant has %d queued jobs, its limit: %w", n, ErrTooManyQueued)
+		}
+	}
 	// A session's row is locked from here to commit: its jobs are numbered
 	// in the order their submissions commit.
 	var seq *int64
@@ -104,8 +125,12 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("insert job: %w", err)
 	}
-	if err := publish(ctx, job.ID); err != nil {
+	seqNo, err := publish(ctx, job.ID)
+	if err != nil {
 		return jobs.Job{}, false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET msg_seq = $2 WHERE id = $1`, job.ID, int64(seqNo)); err != nil {
+		return jobs.Job{}, false, fmt.Errorf("record message of job: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return jobs.Job{}, false, fmt.Errorf("commit job: %w", err)
@@ -201,22 +226,42 @@ const (
 	CancelRequested
 	// AlreadyFinished: nothing to do.
 	AlreadyFinished
+	// CancelledOrphan: the job was running but no runner had shown itself
+	// alive for longer than the staleness bound (a session's job: its
+	// session had no owner); it is now cancelled.
+	CancelledOrphan
 )
 
+// orphaned is true of a running jobs row that no runner holds now: its
+// runner's heartbeat is older than $3 seconds (for a session's job: the
+// session has no owner with a live lease).
+const orphaned = `CASE WHEN session_id IS NULL
+		THEN coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => $3)
+		ELSE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = jobs.session_id AND s.owner IS NOT NULL AND s.owner_until > now())
+	END`
+
 // CancelJob cancels a queued job at once, or flags a running one for its
-// runner to kill. It is idempotent.
-func (s *Store) CancelJob(ctx context.Context, tenantID, id string) (CancelOutcome, error) {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE jobs SET status = 'cancelled', finished_at = now(), cancel_requested = true,
-			error_code = 'cancelled', error_message = 'cancelled before it started'
-		WHERE id = $1 AND tenant_id = $2 AND status = 'queued'`, id, tenantID)
-	if err != nil {
+// runner to kill. A running job whose runner is gone (no heartbeat for
+// stale) is cancelled at once too: nobody else would ever end it. It is
+// idempotent.
+func (s *Store) CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (CancelOutcome, error) {
+	var status string
+	err := s.pool.QueryRow(ctx, `
+		WITH old AS (SELECT id, status FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE)
+		UPDATE jobs SET status = 'cancelled', finished_at = now(), cancel_requested = true, error_code = 'cancelled',
+			error_message = CASE WHEN old.status = 'queued' THEN 'cancelled before it started'
+				ELSE 'cancelled; the runner that was running it had stopped responding' END
+		FROM old WHERE jobs.id = old.id AND (old.status = 'queued' OR old.status = 'running' AND `+orphaned+`)
+		RETURNING old.status`, id, tenantID, stale.Seconds()).Scan(&status)
+	switch {
+	case err == nil && status == string(jobs.StatusQueued):
+		return CancelledQueued, nil
+	case err == nil:
+		return CancelledOrphan, nil
+	case !errors.Is(err, pgx.ErrNoRows):
 		return 0, err
 	}
-	if tag.RowsAffected() == 1 {
-		return CancelledQueued, nil
-	}
-	tag, err = s.pool.Exec(ctx, `
+	tag, err := s.pool.Exec(ctx, `
 		UPDATE jobs SET cancel_requested = true
 		WHERE id = $1 AND tenant_id = $2 AND status = 'running'`, id, tenantID)
 	if err != nil {
@@ -234,8 +279,13 @@ func (s *Store) CancelJob(ctx context.Context, tenantID, id string) (CancelOutco
 
 // Claim is a job a runner has taken.
 type Claim struct {
-	TenantID        string
-	Spec            jobs.Spec
+	TenantID string
+	Spec     jobs.Spec
+	// Attempt numbers this run of the job (1 for the first). Attempts are
+	// counted in the row, by the claims that took the job, not by
+	// JetStream's deliveries: a message handed back while Postgres was
+	// unreachable spends nothing.
+	Attempt         int
 	CancelRequested bool
 	// Private: the tenant has privacy tokens on (read with the claim, so
 	// the runner needs no extra query per job).
@@ -251,45 +301,97 @@ type Claim struct {
 const tenantClaim = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id),
 	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id)`
 
-// ClaimJob marks the job running for this attempt and returns its spec. It
-// succeeds for a queued job and for a running one whose earlier attempt was
-// lost (the message was redelivered); ok is false when the job is finished
-// or cancelled, and err is ErrNotFound when there is no such job.
-func (s *Store) ClaimJob(ctx context.Context, id string, attempt int, runnerID string) (c Claim, ok bool, err error) {
-	var spec []byte
-	// Two tries: a job whose row committed between the UPDATE and the
-	// SELECT below is claimable on the second.
-	for try := 0; try < 2; try++ {
-		err = s.pool.QueryRow(ctx, `
-			UPDATE jobs SET status = 'running', attempt = $2, runner_id = $3, started_at = now()
-			WHERE id = $1 AND status IN ('queued', 'running')
-			RETURNING tenant_id, spec, cancel_requested, `+tenantClaim, id, attempt, runnerID).
-			Scan(&c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			break
-		}
-		var status string
-		if err := s.pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id).Scan(&status); err != nil {
-			return Claim{}, false, notFound(err)
-		}
-		if jobs.Status(status).Terminal() {
-			return Claim{}, false, nil
-		}
-	}
-	if err != nil {
-		return Claim{}, false, fmt.Errorf("claim job: %w", err)
-	}
-	if err := json.Unmarshal(spec, &c.Spec); err != nil {
-		return Claim{}, false, fmt.Errorf("decode spec of job %s: %w", id, err)
-	}
-	return c, true, nil
+// ClaimRequest is a runner asking for the job a message names.
+type ClaimRequest struct {
+	JobID string
+	// MsgSeq is the stream sequence of the message being handled (0: not
+	// known, not checked).
+	MsgSeq   uint64
+	RunnerID string
+	// MaxAttempts bounds the runs of a job whose runners keep getting
+	// lost.
+	MaxAttempts int
+	// Alive: a running job whose runner's heartbeat is younger than this
+	// still has that runner.
+	Alive time.Duration
 }
 
-// CancelRequested reports whether a cancel was asked for the job.
-func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
-	var v bool
-	err := s.pool.QueryRow(ctx, `SELECT cancel_requested FROM jobs WHERE id = $1`, id).Scan(&v)
-	return v, notFound(err)
+// ClaimOutcome says what ClaimJob made of a message.
+type ClaimOutcome int
+
+// The outcomes of ClaimJob.
+const (
+	// Claimed: the job is the runner's to run, as Claim.Attempt.
+	Claimed ClaimOutcome = iota
+	// ClaimDone: the job is finished or cancelled; the message is spent.
+	ClaimDone
+	// ClaimStale: the message is not the job's current one (the
+	// reconciler published another): drop it.
+	ClaimStale
+	// ClaimBusy: another runner runs the job and was alive moments ago:
+	// leave the message for later.
+	ClaimBusy
+	// ClaimGaveUp: the job's runners were lost as many times as it may be
+	// tried; ClaimJob has ended it as error.
+	ClaimGaveUp
+)
+
+// GaveUpMessage is the error of a job whose runners were lost attempts
+// times.
+func GaveUpMessage(attempts int) string {
+	return fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", attempts)
+}
+
+// ClaimJob marks the job running as its next attempt and returns its spec.
+// A running job is taken over only when its runner is gone (a redelivered
+// message and no recent heartbeat), and given up as error once it has
+// been tried MaxAttempts times. err is ErrNotFound when there is no such
+// job.
+func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out ClaimOutcome, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return c, 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var (
+		status  string
+		attempt int
+		seq     *int64
+		alive   bool
+	)
+	err = tx.QueryRow(ctx, `SELECT status, attempt, msg_seq, coalesce(heartbeat_at > now() - make_interval(secs => $2), false)
+		FROM jobs WHERE id = $1 FOR UPDATE`, req.JobID, req.Alive.Seconds()).Scan(&status, &attempt, &seq, &alive)
+	if err != nil {
+		return c, 0, notFound(err)
+	}
+	running := jobs.Status(status) == jobs.StatusRunning
+	switch {
+	case jobs.Status(status).Terminal():
+		return c, ClaimDone, nil
+	case seq != nil && req.MsgSeq != 0 && uint64(*seq) != req.MsgSeq:
+		return c, ClaimStale, nil
+	case running && alive:
+		return c, ClaimBusy, nil
+	case running && attempt >= req.MaxAttempts:
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'error', finished_at = now(),
+			error_code = 'infrastructure', error_message = $2 WHERE id = $1`, req.JobID, GaveUpMessage(attempt)); err != nil {
+			return c, 0, fmt.Errorf("give up job: %w", err)
+		}
+		return c, ClaimGaveUp, tx.Commit(ctx)
+	}
+	var spec []byte
+	err = tx.QueryRow(ctx, `
+		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
+		WHERE id = $1
+		RETURNING attempt, tenant_id, spec, cancel_requested, `+tenantClaim, req.JobID, req.RunnerID).
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
+	if err != nil {
+		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
+	}
+	if err := json.Unmarshal(spec, &c.Spec); err != nil {
+		return Claim{}, 0, fmt.Errorf("decode spec of job %s: %w", req.JobID, err)
+	}
+	return c, Claimed, tx.Commit(ctx)
 }
 
 // FinishJob records the result of an attempt. It applies only if the job is
@@ -324,11 +426,12 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
-			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13
+			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
+			stdout_key = $14, stderr_key = $15
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON)
+		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey))
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -366,10 +469,11 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		arts, meta      []byte
 		calls, webhook  []byte
 		errCode, errMsg *string
+		outKey, errKey  *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls, &j.BatchID, &j.WebhookURL, &webhook)
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -393,6 +497,7 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 			return jobs.Job{}, err
 		}
 	}
+	j.StdoutKey, j.StderrKey = deref(outKey), deref(errKey)
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)

@@ -81,7 +81,7 @@ func TestBinaryStdinStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok, err := st.ClaimJob(ctx, job.ID, 1, "r")
+	c, ok, err := storetest.Claim(st, job.ID, "r")
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
@@ -154,7 +154,7 @@ func TestKeyEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, ok, err := st.ClaimJob(ctx, j.ID, 1, "r")
+		c, ok, err := storetest.Claim(st, j.ID, "r")
 		if err != nil || !ok {
 			t.Fatalf("claim: %v %v", ok, err)
 		}
@@ -206,7 +206,7 @@ func TestSessionQueuedExact(t *testing.T) {
 	sess := newSession(t, st, a, 3600)
 	var pubs []string
 	ids := queueSessionJobs(t, st, a, sess.ID, &pubs, "one", "two", "three")
-	if out, err := st.CancelJob(ctx, a, ids[1]); err != nil || out != store.CancelledQueued {
+	if out, err := st.CancelJob(ctx, a, ids[1], time.Minute); err != nil || out != store.CancelledQueued {
 		t.Fatalf("cancel: %v %v", out, err)
 	}
 	state, ok, err := st.AcquireSession(ctx, sess.ID, "r1", time.Minute)
@@ -225,7 +225,7 @@ func TestSessionQueuedExact(t *testing.T) {
 	}
 	// Cancel the rest: nothing is queued, and the count says so at once.
 	for _, id := range []string{ids[0], ids[2]} {
-		if _, err := st.CancelJob(ctx, a, id); err != nil {
+		if _, err := st.CancelJob(ctx, a, id, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -340,8 +340,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	}
 	if attempt >= maxAttempts {
 		_, err := tx.Exec(ctx, `UPDATE jobs SET status = 'error', finished_at = now(), error_code = 'infrastructure',
-			error_message = $2 WHERE id = $1`, sj.JobID,
-			fmt.Sprintf("gantry gave up after %d attempts: each time, the runner running the job stopped responding (crashed, was killed or lost its connection)", attempt))
+			error_message = $2 WHERE id = $1`, sj.JobID, GaveUpMessage(attempt))
 		return sj, false, true, err
 	}
 	sj.Attempt = attempt + 1

@@ -49,6 +49,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		// log streams and runners sharing one process.
 		cfg.MaxConns = 16
 	}
+	cfg.ConnConfig.Tracer = queryTracer{}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -155,6 +156,11 @@ func Unavailable(err error) bool {
 func Unstorable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05")
+}
+
+// QueryRowForTest runs a query directly; like ExecForTest, for tests only.
+func (s *Store) QueryRowForTest(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.pool.QueryRow(ctx, sql, args...)
 }
 
 // ExecForTest runs a statement directly. It exists for tests (storetest)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
@@ -19,8 +20,13 @@ func newJob(tenantID, key string) store.NewJob {
 	return store.NewJob{TenantID: tenantID, Spec: spec, IdempotencyKey: key, RequestHash: jobs.RequestHash(req)}
 }
 
-func published(ids *[]string) func(context.Context, string) error {
-	return func(_ context.Context, id string) error { *ids = append(*ids, id); return nil }
+// published records the ids of the jobs published; each message's
+// sequence is its place in the list.
+func published(ids *[]string) func(context.Context, string) (uint64, error) {
+	return func(_ context.Context, id string) (uint64, error) {
+		*ids = append(*ids, id)
+		return uint64(len(*ids)), nil
+	}
 }
 
 func TestAuthenticate(t *testing.T) {
@@ -65,7 +71,7 @@ func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
 	boom := errors.New("queue down")
-	_, _, err := st.EnqueueJob(ctx, newJob(tenantID, ""), func(context.Context, string) error { return boom })
+	_, _, err := st.EnqueueJob(ctx, newJob(tenantID, ""), func(context.Context, string) (uint64, error) { return 0, boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -89,11 +95,11 @@ func TestIdempotency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j, _, err := st.EnqueueJob(ctx, newJob(tenantID, "k1"), func(_ context.Context, id string) error {
+			j, _, err := st.EnqueueJob(ctx, newJob(tenantID, "k1"), func(_ context.Context, id string) (uint64, error) {
 				mu.Lock()
+				defer mu.Unlock()
 				pubs = append(pubs, id)
-				mu.Unlock()
-				return nil
+				return uint64(len(pubs)), nil
 			})
 			if err != nil {
 				t.Error(err)
@@ -136,7 +142,7 @@ func TestTenantScoping(t *testing.T) {
 	if _, err := st.GetJob(ctx, b, j.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("tenant b read a's job: %v", err)
 	}
-	if _, err := st.CancelJob(ctx, b, j.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.CancelJob(ctx, b, j.ID, time.Minute); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("tenant b cancelled a's job: %v", err)
 	}
 	if list, _, _ := st.ListJobs(ctx, b, store.JobFilter{Limit: 10}); len(list) != 0 {
@@ -154,12 +160,12 @@ func TestClaimFinishFencing(t *testing.T) {
 	var pubs []string
 	j, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
 
-	c, ok, err := st.ClaimJob(ctx, j.ID, 1, "r1")
+	c, ok, err := storetest.Claim(st, j.ID, "r1")
 	if err != nil || !ok || c.TenantID != a || c.Spec.Code != "print(1)" {
 		t.Fatalf("claim 1: %+v %v %v", c, ok, err)
 	}
 	// The runner is lost; the redelivery is claimed by another runner.
-	if _, ok, err := st.ClaimJob(ctx, j.ID, 2, "r2"); err != nil || !ok {
+	if _, ok, err := storetest.Claim(st, j.ID, "r2"); err != nil || !ok {
 		t.Fatalf("claim 2: %v %v", ok, err)
 	}
 	code := 0
@@ -176,13 +182,13 @@ func TestClaimFinishFencing(t *testing.T) {
 		t.Errorf("job = %+v", got)
 	}
 	// Finished jobs are not claimed again, and never change.
-	if _, ok, err := st.ClaimJob(ctx, j.ID, 3, "r3"); err != nil || ok {
+	if _, ok, err := storetest.Claim(st, j.ID, "r3"); err != nil || ok {
 		t.Errorf("claimed a finished job: %v %v", ok, err)
 	}
 	if applied, _ := st.FailJob(ctx, j.ID, 3, "x"); applied {
 		t.Error("FailJob changed a finished job")
 	}
-	if _, _, err := st.ClaimJob(ctx, jobs.NewID("job"), 1, "r"); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := storetest.Claim(st, jobs.NewID("job"), "r"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("claim of unknown job: %v", err)
 	}
 }
@@ -193,21 +199,21 @@ func TestCancel(t *testing.T) {
 	a, _ := storetest.Tenant(t, st, "a")
 	var pubs []string
 	queued, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
-	if out, err := st.CancelJob(ctx, a, queued.ID); err != nil || out != store.CancelledQueued {
+	if out, err := st.CancelJob(ctx, a, queued.ID, time.Minute); err != nil || out != store.CancelledQueued {
 		t.Fatalf("cancel queued: %v %v", out, err)
 	}
-	if _, ok, _ := st.ClaimJob(ctx, queued.ID, 1, "r"); ok {
+	if _, ok, _ := storetest.Claim(st, queued.ID, "r"); ok {
 		t.Error("a cancelled job was claimed")
 	}
 	running, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
-	_, _, _ = st.ClaimJob(ctx, running.ID, 1, "r")
-	if out, err := st.CancelJob(ctx, a, running.ID); err != nil || out != store.CancelRequested {
+	_, _, _ = storetest.Claim(st, running.ID, "r")
+	if out, err := st.CancelJob(ctx, a, running.ID, time.Minute); err != nil || out != store.CancelRequested {
 		t.Fatalf("cancel running: %v %v", out, err)
 	}
-	if yes, _ := st.CancelRequested(ctx, running.ID); !yes {
+	if yes, _ := st.Heartbeat(ctx, running.ID, 1); !yes {
 		t.Error("cancel not flagged")
 	}
-	if out, _ := st.CancelJob(ctx, a, queued.ID); out != store.AlreadyFinished {
+	if out, _ := st.CancelJob(ctx, a, queued.ID, time.Minute); out != store.AlreadyFinished {
 		t.Errorf("second cancel: %v", out)
 	}
 }

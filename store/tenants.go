@@ -19,6 +19,16 @@ type Tenant struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
+	// Limits are the quotas the operator set for the tenant (zero fields:
+	// the operator's defaults).
+	Limits jobs.TenantLimits `json:"limits"`
+}
+
+// limitColumns selects a tenants row's quotas, NULL as zero.
+const limitColumns = `coalesce(requests_per_second, 0), coalesce(max_queued, 0), coalesce(max_running, 0)`
+
+func limitDest(l *jobs.TenantLimits) []any {
+	return []any{&l.RequestsPerSecond, &l.MaxQueued, &l.MaxRunning}
 }
 
 // APIKey describes an API key. The key itself is shown once, at creation,
@@ -36,6 +46,9 @@ type APIKey struct {
 type Principal struct {
 	TenantID string
 	KeyID    string
+	// Limits are the tenant's quotas as set (zero: the default), read
+	// with the key.
+	Limits jobs.TenantLimits
 }
 
 // KeyPrefix starts every gantry API key, so keys are easy to recognise in
@@ -62,8 +75,8 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (Tenant, error) {
 // TenantByName finds a tenant by its name.
 func (s *Store) TenantByName(ctx context.Context, name string) (Tenant, error) {
 	var t Tenant
-	err := s.pool.QueryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE name = $1`, name).
-		Scan(&t.ID, &t.Name, &t.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT id, name, created_at, `+limitColumns+` FROM tenants WHERE name = $1`, name).
+		Scan(append([]any{&t.ID, &t.Name, &t.CreatedAt}, limitDest(&t.Limits)...)...)
 	return t, notFound(err)
 }
 
@@ -81,7 +94,7 @@ func (s *Store) EnsureTenant(ctx context.Context, name string) (Tenant, error) {
 
 // ListTenants lists every tenant by name.
 func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT id, name, created_at, `+limitColumns+` FROM tenants ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +102,7 @@ func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
 	var out []Tenant
 	for rows.Next() {
 		var t Tenant
-		if err := rows.Scan(&t.ID, &t.Name, &t.CreatedAt); err != nil {
+		if err := rows.Scan(append([]any{&t.ID, &t.Name, &t.CreatedAt}, limitDest(&t.Limits)...)...); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -181,10 +194,48 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, err
 func (s *Store) Authenticate(ctx context.Context, key string) (Principal, error) {
 	sum := sha256.Sum256([]byte(key))
 	var p Principal
-	err := s.pool.QueryRow(ctx,
-		`SELECT tenant_id, id FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`, sum[:]).
-		Scan(&p.TenantID, &p.KeyID)
+	err := s.pool.QueryRow(ctx, `SELECT k.tenant_id, k.id, `+limitColumns+`
+		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = $1 AND k.revoked_at IS NULL`, sum[:]).
+		Scan(append([]any{&p.TenantID, &p.KeyID}, limitDest(&p.Limits)...)...)
 	return p, notFound(err)
+}
+
+// TenantLimits returns the quotas set for the tenant (zero fields: the
+// defaults). ErrNotFound if there is no such tenant.
+func (s *Store) TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error) {
+	var l jobs.TenantLimits
+	err := s.pool.QueryRow(ctx, `SELECT `+limitColumns+` FROM tenants WHERE id = $1`, tenantID).Scan(limitDest(&l)...)
+	return l, notFound(err)
+}
+
+// LimitsUpdate changes some of a tenant's quotas: a nil field is left as
+// it is, a zero one goes back to the operator's default.
+type LimitsUpdate struct {
+	RequestsPerSecond *float64
+	MaxQueued         *int
+	MaxRunning        *int
+}
+
+// SetTenantLimits applies u to the tenant's quotas and returns them.
+// ErrNotFound if there is no such tenant.
+func (s *Store) SetTenantLimits(ctx context.Context, tenantID string, u LimitsUpdate) (jobs.TenantLimits, error) {
+	var l jobs.TenantLimits
+	err := s.pool.QueryRow(ctx, `UPDATE tenants SET
+			requests_per_second = CASE WHEN $2 THEN nullif($3::double precision, 0) ELSE requests_per_second END,
+			max_queued = CASE WHEN $4 THEN nullif($5::integer, 0) ELSE max_queued END,
+			max_running = CASE WHEN $6 THEN nullif($7::integer, 0) ELSE max_running END
+		WHERE id = $1 RETURNING `+limitColumns, tenantID,
+		u.RequestsPerSecond != nil, deref0(u.RequestsPerSecond), u.MaxQueued != nil, deref0(u.MaxQueued),
+		u.MaxRunning != nil, deref0(u.MaxRunning)).Scan(limitDest(&l)...)
+	return l, notFound(err)
+}
+
+func deref0[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // keyPrefix is the part of a key safe to show to identify it.

@@ -20,7 +20,7 @@ func TestWebhookOutbox(t *testing.T) {
 		t.Helper()
 		nj := newJob(tenantID, "")
 		nj.WebhookURL = url
-		j, _, err := st.EnqueueJob(ctx, nj, func(context.Context, string) error { return nil })
+		j, _, err := st.EnqueueJob(ctx, nj, func(context.Context, string) (uint64, error) { return 1, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,8 +31,9 @@ func TestWebhookOutbox(t *testing.T) {
 	}
 	finish := func(id string) {
 		t.Helper()
-		if _, ok, err := st.ClaimJob(ctx, id, 1, "r"); err != nil || !ok {
-			t.Fatalf("claim: %v %v", ok, err)
+		_, out, err := st.ClaimJob(ctx, store.ClaimRequest{JobID: id, RunnerID: "r", MaxAttempts: 3, Alive: time.Minute})
+		if err != nil || out != store.Claimed {
+			t.Fatalf("claim: %v %v", out, err)
 		}
 		if ok, err := st.FinishJob(ctx, id, 1, jobs.Result{Status: jobs.StatusSucceeded}); err != nil || !ok {
 			t.Fatalf("finish: %v %v", ok, err)
@@ -71,7 +72,7 @@ func TestWebhookOutbox(t *testing.T) {
 	cancelled := enqueue("")
 	failed := enqueue("https://hooks.example.com/failed")
 	finish(byDefault)
-	if _, err := st.CancelJob(ctx, tenantID, cancelled); err != nil {
+	if _, err := st.CancelJob(ctx, tenantID, cancelled, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.FailJob(ctx, failed, 4, "gave up"); err != nil {
@@ -176,7 +177,7 @@ func TestListByBatch(t *testing.T) {
 		if i != 1 {
 			nj.BatchID = batch
 		}
-		j, _, err := st.EnqueueJob(ctx, nj, func(context.Context, string) error { return nil })
+		j, _, err := st.EnqueueJob(ctx, nj, func(context.Context, string) (uint64, error) { return 1, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

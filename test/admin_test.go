@@ -1,7 +1,6 @@
 package test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,16 +10,7 @@ import (
 // and revokes it.
 func TestOperatorCLI(t *testing.T) {
 	d := startDev(t, "GANTRY_DEV_RUNNER=false")
-	gantry := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(gantryBin(t), args...)
-		cmd.Env = append(cmd.Environ(), d.env...)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("gantry %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	gantry := func(args ...string) string { t.Helper(); return d.cli(t, args...) }
 	gantry("tenants", "create", "acme")
 	if list := gantry("tenants", "list"); !strings.Contains(list, "acme") || !strings.Contains(list, "default") {
 		t.Errorf("tenants list:\n%s", list)
@@ -51,5 +41,37 @@ func TestOperatorCLI(t *testing.T) {
 			t.Fatalf("revoked key still works: %d %s", r.status, r.body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestTenantLimitsCLI: the operator sets a tenant's quotas with the CLI
+// (and puts them back to the defaults); bad values are refused naming the
+// flag; the API applies them.
+func TestTenantLimitsCLI(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_TENANT_RPS=100")
+	if out := d.cli(t, "tenants", "set-limits", "default", "--rps", "1", "--max-queued", "2", "--max-running", "3"); !strings.Contains(out, "1 requests/s, 2 queued, 3 running") {
+		t.Errorf("set-limits: %q", out)
+	}
+	if list := d.cli(t, "tenants", "list"); !strings.Contains(list, "MAX RUNNING") || !strings.Contains(list, "default") {
+		t.Errorf("tenants list:\n%s", list)
+	}
+	for _, bad := range [][]string{{"--rps", "0"}, {"--max-queued", "x"}, {"--max-running", "-1"}} {
+		out, err := d.cliErr(append([]string{"tenants", "set-limits", "default"}, bad...)...)
+		if err == nil || !strings.Contains(out, bad[0]) {
+			t.Errorf("set-limits %v: %v %q", bad, err, out)
+		}
+	}
+	// The key cache holds the old quotas up to 5 s.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r := d.call(t, "GET", "/v1/jobs", ""); r.status == 429 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("1 request/s is not enforced")
+		}
+	}
+	if out := d.cli(t, "tenants", "set-limits", "default", "--rps", "default"); !strings.Contains(out, "100 (default) requests/s, 2 queued") {
+		t.Errorf("back to the default: %q", out)
 	}
 }

@@ -52,7 +52,7 @@ func TestClusterStart(t *testing.T) {
 	}
 	ingressA := start(t, env, "ingress")
 	ingressB := start(t, env, "ingress")
-	runner := start(t, append(env, "GANTRY_RUNNER_ID=e2e-cluster-"+jobs.NewID("r")[2:10], "GANTRY_RUNNER_SLOTS=1"), "runner")
+	runner := start(t, append(env, "GANTRY_RUNNER_ID=e2e-cluster-"+uniqueSuffix(), "GANTRY_RUNNER_SLOTS=1"), "runner")
 
 	// The runner is alive while it waits, but not ready.
 	healthAddr := runner.waitOutput(t, regexp.MustCompile(`runner health and metrics listening".* addr=(\S+)`), 30*time.Second)[1]

@@ -123,6 +123,14 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	return p
 }
 
+// uniqueSuffix is 12 random base32 characters, for runner ids: tests run
+// at once share a Docker host, and a runner removes the containers of its
+// id (a millisecond timestamp would collide).
+func uniqueSuffix() string {
+	id := jobs.NewID("r")
+	return id[len(id)-12:]
+}
+
 // removeContainers removes every container of the runner id.
 func removeContainers(t *testing.T, runnerID string) {
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.gantry.runner="+runnerID).Output()
@@ -184,9 +192,17 @@ const devKey = "gk_e2e_test_key_0123456789"
 
 func startDev(t *testing.T, extra ...string) *dev {
 	t.Helper()
-	dbURL := storetest.DatabaseURL(t)
+	var dbURL string
+	for _, e := range extra {
+		if v, ok := strings.CutPrefix(e, "GANTRY_DATABASE_URL="); ok {
+			dbURL = v // the test's own Postgres
+		}
+	}
+	if dbURL == "" {
+		dbURL = storetest.DatabaseURL(t)
+	}
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
-	runnerID := "e2e-" + jobs.NewID("r")[2:12]
+	runnerID := "e2e-" + uniqueSuffix()
 	env := append([]string{
 		"GANTRY_ADDR=127.0.0.1:0",
 		"GANTRY_DEV_NATS_ADDR=127.0.0.1:0",
@@ -210,6 +226,29 @@ func startDev(t *testing.T, extra ...string) *dev {
 	}
 	d.env = append(d.env, extra...)
 	return d
+}
+
+// cli runs a gantry command as the operator would, against this dev's
+// engines, and returns its output.
+func (d *dev) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(gantryBin(t), args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gantry %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cliErr runs a gantry command and returns its output and stderr together.
+func (d *dev) cliErr(args ...string) (string, error) {
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cmd.Environ(), d.env...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }
 
 type resp struct {
@@ -463,7 +502,7 @@ func TestRunnerKilledMidJob(t *testing.T) {
 		p.waitOutput(t, regexp.MustCompile(`runner started`), 30*time.Second)
 		return p
 	}
-	suffix := jobs.NewID("r")[2:10]
+	suffix := uniqueSuffix()
 	idA, idB, idC := "e2e-a-"+suffix, "e2e-b-"+suffix, "e2e-c-"+suffix
 
 	a := runner(idA)

@@ -93,7 +93,7 @@ func mcpCall(t *testing.T, c *client.Client, name string, args map[string]any) (
 // replaced in the middle, and every step sees the files it expects.
 func TestSessionAgentLoop(t *testing.T) {
 	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_ACK_WAIT=2s")
-	suffix := jobs.NewID("r")[2:10]
+	suffix := uniqueSuffix()
 	a := d.runner(t, "loop-a-"+suffix)
 
 	c, err := client.NewStreamableHttpClient(d.url+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + d.key}))

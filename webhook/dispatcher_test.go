@@ -85,11 +85,11 @@ func (f fixture) finishedJob(t *testing.T, url string) jobs.Job {
 	req := jobs.Request{Language: "python", Code: "print(1)"}
 	spec, _ := jobs.DefaultPolicy().Normalize(req)
 	j, _, err := f.st.EnqueueJob(ctx, store.NewJob{TenantID: f.tenantID, Spec: spec, RequestHash: jobs.RequestHash(req), WebhookURL: url},
-		func(context.Context, string) error { return nil })
+		func(context.Context, string) (uint64, error) { return 1, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.st.ClaimJob(ctx, j.ID, 1, "r"); err != nil {
+	if _, _, err := f.st.ClaimJob(ctx, store.ClaimRequest{JobID: j.ID, RunnerID: "r", MaxAttempts: 3, Alive: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	code := 0

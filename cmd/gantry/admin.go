@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
@@ -51,13 +55,123 @@ func runTenants(ctx context.Context, cfg config, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tID\tCREATED")
+		fmt.Fprintln(tw, "NAME\tID\tCREATED\tREQUESTS/S\tMAX QUEUED\tMAX RUNNING")
 		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.ID, t.CreatedAt.Format("2006-01-02 15:04"))
+			rps, queued, running := limitCells(t.Limits, cfg.TenantLimits)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ID, t.CreatedAt.Format("2006-01-02 15:04"), rps, queued, running)
 		}
 		return tw.Flush()
+	case args[0] == "set-limits" && len(args) >= 3:
+		return setLimits(ctx, cfg, st, args[1], args[2:])
 	}
 	return errUsage
+}
+
+// limitCells shows a tenant's quotas, marking the operator's defaults.
+func limitCells(l, def jobs.TenantLimits) (rps, queued, running string) {
+	cell := func(v, d float64) string {
+		if v == 0 {
+			return strconv.FormatFloat(d, 'g', -1, 64) + " (default)"
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return cell(l.RequestsPerSecond, def.RequestsPerSecond), cell(float64(l.MaxQueued), float64(def.MaxQueued)),
+		cell(float64(l.MaxRunning), float64(def.MaxRunning))
+}
+
+// setLimits is `gantry tenants set-limits NAME [--rps N] [--max-queued N]
+// [--max-running N]`; "default" puts a quota back to the operator's
+// default. The cap on running jobs is the tenant's queue's max ack pending
+// in JetStream: it is changed there at once if NATS answers, else by the
+// next submission of the tenant after a minute.
+func setLimits(ctx context.Context, cfg config, st *store.Store, name string, args []string) error {
+	t, err := st.TenantByName(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no tenant named %q (gantry tenants list)", name)
+	}
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("set-limits", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	rps := fs.String("rps", "", "API requests per second (each ingress), or default")
+	queued := fs.String("max-queued", "", "jobs queued at once, or default")
+	running := fs.String("max-running", "", "jobs running at once across all runners, or default")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	var u store.LimitsUpdate
+	var errs []string
+	if *rps != "" {
+		v, err := parseLimit(*rps, strconv.ParseFloat)
+		if err != nil {
+			errs = append(errs, "--rps "+err.Error())
+		}
+		u.RequestsPerSecond = &v
+	}
+	parseInt := func(s string, _ int) (int, error) { return strconv.Atoi(s) }
+	if *queued != "" {
+		v, err := parseLimit(*queued, parseInt)
+		if err != nil {
+			errs = append(errs, "--max-queued "+err.Error())
+		}
+		u.MaxQueued = &v
+	}
+	if *running != "" {
+		v, err := parseLimit(*running, parseInt)
+		if err != nil {
+			errs = append(errs, "--max-running "+err.Error())
+		}
+		u.MaxRunning = &v
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	if u == (store.LimitsUpdate{}) {
+		return errors.New("set-limits: give at least one of --rps, --max-queued, --max-running")
+	}
+	l, err := st.SetTenantLimits(ctx, t.ID, u)
+	if err != nil {
+		return err
+	}
+	r, q, n := limitCells(l, cfg.TenantLimits)
+	fmt.Printf("tenant %s: %s requests/s, %s queued, %s running\n", t.Name, r, q, n)
+	if u.MaxRunning != nil {
+		if err := applyRunningCap(cfg, t.ID, l.Or(cfg.TenantLimits).MaxRunning); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: the cap on running jobs is stored, but the tenant's queue could not be updated through NATS at %s (%v): "+
+				"it takes effect with the tenant's next submission after a minute\n", cfg.NATSURL, err)
+		}
+	}
+	return nil
+}
+
+// parseLimit reads a positive quota, or "default" (0).
+func parseLimit[T int | float64](s string, parse func(string, int) (T, error)) (T, error) {
+	if s == "default" {
+		return 0, nil
+	}
+	v, err := parse(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q: want a number above 0, or default", s)
+	}
+	return v, nil
+}
+
+// applyRunningCap sets the tenant's queue's max ack pending.
+func applyRunningCap(cfg config, tenantID string, maxRunning int) error {
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name("gantry tenants set-limits"), nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = jobs.EnsureTenantQueue(ctx, js, cfg.Queue, tenantID, maxRunning)
+	return err
 }
 
 func runKeys(ctx context.Context, cfg config, args []string) error {

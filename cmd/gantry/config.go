@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 )
@@ -43,11 +44,16 @@ type config struct {
 	ArtifactTotalMB int
 
 	Queue         jobs.QueueConfig
+	TenantLimits  jobs.TenantLimits
 	Policy        jobs.Policy
 	MaxBodyBytes  int64
 	BodyTimeout   time.Duration
 	PresignExpiry time.Duration
 	SweepInterval time.Duration
+	// History: how long finished jobs are kept (0: forever), and the
+	// longest output stream kept in Postgres.
+	HistoryTTL        time.Duration
+	OutputInlineBytes int
 
 	LogLevel  slog.Level
 	LogFormat string
@@ -114,6 +120,26 @@ func (e *envReader) policy() jobs.Policy {
 	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
 	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
 	return p
+}
+
+// tenantLimits reads the quotas of tenants the operator set none for
+// (gantry tenants set-limits sets a tenant's own).
+func (e *envReader) tenantLimits() jobs.TenantLimits {
+	def := jobs.DefaultTenantLimits()
+	l := jobs.TenantLimits{
+		MaxQueued:  e.int("GANTRY_TENANT_MAX_QUEUED", def.MaxQueued, 1, 10_000_000),
+		MaxRunning: e.int("GANTRY_TENANT_MAX_RUNNING", def.MaxRunning, 1, 1_000_000),
+	}
+	l.RequestsPerSecond = def.RequestsPerSecond
+	if v := e.str("GANTRY_TENANT_RPS", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || f < 0.01 || f > 1_000_000 {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_TENANT_RPS=%q: want a number of requests per second from 0.01 to 1000000", v))
+		} else {
+			l.RequestsPerSecond = f
+		}
+	}
+	return l
 }
 
 // maximum reads a policy maximum: a whole number (CPUs may be fractional)
@@ -209,15 +235,20 @@ func loadConfig() (config, error) {
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
 			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),
+			MaxMsgs:     int64(e.int("GANTRY_QUEUE_MAX_MSGS", 100_000, 100, 100_000_000)),
+			MaxBytes:    int64(e.int("GANTRY_QUEUE_MAX_BYTES", 256<<20, 1<<20, 1<<40)),
 		},
-		Policy:        e.policy(),
-		MaxBodyBytes:  int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
-		BodyTimeout:   e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
-		PresignExpiry: e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
-		SweepInterval: e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
-		LogFormat:     e.str("GANTRY_LOG_FORMAT", "text"),
-		MCPToolsTTL:   e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
-		PIITTL:        e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
+		TenantLimits:      e.tenantLimits(),
+		Policy:            e.policy(),
+		MaxBodyBytes:      int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
+		BodyTimeout:       e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
+		PresignExpiry:     e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
+		SweepInterval:     e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
+		HistoryTTL:        e.duration("GANTRY_HISTORY_TTL", 0, 0, 100*365*24*time.Hour),
+		OutputInlineBytes: e.int("GANTRY_OUTPUT_INLINE_BYTES", history.DefaultInlineMax, 0, 64<<20),
+		LogFormat:         e.str("GANTRY_LOG_FORMAT", "text"),
+		MCPToolsTTL:       e.duration("GANTRY_MCP_TOOLS_TTL", 10*time.Minute, time.Second, 7*24*time.Hour),
+		PIITTL:            e.duration("GANTRY_PII_TTL", 24*time.Hour, time.Minute, 90*24*time.Hour),
 
 		WebhookTimeout:  e.duration("GANTRY_WEBHOOK_TIMEOUT", 10*time.Second, time.Second, 5*time.Minute),
 		WebhookBackoff:  e.duration("GANTRY_WEBHOOK_BACKOFF", 5*time.Second, 10*time.Millisecond, time.Hour),

@@ -53,3 +53,33 @@ func TestPolicyMaxima(t *testing.T) {
 		t.Errorf("the error does not say why the floor is there:\n%v", err)
 	}
 }
+
+func TestQuotaSettings(t *testing.T) {
+	c, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TenantLimits != jobs.DefaultTenantLimits() || c.Queue.MaxMsgs != 100_000 || c.Queue.MaxBytes != 256<<20 {
+		t.Errorf("defaults: %+v, queue %d msgs %d bytes", c.TenantLimits, c.Queue.MaxMsgs, c.Queue.MaxBytes)
+	}
+	t.Setenv("GANTRY_TENANT_RPS", "2.5")
+	t.Setenv("GANTRY_TENANT_MAX_QUEUED", "10")
+	t.Setenv("GANTRY_TENANT_MAX_RUNNING", "3")
+	t.Setenv("GANTRY_QUEUE_MAX_MSGS", "500")
+	if c, err = loadConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if (c.TenantLimits != jobs.TenantLimits{RequestsPerSecond: 2.5, MaxQueued: 10, MaxRunning: 3}) || c.Queue.MaxMsgs != 500 {
+		t.Errorf("set: %+v, queue %d msgs", c.TenantLimits, c.Queue.MaxMsgs)
+	}
+	t.Setenv("GANTRY_TENANT_RPS", "fast")
+	t.Setenv("GANTRY_TENANT_MAX_QUEUED", "0")
+	t.Setenv("GANTRY_TENANT_MAX_RUNNING", "-2")
+	t.Setenv("GANTRY_QUEUE_MAX_MSGS", "5")
+	_, err = loadConfig()
+	for _, name := range []string{"GANTRY_TENANT_RPS", "GANTRY_TENANT_MAX_QUEUED", "GANTRY_TENANT_MAX_RUNNING", "GANTRY_QUEUE_MAX_MSGS"} {
+		if err == nil || !strings.Contains(err.Error(), name+"=") {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+}

@@ -27,7 +27,9 @@ Services:
 Operators:
   migrate                         apply database migrations
   tenants create NAME             create a tenant
-  tenants list                    list tenants
+  tenants list                    list tenants and their quotas
+  tenants set-limits TENANT [--rps N] [--max-queued N] [--max-running N]
+                                  set a tenant's quotas (N or "default")
   keys create TENANT [LABEL]      create an API key (printed once)
   keys list TENANT                list a tenant's keys
   keys revoke KEY_ID              revoke a key

@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/devstack"
+	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
@@ -35,9 +36,12 @@ import (
 type deps struct {
 	log   *slog.Logger
 	store *store.Store
-	blobs *blob.Store
-	nc    *nats.Conn
-	reg   *prometheus.Registry
+	// history is store with long output moved to blobs, and retention:
+	// what the ingress and the runner are given.
+	history *history.Store
+	blobs   *blob.Store
+	nc      *nats.Conn
+	reg     *prometheus.Registry
 	// box seals credentials and personal data (nil without a key).
 	box       *secret.Box
 	codeMode  *codemode.Registry
@@ -105,6 +109,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	if err := awaitBucket(ctx, log, d.blobs); err != nil {
 		return err
 	}
+	d.history = history.New(d.store, d.blobs, history.Config{InlineMax: cfg.OutputInlineBytes, TTL: cfg.HistoryTTL}, log)
 	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
@@ -135,8 +140,10 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
 			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
 		},
-		BatchMax: cfg.BatchMax,
-	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
+		BatchMax:     cfg.BatchMax,
+		TenantLimits: cfg.TenantLimits,
+		History:      d.history,
+	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -170,9 +177,10 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
-		CodeMode: d.codeMode,
-		Privacy:  d.privacy,
-	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
+		CodeMode:     d.codeMode,
+		Privacy:      d.privacy,
+		TenantLimits: cfg.TenantLimits,
+	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
 	return r, sb, err
 }
 

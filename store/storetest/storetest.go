@@ -201,3 +201,11 @@ func Tenant(t testing.TB, st *store.Store, name string) (tenantID, key string) {
 func Exec(st *store.Store, sql string, args ...any) error {
 	return st.ExecForTest(context.Background(), sql, args...)
 }
+
+// Claim claims a job as a runner would for a first delivery (its
+// message's sequence not checked, up to 3 attempts); ok says whether the
+// job is now the caller's to run.
+func Claim(st *store.Store, jobID, runnerID string) (c store.Claim, ok bool, err error) {
+	c, out, err := st.ClaimJob(context.Background(), store.ClaimRequest{JobID: jobID, RunnerID: runnerID, MaxAttempts: 3})
+	return c, err == nil && out == store.Claimed, err
+}
