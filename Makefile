@@ -52,6 +52,10 @@ gantry-image: docker ## build the gantry image offline from a static binary (gan
 deploy-check: ## validate deploy/: compose file (docker-compose config), Helm chart (helm template + kubeconform -strict)
 	@scripts/deploy-check.sh
 
+.PHONY: chromium
+chromium: ## install Chromium for the console's browser tests (Debian's chromium, if missing)
+	@scripts/ensure-chromium.sh
+
 .PHONY: sdk-deps
 sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
@@ -72,7 +76,7 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions)$$
 
 .PHONY: test
-test: deps runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
+test: deps chromium runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
 	@status=0; \
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -count=1 -timeout 20m ./... || status=$$?; \
@@ -94,6 +98,11 @@ chaos: deps build ## fault injection: 3 NATS nodes, Postgres, S3, 2 ingresses an
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) $(GO) run ./bench -gantry bin/gantry -image $(SANDBOX_IMAGE)
+
+.PHONY: screenshots
+screenshots: deps chromium build ## the console's pages in headless Chromium, as PNGs in docs/console/
+	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry GANTRY_CONSOLE_SCREENSHOTS=$(ROOT)/docs/console \
+		$(GO) test -count=1 -timeout 10m -run '^TestConsoleInBrowser$$' ./test
 
 .PHONY: test-short
 test-short: ## unit tests only (no engines needed)

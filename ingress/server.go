@@ -75,6 +75,18 @@ type Config struct {
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
+	// Agent answers POST /v1/agent/chat/completions (nil: no model is
+	// configured, and the route answers 503 saying so).
+	Agent Agent
+}
+
+// Agent runs the agent loop behind POST /v1/agent/chat/completions
+// (chat.Agent).
+type Agent interface {
+	// ServeChatCompletions answers one authenticated request. It acts as
+	// the request's tenant by calling api, the ingress's own handler, with
+	// the request's API key, and writes its own answer or error body.
+	ServeChatCompletions(w http.ResponseWriter, r *http.Request, api http.Handler)
 }
 
 // WithDefaults fills in zero fields.
@@ -352,6 +364,7 @@ func (s *Server) routes() {
 	api("PATCH /v1/settings", s.handlePatchSettings)
 	api("GET /v1/settings/webhook-secret", s.handleWebhookSecret)
 	api("POST /v1/settings/webhook-secret/rotate", s.handleRotateWebhookSecret)
+	api("POST /v1/agent/chat/completions", s.handleChatCompletions)
 	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
@@ -376,7 +389,19 @@ func Routes() []string {
 		"DELETE /v1/mcp-servers/{name}", "POST /v1/mcp-servers/{name}/refresh", "GET /v1/tools",
 		"GET /v1/settings", "PATCH /v1/settings",
 		"POST /v1/jobs/batch", "GET /v1/settings/webhook-secret", "POST /v1/settings/webhook-secret/rotate",
+		"POST /v1/agent/chat/completions",
 	}
+}
+
+// handleChatCompletions hands the request to the agent loop, which calls
+// this server back, in-process, as the request's tenant.
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request, _ store.Principal) error {
+	if s.cfg.Agent == nil {
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the agent is not configured on this gantry: the operator sets GANTRY_LLM_URL and GANTRY_LLM_MODEL (an OpenAI-compatible server)"}
+	}
+	s.cfg.Agent.ServeChatCompletions(w, r, s.Handler())
+	return nil
 }
 
 // queueDepth counts the messages no runner has taken yet, over every

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -71,6 +72,15 @@ type config struct {
 	WebhookBackoff      time.Duration
 	WebhookRetryFor     time.Duration
 	BatchMax            int
+
+	// The web console and the agent (chat) behind the playground and
+	// POST /v1/agent/chat/completions.
+	Console     bool
+	LLMURL      string // "": no agent
+	LLMModel    string
+	LLMAPIKey   string
+	LLMMaxSteps int
+	LLMTimeout  time.Duration
 
 	// dev only
 	DataDir      string
@@ -255,6 +265,13 @@ func loadConfig() (config, error) {
 		WebhookRetryFor: e.duration("GANTRY_WEBHOOK_RETRY_FOR", 24*time.Hour, time.Second, 30*24*time.Hour),
 		BatchMax:        e.int("GANTRY_BATCH_MAX", 100, 1, 10_000),
 
+		Console:     e.bool("GANTRY_CONSOLE", true),
+		LLMURL:      e.str("GANTRY_LLM_URL", ""),
+		LLMModel:    e.str("GANTRY_LLM_MODEL", ""),
+		LLMAPIKey:   e.str("GANTRY_LLM_API_KEY", ""),
+		LLMMaxSteps: e.int("GANTRY_LLM_MAX_STEPS", 10, 1, 100),
+		LLMTimeout:  e.duration("GANTRY_LLM_TIMEOUT", 2*time.Minute, time.Second, time.Hour),
+
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),
 		DevNATSAddr:  e.str("GANTRY_DEV_NATS_ADDR", "127.0.0.1:4222"),
@@ -311,6 +328,16 @@ func loadConfig() (config, error) {
 	}
 	if c.Runtime == "runsc" && c.Isolation == "namespaces" {
 		e.errs = append(e.errs, "GANTRY_ISOLATION=namespaces cannot run under GANTRY_RUNTIME=runsc (bubblewrap cannot make namespaces inside gVisor); leave it unset")
+	}
+	if c.LLMURL != "" {
+		if u, err := url.Parse(c.LLMURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_LLM_URL=%q: want the model server's http:// or https:// base URL, such as http://127.0.0.1:11434/v1", c.LLMURL))
+		}
+		if c.LLMModel == "" {
+			e.errs = append(e.errs, "GANTRY_LLM_MODEL: set it to the model's name on GANTRY_LLM_URL's server")
+		}
+	} else if c.LLMModel != "" {
+		e.errs = append(e.errs, "GANTRY_LLM_MODEL is set but GANTRY_LLM_URL is not: set the model server's URL too")
 	}
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")

@@ -125,6 +125,10 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
+	agent, err := newAgent(cfg, d.log)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := ingress.New(ingress.Config{
 		Policy:        cfg.Policy,
 		Queue:         cfg.Queue,
@@ -143,6 +147,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		BatchMax:     cfg.BatchMax,
 		TenantLimits: cfg.TenantLimits,
 		History:      d.history,
+		Agent:        agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -220,8 +225,12 @@ func runIngress(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
 	}
+	h, err := withConsole(cfg, d.log, srv.Handler())
+	if err != nil {
+		return err
+	}
 	log.Info("ingress listening", "addr", ln.Addr().String())
-	return serveHTTP(ctx, ln, srv.Handler())
+	return serveHTTP(ctx, ln, h)
 }
 
 func runRunner(ctx context.Context, cfg config) error {
@@ -392,9 +401,13 @@ func runDev(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer srv.Stop()
+	h, err := withConsole(cfg, d.log, srv.Handler())
+	if err != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, srv.Handler()) })
+	g.Go(func() error { return serveHTTP(gctx, ln, h) })
 	if r != nil {
 		g.Go(func() error { return r.Run(gctx) })
 	}
@@ -439,6 +452,7 @@ func printBanner(cfg config, addr, key string, s3 *devstack.S3) {
 	fmt.Printf(`
 gantry dev is ready (version %s)
 
+  Console    %s
   API        %s
   API key    %s
   NATS       %s
@@ -460,7 +474,14 @@ Or with the CLI:
 
 API description: %s/openapi.json   Stop with Ctrl-C.
 
-`, version, base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
+`, version, consoleLine(cfg, base), base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
+}
+
+func consoleLine(cfg config, base string) string {
+	if !cfg.Console {
+		return "off (GANTRY_CONSOLE=false)"
+	}
+	return base + "/  (sign in with the API key)"
 }
 
 func runnerLine(cfg config) string {

@@ -1,0 +1,287 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const goodKey = "gk_console_test_key"
+
+// fakeAPI stands in for the ingress's handler, for the key goodKey.
+func fakeAPI(t *testing.T) http.Handler {
+	t.Helper()
+	writeJSON := func(w http.ResponseWriter, status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	apiErr := func(w http.ResponseWriter, status int, code, msg string) {
+		writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+goodKey {
+			apiErr(w, 401, "unauthenticated", "invalid or revoked API key")
+			return
+		}
+		switch r.Method + " " + r.URL.Path {
+		case "GET /v1/languages":
+			writeJSON(w, 200, map[string]any{"languages": []map[string]string{{"name": "python"}, {"name": "bash"}}})
+		case "GET /v1/jobs":
+			if r.URL.Query().Get("status") == "nope" {
+				apiErr(w, 400, "invalid_argument", `unknown status "nope"`)
+				return
+			}
+			writeJSON(w, 200, map[string]any{"jobs": []map[string]any{{"id": "job_a", "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z"}}, "next_cursor": nil})
+		case "GET /v1/sessions":
+			writeJSON(w, 200, map[string]any{"sessions": []any{}, "next_cursor": nil})
+		case "POST /v1/sessions":
+			var req map[string]any
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			if req["language"] != "python" {
+				apiErr(w, 400, "invalid_argument", "language: unknown language")
+				return
+			}
+			writeJSON(w, 201, map[string]any{"id": "ses_1", "status": "idle", "language": "python"})
+		case "GET /v1/sessions/ses_1/files/site/evil.html":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = io.WriteString(w, "<script>alert(1)</script>")
+		default:
+			apiErr(w, 404, "not_found", "route "+r.Method+" "+r.URL.Path+" not found")
+		}
+	})
+}
+
+type bundle struct {
+	h      http.Handler
+	cookie *http.Cookie
+	csrf   string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	c, err := New(Config{SessionKey: make([]byte, 32), ImageOrigins: []string{"http://127.0.0.1:7070"}, Version: "test"}, slog.New(slog.DiscardHandler), fakeAPI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{h: c.Handler()}
+}
+
+func (b *bundle) do(t *testing.T, method, target string, form url.Values, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, "http://gantry.test"+target, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if b.cookie != nil {
+		r.AddCookie(b.cookie)
+	}
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	b.h.ServeHTTP(w, r)
+	return w
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+
+func (b *bundle) signIn(t *testing.T) {
+	t.Helper()
+	w := b.do(t, "POST", "/console/signin", url.Values{"key": {goodKey}}, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/jobs" {
+		t.Fatalf("sign in: %d %s", w.Code, w.Body)
+	}
+	b.cookie = w.Result().Cookies()[0]
+	page := b.do(t, "GET", "/console/jobs", nil, nil)
+	m := csrfMeta.FindStringSubmatch(page.Body.String())
+	if page.Code != 200 || m == nil {
+		t.Fatalf("jobs page: %d %s", page.Code, page.Body)
+	}
+	b.csrf = m[1]
+}
+
+func TestSignIn(t *testing.T) {
+	b := setup(t)
+	if w := b.do(t, "GET", "/", nil, nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
+		t.Fatalf("/: %d %v", w.Code, w.Header())
+	}
+	if w := b.do(t, "GET", "/console/jobs", nil, nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/signin" {
+		t.Fatalf("signed out: %d %v", w.Code, w.Header())
+	}
+	w := b.do(t, "POST", "/console/signin", url.Values{"key": {"gk_wrong"}}, nil)
+	if w.Code != 401 || !strings.Contains(w.Body.String(), "invalid or revoked API key") || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("wrong key: %d %v %s", w.Code, w.Result().Cookies(), w.Body)
+	}
+	if strings.Contains(w.Body.String(), "gk_wrong") {
+		t.Error("the page shows the key that was typed")
+	}
+	if w := b.do(t, "POST", "/console/signin", url.Values{"key": {""}}, nil); w.Code != 400 {
+		t.Errorf("empty key: %d", w.Code)
+	}
+
+	w = b.do(t, "POST", "/console/signin", url.Values{"key": {goodKey}}, nil)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("good key: %d %s", w.Code, w.Body)
+	}
+	ck := w.Result().Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console/" || ck.Secure {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/console/, not Secure over http", ck)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(ck.Value)
+	if strings.Contains(ck.Value, goodKey) || strings.Contains(string(raw), goodKey) || strings.Contains(w.Header().Get("Location"), goodKey) {
+		t.Error("the key is readable in the cookie or the redirect")
+	}
+	// Over TLS (here: behind a proxy that says so) the cookie is Secure.
+	w = b.do(t, "POST", "/console/signin", url.Values{"key": {goodKey}}, map[string]string{"X-Forwarded-Proto": "https"})
+	if !w.Result().Cookies()[0].Secure {
+		t.Error("cookie not Secure over https")
+	}
+
+	b.cookie = ck
+	if w := b.do(t, "GET", "/console/jobs", nil, nil); w.Code != 200 || !strings.Contains(w.Body.String(), "job_a") {
+		t.Fatalf("jobs: %d %s", w.Code, w.Body)
+	}
+	// A tampered cookie is no sign-in.
+	bad := []byte(ck.Value)
+	bad[len(bad)/2] ^= 1
+	b.cookie = &http.Cookie{Name: ck.Name, Value: string(bad)}
+	if w := b.do(t, "GET", "/console/jobs", nil, nil); w.Code != http.StatusSeeOther {
+		t.Errorf("tampered cookie: %d", w.Code)
+	}
+	// Another console's key does not open it.
+	other, _ := New(Config{SessionKey: []byte(strings.Repeat("k", 32))}, slog.New(slog.DiscardHandler), fakeAPI(t))
+	r := httptest.NewRequest("GET", "/console/jobs", nil)
+	r.AddCookie(ck)
+	w = httptest.NewRecorder()
+	other.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther {
+		t.Errorf("cookie of another key: %d", w.Code)
+	}
+}
+
+func TestFormsNeedTheSessionToken(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	form := url.Values{"language": {"python"}}
+	if w := b.do(t, "POST", "/console/sessions", form, nil); w.Code != 403 || !strings.Contains(w.Body.String(), "security token") {
+		t.Errorf("no token: %d", w.Code)
+	}
+	form.Set("csrf", "forged")
+	if w := b.do(t, "POST", "/console/sessions", form, nil); w.Code != 403 {
+		t.Errorf("forged token: %d", w.Code)
+	}
+	form.Set("csrf", b.csrf)
+	// Cross-site requests are refused even with the token.
+	if w := b.do(t, "POST", "/console/sessions", form, map[string]string{"Sec-Fetch-Site": "cross-site"}); w.Code != 403 {
+		t.Errorf("cross-site: %d", w.Code)
+	}
+	if w := b.do(t, "POST", "/console/sessions", form, map[string]string{"Sec-Fetch-Site": "same-origin"}); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/sessions/ses_1" {
+		t.Errorf("good form: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	// Signing out needs the token too.
+	if w := b.do(t, "POST", "/console/signout", url.Values{}, nil); w.Code != 403 {
+		t.Errorf("sign out without token: %d", w.Code)
+	}
+}
+
+func TestPagesShowTheAPIsErrors(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	w := b.do(t, "GET", "/console/jobs/job_missing", nil, nil)
+	if w.Code != 404 || !strings.Contains(w.Body.String(), "route GET /v1/jobs/job_missing not found") {
+		t.Errorf("missing job: %d %s", w.Code, w.Body)
+	}
+	w = b.do(t, "GET", "/console/jobs?status=nope", nil, nil)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "unknown status &#34;nope&#34;") {
+		t.Errorf("bad filter: %d %s", w.Code, w.Body)
+	}
+	w = b.do(t, "POST", "/console/sessions", url.Values{"language": {"cobol"}, "csrf": {b.csrf}}, nil)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "language: unknown language") {
+		t.Errorf("bad session: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	w := b.do(t, "GET", "/console/jobs", nil, nil)
+	csp := w.Header().Get("Content-Security-Policy")
+	for _, want := range []string{"script-src 'self'", "style-src 'self'", "img-src 'self' data: http://127.0.0.1:7070", "frame-ancestors 'none'", "form-action 'self'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe") {
+		t.Errorf("CSP %q allows unsafe sources", csp)
+	}
+	if w.Header().Get("X-Frame-Options") != "DENY" || w.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers: %v", w.Header())
+	}
+	// No inline script or style anywhere in the templates.
+	entries, _ := files.ReadDir("templates")
+	for _, e := range entries {
+		b, _ := files.ReadFile("templates/" + e.Name())
+		s := string(b)
+		if regexp.MustCompile(`<script>|<script [^>]*>[^<]|<style|style="| on[a-z]+="`).MatchString(s) {
+			t.Errorf("%s has inline script or style", e.Name())
+		}
+	}
+	// A workspace file is an attachment, sandboxed: never a page of the console's origin.
+	w = b.do(t, "GET", "/console/sessions/ses_1/files/site/evil.html", nil, nil)
+	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Disposition"), "attachment") ||
+		!strings.HasPrefix(w.Header().Get("Content-Security-Policy"), "sandbox") || w.Header().Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("download: %d %v", w.Code, w.Header())
+	}
+	// A failed download is a page with the API's message, not a file.
+	w = b.do(t, "GET", "/console/sessions/ses_1/files/nope.txt", nil, nil)
+	if w.Code != 404 || w.Header().Get("Content-Disposition") != "" || !strings.Contains(w.Body.String(), "not found") {
+		t.Errorf("failed download: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	// Everything outside /console/ is the API's.
+	w = b.do(t, "GET", "/v1/languages", nil, nil)
+	if w.Code != 401 {
+		t.Errorf("/v1 with a cookie only: %d (the cookie must not authenticate the API)", w.Code)
+	}
+}
+
+func TestPlaygroundWithoutModel(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	w := b.do(t, "GET", "/console/playground", nil, nil)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "GANTRY_LLM_URL") {
+		t.Errorf("playground: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestVendoredHTMX(t *testing.T) {
+	doc, err := os.ReadFile("static/VENDORED.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := files.ReadFile("static/htmx.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(js)
+	if !strings.Contains(string(doc), hex.EncodeToString(sum[:])) {
+		t.Errorf("static/htmx.min.js has sha256 %x, not the one VENDORED.md records", sum)
+	}
+	if _, err := files.ReadFile("static/htmx.LICENSE"); err != nil {
+		t.Error("htmx's licence is not vendored with it")
+	}
+}

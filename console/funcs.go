@@ -1,0 +1,75 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/localapi"
+)
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "–"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return "–"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		}
+		return "–"
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"bytes": func(n int64) string {
+		switch {
+		case n < 1<<10:
+			return fmt.Sprintf("%d B", n)
+		case n < 1<<20:
+			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+		case n < 1<<30:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		}
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	},
+	"ms": func(p *int64) string {
+		if p == nil {
+			return "–"
+		}
+		d := time.Duration(*p) * time.Millisecond
+		if d < time.Second {
+			return fmt.Sprintf("%d ms", *p)
+		}
+		return d.Round(10 * time.Millisecond).String()
+	},
+	"exit": func(p *int) string {
+		if p == nil {
+			return "–"
+		}
+		return fmt.Sprint(*p)
+	},
+	"str": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
+	"terminal": func(s jobs.Status) bool { return s.Terminal() },
+	"isImage": func(ctype string) bool {
+		switch strings.TrimSpace(strings.SplitN(ctype, ";", 2)[0]) {
+		case "image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml":
+			return true // an <img> never runs an SVG's scripts
+		}
+		return false
+	},
+	"path":   localapi.PathEscape,
+	"join":   strings.Join,
+	"prefix": func() string { return Prefix },
+}
