@@ -52,15 +52,28 @@ func chromium(t *testing.T) string {
 // browser starts a headless Chromium that ends with the test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	// The profile is removed once the browser is gone (t.TempDir's cleanup
+	// could race its last writes).
+	profile, err := os.MkdirTemp("", "gantry-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // root in CI; the pages are our own
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() }) // kills the browser
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc() // kills the browser and waits for it
+		deadline := time.Now().Add(10 * time.Second)
+		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // a child process still writing
+		}
+	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
@@ -313,7 +326,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(`form[aria-label="Upload files"] button`, chromedp.ByQuery),
 		present(`#files a[download]`),
 		chromedp.Location(&loc),
-		shot(t, "session"),
 	)
 	if s := textOf(t, ctx, "#files"); !strings.Contains(s, "inputs/data.csv") {
 		t.Fatalf("files: %q", s)
@@ -336,6 +348,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctx, "delete file", 30*time.Second,
 		chromedp.Navigate(sessionPage),
 		present(`#files`),
+		shot(t, "session"),
 		chromedp.Click(`#files button[aria-label="Delete inputs/data.csv"]`, chromedp.ByQuery),
 		awaitJS(`document.querySelector('main') && !document.querySelector('main').textContent.includes('inputs/data.csv')`),
 	)
@@ -379,7 +392,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(`form[aria-label="Register a server"] button`, chromedp.ByQuery),
 		present("#error"),
 	)
-	if s := textOf(t, ctx, "#error"); !strings.Contains(s, "401") {
+	if s := textOf(t, ctx, "#error"); !strings.Contains(s, "authorization required") {
 		t.Errorf("register without the token: %q", s)
 	}
 	run(t, ctx, "mcp register", 60*time.Second,
@@ -395,13 +408,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctx, "settings", 30*time.Second,
 		chromedp.Navigate(base+"mcp"),
 		chromedp.Click(`input[name=pii_tokens]`, chromedp.ByQuery),
+		awaitJS(`document.querySelector('input[name=pii_tokens]').checked`),
 		chromedp.Click(`form[aria-label="Settings"] button`, chromedp.ByQuery),
+		// The form is saved: the API says so, and the page shows it.
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			for !strings.Contains(string(d.call(t, "GET", "/v1/settings", "").body), `"pii_tokens":true`) {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("privacy tokens are still off: %w", ctx.Err())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			return nil
+		}),
+		chromedp.Navigate(base+"mcp"),
 		present(`input[name=pii_tokens]:checked`),
 		shot(t, "mcp"),
 	)
-	if r := d.call(t, "GET", "/v1/settings", ""); !strings.Contains(string(r.body), `"pii_tokens":true`) {
-		t.Errorf("settings: %s", r.body)
-	}
 	d.call(t, "PATCH", "/v1/settings", `{"pii_tokens": false}`)
 
 	// The playground: the scripted model asks for a plot, the loop runs it

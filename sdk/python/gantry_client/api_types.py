@@ -13,6 +13,33 @@ ERROR_CODES = ("invalid_argument", "unauthenticated", "not_found", "conflict", "
 ErrorCode = Literal["invalid_argument", "unauthenticated", "not_found", "conflict", "payload_too_large", "request_timeout", "rate_limited", "unavailable", "upstream_error", "internal"]
 
 
+class _AgentEventRequired(TypedDict):
+    #: The tool call's id.
+    id: str
+    #: The tool (a name the model made up is reported as it wrote it, and fails).
+    name: Literal["execute_code", "search_skills", "get_skill", "search_tools", "list_files", "read_file"]
+    #: The model call (from 1) that asked for the tool.
+    step: int
+    type: Literal["tool_call", "tool_result"]
+
+
+class AgentEvent(_AgentEventRequired, total=False):
+    """A step of the agent loop: a tool call about to run, or its result."""
+
+    #: The call's arguments as the model wrote them (JSON, or a string when they
+    #: were not JSON).
+    arguments: Any
+    #: tool_result of execute_code: the files the job wrote.
+    artifacts: List[Artifact]
+    #: tool_result of execute_code: the job it ran.
+    job_id: str
+    #: tool_result: whether the call worked.
+    ok: bool
+    #: tool_result: what the model reads back.
+    result: str
+    status: JobStatus
+
+
 class Artifact(TypedDict):
     """A file the job produced and gantry stored."""
 
@@ -63,6 +90,118 @@ class BatchResponse(TypedDict):
     jobs: List[BatchItem]
 
 
+class ChatCompletionChoicesItem(TypedDict):
+    #: length: the step budget ran out.
+    finish_reason: Literal["stop", "length"]
+    index: int
+    message: ChatMessage
+
+
+class ChatCompletionGantry(TypedDict):
+    #: Model calls made.
+    steps: int
+    #: The tool calls run, with their results (type tool_result).
+    tool_calls: List[AgentEvent]
+
+
+class _ChatCompletionRequired(TypedDict):
+    choices: List[ChatCompletionChoicesItem]
+    created: int
+    id: str
+    model: str
+    object: Literal["chat.completion"]
+
+
+class ChatCompletion(_ChatCompletionRequired, total=False):
+    """The agent's answer, with gantry's account of the loop."""
+
+    gantry: ChatCompletionGantry
+    usage: ChatUsage
+
+
+class ChatCompletionChunkChoicesItemDelta(TypedDict, total=False):
+    content: str
+    role: Literal["assistant"]
+
+
+class ChatCompletionChunkChoicesItem(TypedDict):
+    delta: ChatCompletionChunkChoicesItemDelta
+    #: null until the last chunk of the answer; length: the step budget ran out.
+    finish_reason: Optional[Literal["stop", "length"]]
+    index: int
+
+
+class _ChatCompletionChunkRequired(TypedDict):
+    choices: List[ChatCompletionChunkChoicesItem]
+    created: int
+    id: str
+    model: str
+    object: Literal["chat.completion.chunk"]
+
+
+class ChatCompletionChunk(_ChatCompletionChunkRequired, total=False):
+    """A piece of a streamed answer; `gantry` is set on progress chunks (empty
+    delta).
+    """
+
+    gantry: AgentEvent
+    usage: ChatUsage
+
+
+class ChatCompletionRequestStreamOptions(TypedDict, total=False):
+    #: Send a last chunk with the usage of all model calls.
+    include_usage: bool
+
+
+class _ChatCompletionRequestRequired(TypedDict):
+    messages: List[ChatMessage]
+
+
+class ChatCompletionRequest(_ChatCompletionRequestRequired, total=False):
+    """An OpenAI chat-completions request; other fields are accepted and ignored."""
+
+    #: Same as max_tokens.
+    max_completion_tokens: int
+    #: gantry's own: at most this many model calls (never more than
+    #: GANTRY_LLM_MAX_STEPS).
+    max_steps: int
+    #: Passed to the model, per model call.
+    max_tokens: int
+    #: Ignored: the operator's model answers.
+    model: str
+    n: int
+    stream: bool
+    stream_options: ChatCompletionRequestStreamOptions
+    #: Passed to the model.
+    temperature: float
+
+
+class ChatMessageContentOption3Item(TypedDict):
+    text: str
+    type: Literal["text"]
+
+
+class _ChatMessageRequired(TypedDict):
+    role: Literal["system", "developer", "user", "assistant"]
+
+
+class ChatMessage(_ChatMessageRequired, total=False):
+    """One message of the conversation."""
+
+    #: The text: a string, null, or an array of text parts ({"type": "text",
+    #: "text": "..."}).
+    content: Optional[Union[str, List[ChatMessageContentOption3Item]]]
+    name: str
+
+
+class ChatUsage(TypedDict, total=False):
+    """Tokens over all the model calls, as the model server reported them."""
+
+    completion_tokens: int
+    prompt_tokens: int
+    total_tokens: int
+
+
 class Error(TypedDict):
     """The body of every failed API request."""
 
@@ -87,6 +226,9 @@ class ErrorDetail(_ErrorDetailRequired, total=False):
 
     #: The request field at fault, when there is one (omitted otherwise).
     field: str
+    #: OpenAI's error type (`invalid_request_error`, `server_error`), on
+    #: /v1/agent/chat/completions only, so that OpenAI SDKs read gantry's errors.
+    type: str
 
 
 class ErrorInfo(TypedDict):
@@ -894,4 +1036,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatMessage", "ChatUsage", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -9,6 +9,31 @@ export const API_VERSION = "1";
 export const ERROR_CODES = ["invalid_argument", "unauthenticated", "not_found", "conflict", "payload_too_large", "request_timeout", "rate_limited", "unavailable", "upstream_error", "internal"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/** A step of the agent loop: a tool call about to run, or its result. */
+export interface AgentEvent {
+  /**
+   * The call's arguments as the model wrote them (JSON, or a string when they
+   * were not JSON).
+   */
+  arguments?: unknown;
+  /** tool_result of execute_code: the files the job wrote. */
+  artifacts?: Artifact[];
+  /** The tool call's id. */
+  id: string;
+  /** tool_result of execute_code: the job it ran. */
+  job_id?: string;
+  /** The tool (a name the model made up is reported as it wrote it, and fails). */
+  name: "execute_code" | "search_skills" | "get_skill" | "search_tools" | "list_files" | "read_file";
+  /** tool_result: whether the call worked. */
+  ok?: boolean;
+  /** tool_result: what the model reads back. */
+  result?: string;
+  status?: JobStatus;
+  /** The model call (from 1) that asked for the tool. */
+  step: number;
+  type: "tool_call" | "tool_result";
+}
+
 /** A file the job produced and gantry stored. */
 export interface Artifact {
   /** Content type sniffed from the first bytes. */
@@ -58,6 +83,94 @@ export interface BatchResponse {
   jobs: BatchItem[];
 }
 
+/** The agent's answer, with gantry's account of the loop. */
+export interface ChatCompletion {
+  choices: ({
+    /** length: the step budget ran out. */
+    finish_reason: "stop" | "length";
+    index: number;
+    message: ChatMessage;
+  })[];
+  created: number;
+  gantry?: {
+    /** Model calls made. */
+    steps: number;
+    /** The tool calls run, with their results (type tool_result). */
+    tool_calls: AgentEvent[];
+  };
+  id: string;
+  model: string;
+  object: "chat.completion";
+  usage?: ChatUsage;
+}
+
+/**
+ * A piece of a streamed answer; `gantry` is set on progress chunks (empty
+ * delta).
+ */
+export interface ChatCompletionChunk {
+  choices: ({
+    delta: {
+      content?: string;
+      role?: "assistant";
+    };
+    /** null until the last chunk of the answer; length: the step budget ran out. */
+    finish_reason: "stop" | "length" | null;
+    index: number;
+  })[];
+  created: number;
+  gantry?: AgentEvent;
+  id: string;
+  model: string;
+  object: "chat.completion.chunk";
+  usage?: ChatUsage;
+}
+
+/** An OpenAI chat-completions request; other fields are accepted and ignored. */
+export interface ChatCompletionRequest {
+  /** Same as max_tokens. */
+  max_completion_tokens?: number;
+  /**
+   * gantry's own: at most this many model calls (never more than
+   * GANTRY_LLM_MAX_STEPS).
+   */
+  max_steps?: number;
+  /** Passed to the model, per model call. */
+  max_tokens?: number;
+  messages: ChatMessage[];
+  /** Ignored: the operator's model answers. */
+  model?: string;
+  n?: number;
+  stream?: boolean;
+  stream_options?: {
+    /** Send a last chunk with the usage of all model calls. */
+    include_usage?: boolean;
+  };
+  /** Passed to the model. */
+  temperature?: number;
+}
+
+/** One message of the conversation. */
+export interface ChatMessage {
+  /**
+   * The text: a string, null, or an array of text parts ({"type": "text",
+   * "text": "..."}).
+   */
+  content?: string | null | {
+    text: string;
+    type: "text";
+  }[];
+  name?: string;
+  role: "system" | "developer" | "user" | "assistant";
+}
+
+/** Tokens over all the model calls, as the model server reported them. */
+export interface ChatUsage {
+  completion_tokens?: number;
+  prompt_tokens?: number;
+  total_tokens?: number;
+}
+
 /** The body of every failed API request. */
 export interface Error {
   error: ErrorDetail;
@@ -80,6 +193,11 @@ export interface ErrorDetail {
   /** The request field at fault, when there is one (omitted otherwise). */
   field?: string;
   message: string;
+  /**
+   * OpenAI's error type (`invalid_request_error`, `server_error`), on
+   * /v1/agent/chat/completions only, so that OpenAI SDKs read gantry's errors.
+   */
+  type?: string;
 }
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
