@@ -312,6 +312,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		present(".empty"),
 	)
 
+	// Live: a running job's output arrives before it ends, and the jobs
+	// list refreshes itself (htmx) until the job is done.
+	run(t, ctx, "live output", 90*time.Second,
+		chromedp.Navigate(base+"run"),
+		present("#code"),
+		chromedp.SetValue("#language", "bash", chromedp.ByQuery),
+		chromedp.SetValue("#code", "echo first; sleep 4; echo second", chromedp.ByQuery),
+		chromedp.Click(`#run-form button[type=submit]`, chromedp.ByQuery),
+		awaitJS(`(() => { const o = document.querySelector('#stdout'); return !!o && o.textContent.includes('first') && !o.textContent.includes('second'); })()`),
+		awaitJS(`document.querySelector('#status') && document.querySelector('#status').textContent === 'succeeded' && document.querySelector('#stdout').textContent === 'first\nsecond\n'`),
+	)
+	slow := d.submit(t, map[string]any{"language": "bash", "code": "sleep 4; echo done"})
+	run(t, ctx, "live list", 90*time.Second,
+		chromedp.Navigate(base+"jobs"),
+		present(`a[href="/console/jobs/`+slow.ID+`"]`),
+		chromedp.Evaluate(`window.notReloaded = true`, nil),
+		awaitJS(`window.notReloaded === true && [...document.querySelectorAll('#jobs tr')].some(r => r.textContent.includes('`+slow.ID+`') && r.textContent.includes('succeeded'))`),
+	)
+
 	// A session: upload a file, see it, run code that reads it, download it.
 	csv := filepath.Join(t.TempDir(), "data.csv")
 	if err := os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644); err != nil {
