@@ -371,6 +371,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(`#files button[aria-label="Delete inputs/data.csv"]`, chromedp.ByQuery),
 		awaitJS(`document.querySelector('main') && !document.querySelector('main').textContent.includes('inputs/data.csv')`),
 	)
+	sessionID := regexp.MustCompile(`ses_\w+$`).FindString(sessionPage)
+	run(t, ctx, "close session", 30*time.Second,
+		chromedp.Click(`form[action$="/close"] button`, chromedp.ByQuery),
+		present(`form[aria-label="New session"]`),
+	)
+	if r := d.call(t, "GET", "/v1/sessions/"+sessionID, ""); r.status != 404 && !strings.Contains(string(r.body), `"closing"`) {
+		t.Errorf("closed session: %d %s", r.status, r.body)
+	}
 
 	// Upload a skill folder as a zip, then find it.
 	run(t, ctx, "skill upload", 30*time.Second,
@@ -400,6 +408,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(`form[aria-label="Upload a skill"] button`, chromedp.ByQuery),
 		present("#error"),
 	)
+	run(t, ctx, "delete skill", 30*time.Second,
+		chromedp.Navigate(base+"skills/tidy-notes"),
+		chromedp.Click(`form[action$="/delete"] button`, chromedp.ByQuery),
+		present(`form[aria-label="Upload a skill"]`),
+		awaitJS(`!document.querySelector('a[href="/console/skills/tidy-notes"]')`),
+	)
+	if r := d.call(t, "GET", "/v1/skills/tidy-notes", ""); r.status != 404 {
+		t.Errorf("deleted skill: %d %s", r.status, r.body)
+	}
 
 	// MCP servers: a wrong URL is refused with the API's message; a real
 	// server is registered and its tools listed; privacy tokens turned on.
@@ -444,6 +461,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		present(`input[name=pii_tokens]:checked`),
 		shot(t, "mcp"),
 	)
+	run(t, ctx, "mcp refresh and remove", 60*time.Second,
+		chromedp.Navigate(base+"mcp/crm"),
+		chromedp.Evaluate(`window.before = true`, nil),
+		chromedp.Click(`form[action$="/refresh"] button`, chromedp.ByQuery),
+		awaitJS(`window.before === undefined && !!document.querySelector('#tools')`),
+		chromedp.Click(`form[action$="/delete"] button`, chromedp.ByQuery),
+		awaitJS(`location.pathname === '/console/mcp' && !document.querySelector('#servers')`),
+	)
+	if r := d.call(t, "GET", "/v1/mcp-servers/crm", ""); r.status != 404 {
+		t.Errorf("removed server: %d %s", r.status, r.body)
+	}
 	d.call(t, "PATCH", "/v1/settings", `{"pii_tokens": false}`)
 
 	// The playground: the scripted model asks for a plot, the loop runs it
