@@ -312,16 +312,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		present(".empty"),
 	)
 
+	csv := filepath.Join(t.TempDir(), "data.csv")
+	if err := os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// Live: a running job's output arrives before it ends, and the jobs
-	// list refreshes itself (htmx) until the job is done.
+	// list refreshes itself (htmx) until the job is done. The job reads a
+	// file attached to the form.
 	run(t, ctx, "live output", 90*time.Second,
 		chromedp.Navigate(base+"run"),
 		present("#code"),
 		chromedp.SetValue("#language", "bash", chromedp.ByQuery),
-		chromedp.SetValue("#code", "echo first; sleep 4; echo second", chromedp.ByQuery),
+		chromedp.SetValue("#code", "echo first; sleep 4; echo second; cat data.csv", chromedp.ByQuery),
+		chromedp.SetUploadFiles("#files", []string{csv}, chromedp.ByQuery),
 		chromedp.Click(`#run-form button[type=submit]`, chromedp.ByQuery),
 		awaitJS(`(() => { const o = document.querySelector('#stdout'); return !!o && o.textContent.includes('first') && !o.textContent.includes('second'); })()`),
-		awaitJS(`document.querySelector('#status') && document.querySelector('#status').textContent === 'succeeded' && document.querySelector('#stdout').textContent === 'first\nsecond\n'`),
+		awaitJS(`document.querySelector('#status') && document.querySelector('#status').textContent === 'succeeded' && document.querySelector('#stdout').textContent === 'first\nsecond\na,b\n1,2\n'`),
 	)
 	slow := d.submit(t, map[string]any{"language": "bash", "code": "sleep 4; echo done"})
 	run(t, ctx, "live list", 90*time.Second,
@@ -332,10 +338,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 
 	// A session: upload a file, see it, run code that reads it, download it.
-	csv := filepath.Join(t.TempDir(), "data.csv")
-	if err := os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	run(t, ctx, "session upload", 90*time.Second,
 		chromedp.Navigate(base+"sessions"),
 		chromedp.Click(`form[aria-label="New session"] button`, chromedp.ByQuery),
