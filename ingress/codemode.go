@@ -24,7 +24,7 @@ func (s *Server) codeMode() (*codemode.Registry, error) {
 }
 
 func (s *Server) mcpServerNotFound(err error, name string) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, codemode.ErrNotFound) {
 		return notFound("MCP server " + strconv.Quote(name))
 	}
 	return err
