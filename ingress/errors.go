@@ -105,7 +105,7 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: skillErr.Field, Message: "invalid skill: " + skillErr.Error()}, false
 	case errors.Is(err, store.ErrBuiltinSkill):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, codemode.ErrNotFound):
 		return notFound("object"), false
 	case store.Unavailable(err):
 		return unavailable("the database is unavailable; retry later"), false
@@ -113,7 +113,7 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		// A field without its own check let through text Postgres refuses.
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
 			Message: "the request holds text that cannot be stored: NUL bytes or invalid UTF-8"}, false
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, codemode.ErrConflict):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}, true

@@ -39,11 +39,16 @@ type harness struct {
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
+	// maint is the maintenance's own configuration (Interval,
+	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
+	maint ingress.MaintenanceConfig
 	// history is how the ingress's store keeps output and retention, as
 	// cmd/gantry wires it.
 	history history.Config
 }
 
+// newHarness starts an ingress (server and maintenance) on fresh engines;
+// opts may change its configuration first.
 func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
 	t.Helper()
 	if testing.Short() {
@@ -72,7 +77,8 @@ func (h *harness) serve(t *testing.T) string {
 	hs := history.New(h.st, h.blobs, h.history, log)
 	cfg := h.cfg
 	cfg.History = hs
-	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +88,16 @@ func (h *harness) serve(t *testing.T) string {
 	t.Cleanup(srv.Stop)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	mc := h.maint
+	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks()
+	maint, err := ingress.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := maint.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(maint.Stop)
 	return ts.URL
 }
 

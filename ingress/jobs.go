@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -72,7 +73,7 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 		WebhookURL:     req.WebhookURL,
 		MaxQueued:      limits.MaxQueued,
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		return s.queue.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
@@ -90,34 +91,58 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 	return job, created, nil
 }
 
+// queue puts run messages on the job stream: the HTTP side for
+// submissions and session edits, the maintenance for stranded jobs and
+// stalled sessions.
+type queue struct {
+	pub *jobs.Publisher
+	// limits reads a tenant's quotas; defaults stand where it set none.
+	limits   limitsReader
+	defaults jobs.TenantLimits
+	log      *slog.Logger
+}
+
+// limitsReader reads a tenant's quotas (the store).
+type limitsReader interface {
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
+}
+
 // publish puts the job on its tenant's queue (capped at maxRunning running
 // jobs) and waits for JetStream's ack, and returns the message's stream
 // sequence. msgID (the job id for a job's first message) lets the stream
 // deduplicate a retried publish.
-func (s *Server) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
+func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	seq, err := s.pub.Publish(ctx, m, msgID, maxRunning)
+	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
 	if errors.Is(err, jobs.ErrQueueFull) {
-		s.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
 		e := unavailable("the job queue is full; the job was not accepted, retry later")
 		e.RetryAfter = 5
 		return 0, e
 	}
 	if err != nil {
-		s.log.Error("publish job", "job_id", m.JobID, "err", err)
+		q.log.Error("publish job", "job_id", m.JobID, "err", err)
 		return 0, unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return seq, nil
 }
 
 // publishFor publishes for a tenant whose quotas are not at hand.
-func (s *Server) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
-	l, err := s.store.TenantLimits(ctx, m.TenantID)
+func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+	l, err := q.limits.TenantLimits(ctx, m.TenantID)
 	if err != nil {
 		return 0, err
 	}
-	return s.publish(ctx, m, msgID, l.Or(s.cfg.TenantLimits).MaxRunning)
+	return q.publish(ctx, m, msgID, l.Or(q.defaults).MaxRunning)
+}
+
+// kickSession announces that a session has jobs to run.
+func (q *queue) kickSession(ctx context.Context, sessionID, tenantID string) {
+	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
+	if _, err := q.publishFor(ctx, m, m.JobID); err != nil {
+		q.log.Error("announce session jobs", "session_id", sessionID, "err", err)
+	}
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -192,37 +217,15 @@ func (s *Server) getJob(ctx context.Context, p store.Principal, id string) (jobs
 	return job, err
 }
 
-// waitFor waits until the job is terminal, the wait ends or the client
+// waitFor waits until the job is finished, the wait ends or the client
 // goes away, and returns the job as it then is.
 func (s *Server) waitFor(ctx context.Context, tenantID string, job jobs.Job, wait time.Duration) (jobs.Job, error) {
-	events, stop := s.hub.watch(job.ID)
-	defer stop()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	// A status event can be lost (NATS reconnect); re-read now and then.
-	recheck := time.NewTicker(5 * time.Second)
-	defer recheck.Stop()
-	for {
-		fresh, err := s.store.GetJob(ctx, tenantID, job.ID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return job, nil
-			}
-			return job, err
-		}
-		job = fresh
-		if job.Status.Terminal() {
-			return job, nil
-		}
-		select {
-		case <-events:
-		case <-recheck.C:
-		case <-deadline.C:
-			return job, nil
-		case <-ctx.Done():
-			return job, nil
-		}
-	}
+	return s.hub.await(ctx, job, s.jobReader(tenantID, job.ID), jobWait{Until: time.Now().Add(wait)})
+}
+
+// jobReader reads the tenant's job afresh from the store, for await.
+func (s *Server) jobReader(tenantID, id string) func(context.Context) (jobs.Job, error) {
+	return func(ctx context.Context) (jobs.Job, error) { return s.store.GetJob(ctx, tenantID, id) }
 }
 
 func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {

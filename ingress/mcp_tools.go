@@ -192,7 +192,7 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 	if err != nil {
 		return toolError(err), nil
 	}
-	job, err = s.followJob(ctx, p, job, progress, ctx.Done())
+	job, err = s.followJob(ctx, p, job, progress)
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -200,52 +200,18 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 }
 
 // followJob waits for the job to finish, forwarding its output as progress
-// notifications when the client asked for them. If stop closes first (the
-// call or its task was cancelled), the job is cancelled too.
-func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken, stop <-chan struct{}) (jobs.Job, error) {
-	events, unwatch := s.hub.watch(job.ID)
-	defer unwatch()
-	var logs chan *nats.Msg
-	if progressToken != nil {
-		logs = make(chan *nats.Msg, 256)
+// notifications when the client asked for them. If ctx ends first (the
+// client cancelled the call, or went away), the job is cancelled too.
+func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken) (jobs.Job, error) {
+	w := jobWait{Until: time.Now().Add(s.cfg.MaxExecuteWait)}
+	if ms := server.ServerFromContext(ctx); progressToken != nil && ms != nil {
+		logs := make(chan *nats.Msg, 256)
 		sub, err := s.nc.ChanSubscribe(jobs.LogSubject(job.ID), logs)
 		if err == nil {
 			defer sub.Unsubscribe() //nolint:errcheck
 		}
-	}
-	ms := server.ServerFromContext(ctx)
-	sent := 0
-	deadline := time.NewTimer(s.cfg.MaxExecuteWait)
-	defer deadline.Stop()
-	recheck := time.NewTicker(5 * time.Second)
-	defer recheck.Stop()
-	for {
-		fresh, err := s.store.GetJob(ctx, p.TenantID, job.ID)
-		if err == nil {
-			job = fresh
-		} else if ctx.Err() == nil {
-			return job, err
-		}
-		if job.Status.Terminal() {
-			return job, nil
-		}
-		select {
-		case <-stop:
-			// The client cancelled the call (or went away): stop the job.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if cancelled, err := s.cancelJob(cctx, p, job.ID); err == nil {
-				job = cancelled
-			}
-			return job, nil
-		case <-events:
-		case <-recheck.C:
-		case <-deadline.C:
-			return job, nil
-		case m := <-logs:
-			if ms == nil {
-				continue
-			}
+		sent := 0
+		w.Logs, w.OnLog = logs, func(m *nats.Msg) {
 			sent += len(m.Data)
 			_ = ms.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 				"progressToken": progressToken,
@@ -254,6 +220,17 @@ func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job,
 			})
 		}
 	}
+	job, err := s.hub.await(ctx, job, s.jobReader(p.TenantID, job.ID), w)
+	if err != nil || ctx.Err() == nil || job.Status.Terminal() {
+		return job, err
+	}
+	// The client cancelled the call (or went away): stop the job.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if cancelled, err := s.cancelJob(cctx, p, job.ID); err == nil {
+		job = cancelled
+	}
+	return job, nil
 }
 
 func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -1,6 +1,9 @@
-// Package ingress is gantry's front door: the HTTP API (/v1/...), health and
-// metrics endpoints. It authenticates requests, validates them, records jobs
-// in the store, publishes them on JetStream and answers; it never runs code.
+// Package ingress is gantry's front door: the HTTP API (/v1/...), MCP
+// (/mcp), health and metrics endpoints (Server), and the background work
+// every ingress replica does beside them (Maintenance: sessions, stranded
+// jobs, code-mode tool lists, privacy tokens, history retention, webhook
+// deliveries). It authenticates requests, validates them, records jobs in
+// the store, publishes them on JetStream and answers; it never runs code.
 // Any number of ingress replicas can serve the same gantry.
 package ingress
 
@@ -49,9 +52,6 @@ type Config struct {
 	PresignExpiry time.Duration
 	// Version is reported to MCP clients.
 	Version string
-	// SweepInterval is how often expired sessions are reclaimed (and
-	// stale upstream tool lists refreshed).
-	SweepInterval time.Duration
 	// CodeMode is the registry of tenants' upstream MCP servers (nil: code
 	// mode is off and its routes answer 503).
 	CodeMode *codemode.Registry
@@ -61,16 +61,15 @@ type Config struct {
 	// Box seals tenants' webhook signing secrets; without a key webhooks
 	// are off (a webhook_url is refused).
 	Box *secret.Box
-	// Webhooks configures their delivery.
+	// Webhooks configures their delivery (which the Maintenance runs).
 	Webhooks webhook.Config
-	// WebhookPoll is how often due webhook deliveries are looked for.
-	WebhookPoll time.Duration
 	// BatchMax caps the jobs of one POST /v1/jobs/batch.
 	BatchMax int
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
-	// History deletes finished jobs past their retention; the sweeper
-	// calls it. nil: history is kept forever.
+	// History is the job history's retention (the Maintenance sweeps
+	// it; the server keeps what expires soon out of its caches and tells
+	// MCP clients a task's TTL). nil: history is kept forever.
 	History Retention
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
@@ -105,12 +104,6 @@ func (c Config) WithDefaults() Config {
 	if c.TaskInlineWait == 0 {
 		c.TaskInlineWait = 5 * time.Second
 	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = 15 * time.Second
-	}
-	if c.WebhookPoll == 0 {
-		c.WebhookPoll = time.Second
-	}
 	if c.BatchMax == 0 {
 		c.BatchMax = 100
 	}
@@ -127,16 +120,12 @@ type Store interface {
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
-	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
-	ExpireSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
-	ClosingSessions(ctx context.Context, age time.Duration, limit int) ([]store.SessionRef, error)
-	StalledSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
 	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
 	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
 	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
@@ -155,7 +144,6 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
-	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
 }
 
 // Retention deletes finished jobs older than the history's TTL, with what
@@ -184,7 +172,8 @@ type Check struct {
 	Fn   func(ctx context.Context) error
 }
 
-// Server serves the HTTP API.
+// Server serves the HTTP API and MCP. Its background work is the
+// Maintenance's.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -192,7 +181,8 @@ type Server struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	pub     *jobs.Publisher
+	queue   *queue
+	closer  *closer
 	rates   *rateLimits
 	hub     *hub
 	checks  []Check
@@ -204,8 +194,8 @@ type Server struct {
 	auth    *authCache
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
-	stop    context.CancelFunc
-	// webhooks delivers job webhooks (nil: off, no secret key).
+	// webhooks checks webhook URLs and keeps tenants' signing secrets;
+	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
 }
 
@@ -217,8 +207,10 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	cfg = cfg.WithDefaults()
 	s := &Server{
-		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, pub: jobs.NewPublisher(nc, js, cfg.Queue), rates: newRateLimits(10_000),
-		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
+		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
+		hub:    newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
@@ -245,8 +237,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	return s, nil
 }
 
-// Start creates the job stream if needed and subscribes to job status
-// events. It returns once the server is ready to serve.
+// Start creates the job stream if needed, stores the built-in skills and
+// subscribes to job status events and key revocations. It returns once the
+// server is ready to serve.
 func (s *Server) Start(ctx context.Context) error {
 	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
@@ -268,20 +261,15 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
 	s.revoked = revoked
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
-	go s.runSweeper(bg, s.cfg.SweepInterval)
-	if s.webhooks != nil {
-		go s.webhooks.Run(bg, s.cfg.WebhookPoll)
-	}
 	return nil
 }
 
-// Stop ends the sweeper and releases the server's subscriptions.
+// Webhooks is the server's webhook dispatcher, for the Maintenance to run
+// its deliveries (nil: webhooks are off).
+func (s *Server) Webhooks() *webhook.Dispatcher { return s.webhooks }
+
+// Stop releases the server's subscriptions.
 func (s *Server) Stop() {
-	if s.stop != nil {
-		s.stop()
-	}
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}

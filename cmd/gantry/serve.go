@@ -132,7 +132,6 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		BodyTimeout:   cfg.BodyTimeout,
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
-		SweepInterval: cfg.SweepInterval,
 		CodeMode:      d.codeMode,
 		Privacy:       d.box.Enabled(),
 		Box:           d.box,
@@ -151,6 +150,26 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		return nil, err
 	}
 	return srv, nil
+}
+
+// startMaintenance makes and starts the background work of the ingress
+// srv; the caller stops it (Stop waits for its loops to exit).
+func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*ingress.Maintenance, error) {
+	m, err := ingress.NewMaintenance(ingress.MaintenanceConfig{
+		Interval:     cfg.SweepInterval,
+		Queue:        cfg.Queue,
+		TenantLimits: cfg.TenantLimits,
+		CodeMode:     d.codeMode,
+		History:      d.history,
+		Webhooks:     srv.Webhooks(),
+	}, d.log, d.history, d.blobs, d.nc, d.reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
@@ -216,6 +235,11 @@ func runIngress(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer srv.Stop()
+	maint, err := startMaintenance(ctx, cfg, d, srv)
+	if err != nil {
+		return err
+	}
+	defer maint.Stop()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
@@ -393,6 +417,11 @@ func runDev(ctx context.Context, cfg config) error {
 	}
 	defer srv.Stop()
 
+	maint, err := startMaintenance(ctx, cfg, d, srv)
+	if err != nil {
+		return err
+	}
+	defer maint.Stop()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(gctx, ln, srv.Handler()) })
 	if r != nil {
