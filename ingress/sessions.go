@@ -242,5 +242,6 @@ func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
 		}
 		s.sweepCodeMode(ctx)
 		s.sweepHistory(ctx)
+		s.sealPlainEnv(ctx)
 	}
 }
