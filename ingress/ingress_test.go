@@ -89,7 +89,7 @@ func (h *harness) serve(t *testing.T) string {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	mc := h.maint
-	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks()
+	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
 	maint, err := ingress.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)

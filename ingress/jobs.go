@@ -61,13 +61,23 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 			return jobs.Job{}, false, sessionNotFound(sessionID)
 		}
 	}
+	hash, err := s.requestHash(p.TenantID, req)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	// The id is chosen here: the sealed env is bound to it.
+	id := jobs.NewID("job")
+	if err := s.sealEnv(&spec, p.TenantID, id); err != nil {
+		return jobs.Job{}, false, err
+	}
 	limits := s.limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
+		ID:             id,
 		TenantID:       p.TenantID,
 		Spec:           spec,
 		SessionID:      req.SessionID,
 		IdempotencyKey: req.IdempotencyKey,
-		RequestHash:    jobs.RequestHash(req),
+		RequestHash:    hash,
 		Metadata:       req.Metadata,
 		BatchID:        batchID,
 		WebhookURL:     req.WebhookURL,
@@ -181,6 +191,14 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p store.P
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	q, err := strictQuery(r.URL.RawQuery, getParams)
+	if err != nil {
+		return err
+	}
+	spec, err := includeSpec(q)
+	if err != nil {
+		return err
+	}
 	wait, err := parseWait(r, s.cfg.MaxWait)
 	if err != nil {
 		return err
@@ -194,7 +212,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p store.Princ
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, s.view(job))
+	out := []jobs.Job{s.view(job)}
+	if spec {
+		if err := s.withSpecs(r.Context(), p.TenantID, out); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, out[0])
 	return nil
 }
 
@@ -247,37 +271,6 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	q := r.URL.Query()
-	limit, before, err := pageParams(q, "job")
-	if err != nil {
-		return err
-	}
-	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id"), BatchID: q.Get("batch_id")}
-	if err := checkText("session_id", f.SessionID); err != nil {
-		return err
-	}
-	if err := checkText("batch_id", f.BatchID); err != nil {
-		return err
-	}
-	if v := q.Get("status"); v != "" {
-		f.Status = jobs.Status(v)
-		if !f.Status.Valid() {
-			return badRequest("status", "unknown status %q", v)
-		}
-	}
-	list, next, err := s.store.ListJobs(r.Context(), p.TenantID, f)
-	if err != nil {
-		return err
-	}
-	out := make([]jobs.Job, len(list))
-	for i, j := range list {
-		out[i] = s.view(j)
-	}
-	writePage(w, "jobs", out, next)
-	return nil
-}
-
 // pageParams reads ?limit= (1-100, default 20) and ?cursor= (a cursor this
 // API returned: the last id of a page of objects with this id prefix).
 func pageParams(q url.Values, idPrefix string) (limit int, before string, err error) {
@@ -285,14 +278,14 @@ func pageParams(q url.Values, idPrefix string) (limit int, before string, err er
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			return 0, "", badRequest("limit", "must be a number between 1 and 100")
+			return 0, "", badRequest("limit", "limit must be a number between 1 and 100")
 		}
 		limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !jobs.ValidID(idPrefix, string(raw)) {
-			return 0, "", badRequest("cursor", "is not a cursor this API returned")
+			return 0, "", badRequest("cursor", "cursor is not one this API returned")
 		}
 		before = string(raw)
 	}

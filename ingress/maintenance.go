@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/webhook"
 )
@@ -38,6 +39,9 @@ type MaintenanceConfig struct {
 	Webhooks *webhook.Dispatcher
 	// WebhookPoll is how often due webhook deliveries are looked for.
 	WebhookPoll time.Duration
+	// Box seals the env of jobs stored in the clear before the key was
+	// set (nil or disabled: they stay as they are).
+	Box *secret.Box
 }
 
 // WithDefaults fills in zero fields.
@@ -73,6 +77,9 @@ type MaintenanceStore interface {
 	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 	// DeleteExpiredPII deletes up to limit expired privacy tokens.
 	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
+	// SealPlainEnv seals, with seal, the env of up to limit jobs stored in
+	// the clear, and returns how many it sealed.
+	SealPlainEnv(ctx context.Context, limit int, seal func(tenantID, jobID string, spec *jobs.Spec) error) (int, error)
 }
 
 // SessionObjects deletes what a closed session left in the object store.
@@ -193,6 +200,26 @@ func (m *Maintenance) pass(ctx context.Context, settled bool) {
 	}
 	if ctx.Err() == nil {
 		m.sweepHistory(ctx)
+	}
+	if ctx.Err() == nil {
+		m.sealPlainEnv(ctx)
+	}
+}
+
+// sealPlainEnv seals the env of jobs stored before GANTRY_SECRET_KEY was
+// set (or before env was sealed at all), a batch per pass.
+func (m *Maintenance) sealPlainEnv(ctx context.Context) {
+	if !m.cfg.Box.Enabled() {
+		return
+	}
+	n, err := m.store.SealPlainEnv(ctx, 200, func(tenantID, jobID string, spec *jobs.Spec) error {
+		return spec.SealEnv(m.cfg.Box, tenantID, jobID)
+	})
+	if n > 0 {
+		m.log.Info("sealed the env of jobs stored in the clear", "jobs", n)
+	}
+	if err != nil && ctx.Err() == nil {
+		m.log.Warn("seal env of older jobs; the next sweep retries", "err", err)
 	}
 }
 

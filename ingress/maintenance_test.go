@@ -39,6 +39,9 @@ func (g *gate) hold(ctx context.Context) error {
 type heldStore struct{ g *gate }
 
 func (s heldStore) Ping(context.Context) error { return nil }
+func (s heldStore) SealPlainEnv(context.Context, int, func(string, string, *jobs.Spec) error) (int, error) {
+	return 0, nil
+}
 func (s heldStore) ExpireSessions(ctx context.Context, _ int) ([]store.SessionRef, error) {
 	return nil, s.g.hold(ctx)
 }

@@ -58,8 +58,9 @@ type Config struct {
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
-	// Box seals tenants' webhook signing secrets; without a key webhooks
-	// are off (a webhook_url is refused).
+	// Box seals jobs' env values and tenants' webhook signing secrets.
+	// Without a key webhooks are off (a webhook_url is refused) and env
+	// values are stored as they are.
 	Box *secret.Box
 	// Webhooks configures their delivery (which the Maintenance runs).
 	Webhooks webhook.Config
@@ -118,6 +119,8 @@ type Store interface {
 	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) (uint64, error)) (jobs.Job, bool, error)
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
+	JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error)
+	SealPlainEnv(ctx context.Context, limit int, seal func(tenantID, jobID string, spec *jobs.Spec) error) (int, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 

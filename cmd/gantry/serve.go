@@ -93,7 +93,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 			return err
 		}
 	} else {
-		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off")
+		log.Warn("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off, and jobs' env values are stored unsealed")
 	}
 	d.upstreams = codemode.NewUpstreams(codemode.Config{
 		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
@@ -162,6 +162,7 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 		CodeMode:     d.codeMode,
 		History:      d.history,
 		Webhooks:     srv.Webhooks(),
+		Box:          d.box,
 	}, d.log, d.history, d.blobs, d.nc, d.reg)
 	if err != nil {
 		return nil, err
@@ -198,6 +199,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		},
 		CodeMode:     d.codeMode,
 		Privacy:      d.privacy,
+		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
 	return r, sb, err
@@ -494,7 +496,8 @@ API description: %s/openapi.json   Stop with Ctrl-C.
 
 func runnerLine(cfg config) string {
 	if !cfg.DevRunner {
-		return "none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner`"
+		return fmt.Sprintf("none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner` with this GANTRY_SECRET_KEY (kept in %s unless given)",
+			filepath.Join(cfg.DataDir, "secret-key"))
 	}
 	return fmt.Sprintf("%s, %d slots, image %s", cfg.RunnerID, cfg.Slots, cfg.Image)
 }

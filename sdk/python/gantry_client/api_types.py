@@ -194,12 +194,17 @@ class _JobRequired(TypedDict):
 
 
 class Job(_JobRequired, total=False):
-    """A job as the API shows it. Every field is always present."""
+    """A job as the API shows it. Every field is always present, but spec (only
+    with ?include=spec) and artifacts_omitted (only when files were left out).
+    """
 
     #: Files that matched the artifact patterns but were left out because they
     #: broke the runner's caps (by default 100 files, 100 MB each, 256 MB in all;
     #: kept in path order while they fit). Absent when none was.
     artifacts_omitted: List[JobArtifactsOmittedItem]
+    #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
+    #: /v1/jobs/{id}. Never the env values.
+    spec: JobSpec
 
 
 class JobList(TypedDict):
@@ -236,7 +241,10 @@ class JobRequest(_JobRequestRequired, total=False):
     command: List[str]
     #: Environment variables: at most 128, names of letters, digits and _ not
     #: starting with a digit, values without NUL bytes, names and values at most
-    #: 65536 bytes in all.
+    #: 65536 bytes in all. The values are sealed at rest with AES-256-GCM under the
+    #: operator's GANTRY_SECRET_KEY (stored as they are only on a server without
+    #: one) and are never shown again: jobs show the names only (spec.env_names
+    #: with ?include=spec).
     env: Dict[str, str]
     #: Input files, at most 1000, at most 8388608 bytes in all once decoded.
     files: List[InputFile]
@@ -282,6 +290,44 @@ class JobRequest(_JobRequestRequired, total=False):
     #: checked again on the address dialled. Needs GANTRY_SECRET_KEY on the server
     #: (400 otherwise).
     webhook_url: str
+
+
+class _JobSpecRequired(TypedDict):
+    #: The globs under /workspace whose files were collected.
+    artifacts: List[str]
+    #: The names of the job's environment variables, sorted. Their values are never
+    #: shown.
+    env_names: List[str]
+    files: List[JobSpecFile]
+    limits: Limits
+    #: The program's standard input; base64 when stdin_encoding is base64.
+    stdin: str
+    #: base64 when the input was binary (not UTF-8, or with NUL bytes).
+    stdin_encoding: Literal["utf8", "base64"]
+    timeout_ms: int
+
+
+class JobSpec(_JobSpecRequired, total=False):
+    """What a job ran, with every default filled in (present on a job only with
+    ?include=spec): its code or command, the names and sizes of its input files,
+    its stdin, the names of its environment variables (never their values), its
+    timeout, limits and artifact patterns.
+    """
+
+    #: The program (absent for a command).
+    code: str
+    #: The argv that ran (absent for code).
+    command: List[str]
+
+
+class JobSpecFile(TypedDict):
+    """An input file of a job: its path under /workspace and size; never its
+    content.
+    """
+
+    path: str
+    #: Size in bytes.
+    size: int
 
 #: Where a job is in its life: queued → running → succeeded | failed |
 #: timed_out | cancelled | error. The last five are terminal: a finished job
@@ -894,4 +940,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -137,7 +137,10 @@ export interface InputFile {
   path: string;
 }
 
-/** A job as the API shows it. Every field is always present. */
+/**
+ * A job as the API shows it. Every field is always present, but spec (only
+ * with ?include=spec) and artifacts_omitted (only when files were left out).
+ */
 export interface Job {
   artifacts: Artifact[];
   /**
@@ -173,6 +176,11 @@ export interface Job {
   metadata: Record<string, string>;
   /** The session the job ran in, or null. */
   session_id: string | null;
+  /**
+   * What the job ran: only with ?include=spec on GET /v1/jobs or GET
+   * /v1/jobs/{id}. Never the env values.
+   */
+  spec?: JobSpec;
   started_at: string | null;
   status: JobStatus;
   /** Captured standard error, filled in when the job finishes. */
@@ -240,7 +248,10 @@ export interface JobRequest {
   /**
    * Environment variables: at most 128, names of letters, digits and _ not
    * starting with a digit, values without NUL bytes, names and values at most
-   * 65536 bytes in all.
+   * 65536 bytes in all. The values are sealed at rest with AES-256-GCM under the
+   * operator's GANTRY_SECRET_KEY (stored as they are only on a server without
+   * one) and are never shown again: jobs show the names only (spec.env_names
+   * with ?include=spec).
    */
   env?: Record<string, string>;
   /** Input files, at most 1000, at most 8388608 bytes in all once decoded. */
@@ -303,6 +314,43 @@ export interface JobRequest {
    * (400 otherwise).
    */
   webhook_url?: string;
+}
+
+/**
+ * What a job ran, with every default filled in (present on a job only with
+ * ?include=spec): its code or command, the names and sizes of its input files,
+ * its stdin, the names of its environment variables (never their values), its
+ * timeout, limits and artifact patterns.
+ */
+export interface JobSpec {
+  /** The globs under /workspace whose files were collected. */
+  artifacts: string[];
+  /** The program (absent for a command). */
+  code?: string;
+  /** The argv that ran (absent for code). */
+  command?: string[];
+  /**
+   * The names of the job's environment variables, sorted. Their values are never
+   * shown.
+   */
+  env_names: string[];
+  files: JobSpecFile[];
+  limits: Limits;
+  /** The program's standard input; base64 when stdin_encoding is base64. */
+  stdin: string;
+  /** base64 when the input was binary (not UTF-8, or with NUL bytes). */
+  stdin_encoding: "utf8" | "base64";
+  timeout_ms: number;
+}
+
+/**
+ * An input file of a job: its path under /workspace and size; never its
+ * content.
+ */
+export interface JobSpecFile {
+  path: string;
+  /** Size in bytes. */
+  size: number;
 }
 
 /**
