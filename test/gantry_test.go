@@ -229,6 +229,11 @@ func startDev(t *testing.T, extra ...string) *dev {
 	if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, "GANTRY_SECRET_KEY=") }) {
 		// Runners joining this dev open the env it sealed with the key
 		// it made, as an operator would give them.
+		for _, e := range extra {
+			if v, ok := strings.CutPrefix(e, "GANTRY_DATA_DIR="); ok {
+				dataDir = v // the test's own, which wins over ours
+			}
+		}
 		key, err := os.ReadFile(filepath.Join(dataDir, "secret-key"))
 		if err != nil {
 			t.Fatalf("gantry dev's secret key: %v", err)
