@@ -25,17 +25,29 @@ const jobsUsage = `Usage:
 // apiErr turns a failed call into what the command returns.
 func apiErr(err error) error { return &exitError{code: 1, msg: err.Error()} }
 
-func cmdJobs(ctx context.Context, args []string) error {
+// subcommand splits a command group's arguments into its subcommand and
+// the rest, with the subcommand's flag set (every one takes --json). A
+// nil command means there is nothing to run: err is the usage error, or
+// nil when help was printed.
+func subcommand(group, usage string, args []string) (string, []string, *command, error) {
 	if len(args) == 0 {
-		return &usageError{msg: "missing subcommand", usage: jobsUsage}
+		return "", nil, nil, &usageError{msg: "missing subcommand", usage: usage}
 	}
 	sub, args := args[0], args[1:]
 	if isHelp(sub) {
-		fmt.Print(jobsUsage)
-		return nil
+		fmt.Print(usage)
+		return "", nil, nil, nil
 	}
-	c := newCommand("jobs "+sub, jobsUsage)
+	c := newCommand(group+" "+sub, usage)
 	c.fs.BoolVar(&c.json, "json", false, "")
+	return sub, args, c, nil
+}
+
+func cmdJobs(ctx context.Context, args []string) error {
+	sub, args, c, err := subcommand("jobs", jobsUsage, args)
+	if c == nil {
+		return err // a usage error, or help printed
+	}
 	switch sub {
 	case "ls", "list":
 		status := c.fs.String("status", "", "")
@@ -307,16 +319,10 @@ const sessionsUsage = `Usage:
 `
 
 func cmdSessions(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "missing subcommand", usage: sessionsUsage}
+	sub, args, c, err := subcommand("sessions", sessionsUsage, args)
+	if c == nil {
+		return err // a usage error, or help printed
 	}
-	sub, args := args[0], args[1:]
-	if isHelp(sub) {
-		fmt.Print(sessionsUsage)
-		return nil
-	}
-	c := newCommand("sessions "+sub, sessionsUsage)
-	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {
 	case "ls", "list":
 		limit := c.fs.Int("limit", 20, "")
