@@ -80,7 +80,7 @@ func (h *harness) serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(checkContract(t, srv.Handler()))
 	t.Cleanup(ts.Close)
 	return ts.URL
 }
