@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -375,7 +376,7 @@ func TestArtifacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := succeeded("")
-	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: "x", ContentType: "text/csv"}}
+	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "text/csv"}}
 	h.finish(t, j.ID, res)
 
 	var manifest struct{ Artifacts []jobs.Artifact }

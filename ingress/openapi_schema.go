@@ -143,6 +143,17 @@ func (g *schemaGen) components(notes map[string]schemaNote) (js, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", c.name, err)
 		}
+		// An embedded component's fields are flattened into the object
+		// (additionalProperties: false rules out allOf); its notes on them
+		// come along.
+		for i := range structFields(c.t) {
+			f := c.t.Field(i)
+			if base, ok := g.names[f.Type]; ok && f.Anonymous && f.Tag.Get("json") == "" {
+				if err := (schemaNote{props: notes[base].props}).apply(s); err != nil {
+					return nil, fmt.Errorf("schema %s, fields of %s: %w", c.name, base, err)
+				}
+			}
+		}
 		if n, ok := notes[c.name]; ok {
 			if err := n.apply(s); err != nil {
 				return nil, fmt.Errorf("schema %s: %w", c.name, err)
@@ -158,6 +169,14 @@ func (g *schemaGen) components(notes map[string]schemaNote) (js, error) {
 	return out, nil
 }
 
+// structFields is t's number of fields (0 if t is no struct).
+func structFields(t reflect.Type) int {
+	if t.Kind() != reflect.Struct {
+		return 0
+	}
+	return t.NumField()
+}
+
 // apply adds the note to a reflected schema. A note on a property the type
 // does not have is an error: the prose follows the type.
 func (n schemaNote) apply(s js) error {
@@ -165,24 +184,34 @@ func (n schemaNote) apply(s js) error {
 		s["description"] = n.desc
 	}
 	maps.Copy(s, n.more)
-	props, _ := s["properties"].(js)
+	own := s
+	props, _ := own["properties"].(js)
 	for name, extra := range n.props {
 		p, ok := props[name].(js)
 		if !ok {
 			return fmt.Errorf("a note on property %q, which the type does not have", name)
 		}
-		maps.Copy(p, extra)
+		for k, v := range extra {
+			// Notes on an array's items add to the reflected items.
+			if items, ok := p[k].(js); ok && k == "items" {
+				if more, ok := v.(js); ok {
+					maps.Copy(items, more)
+					continue
+				}
+			}
+			p[k] = v
+		}
 	}
 	for _, name := range n.optional {
-		req, _ := s["required"].([]any)
+		req, _ := own["required"].([]any)
 		i := slices.Index(req, any(name))
 		if i < 0 {
 			return fmt.Errorf("optional %q is not a required property", name)
 		}
 		if req = slices.Delete(req, i, i+1); len(req) == 0 {
-			delete(s, "required")
+			delete(own, "required")
 		} else {
-			s["required"] = req
+			own["required"] = req
 		}
 	}
 	return nil
