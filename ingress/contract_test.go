@@ -1,252 +1,35 @@
 package ingress_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"regexp"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/gantryhq/gantry/ingress/contracttest"
 )
 
-// The contract check: every request and answer of the ingress tests passes
-// through checkContract, which validates them against openapi.json with
-// kin-openapi and fails the test on a mismatch. TestMain then fails the run
-// if an operation of the document was never exercised.
-
-func init() {
-	// Bodies that are not JSON: validated as strings (their schemas say
-	// only that).
-	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
-	openapi3filter.RegisterBodyDecoder("text/markdown", openapi3filter.PlainBodyDecoder)
-	openapi3filter.RegisterBodyDecoder("application/zip", openapi3filter.FileBodyDecoder)
-	openapi3filter.RegisterBodyDecoder("application/x-tar", openapi3filter.FileBodyDecoder)
-}
-
-type contractDoc struct {
-	doc    *openapi3.T
-	router routers.Router
-}
-
-var loadContract = sync.OnceValues(func() (*contractDoc, error) {
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile("openapi.json")
-	if err != nil {
-		return nil, err
-	}
-	if err := doc.Validate(loader.Context); err != nil {
-		return nil, err
-	}
-	// The router matches the request's path only (servers: "/").
-	doc.Servers = nil
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		return nil, err
-	}
-	return &contractDoc{doc: doc, router: router}, nil
-})
-
-// exercised records the operations the tests called, by operationId.
-var exercised sync.Map
-
-// checkContract wraps the ingress's handler: each request the document
-// describes is served, then checked. A request the server accepted (2xx)
-// must be one the document allows; every answer must be one the document
-// lists for the operation, with headers and a body of its schema (and for
-// an event stream, each event's data of its event's schema).
-func checkContract(t *testing.T, next http.Handler) http.Handler {
-	c, err := loadContract()
-	if err != nil {
-		t.Fatalf("openapi.json: %v", err)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		route, params, err := c.router.FindRoute(routable(r))
-		if err != nil { // not the HTTP API's (/mcp, a path that is no route)
-			next.ServeHTTP(w, r)
-			return
-		}
-		// The body is kept as the handler reads it (reading it first would
-		// change how slow bodies are handled).
-		var body bytes.Buffer
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = teeBody{Reader: io.TeeReader(r.Body, &body), Closer: r.Body}
-		}
-		rec := &recorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		exercised.Store(route.Operation.OperationID, true)
-
-		where := fmt.Sprintf("%s %s → %d", r.Method, r.URL.RequestURI(), rec.status())
-		check := r.Clone(context.Background())
-		check.Body = io.NopCloser(bytes.NewReader(body.Bytes()))
-		if body.Len() > 0 && check.Header.Get("Content-Type") == "" {
-			check.Header.Set("Content-Type", defaultMediaType(route))
-		}
-		in := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route,
-			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-				IncludeResponseStatus: true, MultiError: true}}
-		if rec.status()/100 == 2 {
-			if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
-				t.Errorf("contract: %s: the server accepted a request the document refuses: %v", where, err)
-			}
-		}
-		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status(),
-			Header: rec.Header(), Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())), Options: in.Options}
-		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-			t.Errorf("contract: %s: the answer breaks the document: %v\nbody: %.2000s", where, err, rec.body.String())
-		}
-		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") && rec.status() == http.StatusOK {
-			if err := c.checkEvents(route, rec.body.Bytes()); err != nil {
-				t.Errorf("contract: %s: %v", where, err)
-			}
-		}
-	})
-}
-
-// defaultMediaType is what the server takes a body without a Content-Type
-// for: the operation's one media type, else JSON.
-func defaultMediaType(route *routers.Route) string {
-	if rb := route.Operation.RequestBody; rb != nil && len(rb.Value.Content) == 1 {
-		for mt := range rb.Value.Content {
-			return mt
-		}
-	}
-	return "application/json"
-}
-
-// tailPath matches the paths of the routes whose last parameter takes the
-// rest of the path ({path...} in the mux, {path} in the document).
-var tailPath = regexp.MustCompile(`^(/v1/jobs/[^/]+/artifacts/|/v1/sessions/[^/]+/files/)(.+)$`)
-
-// routable is r as the document's router can match it: the slashes of a
-// tail parameter escaped, since a path parameter of OpenAPI holds none.
-func routable(r *http.Request) *http.Request {
-	m := tailPath.FindStringSubmatch(r.URL.EscapedPath())
-	if m == nil {
-		return r
-	}
-	rr := r.Clone(r.Context())
-	rr.URL.RawPath = m[1] + strings.ReplaceAll(m[2], "/", "%2F")
-	return rr
-}
-
-// checkEvents validates each event of a stream against the schema the
-// document gives its name (x-sse-events).
-func (c *contractDoc) checkEvents(route *routers.Route, stream []byte) error {
-	media := route.Operation.Responses.Status(http.StatusOK).Value.Content.Get("text/event-stream")
-	events, _ := media.Extensions["x-sse-events"].(map[string]any)
-	sc := bufio.NewScanner(bytes.NewReader(stream))
-	sc.Buffer(nil, 16<<20)
-	name := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			ref, _ := events[name].(map[string]any)["$ref"].(string)
-			schema := c.doc.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
-			if schema == nil {
-				return fmt.Errorf("event %q is not in the document's x-sse-events", name)
-			}
-			var v any
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err != nil {
-				return fmt.Errorf("event %q: data is not JSON: %v", name, err)
-			}
-			if err := schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
-				return fmt.Errorf("event %q: %v", name, err)
-			}
-		}
-	}
-	return sc.Err()
-}
-
-type teeBody struct {
-	io.Reader
-	io.Closer
-}
-
-// recorder passes an answer through and keeps a copy.
-type recorder struct {
-	http.ResponseWriter
-	code int
-	body bytes.Buffer
-}
-
-func (r *recorder) status() int {
-	if r.code == 0 {
-		return http.StatusOK
-	}
-	return r.code
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.body.Write(b)
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection (flushes of
-// event streams, deadlines of long polls).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // TestMain fails a full run of the package's tests when an operation of
-// the document was never called: each route is checked against the
-// document by at least one test.
+// the document was never called: the ingress tests' server checks every
+// request and answer against openapi.json (contracttest.Handler, in
+// harness.serve), and each route must have been checked by at least one
+// test.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if code != 0 || testing.Short() || flag.Lookup("test.run").Value.String() != "" || !anyExercised() {
+	if code != 0 || testing.Short() || flag.Lookup("test.run").Value.String() != "" || !contracttest.Exercised() {
 		os.Exit(code)
 	}
-	c, err := loadContract()
+	missing, err := contracttest.Unexercised()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "openapi.json:", err)
 		os.Exit(1)
 	}
-	var missing []string
-	for path, item := range c.doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			if _, ok := exercised.Load(op.OperationID); !ok {
-				missing = append(missing, fmt.Sprintf("%s %s (%s)", method, path, op.OperationID))
-			}
-		}
-	}
 	if len(missing) > 0 {
-		sort.Strings(missing)
 		fmt.Fprintf(os.Stderr, "contract: no test called these operations, so their answers were never checked against openapi.json:\n  %s\n",
 			strings.Join(missing, "\n  "))
 		os.Exit(1)
 	}
 	os.Exit(code)
-}
-
-func anyExercised() bool {
-	n := 0
-	exercised.Range(func(any, any) bool { n++; return false })
-	return n > 0
 }

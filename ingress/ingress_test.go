@@ -23,6 +23,7 @@ import (
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/store"
@@ -81,7 +82,7 @@ func (h *harness) serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	ts := httptest.NewServer(checkContract(t, srv.Handler()))
+	ts := httptest.NewServer(contracttest.Handler(t, srv.Handler()))
 	t.Cleanup(ts.Close)
 	return ts.URL
 }
