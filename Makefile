@@ -56,6 +56,10 @@ deploy-check: ## validate deploy/: compose file (docker-compose config), Helm ch
 sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
+.PHONY: openapi
+openapi: ## write ingress/openapi.json from the route table and the Go types (a test fails when it is stale)
+	$(GO) generate ./ingress
+
 .PHONY: sdk
 sdk: ## generate the SDKs' types from ingress/openapi.json (a test fails when they are stale)
 	$(GO) run ./sdk/gen

@@ -56,7 +56,7 @@ func (s *Server) handleListMCPServers(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": list})
+	writeJSON(w, http.StatusOK, mcpServerList{Servers: list})
 	return nil
 }
 
@@ -161,7 +161,7 @@ func (s *Server) handleSearchTools(w http.ResponseWriter, r *http.Request, p sto
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": tools})
+	writeJSON(w, http.StatusOK, toolList{Tools: tools})
 	return nil
 }
 

@@ -42,6 +42,11 @@ const (
 	CodeInternal        = "internal"
 )
 
+// apiErrorCodes are every code above, in the order the document lists
+// them.
+var apiErrorCodes = []string{CodeInvalidArgument, CodeUnauthenticated, CodeNotFound, CodeConflict, CodePayloadTooLarge,
+	CodeRequestTimeout, CodeRateLimited, CodeUnavailable, CodeUpstream, CodeInternal}
+
 func badRequest(field, format string, args ...any) *APIError {
 	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
 }
@@ -127,7 +132,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, e.Status, map[string]*APIError{"error": e})
+	writeJSON(w, e.Status, errorBody{Error: *e})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -21,16 +22,59 @@ import (
 // (metadata.KEY=VALUE).
 const metadataParam = "metadata."
 
-// listParams are the query parameters GET /v1/jobs takes, besides
-// metadata.KEY; multi says which may be given several times.
-var listParams = map[string]bool{
-	"status": true, "language": true, "include": true,
-	"session_id": false, "batch_id": false, "created_after": false, "created_before": false,
-	"limit": false, "cursor": false,
+// listJobsParams are GET /v1/jobs's query parameters: the route table
+// documents them and strictQuery allows them (queryNames), so a parameter
+// is added in one place.
+var listJobsParams = []param{
+	{in: "query", name: "status", schema: statusListSchema(), more: js{"style": "form", "explode": true}, desc: "Only jobs with one of these statuses: one, several repeated, or several comma-separated (failed,error)."},
+	{in: "query", name: "session_id", schema: js{"type": "string"}, desc: "Only jobs of this session."},
+	{in: "query", name: "batch_id", schema: js{"type": "string"}, desc: "Only jobs of this batch (POST /v1/jobs/batch)."},
+	{in: "query", name: "language", schema: js{"type": "array", "items": js{"type": "string"}}, more: js{"style": "form", "explode": true}, desc: "Only jobs in one of these languages (python, bash, node, typescript): one, several repeated, or comma-separated."},
+	{in: "query", name: "created_after", schema: js{"type": "string", "format": "date-time"}, desc: "Only jobs created at or after this time (RFC 3339, e.g. 2026-01-02T15:04:05Z; percent-encode a + offset as %2B)."},
+	{in: "query", name: "created_before", schema: js{"type": "string", "format": "date-time"}, desc: "Only jobs created strictly before this time (RFC 3339). Must be later than created_after."},
+	{in: "query", name: metadataParam + "KEY", schema: js{"type": "string"}, desc: "Only jobs whose metadata has KEY with this value (replace KEY by the key: metadata.agent=demo). Several are ANDed; at most 32."},
+	{in: "query", name: "include", schema: includeSchema, more: js{"style": "form", "explode": false}, desc: "spec: each job carries spec, what it ran (code or command, file names and sizes, stdin, env names but never values, timeout, limits)."},
+	{in: "query", name: "limit", schema: js{"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, desc: "Page size."},
+	{in: "query", name: "cursor", schema: js{"type": "string"}, desc: "The next_cursor of the previous page (opaque)."},
 }
 
-// getParams are the query parameters GET /v1/jobs/{id} takes.
-var getParams = map[string]bool{"wait": false, "include": true}
+// statusListSchema is ?status='s: statuses, each item one or several
+// comma-separated (the form kin-openapi and the JSON Schema can both check).
+func statusListSchema() js {
+	names := strings.ReplaceAll(statusNames(), ", ", "|")
+	return js{"type": "array", "items": js{"type": "string", "pattern": "^(" + names + ")(,(" + names + "))*$",
+		"description": "A JobStatus, or several comma-separated."}}
+}
+
+// includeSchema is ?include='s: the extra parts a job answer may carry.
+var includeSchema = js{"type": "array", "items": js{"type": "string", "enum": []any{"spec"}}}
+
+// listParams are the names listJobsParams allows (metadata.KEY aside: any
+// metadata.* name is allowed); multi says which may be given several times.
+var listParams = queryNames(listJobsParams)
+
+// getJobParams are GET /v1/jobs/{id}'s query parameters.
+var getJobParams = []param{
+	{in: "query", name: "wait", schema: js{"type": "string"}, examples: js{"seconds": js{"value": "30s"}, "millis": js{"value": "500ms"}, "plain": js{"value": "30"}}, desc: `Long-poll: if the job is not finished, wait up to this long for it to finish, then answer with the job as it is. A Go duration such as "30s", "500ms" or "1m30s", or a plain number of seconds such as "2" or "0.5". At most 60s (the server's MaxWait, configurable); more, or a negative or unparsable value, is 400. Absent or 0 answers at once.`},
+	{in: "query", name: "include", schema: includeSchema, more: js{"style": "form", "explode": false}, desc: "spec: the job carries spec, what it ran (never the env values). Unknown query parameters are refused with 400."},
+}
+
+var getParams = queryNames(getJobParams)
+
+// queryNames is the set of query parameter names of ps for strictQuery:
+// true for those that may repeat (an array schema). A name with a
+// metadataParam prefix is left to strictQuery's prefixes.
+func queryNames(ps []param) map[string]bool {
+	names := map[string]bool{}
+	for _, p := range ps {
+		if p.in != "query" || strings.HasPrefix(p.name, metadataParam) {
+			continue
+		}
+		multi := p.schema["type"] == "array" || (p.of != nil && p.of.Kind() == reflect.Slice)
+		names[p.name] = multi
+	}
+	return names
+}
 
 // strictQuery parses a query string, refusing parameters the route does
 // not take (as unknown body fields are refused), single-valued ones given
@@ -107,7 +151,7 @@ func jobFilter(q url.Values) (store.JobFilter, error) {
 	for _, v := range listValues(q, "language") {
 		lang, ok := jobs.LookupLanguage(v)
 		if !ok {
-			return f, badRequest("language", "language: unknown language %q (one or several of %s, comma-separated)", v, languageList())
+			return f, badRequest("language", "language: unknown language %q (one or several of %s, comma-separated)", v, languageNames())
 		}
 		f.Languages = append(f.Languages, lang.Name)
 	}
@@ -181,7 +225,7 @@ func statusNames() string {
 	return strings.Join(names, ", ")
 }
 
-func languageList() string {
+func languageNames() string {
 	names := make([]string, len(jobs.Languages))
 	for i, l := range jobs.Languages {
 		names[i] = l.Name
@@ -233,7 +277,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Prin
 			return err
 		}
 	}
-	writePage(w, "jobs", out, next)
+	writeJSON(w, http.StatusOK, jobList{Jobs: out, NextCursor: nextCursor(next)})
 	return nil
 }
 

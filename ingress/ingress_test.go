@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/store"
@@ -86,7 +88,7 @@ func (h *harness) serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(contracttest.Handler(t, srv.Handler()))
 	t.Cleanup(ts.Close)
 	mc := h.maint
 	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
@@ -391,7 +393,7 @@ func TestArtifacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := succeeded("")
-	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: "x", ContentType: "text/csv"}}
+	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "text/csv"}}
 	h.finish(t, j.ID, res)
 
 	var manifest struct{ Artifacts []jobs.Artifact }

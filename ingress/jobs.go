@@ -19,7 +19,7 @@ import (
 )
 
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ store.Principal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"languages": jobs.Languages})
+	writeJSON(w, http.StatusOK, languageList{Languages: jobs.Languages})
 	return nil
 }
 
@@ -292,15 +292,6 @@ func pageParams(q url.Values, idPrefix string) (limit int, before string, err er
 	return limit, before, nil
 }
 
-// writePage answers a page of a list with the cursor of the next one.
-func writePage(w http.ResponseWriter, name string, items any, next string) {
-	resp := map[string]any{name: items, "next_cursor": nil}
-	if next != "" {
-		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p store.Principal) error {
 	job, err := s.cancelJob(r.Context(), p, r.PathValue("id"))
 	if err != nil {
@@ -342,7 +333,7 @@ func (s *Server) handleArtifacts(w http.ResponseWriter, r *http.Request, p store
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"job_id": job.ID, "status": job.Status, "artifacts": s.view(job).Artifacts})
+	writeJSON(w, http.StatusOK, artifactManifest{JobID: job.ID, Status: job.Status, Artifacts: s.view(job).Artifacts})
 	return nil
 }
 
@@ -352,7 +343,7 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request, p store.
 		return err
 	}
 	if r.URL.Query().Get("redirect") == "false" {
-		writeJSON(w, http.StatusOK, map[string]any{"url": u, "expires_at": expires})
+		writeJSON(w, http.StatusOK, presignedURL{URL: u, ExpiresAt: expires})
 		return nil
 	}
 	http.Redirect(w, r, u, http.StatusFound)

@@ -120,13 +120,13 @@ func (s *sseWriter) chunk(name string, st *streamState, off int, data []byte) {
 	cut := validPrefix(buf)
 	st.tail = append([]byte(nil), buf[cut:]...)
 	if cut > 0 {
-		s.event(name, map[string]string{"data": string(buf[:cut])})
+		s.event(name, logChunk{Data: string(buf[:cut])})
 	}
 }
 
 func (s *sseWriter) flushTail(name string, st *streamState) {
 	if len(st.tail) > 0 {
-		s.event(name, map[string]string{"data": string(st.tail)})
+		s.event(name, logChunk{Data: string(st.tail)})
 		st.tail = nil
 	}
 }
@@ -159,10 +159,7 @@ func (s *sseWriter) comment(text string) {
 
 // statusSummary is the closing event of a log stream: the job without its
 // (already streamed) output.
-func statusSummary(j jobs.Job) map[string]any {
-	return map[string]any{
-		"id": j.ID, "status": j.Status, "exit_code": j.ExitCode, "duration_ms": j.DurationMS,
-		"stdout_truncated": j.StdoutTruncated, "stderr_truncated": j.StderrTruncated,
-		"error": j.Error, "attempt": j.Attempt,
-	}
+func statusSummary(j jobs.Job) logStatus {
+	return logStatus{ID: j.ID, Status: j.Status, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
+		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated, Error: j.Error, Attempt: j.Attempt}
 }

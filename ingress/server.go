@@ -192,11 +192,13 @@ type Server struct {
 	metrics *metrics
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
-	mcp     *server.MCPServer
-	tools   *toolCatalog
-	auth    *authCache
-	revoked *nats.Subscription // key revocations
-	done    *doneJobs
+	// metricsHandler serves GET /metrics from reg.
+	metricsHandler http.Handler
+	mcp            *server.MCPServer
+	tools          *toolCatalog
+	auth           *authCache
+	revoked        *nats.Subscription // key revocations
+	done           *doneJobs
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
@@ -236,6 +238,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 			return nil, err
 		}
 	}
+	s.metricsHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes()
 	return s, nil
 }
@@ -294,80 +297,9 @@ func (s *Server) onKeyRevoked(m *nats.Msg) {
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.recoverer(s.bodyDeadline(s.mux)) }
 
-func (s *Server) routes() {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	m.HandleFunc("GET /readyz", s.handleReady)
-	m.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	m.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapiJSON)
-	})
-
-	api := func(pattern string, h func(http.ResponseWriter, *http.Request, store.Principal) error) {
-		m.Handle(pattern, s.instrument(pattern, s.authenticated(h)))
-	}
-	api("GET /v1/languages", s.handleLanguages)
-	api("POST /v1/jobs", s.handleSubmit)
-	api("POST /v1/jobs/batch", s.handleBatch)
-	api("GET /v1/jobs", s.handleList)
-	api("GET /v1/jobs/{id}", s.handleGet)
-	api("POST /v1/jobs/{id}/cancel", s.handleCancel)
-	api("GET /v1/jobs/{id}/logs", s.handleLogs)
-	api("GET /v1/jobs/{id}/artifacts", s.handleArtifacts)
-	api("GET /v1/jobs/{id}/artifacts/{path...}", s.handleArtifact)
-	api("POST /v1/execute", s.handleExecute)
-	api("POST /v1/sessions", s.handleCreateSession)
-	api("GET /v1/sessions", s.handleListSessions)
-	api("GET /v1/sessions/{id}", s.handleGetSession)
-	api("DELETE /v1/sessions/{id}", s.handleDeleteSession)
-	api("GET /v1/sessions/{id}/files", s.handleListFiles)
-	api("GET /v1/sessions/{id}/files/{path...}", s.handleGetFile)
-	api("PUT /v1/sessions/{id}/files/{path...}", s.handlePutFile)
-	api("DELETE /v1/sessions/{id}/files/{path...}", s.handleDeleteFile)
-	api("GET /v1/skills", s.handleListSkills)
-	api("GET /v1/skills/{name}", s.handleGetSkill)
-	api("PUT /v1/skills/{name}", s.handlePutSkill)
-	api("DELETE /v1/skills/{name}", s.handleDeleteSkill)
-	api("GET /v1/skills/{name}/versions", s.handleSkillVersions)
-	api("POST /v1/mcp-servers", s.handleCreateMCPServer)
-	api("GET /v1/mcp-servers", s.handleListMCPServers)
-	api("GET /v1/mcp-servers/{name}", s.handleGetMCPServer)
-	api("PATCH /v1/mcp-servers/{name}", s.handleUpdateMCPServer)
-	api("DELETE /v1/mcp-servers/{name}", s.handleDeleteMCPServer)
-	api("POST /v1/mcp-servers/{name}/refresh", s.handleRefreshMCPServer)
-	api("GET /v1/tools", s.handleSearchTools)
-	api("GET /v1/settings", s.handleGetSettings)
-	api("PATCH /v1/settings", s.handlePatchSettings)
-	api("GET /v1/settings/webhook-secret", s.handleWebhookSecret)
-	api("POST /v1/settings/webhook-secret/rotate", s.handleRotateWebhookSecret)
-	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
-	})
-	s.mux = m
-}
-
-// Routes lists the API's method+pattern pairs (used to check the OpenAPI
-// document against the mux).
-func Routes() []string {
-	return []string{
-		"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json",
-		"GET /v1/languages", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}",
-		"POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs", "GET /v1/jobs/{id}/artifacts",
-		"GET /v1/jobs/{id}/artifacts/{path...}", "POST /v1/execute",
-		"POST /v1/sessions", "GET /v1/sessions", "GET /v1/sessions/{id}", "DELETE /v1/sessions/{id}",
-		"GET /v1/sessions/{id}/files", "GET /v1/sessions/{id}/files/{path...}",
-		"PUT /v1/sessions/{id}/files/{path...}", "DELETE /v1/sessions/{id}/files/{path...}",
-		"GET /v1/skills", "GET /v1/skills/{name}", "PUT /v1/skills/{name}", "DELETE /v1/skills/{name}",
-		"GET /v1/skills/{name}/versions",
-		"POST /v1/mcp-servers", "GET /v1/mcp-servers", "GET /v1/mcp-servers/{name}", "PATCH /v1/mcp-servers/{name}",
-		"DELETE /v1/mcp-servers/{name}", "POST /v1/mcp-servers/{name}/refresh", "GET /v1/tools",
-		"GET /v1/settings", "PATCH /v1/settings",
-		"POST /v1/jobs/batch", "GET /v1/settings/webhook-secret", "POST /v1/settings/webhook-secret/rotate",
-	}
+// serveHealth answers GET /healthz: the process is up.
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, health{Status: "ok"})
 }
 
 // queueDepth counts the messages no runner has taken yet, over every
@@ -423,7 +355,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			out[c.Name] = "ok"
 		}
 	}
-	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": out})
+	writeJSON(w, status, readiness{Ready: status == http.StatusOK, Checks: out})
 }
 
 // authenticated resolves the bearer key to a tenant before calling h, and

@@ -68,7 +68,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request, p st
 	if err != nil {
 		return err
 	}
-	writePage(w, "sessions", list, next)
+	writeJSON(w, http.StatusOK, sessionList{Sessions: list, NextCursor: nextCursor(next)})
 	return nil
 }
 
@@ -135,7 +135,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request, p store
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"files": files})
+	writeJSON(w, http.StatusOK, fileList{Files: files})
 	return nil
 }
 

@@ -13,9 +13,7 @@ ERROR_CODES = ("invalid_argument", "unauthenticated", "not_found", "conflict", "
 ErrorCode = Literal["invalid_argument", "unauthenticated", "not_found", "conflict", "payload_too_large", "request_timeout", "rate_limited", "unavailable", "upstream_error", "internal"]
 
 
-class Artifact(TypedDict):
-    """A file the job produced and gantry stored."""
-
+class _ArtifactRequired(TypedDict):
     #: Content type sniffed from the first bytes.
     content_type: str
     #: Path relative to /workspace.
@@ -24,6 +22,11 @@ class Artifact(TypedDict):
     sha256: str
     #: Size in bytes.
     size: int
+
+
+class Artifact(_ArtifactRequired, total=False):
+    """A file the job produced and gantry stored."""
+
     #: API path that redirects to a download URL: /v1/jobs/{id}/artifacts/{path},
     #: each path segment percent-encoded.
     url: str
@@ -53,7 +56,7 @@ class BatchRequest(TypedDict):
 
     #: 1 to GANTRY_BATCH_MAX (default 100) job requests, each as POST /v1/jobs
     #: takes it (with its own idempotency_key if it should be retried safely).
-    jobs: List[JobRequest]
+    jobs: List[Any]
 
 
 class BatchResponse(TypedDict):
@@ -450,14 +453,47 @@ class McpServer(_McpServerRequired, total=False):
     url: str
 
 
-class _McpServerDetailPart2(TypedDict):
+class _McpServerDetailRequired(TypedDict):
+    #: Glob patterns of the tools code may call; empty allows every tool.
+    allow_tools: List[str]
+    created_at: str
+    #: Glob patterns of tools code may never call.
+    deny_tools: List[str]
+    description: str
+    #: The NAMES of the stored environment variables, sorted; their values are
+    #: write-only and never shown.
+    env: List[str]
+    #: The NAMES of the stored headers, sorted; their values are write-only and
+    #: never shown.
+    headers: List[str]
+    #: The server's name; the job's code imports its tools from servers.<name>.
+    name: str
+    #: How long one call may take, in milliseconds.
+    timeout_ms: int
     #: The server's allowed tools, by name.
     tool_list: List[ToolInfo]
+    #: How many of the server's tools code may call (those its allow and deny lists
+    #: let through).
+    tools: int
+    #: When gantry last tried to fetch the tool list (it refreshes lists older than
+    #: GANTRY_MCP_TOOLS_TTL, 10 minutes by default, in the background), or null.
+    tools_refreshed_at: Optional[str]
+    #: http (streamable HTTP, url) or stdio (command).
+    transport: Literal["http", "stdio"]
+    updated_at: str
 
 
-class McpServerDetail(McpServer, _McpServerDetailPart2):
+class McpServerDetail(_McpServerDetailRequired, total=False):
     """A server with the tools code may call, at the requested detail."""
 
+    #: stdio servers only: the argv gantry runs.
+    command: List[str]
+    #: Why the last refresh failed; the previous tool list stays in use. Absent
+    #: after a successful one.
+    tools_error: str
+    #: HTTP servers only: the URL without query string and fragment (which may hold
+    #: credentials and are kept sealed).
+    url: str
 
 
 class McpServerList(TypedDict):
@@ -530,28 +566,28 @@ class McpServerUpdate(TypedDict, total=False):
     """
 
     #: Replaces the allow list ([] allows every tool).
-    allow_tools: List[str]
+    allow_tools: Optional[List[str]]
     #: A new stdio command, with the rules of registration; a non-empty command
     #: makes the server a stdio server and drops url.
-    command: List[str]
+    command: Optional[List[str]]
     #: Replaces the deny list.
-    deny_tools: List[str]
+    deny_tools: Optional[List[str]]
     #: Replaces the description.
-    description: str
+    description: Optional[str]
     #: Replaces the stored environment whole ({} removes it); absent keeps it.
     #: Write-only, as at registration: responses list the variable names only.
     #: Switching a stdio server to url needs "env": {} too.
-    env: Dict[str, str]
+    env: Optional[Dict[str, str]]
     #: Replaces every stored header whole ({} removes them all); absent keeps them.
     #: Write-only, as at registration: responses list the header names only.
     #: Switching an HTTP server to command needs "headers": {} too.
-    headers: Dict[str, str]
+    headers: Optional[Dict[str, str]]
     #: Replaces the per-call timeout in milliseconds (0 means the default, 30000).
-    timeout_ms: int
+    timeout_ms: Optional[int]
     #: A new streamable HTTP URL, with the rules of registration; a non-empty url
     #: makes the server an HTTP server and drops command. Stored sealed; shown
     #: afterwards without query string and fragment.
-    url: str
+    url: Optional[str]
 
 
 class PresignedURL(TypedDict):
@@ -651,7 +687,7 @@ class Settings(TypedDict, total=False):
     #: sees them. The values are kept sealed with GANTRY_SECRET_KEY; turning this
     #: on without it is 503. Live output is not streamed for such jobs: it arrives
     #: with the result.
-    pii_tokens: bool
+    pii_tokens: Optional[bool]
     #: The default webhook: called when a job that names none finishes. In a PATCH
     #: body a URL sets it and "" removes it; the same checks as a job's webhook_url
     #: apply. Jobs that finish after a change use the new value.
@@ -804,7 +840,7 @@ class SkillSummary(_SkillSummaryRequired, total=False):
     """
 
     #: Relevance to q (higher is better). Present only when searching.
-    score: float
+    score: Optional[float]
 
 
 class SkillVersionsVersionsItem(TypedDict):

@@ -23,7 +23,7 @@ export interface Artifact {
    * API path that redirects to a download URL: /v1/jobs/{id}/artifacts/{path},
    * each path segment percent-encoded.
    */
-  url: string;
+  url?: string;
 }
 
 export interface ArtifactManifest {
@@ -48,7 +48,7 @@ export interface BatchRequest {
    * 1 to GANTRY_BATCH_MAX (default 100) job requests, each as POST /v1/jobs
    * takes it (with its own idempotency_key if it should be retried safely).
    */
-  jobs: JobRequest[];
+  jobs: unknown[];
 }
 
 export interface BatchResponse {
@@ -491,10 +491,55 @@ export interface McpServer {
 }
 
 /** A server with the tools code may call, at the requested detail. */
-export type McpServerDetail = McpServer & {
+export interface McpServerDetail {
+  /** Glob patterns of the tools code may call; empty allows every tool. */
+  allow_tools: string[];
+  /** stdio servers only: the argv gantry runs. */
+  command?: string[];
+  created_at: string;
+  /** Glob patterns of tools code may never call. */
+  deny_tools: string[];
+  description: string;
+  /**
+   * The NAMES of the stored environment variables, sorted; their values are
+   * write-only and never shown.
+   */
+  env: string[];
+  /**
+   * The NAMES of the stored headers, sorted; their values are write-only and
+   * never shown.
+   */
+  headers: string[];
+  /** The server's name; the job's code imports its tools from servers.<name>. */
+  name: string;
+  /** How long one call may take, in milliseconds. */
+  timeout_ms: number;
   /** The server's allowed tools, by name. */
   tool_list: ToolInfo[];
-};
+  /**
+   * How many of the server's tools code may call (those its allow and deny lists
+   * let through).
+   */
+  tools: number;
+  /**
+   * Why the last refresh failed; the previous tool list stays in use. Absent
+   * after a successful one.
+   */
+  tools_error?: string;
+  /**
+   * When gantry last tried to fetch the tool list (it refreshes lists older than
+   * GANTRY_MCP_TOOLS_TTL, 10 minutes by default, in the background), or null.
+   */
+  tools_refreshed_at: string | null;
+  /** http (streamable HTTP, url) or stdio (command). */
+  transport: "http" | "stdio";
+  updated_at: string;
+  /**
+   * HTTP servers only: the URL without query string and fragment (which may hold
+   * credentials and are kept sealed).
+   */
+  url?: string;
+}
 
 export interface McpServerList {
   /** Every server the tenant registered, by name. */
@@ -581,36 +626,36 @@ export interface McpServerRegistration {
  */
 export interface McpServerUpdate {
   /** Replaces the allow list ([] allows every tool). */
-  allow_tools?: string[];
+  allow_tools?: string[] | null;
   /**
    * A new stdio command, with the rules of registration; a non-empty command
    * makes the server a stdio server and drops url.
    */
-  command?: string[];
+  command?: string[] | null;
   /** Replaces the deny list. */
-  deny_tools?: string[];
+  deny_tools?: string[] | null;
   /** Replaces the description. */
-  description?: string;
+  description?: string | null;
   /**
    * Replaces the stored environment whole ({} removes it); absent keeps it.
    * Write-only, as at registration: responses list the variable names only.
    * Switching a stdio server to url needs "env": {} too.
    */
-  env?: Record<string, string>;
+  env?: Record<string, string> | null;
   /**
    * Replaces every stored header whole ({} removes them all); absent keeps them.
    * Write-only, as at registration: responses list the header names only.
    * Switching an HTTP server to command needs "headers": {} too.
    */
-  headers?: Record<string, string>;
+  headers?: Record<string, string> | null;
   /** Replaces the per-call timeout in milliseconds (0 means the default, 30000). */
-  timeout_ms?: number;
+  timeout_ms?: number | null;
   /**
    * A new streamable HTTP URL, with the rules of registration; a non-empty url
    * makes the server an HTTP server and drops command. Stored sealed; shown
    * afterwards without query string and fragment.
    */
-  url?: string;
+  url?: string | null;
 }
 
 export interface PresignedURL {
@@ -736,7 +781,7 @@ export interface Settings {
    * on without it is 503. Live output is not streamed for such jobs: it arrives
    * with the result.
    */
-  pii_tokens?: boolean;
+  pii_tokens?: boolean | null;
   /**
    * The default webhook: called when a job that names none finishes. In a PATCH
    * body a URL sets it and "" removes it; the same checks as a job's webhook_url
@@ -924,7 +969,7 @@ export interface SkillSummary {
   language: "python" | "bash" | "node";
   name: string;
   /** Relevance to q (higher is better). Present only when searching. */
-  score?: number;
+  score?: number | null;
   /** Lowercase tags. */
   tags: string[];
   /** The current version. */
