@@ -60,6 +60,10 @@ chromium: ## install Chromium for the console's browser tests (Debian's chromium
 sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
+.PHONY: openapi
+openapi: ## write ingress/openapi.json from the route table and the Go types (a test fails when it is stale)
+	$(GO) generate ./ingress
+
 .PHONY: sdk
 sdk: ## generate the SDKs' types from ingress/openapi.json (a test fails when they are stale)
 	$(GO) run ./sdk/gen

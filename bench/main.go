@@ -50,6 +50,7 @@ var (
 	slots     = flag.Int("slots", 8, "runner slots of the started gantry")
 	pace      = flag.Duration("pace", 500*time.Millisecond, "pause between the paced latency samples, as an agent thinks between calls")
 	runsc     = flag.Bool("runsc", true, "also measure under gVisor when dockerd has the runsc runtime")
+	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 )
 
@@ -81,11 +82,13 @@ type results struct {
 
 func run() error {
 	res := results{Machine: machine(), Date: time.Now().UTC().Format(time.RFC3339)}
-	rows, err := measure("")
-	if err != nil {
-		return err
+	if *runc || *target != "" {
+		rows, err := measure("")
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, rows...)
 	}
-	res.Rows = append(res.Rows, rows...)
 	if *target == "" && *runsc && hasRuntime("runsc") {
 		rows, err := measure("runsc")
 		if err != nil {
@@ -155,7 +158,7 @@ func measure(runtime string) ([]row, error) {
 	// evaluation harness or a busy agent sends them.
 	fmt.Fprintf(os.Stderr, "bench%s: %d executions back to back\n", suffix, *latencyN)
 	var b2b, queue []time.Duration
-	cpu0 := takeCPU(runnerID, devPID)
+	meter := startCPU(runnerID, devPID)
 	for range *latencyN {
 		j, err := c.execute(code)
 		if err != nil {
@@ -164,7 +167,7 @@ func measure(runtime string) ([]row, error) {
 		b2b = append(b2b, j.wall)
 		queue = append(queue, j.queue)
 	}
-	cpu := takeCPU(runnerID, devPID).since(cpu0, *latencyN)
+	cpu := meter.perJob(*latencyN)
 	fmt.Fprintf(os.Stderr, "bench%s: %d sequential docker runs\n", suffix, *baselineN)
 	var base []time.Duration
 	for range *baselineN {
@@ -182,7 +185,7 @@ func measure(runtime string) ([]row, error) {
 		}
 		add(r)
 	}
-	if *target == "" {
+	if *target == "" && runtime == "" { // under gVisor a container lives for one job: too short to sample
 		add(row{Name: "CPU per back-to-back job: in the sandbox containers (agent, sandbox, program)", Gantry: ms(cpu.sandbox), Value: msf(cpu.sandbox)})
 		add(row{Name: "CPU per back-to-back job: gantry dev (ingress, runner, NATS)", Gantry: ms(cpu.gantry), Value: msf(cpu.gantry)})
 		add(row{Name: "CPU per back-to-back job: dockerd, containerd and shims", Gantry: ms(cpu.docker), Value: msf(cpu.docker)})
@@ -634,39 +637,94 @@ func startDevRunner(env map[string]string) (url, apiKey, runnerID string, pid in
 	return url, apiKey, runnerID, pid, stop, err
 }
 
-// cpuTimes is CPU time used so far: in the runner's containers (their
-// cgroups), by the gantry process, and by Docker's daemons and shims.
+// cpuTimes is CPU time per job: in the runner's containers (their
+// cgroups: agent, sandboxes, programs; under gVisor also its kernel), by
+// the gantry process, and by Docker's daemons and shims.
 type cpuTimes struct{ sandbox, gantry, docker time.Duration }
 
-// takeCPU reads the CPU time of the runner's running containers, of the
-// gantry process and of Docker's processes. Containers made or removed
-// in between are not counted, so it suits a phase where the same
-// containers serve (back to back jobs of one tenant).
-func takeCPU(runnerID string, pid int) cpuTimes {
+// cpuMeter measures CPU time over a phase. Containers and shims come and
+// go during it (a container serves a bounded number of jobs; under gVisor
+// one), and what a removed one used disappears with its cgroup, so it
+// samples every 50 ms and keeps each one's last value: a container's
+// last moments (after its last job) can be missed, nothing before them.
+type cpuMeter struct {
+	runnerID string
+	pid      int
+	start    cpuSample
+	mu       sync.Mutex
+	last     cpuSample
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type cpuSample struct {
+	containers map[string]time.Duration
+	docker     map[int]time.Duration
+	gantry     time.Duration
+}
+
+func startCPU(runnerID string, pid int) *cpuMeter {
+	m := &cpuMeter{runnerID: runnerID, pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	m.start = sampleCPU(runnerID, pid)
+	m.last = cpuSample{containers: map[string]time.Duration{}, docker: map[int]time.Duration{}}
+	m.merge(m.start)
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				m.merge(sampleCPU(runnerID, pid))
+			}
+		}
+	}()
+	return m
+}
+
+func (m *cpuMeter) merge(s cpuSample) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, v := range s.containers {
+		m.last.containers[id] = max(m.last.containers[id], v)
+	}
+	for pid, v := range s.docker {
+		m.last.docker[pid] = max(m.last.docker[pid], v)
+	}
+	m.last.gantry = max(m.last.gantry, s.gantry)
+}
+
+// perJob ends the phase and returns its CPU time divided by its n jobs.
+func (m *cpuMeter) perJob(n int) cpuTimes {
+	close(m.stop)
+	<-m.done
+	m.merge(sampleCPU(m.runnerID, m.pid))
 	var c cpuTimes
+	for id, v := range m.last.containers {
+		c.sandbox += v - m.start.containers[id]
+	}
+	for pid, v := range m.last.docker {
+		c.docker += v - m.start.docker[pid]
+	}
+	c.gantry = m.last.gantry - m.start.gantry
+	d := time.Duration(n)
+	return cpuTimes{sandbox: c.sandbox / d, gantry: c.gantry / d, docker: c.docker / d}
+}
+
+// sampleCPU reads the CPU time of the runner's running containers, of the
+// gantry process and of Docker's processes.
+func sampleCPU(runnerID string, pid int) cpuSample {
+	s := cpuSample{containers: map[string]time.Duration{}, docker: map[int]time.Duration{}}
 	if out, err := exec.Command("docker", "ps", "-q", "--no-trunc", "--filter", "label=dev.gantry.runner="+runnerID).Output(); err == nil {
 		for _, id := range strings.Fields(string(out)) {
-			for _, p := range []string{"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage", "/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat"} {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					continue
-				}
-				if strings.HasSuffix(p, "cpu.stat") { // cgroup v2: usage_usec
-					for _, line := range strings.Split(string(b), "\n") {
-						if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-							n, _ := strconv.ParseInt(v, 10, 64)
-							c.sandbox += time.Duration(n) * time.Microsecond
-						}
-					}
-				} else {
-					n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-					c.sandbox += time.Duration(n)
-				}
-				break
+			if v, ok := containerCPU(id); ok {
+				s.containers[id] = v
 			}
 		}
 	}
-	c.gantry = procCPU(pid)
+	s.gantry = procCPU(pid)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		n, err := strconv.Atoi(e.Name())
@@ -676,16 +734,29 @@ func takeCPU(runnerID string, pid int) cpuTimes {
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n))
 		switch strings.TrimSpace(string(comm)) {
 		case "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2":
-			c.docker += procCPU(n)
+			s.docker[n] = procCPU(n)
 		}
 	}
-	return c
+	return s
 }
 
-// since is the CPU time per job from before to c over n jobs.
-func (c cpuTimes) since(before cpuTimes, n int) cpuTimes {
-	return cpuTimes{sandbox: (c.sandbox - before.sandbox) / time.Duration(n), gantry: (c.gantry - before.gantry) / time.Duration(n),
-		docker: (c.docker - before.docker) / time.Duration(n)}
+// containerCPU reads a container's cgroup CPU time (cgroup v1 or v2).
+func containerCPU(id string) (time.Duration, bool) {
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage"); err == nil {
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(n), true
+	}
+	b, err := os.ReadFile("/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return time.Duration(n) * time.Microsecond, true
+		}
+	}
+	return 0, false
 }
 
 // procCPU is a process's user and system time (clock ticks of 10 ms).

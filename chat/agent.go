@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/localapi"
 )
 
@@ -95,11 +96,11 @@ type Event struct {
 	// Arguments are the call's arguments as the model wrote them.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// The rest are set on tool_result.
-	OK        *bool      `json:"ok,omitempty"`
-	Result    string     `json:"result,omitempty"`
-	JobID     string     `json:"job_id,omitempty"`
-	Status    string     `json:"status,omitempty"`
-	Artifacts []Artifact `json:"artifacts,omitempty"`
+	OK        *bool           `json:"ok,omitempty"`
+	Result    string          `json:"result,omitempty"`
+	JobID     string          `json:"job_id,omitempty"`
+	Status    jobs.Status     `json:"status,omitempty"`
+	Artifacts []jobs.Artifact `json:"artifacts,omitempty"`
 }
 
 // Trace is what a whole run did: in non-streamed answers, the gantry field.

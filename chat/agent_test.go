@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/localapi"
 )
 
@@ -111,7 +112,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": "job_1", "status": "succeeded", "exit_code": 0, "stdout": "42\n", "stderr": "",
-			"artifacts": []map[string]any{{"path": "out/figure-1.png", "size": 2048, "content_type": "image/png", "url": "/v1/jobs/job_1/artifacts/out/figure-1.png"}}})
+			"artifacts": []map[string]any{{"path": "out/figure-1.png", "size": 2048, "sha256": strings.Repeat("ab", 32), "content_type": "image/png", "url": "/v1/jobs/job_1/artifacts/out/figure-1.png"}}})
 	case r.Method == "GET" && r.URL.Path == "/v1/skills":
 		writeJSON(w, http.StatusOK, map[string]any{"skills": []map[string]any{{"name": "plotting", "description": "matplotlib charts saved to out/"}}})
 	case r.Method == "GET" && r.URL.Path == "/v1/sessions/ses_1/files/notes/a b.txt":
@@ -307,13 +308,17 @@ func TestModelFailures(t *testing.T) {
 	}
 }
 
-// post calls the endpoint as the ingress would, with key.
+// post calls the endpoint as the ingress would, with key. The request and
+// the answer are checked against the API's OpenAPI document.
 func post(t *testing.T, a *Agent, api http.Handler, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/v1/agent/chat/completions", strings.NewReader(body))
 	r.Header.Set("Authorization", "Bearer "+key)
+	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	a.ServeChatCompletions(w, r, api)
+	contracttest.Handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.ServeChatCompletions(w, r, api)
+	})).ServeHTTP(w, r)
 	return w
 }
 

@@ -23,22 +23,23 @@ const maxMessages = 500
 
 // Request is a chat-completions request as clients send it. Fields gantry
 // does not use (top_p, user, ...) are accepted and ignored, as OpenAI SDKs
-// send them.
+// send them. It is only decoded: omitempty marks the fields a client may
+// leave out, as the OpenAPI document (reflected from it) says.
 type Request struct {
-	Model         string    `json:"model"`
+	Model         string    `json:"model,omitempty"`
 	Messages      []Message `json:"messages"`
-	Stream        bool      `json:"stream"`
+	Stream        bool      `json:"stream,omitempty"`
 	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Temperature         *float64        `json:"temperature"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	N                   *int            `json:"n"`
-	Tools               json.RawMessage `json:"tools"`
+		IncludeUsage bool `json:"include_usage,omitempty"`
+	} `json:"stream_options,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	N                   *int            `json:"n,omitempty"`
+	Tools               json.RawMessage `json:"tools,omitempty"`
 	// MaxSteps is gantry's: at most this many model calls (never more than
 	// the operator's GANTRY_LLM_MAX_STEPS).
-	MaxSteps int `json:"max_steps"`
+	MaxSteps int `json:"max_steps,omitempty"`
 }
 
 // RequestError is a request refused before the loop started.

@@ -57,16 +57,8 @@ type ToolResult struct {
 	OK bool
 	// JobID, Status and Artifacts describe the job execute_code ran.
 	JobID     string
-	Status    string
-	Artifacts []Artifact
-}
-
-// Artifact is a file a job wrote, with its API download path.
-type Artifact struct {
-	Path        string `json:"path"`
-	Size        int64  `json:"size"`
-	ContentType string `json:"content_type"`
-	URL         string `json:"url"`
+	Status    jobs.Status
+	Artifacts []jobs.Artifact
 }
 
 // runTool carries out one tool call. A failure is a result the model reads
@@ -262,7 +254,7 @@ func decodeArgs(b []byte, v any) error {
 
 // jobResult sums a job up for the model.
 func jobResult(j jobs.Job) ToolResult {
-	r := ToolResult{OK: true, JobID: j.ID, Status: string(j.Status)}
+	r := ToolResult{OK: true, JobID: j.ID, Status: j.Status, Artifacts: j.Artifacts}
 	out := map[string]any{"job_id": j.ID, "status": j.Status}
 	if !j.Status.Terminal() {
 		out["note"] = "the job is still running; its result is not known yet"
@@ -283,7 +275,6 @@ func jobResult(j jobs.Job) ToolResult {
 		var files []string
 		for _, a := range j.Artifacts {
 			files = append(files, a.Path+" ("+strconv.FormatInt(a.Size, 10)+" bytes, "+a.ContentType+")")
-			r.Artifacts = append(r.Artifacts, Artifact{Path: a.Path, Size: a.Size, ContentType: a.ContentType, URL: a.URL})
 		}
 		out["artifacts"] = files
 	}

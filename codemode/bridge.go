@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/store"
 )
 
 // Bridge limits that do not depend on the job.
@@ -152,7 +151,7 @@ func throughOutage[T any](ctx context.Context, read func() (T, error)) (T, error
 	wait := 100 * time.Millisecond
 	for {
 		v, err := read()
-		if err == nil || !store.Unavailable(err) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return v, err
 		}
 		select {
@@ -230,11 +229,11 @@ func (b *Bridge) call(ctx context.Context, req request) (res any, err error) {
 			args = v.(map[string]any)
 		}
 	}
-	m, err := throughOutage(ctx, func() (store.MCPServer, error) { return b.reg.server(ctx, b.tenantID, req.Server) })
+	m, err := throughOutage(ctx, func() (ServerRecord, error) { return b.reg.server(ctx, b.tenantID, req.Server) })
 	if err != nil {
 		return nil, err
 	}
-	if _, err := throughOutage(ctx, func() (store.MCPTool, error) { return b.reg.tool(ctx, m, req.Tool) }); err != nil {
+	if _, err := throughOutage(ctx, func() (Tool, error) { return b.reg.tool(ctx, m, req.Tool) }); err != nil {
 		return nil, err
 	}
 	sec, err := b.reg.open(m)

@@ -8,38 +8,39 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/codemode"
-	"github.com/gantryhq/gantry/store"
 )
 
 // emptyRegistry is a Store with no servers: every lookup misses.
 type emptyRegistry struct{}
 
-func (emptyRegistry) CreateMCPServer(context.Context, store.MCPServer, []store.MCPTool) (store.MCPServer, error) {
-	return store.MCPServer{}, store.ErrNotFound
+func (emptyRegistry) CreateMCPServer(context.Context, codemode.ServerRecord, []codemode.Tool) (codemode.ServerRecord, error) {
+	return codemode.ServerRecord{}, codemode.ErrNotFound
 }
-func (emptyRegistry) UpdateMCPServer(context.Context, store.MCPServer, []store.MCPTool, func(string) bool) (store.MCPServer, error) {
-	return store.MCPServer{}, store.ErrNotFound
+func (emptyRegistry) UpdateMCPServer(context.Context, codemode.ServerRecord, []codemode.Tool, func(string) bool) (codemode.ServerRecord, error) {
+	return codemode.ServerRecord{}, codemode.ErrNotFound
 }
-func (emptyRegistry) SetMCPTools(context.Context, string, string, int, []store.MCPTool, string) error {
+func (emptyRegistry) SetMCPTools(context.Context, string, string, int, []codemode.Tool, string) error {
 	return nil
 }
-func (emptyRegistry) GetMCPServer(context.Context, string, string) (store.MCPServer, error) {
-	return store.MCPServer{}, store.ErrNotFound
+func (emptyRegistry) GetMCPServer(context.Context, string, string) (codemode.ServerRecord, error) {
+	return codemode.ServerRecord{}, codemode.ErrNotFound
 }
-func (emptyRegistry) ListMCPServers(context.Context, string) ([]store.MCPServer, error) {
+func (emptyRegistry) ListMCPServers(context.Context, string) ([]codemode.ServerRecord, error) {
 	return nil, nil
 }
-func (emptyRegistry) DeleteMCPServer(context.Context, string, string) error { return store.ErrNotFound }
-func (emptyRegistry) ClaimStaleMCPServers(context.Context, time.Duration, int) ([]store.MCPServer, error) {
+func (emptyRegistry) DeleteMCPServer(context.Context, string, string) error {
+	return codemode.ErrNotFound
+}
+func (emptyRegistry) ClaimStaleMCPServers(context.Context, time.Duration, int) ([]codemode.ServerRecord, error) {
 	return nil, nil
 }
-func (emptyRegistry) MCPTools(context.Context, string, string) ([]store.MCPTool, error) {
+func (emptyRegistry) MCPTools(context.Context, string, string) ([]codemode.Tool, error) {
 	return nil, nil
 }
-func (emptyRegistry) GetMCPTool(context.Context, string, string, string) (store.MCPTool, error) {
-	return store.MCPTool{}, store.ErrNotFound
+func (emptyRegistry) GetMCPTool(context.Context, string, string, string) (codemode.Tool, error) {
+	return codemode.Tool{}, codemode.ErrNotFound
 }
-func (emptyRegistry) SearchMCPTools(context.Context, string, string, int) ([]store.MCPToolHit, error) {
+func (emptyRegistry) SearchMCPTools(context.Context, string, string, int) ([]codemode.ToolHit, error) {
 	return nil, nil
 }
 

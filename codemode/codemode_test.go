@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// The store is code mode's Store.
+var _ codemode.Store = (*store.Store)(nil)
+
 type env struct {
 	st   *store.Store
 	reg  *codemode.Registry
@@ -104,8 +107,19 @@ func TestRegistryHTTP(t *testing.T) {
 	}
 
 	// A second registration of the name conflicts; tenant b may use it.
-	if _, err := e.reg.Register(ctx, e.a, codemode.Registration{Name: "crm", URL: e.crm}); !errors.Is(err, store.ErrConflict) {
+	if _, err := e.reg.Register(ctx, e.a, codemode.Registration{Name: "crm", URL: e.crm}); !errors.Is(err, codemode.ErrConflict) {
 		t.Errorf("duplicate: %v", err)
+	}
+	// The store answers in code mode's sentinels: a second row of the
+	// name conflicts, and a missing server is not found.
+	if _, err := e.st.CreateMCPServer(ctx, stored, nil); !errors.Is(err, codemode.ErrConflict) {
+		t.Errorf("duplicate row: %v", err)
+	}
+	if _, err := e.reg.Get(ctx, e.b, "crm"); !errors.Is(err, codemode.ErrNotFound) {
+		t.Errorf("another tenant's server: %v", err)
+	}
+	if err := e.reg.Delete(ctx, e.a, "nope"); !errors.Is(err, codemode.ErrNotFound) {
+		t.Errorf("delete of a missing server: %v", err)
 	}
 	// A wrong token fails at registration, with the upstream's answer.
 	_, err = e.reg.Register(ctx, e.b, codemode.Registration{Name: "crm", URL: e.crm, Headers: map[string]string{"Authorization": "Bearer nope"}})

@@ -3,16 +3,15 @@ package codemode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A read that meets a database outage is tried again until the database
 // answers; an error that is not an outage, or the job's end, stops it.
 func TestThroughOutage(t *testing.T) {
-	down := &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}
+	down := fmt.Errorf("%w: %w", ErrUnavailable, errors.New("terminating connection due to administrator command"))
 	tries := 0
 	v, err := throughOutage(t.Context(), func() (int, error) {
 		tries++

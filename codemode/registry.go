@@ -10,22 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/secret"
-	"github.com/gantryhq/gantry/store"
 )
-
-// Store is what code mode needs of the database.
-type Store interface {
-	CreateMCPServer(ctx context.Context, m store.MCPServer, tools []store.MCPTool) (store.MCPServer, error)
-	UpdateMCPServer(ctx context.Context, m store.MCPServer, tools []store.MCPTool, allowed func(string) bool) (store.MCPServer, error)
-	SetMCPTools(ctx context.Context, tenantID, server string, version int, tools []store.MCPTool, errMsg string) error
-	GetMCPServer(ctx context.Context, tenantID, name string) (store.MCPServer, error)
-	ListMCPServers(ctx context.Context, tenantID string) ([]store.MCPServer, error)
-	DeleteMCPServer(ctx context.Context, tenantID, name string) error
-	ClaimStaleMCPServers(ctx context.Context, age time.Duration, limit int) ([]store.MCPServer, error)
-	MCPTools(ctx context.Context, tenantID, server string) ([]store.MCPTool, error)
-	GetMCPTool(ctx context.Context, tenantID, server, name string) (store.MCPTool, error)
-	SearchMCPTools(ctx context.Context, tenantID, q string, limit int) ([]store.MCPToolHit, error)
-}
 
 // Error is a code-mode failure the caller (the sandbox's code, or an API
 // client) is told about: Code is stable, Message says what happened.
@@ -81,17 +66,17 @@ func (r *Registry) requireKey() error {
 	return nil
 }
 
-func (r *Registry) seal(tenantID string, reg Registration) (store.MCPServer, error) {
+func (r *Registry) seal(tenantID string, reg Registration) (ServerRecord, error) {
 	sec := secrets{URL: reg.URL, Headers: reg.Headers, Env: reg.Env}
 	data, err := json.Marshal(sec)
 	if err != nil {
-		return store.MCPServer{}, err
+		return ServerRecord{}, err
 	}
 	sealed, err := r.box.Seal(data, sealContext(tenantID, reg.Name))
 	if err != nil {
-		return store.MCPServer{}, err
+		return ServerRecord{}, err
 	}
-	m := store.MCPServer{TenantID: tenantID, Name: reg.Name, Description: reg.Description, SecretSealed: sealed,
+	m := ServerRecord{TenantID: tenantID, Name: reg.Name, Description: reg.Description, SecretSealed: sealed,
 		SecretNames: sec.names(), AllowTools: reg.AllowTools, DenyTools: reg.DenyTools, TimeoutMS: reg.TimeoutMS}
 	if reg.URL != "" {
 		m.Transport, m.DisplayURL = "http", displayURL(reg.URL)
@@ -101,7 +86,7 @@ func (r *Registry) seal(tenantID string, reg Registration) (store.MCPServer, err
 	return m, nil
 }
 
-func (r *Registry) open(m store.MCPServer) (secrets, error) {
+func (r *Registry) open(m ServerRecord) (secrets, error) {
 	var sec secrets
 	data, err := r.box.Open(m.SecretSealed, sealContext(m.TenantID, m.Name))
 	if err != nil {
@@ -113,7 +98,7 @@ func (r *Registry) open(m store.MCPServer) (secrets, error) {
 // probe connects to a server that is not registered yet (or whose
 // connection settings change) and lists its tools, without keeping the
 // connection: a failed registration must leave nothing behind.
-func (r *Registry) probe(ctx context.Context, m store.MCPServer, sec secrets) ([]store.MCPTool, error) {
+func (r *Registry) probe(ctx context.Context, m ServerRecord, sec secrets) ([]Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond+5*time.Second)
 	defer cancel()
 	c, err := r.up.connect(ctx, m, sec)
@@ -138,7 +123,7 @@ func (r *Registry) Register(ctx context.Context, tenantID string, reg Registrati
 		return Server{}, err
 	}
 	if _, err := r.st.GetMCPServer(ctx, tenantID, reg.Name); err == nil {
-		return Server{}, fmt.Errorf("%w: an MCP server named %q is already registered", store.ErrConflict, reg.Name)
+		return Server{}, fmt.Errorf("%w: an MCP server named %q is already registered", ErrConflict, reg.Name)
 	}
 	tools, err := r.probe(ctx, m, secrets{URL: reg.URL, Headers: reg.Headers, Env: reg.Env})
 	if err != nil {
@@ -177,13 +162,13 @@ func (r *Registry) Update(ctx context.Context, tenantID, name string, upd Update
 		return Server{}, err
 	}
 	m.Version = cur.Version
-	var tools []store.MCPTool
+	var tools []Tool
 	if upd.URL != nil || upd.Command != nil || upd.Headers != nil || upd.Env != nil {
 		if tools, err = r.probe(ctx, m, secrets{URL: reg.URL, Headers: reg.Headers, Env: reg.Env}); err != nil {
 			return Server{}, err
 		}
 		if tools == nil {
-			tools = []store.MCPTool{}
+			tools = []Tool{}
 		}
 	}
 	out, err := r.st.UpdateMCPServer(ctx, m, tools, func(tool string) bool { return allowed(reg.AllowTools, reg.DenyTools, tool) })
@@ -236,7 +221,7 @@ func (r *Registry) Refresh(ctx context.Context, tenantID, name string) (Server, 
 	return r.Get(ctx, tenantID, name)
 }
 
-func (r *Registry) refresh(ctx context.Context, m store.MCPServer) error {
+func (r *Registry) refresh(ctx context.Context, m ServerRecord) error {
 	sec, err := r.open(m)
 	if err != nil {
 		return err
@@ -294,7 +279,7 @@ type ToolInfo struct {
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
-func info(t store.MCPTool, detail string) ToolInfo {
+func info(t Tool, detail string) ToolInfo {
 	ti := ToolInfo{Server: t.Server, Name: t.Name}
 	if detail == DetailName {
 		return ti
@@ -321,7 +306,7 @@ func (r *Registry) Search(ctx context.Context, tenantID, query, detail string, l
 	if !ValidDetail(detail) {
 		return nil, errorf(CodeBadRequest, "detail must be name, description or full")
 	}
-	var tools []store.MCPTool
+	var tools []Tool
 	if strings.TrimSpace(query) == "" {
 		all, err := r.st.MCPTools(ctx, tenantID, "")
 		if err != nil {
@@ -334,7 +319,7 @@ func (r *Registry) Search(ctx context.Context, tenantID, query, detail string, l
 			return nil, err
 		}
 		for _, h := range hits {
-			tools = append(tools, h.MCPTool)
+			tools = append(tools, h.Tool)
 		}
 	}
 	out := make([]ToolInfo, 0, len(tools))
@@ -376,9 +361,9 @@ func (r *Registry) Describe(ctx context.Context, tenantID, server, tool string) 
 	return info(t, DetailFull), nil
 }
 
-func (r *Registry) server(ctx context.Context, tenantID, name string) (store.MCPServer, error) {
+func (r *Registry) server(ctx context.Context, tenantID, name string) (ServerRecord, error) {
 	m, err := r.st.GetMCPServer(ctx, tenantID, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return m, errorf(CodeUnknownServer, "no MCP server named %q is registered (see list_servers())", name)
 	}
 	return m, err
@@ -386,17 +371,17 @@ func (r *Registry) server(ctx context.Context, tenantID, name string) (store.MCP
 
 // tool finds an allowed tool in the cached list, refreshing the list once
 // when the tool is missing from it and the list is more than a minute old.
-func (r *Registry) tool(ctx context.Context, m store.MCPServer, name string) (store.MCPTool, error) {
+func (r *Registry) tool(ctx context.Context, m ServerRecord, name string) (Tool, error) {
 	if !Allowed(m, name) {
-		return store.MCPTool{}, errorf(CodeDenied, "tool %s.%s is not allowed for this tenant (allow/deny lists of server %q)", m.Name, name, m.Name)
+		return Tool{}, errorf(CodeDenied, "tool %s.%s is not allowed for this tenant (allow/deny lists of server %q)", m.Name, name, m.Name)
 	}
 	t, err := r.st.GetMCPTool(ctx, m.TenantID, m.Name, name)
-	if errors.Is(err, store.ErrNotFound) && (m.ToolsRefreshedAt == nil || time.Since(*m.ToolsRefreshedAt) > time.Minute) {
+	if errors.Is(err, ErrNotFound) && (m.ToolsRefreshedAt == nil || time.Since(*m.ToolsRefreshedAt) > time.Minute) {
 		if rerr := r.refresh(ctx, m); rerr == nil {
 			t, err = r.st.GetMCPTool(ctx, m.TenantID, m.Name, name)
 		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return t, errorf(CodeUnknownTool, "MCP server %q has no tool %q (see search_tools() or list_tools(%q))", m.Name, name, m.Name)
 	}
 	return t, err

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/store"
 )
 
 // Bounds on what a tenant may register.
@@ -114,7 +113,7 @@ type Server struct {
 }
 
 // View is the API's view of a stored server.
-func View(m store.MCPServer) Server {
+func View(m ServerRecord) Server {
 	s := Server{Name: m.Name, Description: m.Description, Transport: m.Transport, URL: m.DisplayURL,
 		Command: m.Command, Headers: []string{}, Env: []string{}, AllowTools: orEmpty(m.AllowTools),
 		DenyTools: orEmpty(m.DenyTools), TimeoutMS: m.TimeoutMS, Tools: m.ToolCount,
@@ -142,7 +141,7 @@ func orEmpty(a []string) []string {
 // Allowed reports whether the server's allow and deny lists let code call
 // tool: allowed when the allow list is empty or a pattern matches, and no
 // deny pattern matches. Patterns are path.Match globs ("get_*").
-func Allowed(m store.MCPServer, tool string) bool {
+func Allowed(m ServerRecord, tool string) bool {
 	return allowed(m.AllowTools, m.DenyTools, tool)
 }
 

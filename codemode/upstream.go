@@ -22,7 +22,6 @@ import (
 
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/store"
 )
 
 // Config is the operator's code-mode configuration, shared by the ingress
@@ -117,13 +116,13 @@ func NewUpstreams(cfg Config, log *slog.Logger) *Upstreams {
 	return &Upstreams{cfg: cfg.WithDefaults(), log: log, idle: 5 * time.Minute, conns: map[string]*upstream{}}
 }
 
-func connKey(m store.MCPServer) string {
+func connKey(m ServerRecord) string {
 	return fmt.Sprintf("%s\x00%s\x00%d", m.TenantID, m.Name, m.Version)
 }
 
 // acquire returns a connected client for the server, connecting if needed.
 // The caller calls release with whether the connection still works.
-func (u *Upstreams) acquire(ctx context.Context, m store.MCPServer, sec secrets) (*upstream, error) {
+func (u *Upstreams) acquire(ctx context.Context, m ServerRecord, sec secrets) (*upstream, error) {
 	key := connKey(m)
 	u.mu.Lock()
 	c, ok := u.conns[key]
@@ -229,7 +228,7 @@ func (u *Upstreams) Run(ctx context.Context) {
 	}
 }
 
-func (u *Upstreams) connect(ctx context.Context, m store.MCPServer, sec secrets) (*client.Client, error) {
+func (u *Upstreams) connect(ctx context.Context, m ServerRecord, sec secrets) (*client.Client, error) {
 	var c *client.Client
 	switch m.Transport {
 	case "http":
@@ -329,7 +328,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // listTools fetches the server's tool list over its cached connection.
-func (u *Upstreams) listTools(ctx context.Context, m store.MCPServer, sec secrets) ([]store.MCPTool, error) {
+func (u *Upstreams) listTools(ctx context.Context, m ServerRecord, sec secrets) ([]Tool, error) {
 	c, err := u.acquire(ctx, m, sec)
 	if err != nil {
 		return nil, err
@@ -341,7 +340,7 @@ func (u *Upstreams) listTools(ctx context.Context, m store.MCPServer, sec secret
 
 // fetchTools lists a server's tools, dropping what gantry cannot keep:
 // invalid or duplicate names, oversized schemas.
-func fetchTools(ctx context.Context, c *client.Client, m store.MCPServer, maxTools int, log *slog.Logger) ([]store.MCPTool, error) {
+func fetchTools(ctx context.Context, c *client.Client, m ServerRecord, maxTools int, log *slog.Logger) ([]Tool, error) {
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
 		return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("list tools: %w", err)}
@@ -349,7 +348,7 @@ func fetchTools(ctx context.Context, c *client.Client, m store.MCPServer, maxToo
 	if len(res.Tools) > maxTools {
 		return nil, &UpstreamError{Server: m.Name, Err: fmt.Errorf("it offers %d tools; at most %d are kept", len(res.Tools), maxTools)}
 	}
-	out := make([]store.MCPTool, 0, len(res.Tools))
+	out := make([]Tool, 0, len(res.Tools))
 	seen := map[string]bool{}
 	for _, t := range res.Tools {
 		raw, err := json.Marshal(t)
@@ -379,7 +378,7 @@ func fetchTools(ctx context.Context, c *client.Client, m store.MCPServer, maxToo
 		if len(w.OutputSchema) > 64<<10 || !json.Valid(w.OutputSchema) {
 			w.OutputSchema = nil
 		}
-		out = append(out, store.MCPTool{Server: m.Name, Name: w.Name, Description: strings.ToValidUTF8(w.Description, "\uFFFD"),
+		out = append(out, Tool{Server: m.Name, Name: w.Name, Description: strings.ToValidUTF8(w.Description, "\uFFFD"),
 			InputSchema: w.InputSchema, OutputSchema: w.OutputSchema, Allowed: Allowed(m, w.Name)})
 	}
 	return out, nil
@@ -394,7 +393,7 @@ type callResult struct {
 
 // call calls a tool. A returned error means the upstream could not be used;
 // a tool that ran and failed gives a result with IsError.
-func (u *Upstreams) call(ctx context.Context, m store.MCPServer, sec secrets, tool string, args map[string]any) (callResult, error) {
+func (u *Upstreams) call(ctx context.Context, m ServerRecord, sec secrets, tool string, args map[string]any) (callResult, error) {
 	c, err := u.acquire(ctx, m, sec)
 	if err != nil {
 		return callResult{}, err

@@ -59,6 +59,6 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request, p store.Pri
 		v := s.view(job)
 		items[i] = batchItem{Status: http.StatusAccepted, Job: &v}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"batch_id": batchID, "jobs": items})
+	writeJSON(w, http.StatusOK, batchResponse{BatchID: batchID, Jobs: items})
 	return nil
 }

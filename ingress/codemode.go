@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -24,7 +23,7 @@ func (s *Server) codeMode() (*codemode.Registry, error) {
 }
 
 func (s *Server) mcpServerNotFound(err error, name string) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, codemode.ErrNotFound) {
 		return notFound("MCP server " + strconv.Quote(name))
 	}
 	return err
@@ -57,7 +56,7 @@ func (s *Server) handleListMCPServers(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": list})
+	writeJSON(w, http.StatusOK, mcpServerList{Servers: list})
 	return nil
 }
 
@@ -162,7 +161,7 @@ func (s *Server) handleSearchTools(w http.ResponseWriter, r *http.Request, p sto
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": tools})
+	writeJSON(w, http.StatusOK, toolList{Tools: tools})
 	return nil
 }
 
@@ -210,15 +209,4 @@ func (s *Server) handlePatchSettings(w http.ResponseWriter, r *http.Request, p s
 // decodeBody decodes a JSON body of at most 1 MiB strictly into v.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return jobs.DecodeStrict(http.MaxBytesReader(w, r.Body, 1<<20), v)
-}
-
-// sweepCodeMode refreshes stale tool lists and deletes expired privacy
-// tokens (the sweeper calls it).
-func (s *Server) sweepCodeMode(ctx context.Context) {
-	if s.cfg.CodeMode != nil {
-		s.cfg.CodeMode.RefreshStale(ctx)
-	}
-	if _, err := s.store.DeleteExpiredPII(ctx, 10000); err != nil && ctx.Err() == nil {
-		s.log.Warn("delete expired privacy tokens", "err", err)
-	}
 }

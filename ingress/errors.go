@@ -22,6 +22,9 @@ type APIError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Type is OpenAI's error type, set on the answers of the agent's
+	// OpenAI-compatible route only, so that OpenAI SDKs read them.
+	Type string `json:"type,omitempty"`
 	// RetryAfter, in seconds, is sent as the Retry-After header.
 	RetryAfter int `json:"-"`
 }
@@ -41,6 +44,11 @@ const (
 	CodeUpstream        = "upstream_error"
 	CodeInternal        = "internal"
 )
+
+// apiErrorCodes are every code above, in the order the document lists
+// them.
+var apiErrorCodes = []string{CodeInvalidArgument, CodeUnauthenticated, CodeNotFound, CodeConflict, CodePayloadTooLarge,
+	CodeRequestTimeout, CodeRateLimited, CodeUnavailable, CodeUpstream, CodeInternal}
 
 func badRequest(field, format string, args ...any) *APIError {
 	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
@@ -105,7 +113,7 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: skillErr.Field, Message: "invalid skill: " + skillErr.Error()}, false
 	case errors.Is(err, store.ErrBuiltinSkill):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, codemode.ErrNotFound):
 		return notFound("object"), false
 	case store.Unavailable(err):
 		return unavailable("the database is unavailable; retry later"), false
@@ -113,7 +121,7 @@ func toAPIError(err error) (e *APIError, internal bool) {
 		// A field without its own check let through text Postgres refuses.
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
 			Message: "the request holds text that cannot be stored: NUL bytes or invalid UTF-8"}, false
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, codemode.ErrConflict):
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}, true
@@ -127,7 +135,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, e.Status, map[string]*APIError{"error": e})
+	writeJSON(w, e.Status, errorBody{Error: *e})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

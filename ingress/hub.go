@@ -3,6 +3,7 @@ package ingress
 import (
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -11,13 +12,17 @@ import (
 
 // hub wakes requests waiting on a job (long polls, execute) when the job's
 // status changes. One NATS subscription serves every waiter of this ingress.
+// Its waiters also read their job every recheck interval (see await).
 type hub struct {
 	mu      sync.Mutex
 	waiters map[string]map[chan jobs.Status]struct{}
 	sub     *nats.Subscription
+	recheck time.Duration
 }
 
-func newHub() *hub { return &hub{waiters: map[string]map[chan jobs.Status]struct{}{}} }
+func newHub() *hub {
+	return &hub{waiters: map[string]map[chan jobs.Status]struct{}{}, recheck: recheckEvery}
+}
 
 func (h *hub) start(nc *nats.Conn) error {
 	sub, err := nc.Subscribe(jobs.StatusSubjectAll, func(m *nats.Msg) {

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/store"
@@ -39,11 +41,16 @@ type harness struct {
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
+	// maint is the maintenance's own configuration (Interval,
+	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
+	maint ingress.MaintenanceConfig
 	// history is how the ingress's store keeps output and retention, as
 	// cmd/gantry wires it.
 	history history.Config
 }
 
+// newHarness starts an ingress (server and maintenance) on fresh engines;
+// opts may change its configuration first.
 func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness {
 	t.Helper()
 	if testing.Short() {
@@ -72,7 +79,8 @@ func (h *harness) serve(t *testing.T) string {
 	hs := history.New(h.st, h.blobs, h.history, log)
 	cfg := h.cfg
 	cfg.History = hs
-	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +88,18 @@ func (h *harness) serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(contracttest.Handler(t, srv.Handler()))
 	t.Cleanup(ts.Close)
+	mc := h.maint
+	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
+	maint, err := ingress.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := maint.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(maint.Stop)
 	return ts.URL
 }
 
@@ -375,7 +393,7 @@ func TestArtifacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := succeeded("")
-	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: "x", ContentType: "text/csv"}}
+	res.Artifacts = []jobs.Artifact{{Path: "out/r.csv", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "text/csv"}}
 	h.finish(t, j.ID, res)
 
 	var manifest struct{ Artifacts []jobs.Artifact }

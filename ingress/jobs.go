@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 )
 
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ store.Principal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"languages": jobs.Languages})
+	writeJSON(w, http.StatusOK, languageList{Languages: jobs.Languages})
 	return nil
 }
 
@@ -60,19 +61,29 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 			return jobs.Job{}, false, sessionNotFound(sessionID)
 		}
 	}
+	hash, err := s.requestHash(p.TenantID, req)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	// The id is chosen here: the sealed env is bound to it.
+	id := jobs.NewID("job")
+	if err := s.sealEnv(&spec, p.TenantID, id); err != nil {
+		return jobs.Job{}, false, err
+	}
 	limits := s.limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
+		ID:             id,
 		TenantID:       p.TenantID,
 		Spec:           spec,
 		SessionID:      req.SessionID,
 		IdempotencyKey: req.IdempotencyKey,
-		RequestHash:    jobs.RequestHash(req),
+		RequestHash:    hash,
 		Metadata:       req.Metadata,
 		BatchID:        batchID,
 		WebhookURL:     req.WebhookURL,
 		MaxQueued:      limits.MaxQueued,
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		return s.queue.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
@@ -90,34 +101,58 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 	return job, created, nil
 }
 
+// queue puts run messages on the job stream: the HTTP side for
+// submissions and session edits, the maintenance for stranded jobs and
+// stalled sessions.
+type queue struct {
+	pub *jobs.Publisher
+	// limits reads a tenant's quotas; defaults stand where it set none.
+	limits   limitsReader
+	defaults jobs.TenantLimits
+	log      *slog.Logger
+}
+
+// limitsReader reads a tenant's quotas (the store).
+type limitsReader interface {
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
+}
+
 // publish puts the job on its tenant's queue (capped at maxRunning running
 // jobs) and waits for JetStream's ack, and returns the message's stream
 // sequence. msgID (the job id for a job's first message) lets the stream
 // deduplicate a retried publish.
-func (s *Server) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
+func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	seq, err := s.pub.Publish(ctx, m, msgID, maxRunning)
+	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
 	if errors.Is(err, jobs.ErrQueueFull) {
-		s.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
 		e := unavailable("the job queue is full; the job was not accepted, retry later")
 		e.RetryAfter = 5
 		return 0, e
 	}
 	if err != nil {
-		s.log.Error("publish job", "job_id", m.JobID, "err", err)
+		q.log.Error("publish job", "job_id", m.JobID, "err", err)
 		return 0, unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return seq, nil
 }
 
 // publishFor publishes for a tenant whose quotas are not at hand.
-func (s *Server) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
-	l, err := s.store.TenantLimits(ctx, m.TenantID)
+func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+	l, err := q.limits.TenantLimits(ctx, m.TenantID)
 	if err != nil {
 		return 0, err
 	}
-	return s.publish(ctx, m, msgID, l.Or(s.cfg.TenantLimits).MaxRunning)
+	return q.publish(ctx, m, msgID, l.Or(q.defaults).MaxRunning)
+}
+
+// kickSession announces that a session has jobs to run.
+func (q *queue) kickSession(ctx context.Context, sessionID, tenantID string) {
+	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
+	if _, err := q.publishFor(ctx, m, m.JobID); err != nil {
+		q.log.Error("announce session jobs", "session_id", sessionID, "err", err)
+	}
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -156,6 +191,14 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p store.P
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p store.Principal) error {
+	q, err := strictQuery(r.URL.RawQuery, getParams)
+	if err != nil {
+		return err
+	}
+	spec, err := includeSpec(q)
+	if err != nil {
+		return err
+	}
 	wait, err := parseWait(r, s.cfg.MaxWait)
 	if err != nil {
 		return err
@@ -169,7 +212,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p store.Princ
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, s.view(job))
+	out := []jobs.Job{s.view(job)}
+	if spec {
+		if err := s.withSpecs(r.Context(), p.TenantID, out); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, out[0])
 	return nil
 }
 
@@ -192,37 +241,15 @@ func (s *Server) getJob(ctx context.Context, p store.Principal, id string) (jobs
 	return job, err
 }
 
-// waitFor waits until the job is terminal, the wait ends or the client
+// waitFor waits until the job is finished, the wait ends or the client
 // goes away, and returns the job as it then is.
 func (s *Server) waitFor(ctx context.Context, tenantID string, job jobs.Job, wait time.Duration) (jobs.Job, error) {
-	events, stop := s.hub.watch(job.ID)
-	defer stop()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	// A status event can be lost (NATS reconnect); re-read now and then.
-	recheck := time.NewTicker(5 * time.Second)
-	defer recheck.Stop()
-	for {
-		fresh, err := s.store.GetJob(ctx, tenantID, job.ID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return job, nil
-			}
-			return job, err
-		}
-		job = fresh
-		if job.Status.Terminal() {
-			return job, nil
-		}
-		select {
-		case <-events:
-		case <-recheck.C:
-		case <-deadline.C:
-			return job, nil
-		case <-ctx.Done():
-			return job, nil
-		}
-	}
+	return s.hub.await(ctx, job, s.jobReader(tenantID, job.ID), jobWait{Until: time.Now().Add(wait)})
+}
+
+// jobReader reads the tenant's job afresh from the store, for await.
+func (s *Server) jobReader(tenantID, id string) func(context.Context) (jobs.Job, error) {
+	return func(ctx context.Context) (jobs.Job, error) { return s.store.GetJob(ctx, tenantID, id) }
 }
 
 func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {
@@ -244,37 +271,6 @@ func parseWait(r *http.Request, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p store.Principal) error {
-	q := r.URL.Query()
-	limit, before, err := pageParams(q, "job")
-	if err != nil {
-		return err
-	}
-	f := store.JobFilter{Limit: limit, Before: before, SessionID: q.Get("session_id"), BatchID: q.Get("batch_id")}
-	if err := checkText("session_id", f.SessionID); err != nil {
-		return err
-	}
-	if err := checkText("batch_id", f.BatchID); err != nil {
-		return err
-	}
-	if v := q.Get("status"); v != "" {
-		f.Status = jobs.Status(v)
-		if !f.Status.Valid() {
-			return badRequest("status", "unknown status %q", v)
-		}
-	}
-	list, next, err := s.store.ListJobs(r.Context(), p.TenantID, f)
-	if err != nil {
-		return err
-	}
-	out := make([]jobs.Job, len(list))
-	for i, j := range list {
-		out[i] = s.view(j)
-	}
-	writePage(w, "jobs", out, next)
-	return nil
-}
-
 // pageParams reads ?limit= (1-100, default 20) and ?cursor= (a cursor this
 // API returned: the last id of a page of objects with this id prefix).
 func pageParams(q url.Values, idPrefix string) (limit int, before string, err error) {
@@ -282,27 +278,18 @@ func pageParams(q url.Values, idPrefix string) (limit int, before string, err er
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			return 0, "", badRequest("limit", "must be a number between 1 and 100")
+			return 0, "", badRequest("limit", "limit must be a number between 1 and 100")
 		}
 		limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !jobs.ValidID(idPrefix, string(raw)) {
-			return 0, "", badRequest("cursor", "is not a cursor this API returned")
+			return 0, "", badRequest("cursor", "cursor is not one this API returned")
 		}
 		before = string(raw)
 	}
 	return limit, before, nil
-}
-
-// writePage answers a page of a list with the cursor of the next one.
-func writePage(w http.ResponseWriter, name string, items any, next string) {
-	resp := map[string]any{name: items, "next_cursor": nil}
-	if next != "" {
-		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
-	}
-	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, p store.Principal) error {
@@ -346,7 +333,7 @@ func (s *Server) handleArtifacts(w http.ResponseWriter, r *http.Request, p store
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"job_id": job.ID, "status": job.Status, "artifacts": s.view(job).Artifacts})
+	writeJSON(w, http.StatusOK, artifactManifest{JobID: job.ID, Status: job.Status, Artifacts: s.view(job).Artifacts})
 	return nil
 }
 
@@ -356,7 +343,7 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request, p store.
 		return err
 	}
 	if r.URL.Query().Get("redirect") == "false" {
-		writeJSON(w, http.StatusOK, map[string]any{"url": u, "expires_at": expires})
+		writeJSON(w, http.StatusOK, presignedURL{URL: u, ExpiresAt: expires})
 		return nil
 	}
 	http.Redirect(w, r, u, http.StatusFound)

@@ -31,12 +31,6 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, p store.Prin
 		return err
 	}
 	defer logSub.Unsubscribe() //nolint:errcheck
-	events, stop := s.hub.watch(job.ID)
-	defer stop()
-	// Re-read after subscribing so that nothing between the two is missed.
-	if job, err = s.store.GetJob(ctx, p.TenantID, job.ID); err != nil {
-		return err
-	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -60,64 +54,47 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request, p store.Prin
 			backlogDone = true
 		}
 	}
-	finish := func() {
-		final, err := s.store.GetJob(ctx, p.TenantID, job.ID)
-		if err != nil {
-			return
-		}
-		sse.chunk("stdout", streams["stdout"], 0, []byte(final.Stdout))
-		sse.chunk("stderr", streams["stderr"], 0, []byte(final.Stderr))
-		sse.flushTail("stdout", streams["stdout"])
-		sse.flushTail("stderr", streams["stderr"])
-		sse.event("status", statusSummary(final))
-	}
-
-	if job.Status.Terminal() {
-		finish()
-		return nil
-	}
-	if job.Status == jobs.StatusRunning {
-		backlog()
-	}
-	keepalive := time.NewTicker(15 * time.Second)
-	defer keepalive.Stop()
-	recheck := time.NewTicker(5 * time.Second)
-	defer recheck.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-keepalive.C:
-			sse.comment("keep-alive")
-		case st := <-events:
-			if st.Terminal() {
-				finish()
-				return nil
-			}
-			if st == jobs.StatusRunning && !backlogDone {
-				backlog()
-			}
-		case <-recheck.C:
-			if cur, err := s.store.GetJob(ctx, p.TenantID, job.ID); err == nil && cur.Status.Terminal() {
-				finish()
-				return nil
-			}
-		case m := <-ch:
+	// The runner is asked for the output so far once per attempt seen
+	// running (its runner is silent before), and when a chunk shows a gap.
+	askedAttempt := 0
+	final, err := s.hub.await(ctx, job, s.jobReader(p.TenantID, job.ID), jobWait{
+		Logs: ch,
+		OnLog: func(m *nats.Msg) {
 			name := m.Header.Get(jobs.HeaderStream)
 			st, ok := streams[name]
 			if !ok {
-				continue
+				return
 			}
 			off, err := strconv.Atoi(m.Header.Get(jobs.HeaderOffset))
 			if err != nil {
-				continue
+				return
 			}
 			if off > st.sent && !backlogDone {
 				backlog() // we joined mid-stream: fetch what came before
 			}
 			sse.chunk(name, st, off, m.Data)
-		}
+		},
+		Every:  15 * time.Second,
+		OnTick: func() { sse.comment("keep-alive") },
+		OnRead: func(j jobs.Job) {
+			if j.Status == jobs.StatusRunning && !backlogDone && j.Attempt != askedAttempt {
+				askedAttempt = j.Attempt
+				backlog()
+			}
+		},
+		// The headers are out: a failed read (the database restarting)
+		// is waited out, the client sees keep-alives meanwhile.
+		KeepOnError: true,
+	})
+	if err != nil || !final.Status.Terminal() {
+		return nil // the client went away
 	}
+	sse.chunk("stdout", streams["stdout"], 0, []byte(final.Stdout))
+	sse.chunk("stderr", streams["stderr"], 0, []byte(final.Stderr))
+	sse.flushTail("stdout", streams["stdout"])
+	sse.flushTail("stderr", streams["stderr"])
+	sse.event("status", statusSummary(final))
+	return nil
 }
 
 // streamState tracks how much of one output stream a client has been sent.
@@ -143,13 +120,13 @@ func (s *sseWriter) chunk(name string, st *streamState, off int, data []byte) {
 	cut := validPrefix(buf)
 	st.tail = append([]byte(nil), buf[cut:]...)
 	if cut > 0 {
-		s.event(name, map[string]string{"data": string(buf[:cut])})
+		s.event(name, logChunk{Data: string(buf[:cut])})
 	}
 }
 
 func (s *sseWriter) flushTail(name string, st *streamState) {
 	if len(st.tail) > 0 {
-		s.event(name, map[string]string{"data": string(st.tail)})
+		s.event(name, logChunk{Data: string(st.tail)})
 		st.tail = nil
 	}
 }
@@ -182,10 +159,7 @@ func (s *sseWriter) comment(text string) {
 
 // statusSummary is the closing event of a log stream: the job without its
 // (already streamed) output.
-func statusSummary(j jobs.Job) map[string]any {
-	return map[string]any{
-		"id": j.ID, "status": j.Status, "exit_code": j.ExitCode, "duration_ms": j.DurationMS,
-		"stdout_truncated": j.StdoutTruncated, "stderr_truncated": j.StderrTruncated,
-		"error": j.Error, "attempt": j.Attempt,
-	}
+func statusSummary(j jobs.Job) logStatus {
+	return logStatus{ID: j.ID, Status: j.Status, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
+		StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated, Error: j.Error, Attempt: j.Attempt}
 }

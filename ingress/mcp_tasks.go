@@ -260,15 +260,13 @@ func (s *Server) taskResult(tr *taskRequest) {
 		return
 	}
 	ctx := tr.r.Context()
-	for !job.Status.Terminal() {
-		var err error
-		if job, err = s.waitFor(ctx, tr.p.TenantID, job, s.cfg.MaxWait); err != nil {
-			tr.internal(err)
-			return
-		}
-		if ctx.Err() != nil {
-			return // the client went away
-		}
+	job, err := s.hub.await(ctx, job, s.jobReader(tr.p.TenantID, job.ID), jobWait{})
+	if err != nil {
+		tr.internal(err)
+		return
+	}
+	if !job.Status.Terminal() {
+		return // the client went away
 	}
 	res := s.jobToolResult(ctx, tr.p, job)
 	res.Meta = mcp.NewMetaFromMap(map[string]any{mcp.RelatedTaskMetaKey: mcp.RelatedTaskMeta(job.ID)})

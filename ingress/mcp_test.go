@@ -2,7 +2,9 @@ package ingress_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -114,7 +116,7 @@ func (h *harness) fakeRunner(t *testing.T) {
 			_ = h.blobs.Put(ctx, blob.ArtifactKey(rm.TenantID, rm.JobID, "out/plot.png"), strings.NewReader(content), int64(len(content)), "image/png")
 			code := 0
 			_, _ = h.st.FinishJob(ctx, rm.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code, Stdout: []byte("hello\nworld\n"),
-				Artifacts: []jobs.Artifact{{Path: "out/plot.png", Size: int64(len(content)), SHA256: "x", ContentType: "image/png"}}})
+				Artifacts: []jobs.Artifact{{Path: "out/plot.png", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "image/png"}}})
 			h.status(t, rm.JobID, jobs.StatusSucceeded)
 		}()
 	})

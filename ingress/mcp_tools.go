@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -104,16 +105,24 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 	), s.toolCancelJob)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("list_jobs",
-		mcp.WithDescription("Your jobs, newest first, with their status (get_job has the output)."),
+		mcp.WithDescription("Your jobs, newest first, with their status (get_job has the output); filter by status, language, "+
+			"a time range of creation and metadata; include_spec adds the code each ran."),
 		mcp.WithTitleAnnotation("List jobs"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
 		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
-			"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
+			"status":{"type":"array","items":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
+				"description":"any of these statuses"},
+			"language":{"type":"array","items":{"type":"string"},"description":"any of these languages"},
+			"created_after":{"type":"string","format":"date-time","description":"RFC 3339: created at or after"},
+			"created_before":{"type":"string","format":"date-time","description":"RFC 3339: created before"},
+			"metadata":{"type":"object","additionalProperties":{"type":"string"},"description":"every pair must be in the job's metadata"},
+			"include_spec":{"type":"boolean","description":"add what each job ran: code or command, file names, env names (never values), limits"},
 			"limit":{"type":"integer","minimum":1,"maximum":100},"cursor":{"type":"string","description":"next_cursor of the last page"}}}`)),
 		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["jobs","next_cursor"],"properties":{
 			"jobs":{"type":"array","items":{"type":"object","properties":{"job_id":{"type":"string"},"status":{"type":"string"},"language":{"type":"string"},
-				"created_at":{"type":"string"},"exit_code":{"type":["integer","null"]},"artifacts":{"type":"integer"}}}},
+				"created_at":{"type":"string"},"exit_code":{"type":["integer","null"]},"artifacts":{"type":"integer"},
+				"metadata":{"type":"object","additionalProperties":{"type":"string"}},"spec":{"type":"object"}}}},
 			"next_cursor":{"type":["string","null"]}}}`)),
 	), s.toolListJobs)
 
@@ -192,7 +201,7 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 	if err != nil {
 		return toolError(err), nil
 	}
-	job, err = s.followJob(ctx, p, job, progress, ctx.Done())
+	job, err = s.followJob(ctx, p, job, progress)
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -200,52 +209,18 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 }
 
 // followJob waits for the job to finish, forwarding its output as progress
-// notifications when the client asked for them. If stop closes first (the
-// call or its task was cancelled), the job is cancelled too.
-func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken, stop <-chan struct{}) (jobs.Job, error) {
-	events, unwatch := s.hub.watch(job.ID)
-	defer unwatch()
-	var logs chan *nats.Msg
-	if progressToken != nil {
-		logs = make(chan *nats.Msg, 256)
+// notifications when the client asked for them. If ctx ends first (the
+// client cancelled the call, or went away), the job is cancelled too.
+func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job, progressToken mcp.ProgressToken) (jobs.Job, error) {
+	w := jobWait{Until: time.Now().Add(s.cfg.MaxExecuteWait)}
+	if ms := server.ServerFromContext(ctx); progressToken != nil && ms != nil {
+		logs := make(chan *nats.Msg, 256)
 		sub, err := s.nc.ChanSubscribe(jobs.LogSubject(job.ID), logs)
 		if err == nil {
 			defer sub.Unsubscribe() //nolint:errcheck
 		}
-	}
-	ms := server.ServerFromContext(ctx)
-	sent := 0
-	deadline := time.NewTimer(s.cfg.MaxExecuteWait)
-	defer deadline.Stop()
-	recheck := time.NewTicker(5 * time.Second)
-	defer recheck.Stop()
-	for {
-		fresh, err := s.store.GetJob(ctx, p.TenantID, job.ID)
-		if err == nil {
-			job = fresh
-		} else if ctx.Err() == nil {
-			return job, err
-		}
-		if job.Status.Terminal() {
-			return job, nil
-		}
-		select {
-		case <-stop:
-			// The client cancelled the call (or went away): stop the job.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if cancelled, err := s.cancelJob(cctx, p, job.ID); err == nil {
-				job = cancelled
-			}
-			return job, nil
-		case <-events:
-		case <-recheck.C:
-		case <-deadline.C:
-			return job, nil
-		case m := <-logs:
-			if ms == nil {
-				continue
-			}
+		sent := 0
+		w.Logs, w.OnLog = logs, func(m *nats.Msg) {
 			sent += len(m.Data)
 			_ = ms.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 				"progressToken": progressToken,
@@ -254,6 +229,17 @@ func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job,
 			})
 		}
 	}
+	job, err := s.hub.await(ctx, job, s.jobReader(p.TenantID, job.ID), w)
+	if err != nil || ctx.Err() == nil || job.Status.Terminal() {
+		return job, err
+	}
+	// The client cancelled the call (or went away): stop the job.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if cancelled, err := s.cancelJob(cctx, p, job.ID); err == nil {
+		job = cancelled
+	}
+	return job, nil
 }
 
 func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -307,36 +293,62 @@ func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*m
 
 func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
-		Status string `json:"status"`
-		Limit  int    `json:"limit"`
-		Cursor string `json:"cursor"`
+		Status        []string          `json:"status"`
+		Language      []string          `json:"language"`
+		CreatedAfter  string            `json:"created_after"`
+		CreatedBefore string            `json:"created_before"`
+		Metadata      map[string]string `json:"metadata"`
+		IncludeSpec   bool              `json:"include_spec"`
+		Limit         int               `json:"limit"`
+		Cursor        string            `json:"cursor"`
 	}
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
 	}
-	f := store.JobFilter{Status: jobs.Status(args.Status), Limit: 20}
-	if args.Limit > 0 {
-		f.Limit = min(args.Limit, 100)
+	// The filters are read as GET /v1/jobs reads them, with its checks
+	// and messages.
+	q := url.Values{"status": args.Status, "language": args.Language}
+	for k, v := range map[string]string{"created_after": args.CreatedAfter, "created_before": args.CreatedBefore, "cursor": args.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
-	if args.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(args.Cursor)
-		if err != nil || !jobs.ValidID("job", string(raw)) {
+	if args.Limit > 0 {
+		q.Set("limit", strconv.Itoa(min(args.Limit, 100)))
+	}
+	for k, v := range args.Metadata {
+		q.Set(metadataParam+k, v)
+	}
+	q, err = strictQuery(q.Encode(), listParams, metadataParam)
+	var f store.JobFilter
+	if err == nil {
+		f, err = jobFilter(q)
+	}
+	if err != nil {
+		if e, _ := toAPIError(err); e.Field == "cursor" {
 			return mcp.NewToolResultError("cursor is not one list_jobs returned"), nil
 		}
-		f.Before = string(raw)
+		return toolError(err), nil
 	}
 	list, next, err := s.store.ListJobs(ctx, p.TenantID, f)
 	if err != nil {
 		return toolError(err), nil
 	}
+	if args.IncludeSpec {
+		if err := s.withSpecs(ctx, p.TenantID, list); err != nil {
+			return toolError(err), nil
+		}
+	}
 	type item struct {
-		JobID     string      `json:"job_id"`
-		Status    jobs.Status `json:"status"`
-		Language  string      `json:"language"`
-		CreatedAt time.Time   `json:"created_at"`
-		ExitCode  *int        `json:"exit_code"`
-		Artifacts int         `json:"artifacts"`
+		JobID     string            `json:"job_id"`
+		Status    jobs.Status       `json:"status"`
+		Language  string            `json:"language"`
+		CreatedAt time.Time         `json:"created_at"`
+		ExitCode  *int              `json:"exit_code"`
+		Artifacts int               `json:"artifacts"`
+		Metadata  map[string]string `json:"metadata,omitempty"`
+		Spec      *jobs.JobSpec     `json:"spec,omitempty"`
 	}
 	out := struct {
 		Jobs       []item  `json:"jobs"`
@@ -344,8 +356,11 @@ func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mc
 	}{Jobs: []item{}}
 	var text strings.Builder
 	for _, j := range list {
-		out.Jobs = append(out.Jobs, item{j.ID, j.Status, j.Language, j.CreatedAt, j.ExitCode, len(j.Artifacts)})
+		out.Jobs = append(out.Jobs, item{j.ID, j.Status, j.Language, j.CreatedAt, j.ExitCode, len(j.Artifacts), j.Metadata, j.Spec})
 		fmt.Fprintf(&text, "%s  %-9s  %-6s  %s\n", j.ID, j.Status, j.Language, j.CreatedAt.Format(time.RFC3339))
+		if j.Spec != nil {
+			writeSpec(&text, j.Spec)
+		}
 	}
 	if next != "" {
 		c := base64.RawURLEncoding.EncodeToString([]byte(next))
@@ -356,6 +371,34 @@ func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mc
 		text.WriteString("no jobs\n")
 	}
 	return mcp.NewToolResultStructured(out, text.String()), nil
+}
+
+// writeSpec adds what a job ran to a list_jobs text: its command or the
+// first lines of its code, and the names of its files and env.
+func writeSpec(b *strings.Builder, v *jobs.JobSpec) {
+	if len(v.Command) > 0 {
+		fmt.Fprintf(b, "    command: %s\n", strings.Join(v.Command, " "))
+	}
+	lines := strings.Split(strings.TrimRight(v.Code, "\n"), "\n")
+	for i, l := range lines {
+		if i == 3 {
+			fmt.Fprintf(b, "    | … (%d more lines)\n", len(lines)-3)
+			break
+		}
+		if v.Code != "" {
+			fmt.Fprintf(b, "    | %s\n", l)
+		}
+	}
+	if len(v.Files) > 0 {
+		names := make([]string, len(v.Files))
+		for i, f := range v.Files {
+			names[i] = f.Path
+		}
+		fmt.Fprintf(b, "    files: %s\n", strings.Join(names, ", "))
+	}
+	if len(v.EnvNames) > 0 {
+		fmt.Fprintf(b, "    env: %s\n", strings.Join(v.EnvNames, ", "))
+	}
 }
 
 func (s *Server) toolArtifactURL(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -9,10 +9,8 @@ import (
 )
 
 type metrics struct {
-	requests       *prometheus.HistogramVec
-	submitted      *prometheus.CounterVec
-	reconciled     *prometheus.CounterVec
-	historyDeleted prometheus.Counter
+	requests  *prometheus.HistogramVec
+	submitted *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -25,14 +23,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_submitted_total", Help: "Jobs accepted, by language.",
 		}, []string{"language"}),
-		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gantry_jobs_reconciled_total", Help: "Stranded jobs the reconciler repaired, by action (republished, failed).",
-		}, []string{"action"}),
-		historyDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gantry_history_deleted_total", Help: "Finished jobs deleted by the retention sweep (GANTRY_HISTORY_TTL).",
-		}),
 	}
-	reg.MustRegister(m.requests, m.submitted, m.reconciled, m.historyDeleted)
+	reg.MustRegister(m.requests, m.submitted)
 	return m
 }
 

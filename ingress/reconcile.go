@@ -23,29 +23,29 @@ const reconcileRecheck = time.Minute
 // message for each, or ends it as error when its runners were lost as
 // often as it may be tried. A job whose message is still in the stream is
 // left alone: JetStream will deliver it. Safe on every replica at once.
-func (s *Server) reconcile(ctx context.Context) {
+func (m *Maintenance) reconcile(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	stream, err := s.js.Stream(ctx, jobs.StreamName)
+	stream, err := m.js.Stream(ctx, jobs.StreamName)
 	if err != nil {
-		s.log.Warn("reconcile jobs: job stream unavailable", "err", err)
+		m.log.Warn("reconcile jobs: job stream unavailable", "err", err)
 		return
 	}
-	n, err := s.store.ReconcileJobs(ctx, store.ReconcileOptions{Stale: s.cfg.Queue.AckWait, Recheck: reconcileRecheck, Limit: 200},
+	n, err := m.store.ReconcileJobs(ctx, store.ReconcileOptions{Stale: m.cfg.Queue.AckWait, Recheck: reconcileRecheck, Limit: 200},
 		func(ctx context.Context, u store.Unfinished) (store.Repair, error) {
-			return s.repairJob(ctx, stream, u)
+			return m.repairJob(ctx, stream, u)
 		})
 	if err != nil {
-		s.log.Warn("reconcile jobs", "err", err)
+		m.log.Warn("reconcile jobs", "err", err)
 	}
 	if n > 0 {
-		s.log.Warn("reconciled stranded jobs", "count", n)
+		m.log.Warn("reconciled stranded jobs", "count", n)
 	}
 }
 
 // repairJob decides what becomes of one job that shows no sign of life in
 // Postgres.
-func (s *Server) repairJob(ctx context.Context, stream jetstream.Stream, u store.Unfinished) (store.Repair, error) {
+func (m *Maintenance) repairJob(ctx context.Context, stream jetstream.Stream, u store.Unfinished) (store.Repair, error) {
 	_, err := stream.GetMsg(ctx, u.MsgSeq)
 	switch {
 	case err == nil:
@@ -53,19 +53,19 @@ func (s *Server) repairJob(ctx context.Context, stream jetstream.Stream, u store
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return store.Repair{}, fmt.Errorf("look up message %d: %w", u.MsgSeq, err)
 	}
-	log := s.log.With("job_id", u.ID, "tenant_id", u.TenantID, "status", u.Status, "attempt", u.Attempt)
-	if u.Status == jobs.StatusRunning && u.Attempt >= s.cfg.Queue.MaxAttempts {
+	log := m.log.With("job_id", u.ID, "tenant_id", u.TenantID, "status", u.Status, "attempt", u.Attempt)
+	if u.Status == jobs.StatusRunning && u.Attempt >= m.cfg.Queue.MaxAttempts {
 		log.Warn("stranded job given up: its runner is gone and it has no attempt left")
-		s.metrics.reconciled.WithLabelValues("failed").Inc()
+		m.metrics.reconciled.WithLabelValues("failed").Inc()
 		return store.Repair{Fail: store.GaveUpMessage(u.Attempt)}, nil
 	}
 	// The id names the message it replaces, so that a repair whose commit
 	// failed and is done again publishes no second message.
-	seq, err := s.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
+	seq, err := m.queue.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
 	if err != nil {
 		return store.Repair{}, err
 	}
 	log.Warn("stranded job: its run message was gone; published a new one", "old_seq", u.MsgSeq, "seq", seq)
-	s.metrics.reconciled.WithLabelValues("republished").Inc()
+	m.metrics.reconciled.WithLabelValues("republished").Inc()
 	return store.Repair{Republished: seq}, nil
 }

@@ -290,7 +290,7 @@ func TestSlowBodies(t *testing.T) {
 // why. A job whose message is still in the stream is left alone. Cancel
 // ends a running job whose runner is gone at once.
 func TestReconcilerRepairsStrandedJobs(t *testing.T) {
-	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.SweepInterval = 100 * time.Millisecond })
+	h := newHarness(t, func(h *harness, _ *ingress.Config) { h.maint.Interval = 100 * time.Millisecond })
 	ctx := context.Background()
 	stream, err := h.js.Stream(ctx, jobs.StreamName)
 	if err != nil {

@@ -1,6 +1,9 @@
-// Package ingress is gantry's front door: the HTTP API (/v1/...), health and
-// metrics endpoints. It authenticates requests, validates them, records jobs
-// in the store, publishes them on JetStream and answers; it never runs code.
+// Package ingress is gantry's front door: the HTTP API (/v1/...), MCP
+// (/mcp), health and metrics endpoints (Server), and the background work
+// every ingress replica does beside them (Maintenance: sessions, stranded
+// jobs, code-mode tool lists, privacy tokens, history retention, webhook
+// deliveries). It authenticates requests, validates them, records jobs in
+// the store, publishes them on JetStream and answers; it never runs code.
 // Any number of ingress replicas can serve the same gantry.
 package ingress
 
@@ -49,28 +52,25 @@ type Config struct {
 	PresignExpiry time.Duration
 	// Version is reported to MCP clients.
 	Version string
-	// SweepInterval is how often expired sessions are reclaimed (and
-	// stale upstream tool lists refreshed).
-	SweepInterval time.Duration
 	// CodeMode is the registry of tenants' upstream MCP servers (nil: code
 	// mode is off and its routes answer 503).
 	CodeMode *codemode.Registry
 	// Privacy says whether privacy tokens can be turned on (they need
 	// GANTRY_SECRET_KEY).
 	Privacy bool
-	// Box seals tenants' webhook signing secrets; without a key webhooks
-	// are off (a webhook_url is refused).
+	// Box seals jobs' env values and tenants' webhook signing secrets.
+	// Without a key webhooks are off (a webhook_url is refused) and env
+	// values are stored as they are.
 	Box *secret.Box
-	// Webhooks configures their delivery.
+	// Webhooks configures their delivery (which the Maintenance runs).
 	Webhooks webhook.Config
-	// WebhookPoll is how often due webhook deliveries are looked for.
-	WebhookPoll time.Duration
 	// BatchMax caps the jobs of one POST /v1/jobs/batch.
 	BatchMax int
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
-	// History deletes finished jobs past their retention; the sweeper
-	// calls it. nil: history is kept forever.
+	// History is the job history's retention (the Maintenance sweeps
+	// it; the server keeps what expires soon out of its caches and tells
+	// MCP clients a task's TTL). nil: history is kept forever.
 	History Retention
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
@@ -78,15 +78,6 @@ type Config struct {
 	// Agent answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
 	Agent Agent
-}
-
-// Agent runs the agent loop behind POST /v1/agent/chat/completions
-// (chat.Agent).
-type Agent interface {
-	// ServeChatCompletions answers one authenticated request. It acts as
-	// the request's tenant by calling api, the ingress's own handler, with
-	// the request's API key, and writes its own answer or error body.
-	ServeChatCompletions(w http.ResponseWriter, r *http.Request, api http.Handler)
 }
 
 // WithDefaults fills in zero fields.
@@ -117,12 +108,6 @@ func (c Config) WithDefaults() Config {
 	if c.TaskInlineWait == 0 {
 		c.TaskInlineWait = 5 * time.Second
 	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = 15 * time.Second
-	}
-	if c.WebhookPoll == 0 {
-		c.WebhookPoll = time.Second
-	}
 	if c.BatchMax == 0 {
 		c.BatchMax = 100
 	}
@@ -137,18 +122,16 @@ type Store interface {
 	EnqueueJob(ctx context.Context, nj store.NewJob, publish func(ctx context.Context, jobID string) (uint64, error)) (jobs.Job, bool, error)
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
+	JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error)
+	SealPlainEnv(ctx context.Context, limit int, seal func(tenantID, jobID string, spec *jobs.Spec) error) (int, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
-	ReconcileJobs(ctx context.Context, opt store.ReconcileOptions, repair func(context.Context, store.Unfinished) (store.Repair, error)) (int, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
-	ExpireSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
-	ClosingSessions(ctx context.Context, age time.Duration, limit int) ([]store.SessionRef, error)
-	StalledSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
 	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
 	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
 	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
@@ -167,7 +150,6 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
-	DeleteExpiredPII(ctx context.Context, limit int) (int, error)
 }
 
 // Retention deletes finished jobs older than the history's TTL, with what
@@ -196,7 +178,8 @@ type Check struct {
 	Fn   func(ctx context.Context) error
 }
 
-// Server serves the HTTP API.
+// Server serves the HTTP API and MCP. Its background work is the
+// Maintenance's.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -204,20 +187,23 @@ type Server struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	pub     *jobs.Publisher
+	queue   *queue
+	closer  *closer
 	rates   *rateLimits
 	hub     *hub
 	checks  []Check
 	metrics *metrics
 	reg     prometheus.Gatherer
 	mux     *http.ServeMux
-	mcp     *server.MCPServer
-	tools   *toolCatalog
-	auth    *authCache
-	revoked *nats.Subscription // key revocations
-	done    *doneJobs
-	stop    context.CancelFunc
-	// webhooks delivers job webhooks (nil: off, no secret key).
+	// metricsHandler serves GET /metrics from reg.
+	metricsHandler http.Handler
+	mcp            *server.MCPServer
+	tools          *toolCatalog
+	auth           *authCache
+	revoked        *nats.Subscription // key revocations
+	done           *doneJobs
+	// webhooks checks webhook URLs and keeps tenants' signing secrets;
+	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
 }
 
@@ -229,8 +215,10 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	cfg = cfg.WithDefaults()
 	s := &Server{
-		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, pub: jobs.NewPublisher(nc, js, cfg.Queue), rates: newRateLimits(10_000),
-		hub: newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
+		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
+		hub:    newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
@@ -253,12 +241,14 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 			return nil, err
 		}
 	}
+	s.metricsHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes()
 	return s, nil
 }
 
-// Start creates the job stream if needed and subscribes to job status
-// events. It returns once the server is ready to serve.
+// Start creates the job stream if needed, stores the built-in skills and
+// subscribes to job status events and key revocations. It returns once the
+// server is ready to serve.
 func (s *Server) Start(ctx context.Context) error {
 	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
@@ -280,20 +270,15 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
 	s.revoked = revoked
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
-	go s.runSweeper(bg, s.cfg.SweepInterval)
-	if s.webhooks != nil {
-		go s.webhooks.Run(bg, s.cfg.WebhookPoll)
-	}
 	return nil
 }
 
-// Stop ends the sweeper and releases the server's subscriptions.
+// Webhooks is the server's webhook dispatcher, for the Maintenance to run
+// its deliveries (nil: webhooks are off).
+func (s *Server) Webhooks() *webhook.Dispatcher { return s.webhooks }
+
+// Stop releases the server's subscriptions.
 func (s *Server) Stop() {
-	if s.stop != nil {
-		s.stop()
-	}
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}
@@ -315,93 +300,9 @@ func (s *Server) onKeyRevoked(m *nats.Msg) {
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.recoverer(s.bodyDeadline(s.mux)) }
 
-func (s *Server) routes() {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	m.HandleFunc("GET /readyz", s.handleReady)
-	m.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	m.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapiJSON)
-	})
-
-	api := func(pattern string, h func(http.ResponseWriter, *http.Request, store.Principal) error) {
-		m.Handle(pattern, s.instrument(pattern, s.authenticated(h)))
-	}
-	api("GET /v1/languages", s.handleLanguages)
-	api("POST /v1/jobs", s.handleSubmit)
-	api("POST /v1/jobs/batch", s.handleBatch)
-	api("GET /v1/jobs", s.handleList)
-	api("GET /v1/jobs/{id}", s.handleGet)
-	api("POST /v1/jobs/{id}/cancel", s.handleCancel)
-	api("GET /v1/jobs/{id}/logs", s.handleLogs)
-	api("GET /v1/jobs/{id}/artifacts", s.handleArtifacts)
-	api("GET /v1/jobs/{id}/artifacts/{path...}", s.handleArtifact)
-	api("POST /v1/execute", s.handleExecute)
-	api("POST /v1/sessions", s.handleCreateSession)
-	api("GET /v1/sessions", s.handleListSessions)
-	api("GET /v1/sessions/{id}", s.handleGetSession)
-	api("DELETE /v1/sessions/{id}", s.handleDeleteSession)
-	api("GET /v1/sessions/{id}/files", s.handleListFiles)
-	api("GET /v1/sessions/{id}/files/{path...}", s.handleGetFile)
-	api("PUT /v1/sessions/{id}/files/{path...}", s.handlePutFile)
-	api("DELETE /v1/sessions/{id}/files/{path...}", s.handleDeleteFile)
-	api("GET /v1/skills", s.handleListSkills)
-	api("GET /v1/skills/{name}", s.handleGetSkill)
-	api("PUT /v1/skills/{name}", s.handlePutSkill)
-	api("DELETE /v1/skills/{name}", s.handleDeleteSkill)
-	api("GET /v1/skills/{name}/versions", s.handleSkillVersions)
-	api("POST /v1/mcp-servers", s.handleCreateMCPServer)
-	api("GET /v1/mcp-servers", s.handleListMCPServers)
-	api("GET /v1/mcp-servers/{name}", s.handleGetMCPServer)
-	api("PATCH /v1/mcp-servers/{name}", s.handleUpdateMCPServer)
-	api("DELETE /v1/mcp-servers/{name}", s.handleDeleteMCPServer)
-	api("POST /v1/mcp-servers/{name}/refresh", s.handleRefreshMCPServer)
-	api("GET /v1/tools", s.handleSearchTools)
-	api("GET /v1/settings", s.handleGetSettings)
-	api("PATCH /v1/settings", s.handlePatchSettings)
-	api("GET /v1/settings/webhook-secret", s.handleWebhookSecret)
-	api("POST /v1/settings/webhook-secret/rotate", s.handleRotateWebhookSecret)
-	api("POST /v1/agent/chat/completions", s.handleChatCompletions)
-	m.Handle("/mcp", s.instrument("/mcp", s.newMCP()))
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, notFound("route "+r.Method+" "+r.URL.Path))
-	})
-	s.mux = m
-}
-
-// Routes lists the API's method+pattern pairs (used to check the OpenAPI
-// document against the mux).
-func Routes() []string {
-	return []string{
-		"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json",
-		"GET /v1/languages", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}",
-		"POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs", "GET /v1/jobs/{id}/artifacts",
-		"GET /v1/jobs/{id}/artifacts/{path...}", "POST /v1/execute",
-		"POST /v1/sessions", "GET /v1/sessions", "GET /v1/sessions/{id}", "DELETE /v1/sessions/{id}",
-		"GET /v1/sessions/{id}/files", "GET /v1/sessions/{id}/files/{path...}",
-		"PUT /v1/sessions/{id}/files/{path...}", "DELETE /v1/sessions/{id}/files/{path...}",
-		"GET /v1/skills", "GET /v1/skills/{name}", "PUT /v1/skills/{name}", "DELETE /v1/skills/{name}",
-		"GET /v1/skills/{name}/versions",
-		"POST /v1/mcp-servers", "GET /v1/mcp-servers", "GET /v1/mcp-servers/{name}", "PATCH /v1/mcp-servers/{name}",
-		"DELETE /v1/mcp-servers/{name}", "POST /v1/mcp-servers/{name}/refresh", "GET /v1/tools",
-		"GET /v1/settings", "PATCH /v1/settings",
-		"POST /v1/jobs/batch", "GET /v1/settings/webhook-secret", "POST /v1/settings/webhook-secret/rotate",
-		"POST /v1/agent/chat/completions",
-	}
-}
-
-// handleChatCompletions hands the request to the agent loop, which calls
-// this server back, in-process, as the request's tenant.
-func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request, _ store.Principal) error {
-	if s.cfg.Agent == nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "the agent is not configured on this gantry: the operator sets GANTRY_LLM_URL and GANTRY_LLM_MODEL (an OpenAI-compatible server)"}
-	}
-	s.cfg.Agent.ServeChatCompletions(w, r, s.Handler())
-	return nil
+// serveHealth answers GET /healthz: the process is up.
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, health{Status: "ok"})
 }
 
 // queueDepth counts the messages no runner has taken yet, over every
@@ -457,7 +358,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			out[c.Name] = "ok"
 		}
 	}
-	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": out})
+	writeJSON(w, status, readiness{Ready: status == http.StatusOK, Checks: out})
 }
 
 // authenticated resolves the bearer key to a tenant before calling h, and

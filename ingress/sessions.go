@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -66,7 +68,7 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request, p st
 	if err != nil {
 		return err
 	}
-	writePage(w, "sessions", list, next)
+	writeJSON(w, http.StatusOK, sessionList{Sessions: list, NextCursor: nextCursor(next)})
 	return nil
 }
 
@@ -90,24 +92,35 @@ func (s *Server) closeSession(ctx context.Context, p store.Principal, id string)
 	if err != nil {
 		return err
 	}
-	s.reclaim(context.WithoutCancel(ctx), ref)
+	s.closer.reclaim(context.WithoutCancel(ctx), ref)
 	return nil
+}
+
+// closer finishes closing sessions: the HTTP side after a DELETE, the
+// maintenance for expired sessions and closings left half done.
+type closer struct {
+	log   *slog.Logger
+	nc    *nats.Conn
+	blobs SessionObjects
+	store interface {
+		FinishClosing(ctx context.Context, id string) (bool, error)
+	}
 }
 
 // reclaim finishes closing a session: stops its running job and any warm
 // container, deletes its objects and, once no runner holds it, its row.
-// What fails here is retried by the sweeper.
-func (s *Server) reclaim(ctx context.Context, ref store.SessionRef) {
-	log := s.log.With("session_id", ref.ID)
+// What fails here is retried by the maintenance's sweep.
+func (c *closer) reclaim(ctx context.Context, ref store.SessionRef) {
+	log := c.log.With("session_id", ref.ID)
 	for _, jobID := range ref.RunningJobs {
-		_ = s.nc.Publish(jobs.CancelSubject(jobID), nil)
+		_ = c.nc.Publish(jobs.CancelSubject(jobID), nil)
 	}
-	_ = s.nc.Publish(jobs.SessionClosedSubject(ref.ID), nil)
-	if _, err := s.blobs.DeletePrefix(ctx, jobs.SessionPrefix(ref.TenantID, ref.ID)); err != nil {
+	_ = c.nc.Publish(jobs.SessionClosedSubject(ref.ID), nil)
+	if _, err := c.blobs.DeletePrefix(ctx, jobs.SessionPrefix(ref.TenantID, ref.ID)); err != nil {
 		log.Warn("delete session objects; the sweeper will retry", "err", err)
 		return
 	}
-	done, err := s.store.FinishClosing(ctx, ref.ID)
+	done, err := c.store.FinishClosing(ctx, ref.ID)
 	if err != nil {
 		log.Warn("delete session row; the sweeper will retry", "err", err)
 		return
@@ -122,7 +135,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request, p store
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"files": files})
+	writeJSON(w, http.StatusOK, fileList{Files: files})
 	return nil
 }
 
@@ -163,84 +176,4 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, p stor
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// sweep closes expired sessions, finishes closings that were interrupted,
-// and, when settled, re-announces sessions whose jobs nobody is running.
-// It is safe to run on every replica at once.
-func (s *Server) sweep(ctx context.Context, settled bool) {
-	expired, err := s.store.ExpireSessions(ctx, 100)
-	if err != nil {
-		s.log.Warn("expire sessions", "err", err)
-	}
-	for _, ref := range expired {
-		s.log.Info("session expired", "session_id", ref.ID)
-		s.reclaim(ctx, ref)
-	}
-	if stuck, err := s.store.ClosingSessions(ctx, 10*time.Second, 100); err == nil {
-		for _, ref := range stuck {
-			s.reclaim(ctx, ref)
-		}
-	}
-	if !settled {
-		return
-	}
-	if stalled, err := s.store.StalledSessions(ctx, 100); err == nil {
-		for _, ref := range stalled {
-			s.kickSession(ctx, ref.ID, ref.TenantID)
-		}
-	}
-}
-
-// sweepHistory deletes finished jobs past the history's TTL, in batches,
-// with their objects.
-func (s *Server) sweepHistory(ctx context.Context) {
-	if s.cfg.History == nil {
-		return
-	}
-	n, err := s.cfg.History.Sweep(ctx)
-	if n > 0 {
-		s.metrics.historyDeleted.Add(float64(n))
-		s.log.Info("deleted expired job history", "jobs", n, "ttl", s.cfg.History.TTL())
-	}
-	if err != nil && ctx.Err() == nil {
-		s.log.Warn("sweep job history; the next sweep retries", "err", err)
-	}
-}
-
-// runSweeper runs the maintenance passes every interval. After Postgres
-// was unreachable, the passes that act on missing signs of life
-// (re-announcing stalled sessions, reconciling jobs) wait one ack wait:
-// every lease and heartbeat lapsed during the outage, and live runners
-// need a moment to renew theirs.
-func (s *Server) runSweeper(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var down bool
-	var back time.Time // when Postgres answered again after an outage
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.store.Ping(pctx)
-		cancel()
-		if err != nil {
-			down = true
-			continue
-		}
-		if down {
-			down, back = false, time.Now()
-			s.log.Info("database back; maintenance resumes", "settling", s.cfg.Queue.AckWait)
-		}
-		settled := back.IsZero() || time.Since(back) >= s.cfg.Queue.AckWait
-		s.sweep(ctx, settled)
-		if settled {
-			s.reconcile(ctx)
-		}
-		s.sweepCodeMode(ctx)
-		s.sweepHistory(ctx)
-	}
 }

@@ -89,7 +89,7 @@ func (s *Server) handleListSkills(w http.ResponseWriter, r *http.Request, p stor
 			out = append(out, summarize(rec))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"skills": out})
+	writeJSON(w, http.StatusOK, skillList{Skills: out})
 	return nil
 }
 
@@ -294,7 +294,7 @@ func (s *Server) handleSkillVersions(w http.ResponseWriter, r *http.Request, p s
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "versions": vs})
+	writeJSON(w, http.StatusOK, skillVersions{Name: name, Versions: vs})
 	return nil
 }
 

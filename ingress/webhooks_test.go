@@ -17,10 +17,10 @@ import (
 )
 
 func withWebhooks(allowPrivate bool) func(*harness, *ingress.Config) {
-	return func(_ *harness, c *ingress.Config) {
+	return func(h *harness, c *ingress.Config) {
 		c.Box, _ = secret.New(make([]byte, 32))
 		c.Webhooks = webhook.Config{AllowPrivate: allowPrivate, Backoff: 20 * time.Millisecond}
-		c.WebhookPoll = 20 * time.Millisecond
+		h.maint.WebhookPoll = 20 * time.Millisecond
 	}
 }
 

@@ -256,14 +256,6 @@ func (s *Server) release(sessionID, tenantID, owner string) {
 		return
 	}
 	if queued > 0 {
-		s.kickSession(ctx, sessionID, tenantID)
-	}
-}
-
-// kickSession announces that a session has jobs to run.
-func (s *Server) kickSession(ctx context.Context, sessionID, tenantID string) {
-	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
-	if _, err := s.publishFor(ctx, m, m.JobID); err != nil {
-		s.log.Error("announce session jobs", "session_id", sessionID, "err", err)
+		s.queue.kickSession(ctx, sessionID, tenantID)
 	}
 }

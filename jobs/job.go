@@ -121,6 +121,9 @@ type Job struct {
 	// Webhook is the call made when the job finished, with its attempts
 	// (null: none, or not finished yet).
 	Webhook *WebhookDelivery `json:"webhook"`
+	// Spec is what the job ran, when asked for (?include=spec); never its
+	// env values.
+	Spec *JobSpec `json:"spec,omitempty"`
 	// StdoutKey and StderrKey locate a stream's bytes in the object store
 	// when they were too long to keep in the row (Stdout or Stderr is then
 	// empty until the history layer reads them back). Not part of the API.
@@ -176,11 +179,15 @@ type Spec struct {
 	Files    []SpecFile `json:"files,omitempty"`
 	// Stdin is the program's standard input, as raw bytes (it may be
 	// binary: see MarshalJSON).
-	Stdin     string            `json:"stdin,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	TimeoutMS int               `json:"timeout_ms"`
-	Limits    Limits            `json:"limits"`
-	Artifacts []string          `json:"artifacts"`
+	Stdin string            `json:"stdin,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	// SealedEnv holds Env sealed at rest (SealEnv): Env is then empty
+	// until OpenEnv. Specs stored without a key, or before env was
+	// sealed, carry Env in the clear.
+	SealedEnv *SealedEnv `json:"sealed_env,omitempty"`
+	TimeoutMS int        `json:"timeout_ms"`
+	Limits    Limits     `json:"limits"`
+	Artifacts []string   `json:"artifacts"`
 }
 
 // specFields is Spec without its JSON methods.

@@ -22,15 +22,20 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/secret"
-	"github.com/gantryhq/gantry/store"
 )
 
 // DefaultTTL is how long a token lives after its value was last seen when
 // New is given no TTL.
 const DefaultTTL = 24 * time.Hour
 
-// Ref names a tenant's token, [Kind_N].
-type Ref = store.PIIRef
+// Ref names one of a tenant's tokens: its kind and number.
+type Ref struct {
+	Kind string
+	N    int
+}
+
+// String is the token's text, e.g. "[EMAIL_3]".
+func (r Ref) String() string { return Token(r.Kind, r.N) }
 
 // Vault stores tokens; *store.Store is one.
 type Vault interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -283,4 +284,22 @@ func ExampleTokenizer() {
 	// Output:
 	// Contact: [EMAIL_1], [PHONE_1]
 	// send_mail(to=ada@example.com)
+}
+
+// A token's text is rendered (Ref.String, Token) and parsed (Detokenize's
+// pattern) here, in one package: every kind and number round-trips.
+func TestRefTextRoundTrips(t *testing.T) {
+	for _, kind := range Kinds {
+		for _, n := range []int{1, 42, 1<<31 - 1} {
+			r := Ref{Kind: kind, N: n}
+			text := r.String()
+			if text != "["+kind+"_"+strconv.Itoa(n)+"]" || text != Token(kind, n) {
+				t.Fatalf("%+v renders as %q", r, text)
+			}
+			m := tokenRE.FindStringSubmatch("before " + text + " after")
+			if m == nil || m[0] != text || m[1] != kind || m[2] != strconv.Itoa(n) {
+				t.Fatalf("%q parses as %q", text, m)
+			}
+		}
+	}
 }

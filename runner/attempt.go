@@ -75,7 +75,11 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
 	}
-	claim, err := a.r.withPrivacy(ctx, a.claim)
+	claim, err := a.r.withEnv(a.claim, a.ex.jobID)
+	if err != nil {
+		return jobs.Result{}, nil, err
+	}
+	claim, err = a.r.withPrivacy(ctx, claim)
 	if err != nil {
 		return jobs.Result{}, nil, fmt.Errorf("privacy tokens: %w", err)
 	}
@@ -109,6 +113,23 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 		return res, keep, err
 	}
 	return jobs.Result{}, nil, lastErr
+}
+
+// withEnv returns the claim with its spec's env values opened: the
+// ingress sealed them under GANTRY_SECRET_KEY. Only the attempt's own copy
+// holds them, for as long as the attempt runs.
+func (r *Runner) withEnv(claim store.Claim, jobID string) (store.Claim, error) {
+	if claim.Spec.SealedEnv == nil {
+		return claim, nil
+	}
+	var box jobs.Sealer
+	if r.cfg.Box.Enabled() {
+		box = r.cfg.Box
+	}
+	if err := claim.Spec.OpenEnv(box, claim.TenantID, jobID); err != nil {
+		return claim, fmt.Errorf("%w (every ingress and runner needs the same GANTRY_SECRET_KEY)", err)
+	}
+	return claim, nil
 }
 
 // prepare gathers the run request: files, program, environment, skills

@@ -52,6 +52,9 @@ type fakeContainer struct {
 	state   container.State
 	gone    bool // inspect answers not found
 	script  script
+	// startedAfterList: the list still saw it created, but it is running
+	// by the time it is inspected (a slow start under gVisor).
+	startedAfterList bool
 }
 
 type fakeAgent struct {
@@ -174,7 +177,7 @@ func (d *fakeDocker) ContainerList(context.Context, client.ContainerListOptions)
 	defer d.mu.Unlock()
 	var res client.ContainerListResult
 	for id, c := range d.containers {
-		if !c.removed && (c.state.Running != d.listAll) {
+		if !c.removed && ((c.state.Running && !c.startedAfterList) != d.listAll) {
 			res.Items = append(res.Items, container.Summary{ID: id})
 		}
 	}
@@ -405,10 +408,13 @@ func TestReapRemovesOldStoppedContainers(t *testing.T) {
 	stopped("old", 2*reapAge, false)
 	stopped("young", reapAge/2, false)
 	stopped("live", 2*reapAge, true)
+	d.containers["starting"] = &fakeContainer{id: "starting", agent: &fakeAgent{conn: nopConn{}}, startedAfterList: true,
+		state: container.State{Running: true, Status: container.StateRunning, FinishedAt: "0001-01-01T00:00:00Z"}}
 	d.listAll = true
 	n, err := newSandbox(d, SandboxConfig{Image: "fake", RunnerID: "me"}).Reap(context.Background())
-	if err != nil || n != 1 || !d.containers["old"].removed || d.containers["young"].removed || d.containers["live"].removed {
-		t.Fatalf("reaped %d (%v): old %v young %v live %v", n, err, d.containers["old"].removed, d.containers["young"].removed, d.containers["live"].removed)
+	if err != nil || n != 1 || !d.containers["old"].removed || d.containers["young"].removed || d.containers["live"].removed || d.containers["starting"].removed {
+		t.Fatalf("reaped %d (%v): old %v young %v live %v starting %v", n, err, d.containers["old"].removed, d.containers["young"].removed,
+			d.containers["live"].removed, d.containers["starting"].removed)
 	}
 }
 

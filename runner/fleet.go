@@ -486,18 +486,22 @@ func (f *fleet) make(ctx context.Context) {
 // unbound ones that waited too long, and bound ones idle too long, and
 // shrinks the pool's target back toward Min after a quiet minute.
 func (f *fleet) tidy(ctx context.Context) {
+	listed := time.Now()
 	running, err := f.sb.running(ctx)
 	if err != nil {
 		return
 	}
+	// A container made after the list was asked for is missing from it
+	// without being dead.
+	dead := func(c *Container) bool { return !running[c.id] && c.born.Before(listed) }
 	now := time.Now()
-	var dead, old, idle []*Container
+	var died, old, idle []*Container
 	f.mu.Lock()
 	kept := f.unbound[:0]
 	for _, c := range f.unbound {
 		switch {
-		case !running[c.id]:
-			dead = append(dead, c)
+		case dead(c):
+			died = append(died, c)
 		case now.Sub(c.born) > f.cfg.MaxAge:
 			old = append(old, c)
 		default:
@@ -509,8 +513,8 @@ func (f *fleet) tidy(ctx context.Context) {
 		keep := list[:0]
 		for _, c := range list {
 			switch {
-			case !running[c.id]:
-				dead = append(dead, c)
+			case dead(c):
+				died = append(died, c)
 			case now.Sub(c.lastUsed) > f.cfg.Idle:
 				idle = append(idle, c)
 			default:
@@ -525,8 +529,8 @@ func (f *fleet) tidy(ctx context.Context) {
 	}
 	for sid, p := range f.parked {
 		switch {
-		case !running[p.ctr.id]:
-			dead = append(dead, p.ctr)
+		case dead(p.ctr):
+			died = append(died, p.ctr)
 			delete(f.parked, sid)
 		case now.Sub(p.ctr.lastUsed) > f.cfg.Idle:
 			idle = append(idle, p.ctr)
@@ -538,7 +542,7 @@ func (f *fleet) tidy(ctx context.Context) {
 	}
 	f.gaugesLocked()
 	f.mu.Unlock()
-	f.retireAll(dead, "died")
+	f.retireAll(died, "died")
 	f.retireAll(old, "max age")
 	f.retireAll(idle, "idle")
 }

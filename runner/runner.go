@@ -26,6 +26,7 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	// Privacy, when set, tokenizes personal data for tenants that turned
 	// privacy tokens on (see privacy.go).
 	Privacy *pii.Tokenizer
+	// Box opens the env values the ingress sealed under
+	// GANTRY_SECRET_KEY (nil: no key; a job with a sealed env fails).
+	Box *secret.Box
 	// TenantLimits are the quotas of tenants the operator set none for
 	// (the runner uses the cap on running jobs when it makes a tenant's
 	// queue).

@@ -200,6 +200,7 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 		c.Remove(ctx) //nolint:errcheck
 		return nil, fmt.Errorf("start container: %w", err)
 	}
+	c.born = time.Now() // running from now on
 	helloCtx, cancelHello := context.WithTimeout(ctx, 30*time.Second)
 	hello, err := c.conn.Hello(helloCtx)
 	cancelHello()
@@ -327,9 +328,17 @@ func (s *Sandbox) Reap(ctx context.Context) (int, error) {
 		if err != nil || insp.Container.State == nil {
 			continue
 		}
-		since := insp.Container.State.FinishedAt
-		if insp.Container.State.Status == container.StateCreated {
+		// The list is a moment old: a container it saw created may have
+		// started since (a slow runtime such as gVisor takes a second),
+		// and a running one has no finish time. Judge by its state now.
+		var since string
+		switch insp.Container.State.Status {
+		case container.StateExited, container.StateDead:
+			since = insp.Container.State.FinishedAt
+		case container.StateCreated:
 			since = insp.Container.Created
+		default:
+			continue
 		}
 		t, err := time.Parse(time.RFC3339Nano, since)
 		if err != nil || time.Since(t) < reapAge {

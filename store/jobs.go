@@ -18,6 +18,10 @@ import (
 
 // NewJob is a validated job about to be queued.
 type NewJob struct {
+	// ID is the job's id (jobs.NewID("job")), chosen by the caller when
+	// something is bound to it before it is stored (its sealed env); ""
+	// for a new one.
+	ID             string
 	TenantID       string
 	Spec           jobs.Spec
 	SessionID      *string
@@ -108,7 +112,10 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 		}
 		seq = &n
 	}
-	id := jobs.NewID("job")
+	id := nj.ID
+	if id == "" {
+		id = jobs.NewID("job")
+	}
 	row := tx.QueryRow(ctx, `
 		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
 			batch_id, webhook_url)
@@ -158,11 +165,20 @@ func (s *Store) GetJob(ctx context.Context, tenantID, id string) (jobs.Job, erro
 	return j, notFound(err)
 }
 
-// JobFilter narrows a job listing.
+// JobFilter narrows a job listing. Every field set must hold.
 type JobFilter struct {
-	Status    jobs.Status
+	// Statuses: any of these (none: every status).
+	Statuses []jobs.Status
+	// Languages: any of these (none: every language).
+	Languages []string
 	SessionID string
 	BatchID   string
+	// CreatedAfter and CreatedBefore bound created_at: at or after the
+	// first, strictly before the second (zero: unbounded).
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Metadata: every pair must be in the job's metadata.
+	Metadata map[string]string
 	// Before lists jobs older than this job id (the cursor).
 	Before string
 	Limit  int
@@ -177,14 +193,44 @@ func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]j
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
+	// One value is an equality, so that the planner can walk the
+	// (tenant, column, id) index in order; several are an ANY.
+	switch len(f.Statuses) {
+	case 0:
+	case 1:
+		add("status = $%d", string(f.Statuses[0]))
+	default:
+		list := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			list[i] = string(st)
+		}
+		add("status = ANY($%d)", list)
+	}
+	switch len(f.Languages) {
+	case 0:
+	case 1:
+		add("language = $%d", f.Languages[0])
+	default:
+		add("language = ANY($%d)", f.Languages)
 	}
 	if f.SessionID != "" {
 		add("session_id = $%d", f.SessionID)
 	}
 	if f.BatchID != "" {
 		add("batch_id = $%d", f.BatchID)
+	}
+	if !f.CreatedAfter.IsZero() {
+		add("created_at >= $%d", f.CreatedAfter)
+	}
+	if !f.CreatedBefore.IsZero() {
+		add("created_at < $%d", f.CreatedBefore)
+	}
+	if len(f.Metadata) > 0 {
+		meta, err := json.Marshal(f.Metadata)
+		if err != nil {
+			return nil, "", err
+		}
+		add("metadata @> $%d::jsonb", meta)
 	}
 	if f.Before != "" {
 		add("id < $%d", f.Before)
@@ -213,6 +259,105 @@ func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]j
 		next = out[len(out)-1].ID
 	}
 	return out, next, nil
+}
+
+// jobSpecView selects what the API shows of a jobs row's spec, computed in
+// Postgres so that file contents and env values never leave it: the spec
+// without files and env, the files' paths and sizes, and the env's names.
+const jobSpecView = `spec - 'files' - 'env' - 'sealed_env',
+	(SELECT coalesce(jsonb_agg(jsonb_build_object('path', f->>'path',
+			'size', coalesce(octet_length(decode(f->>'content', 'base64')), 0)) ORDER BY n), '[]')
+		FROM jsonb_array_elements(CASE WHEN jsonb_typeof(spec->'files') = 'array' THEN spec->'files' ELSE '[]' END)
+			WITH ORDINALITY AS x(f, n)),
+	coalesce(spec->'sealed_env'->'names',
+		(SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(CASE WHEN jsonb_typeof(spec->'env') = 'object' THEN spec->'env' ELSE '{}' END) AS k),
+		'[]')`
+
+// JobSpecs returns what the tenant's jobs of ids ran (jobs.JobSpec: env
+// names, never values), by job id. Ids of other tenants' jobs, or of none,
+// are left out.
+func (s *Store) JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error) {
+	out := make(map[string]jobs.JobSpec, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, `+jobSpecView+` FROM jobs WHERE tenant_id = $1 AND id = ANY($2)`, tenantID, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id                    string
+			rest, files, envNames []byte
+		)
+		if err := rows.Scan(&id, &rest, &files, &envNames); err != nil {
+			return nil, err
+		}
+		var sp jobs.Spec
+		if err := json.Unmarshal(rest, &sp); err != nil {
+			return nil, fmt.Errorf("decode spec of job %s: %w", id, err)
+		}
+		v := sp.View()
+		if err := json.Unmarshal(files, &v.Files); err != nil {
+			return nil, fmt.Errorf("decode files of job %s: %w", id, err)
+		}
+		if err := json.Unmarshal(envNames, &v.EnvNames); err != nil {
+			return nil, fmt.Errorf("decode env names of job %s: %w", id, err)
+		}
+		out[id] = v
+	}
+	return out, rows.Err()
+}
+
+// SealPlainEnv seals the env of up to limit jobs whose spec holds it in the
+// clear (written before env was sealed, or by a gantry without a key): seal
+// rewrites a spec in place, and each row is updated with what it made.
+// Rows another caller holds are skipped. It returns how many it sealed.
+func (s *Store) SealPlainEnv(ctx context.Context, limit int, seal func(tenantID, jobID string, spec *jobs.Spec) error) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	rows, err := tx.Query(ctx, `SELECT id, tenant_id, spec FROM jobs WHERE spec ? 'env' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	if err != nil {
+		return 0, err
+	}
+	type plain struct {
+		id, tenantID string
+		spec         []byte
+	}
+	var batch []plain
+	for rows.Next() {
+		var p plain
+		if err := rows.Scan(&p.id, &p.tenantID, &p.spec); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		batch = append(batch, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, p := range batch {
+		var sp jobs.Spec
+		if err := json.Unmarshal(p.spec, &sp); err != nil {
+			return 0, fmt.Errorf("decode spec of job %s: %w", p.id, err)
+		}
+		if err := seal(p.tenantID, p.id, &sp); err != nil {
+			return 0, fmt.Errorf("seal env of job %s: %w", p.id, err)
+		}
+		data, err := jobs.MarshalSpec(sp)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET spec = $2 WHERE id = $1`, p.id, data); err != nil {
+			return 0, fmt.Errorf("store sealed env of job %s: %w", p.id, err)
+		}
+	}
+	return len(batch), tx.Commit(ctx)
 }
 
 // CancelOutcome says what CancelJob did.

@@ -3,49 +3,33 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/codemode"
 )
 
-// MCPServer is an upstream MCP server a tenant registered for code mode.
-// SecretSealed holds what may carry a credential (URL, headers, the
-// environment of a stdio server), sealed; only its names are shown.
-type MCPServer struct {
-	TenantID         string
-	Name             string
-	Description      string
-	Transport        string // "http" or "stdio"
-	DisplayURL       string
-	Command          []string
-	SecretSealed     []byte
-	SecretNames      []string
-	AllowTools       []string
-	DenyTools        []string
-	TimeoutMS        int
-	Version          int // bumped on every change, so cached connections are replaced
-	ToolsRefreshedAt *time.Time
-	ToolsError       string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	ToolCount        int // allowed tools in the cached list
-}
+// The tenants' upstream MCP servers (code mode) and their cached tool
+// lists: the Store that codemode declares. Its errors are codemode's
+// sentinels (mcpErr), which codemode branches on.
 
-// MCPTool is one tool in a server's cached tool list.
-type MCPTool struct {
-	Server       string          `json:"server"`
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	InputSchema  json.RawMessage `json:"input_schema"`
-	OutputSchema json.RawMessage `json:"output_schema"`
-	Allowed      bool            `json:"-"`
-}
-
-// MCPToolHit is a search result.
-type MCPToolHit struct {
-	MCPTool
-	Score float64
+// mcpErr gives an error of the code-mode methods the meaning codemode.Store
+// promises: codemode.ErrNotFound for a missing row, and the cause marked
+// codemode.ErrUnavailable when Postgres cannot serve now (Unavailable still
+// reports it, so the API answers 503 as for any outage).
+func mcpErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return codemode.ErrNotFound
+	case Unavailable(err):
+		return fmt.Errorf("%w: %w", codemode.ErrUnavailable, err)
+	}
+	return err
 }
 
 // mcpServerColumns are qualified with the alias s, so that they also serve
@@ -59,13 +43,12 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func getMCPServer(ctx context.Context, q querier, tenantID, name string) (MCPServer, error) {
-	m, err := scanMCPServer(q.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, tenantID, name))
-	return m, notFound(err)
+func getMCPServer(ctx context.Context, q querier, tenantID, name string) (codemode.ServerRecord, error) {
+	return scanMCPServer(q.QueryRow(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 AND name = $2`, tenantID, name))
 }
 
-func scanMCPServer(row pgx.Row) (MCPServer, error) {
-	var m MCPServer
+func scanMCPServer(row pgx.Row) (codemode.ServerRecord, error) {
+	var m codemode.ServerRecord
 	err := row.Scan(&m.TenantID, &m.Name, &m.Description, &m.Transport, &m.DisplayURL, &m.Command, &m.SecretSealed,
 		&m.SecretNames, &m.AllowTools, &m.DenyTools, &m.TimeoutMS, &m.Version, &m.ToolsRefreshedAt, &m.ToolsError,
 		&m.CreatedAt, &m.UpdatedAt, &m.ToolCount)
@@ -78,11 +61,12 @@ func scanMCPServer(row pgx.Row) (MCPServer, error) {
 }
 
 // CreateMCPServer registers a server with its first tool list, or returns
-// ErrConflict when the tenant has one of that name.
-func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer, tools []MCPTool) (MCPServer, error) {
+// codemode.ErrConflict when the tenant has one of that name.
+func (s *Store) CreateMCPServer(ctx context.Context, m codemode.ServerRecord, tools []codemode.Tool) (_ codemode.ServerRecord, err error) {
+	defer func() { err = mcpErr(err) }()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
 	_, err = tx.Exec(ctx, `
@@ -92,29 +76,30 @@ func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 		m.TenantID, m.Name, m.Description, m.Transport, m.DisplayURL, nonNilStrings(m.Command), m.SecretSealed,
 		nonNilStrings(m.SecretNames), nonNilStrings(m.AllowTools), nonNilStrings(m.DenyTools), m.TimeoutMS)
 	if isUniqueViolation(err) {
-		return MCPServer{}, fmt.Errorf("%w: an MCP server named %q is already registered", ErrConflict, m.Name)
+		return codemode.ServerRecord{}, fmt.Errorf("%w: an MCP server named %q is already registered", codemode.ErrConflict, m.Name)
 	}
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	if err := replaceTools(ctx, tx, m.TenantID, m.Name, tools); err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	out, err := getMCPServer(ctx, tx, m.TenantID, m.Name)
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	return out, tx.Commit(ctx)
 }
 
 // UpdateMCPServer replaces a server's settings when its version is still
-// m.Version (else ErrConflict), bumping the version. tools, when not nil,
-// replaces the cached tool list; otherwise the cached tools' allowed flags
-// are recomputed by allowed.
-func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPTool, allowed func(tool string) bool) (MCPServer, error) {
+// m.Version (else codemode.ErrConflict), bumping the version. tools, when
+// not nil, replaces the cached tool list; otherwise the cached tools'
+// allowed flags are recomputed by allowed.
+func (s *Store) UpdateMCPServer(ctx context.Context, m codemode.ServerRecord, tools []codemode.Tool, allowed func(tool string) bool) (_ codemode.ServerRecord, err error) {
+	defer func() { err = mcpErr(err) }()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
 	tag, err := tx.Exec(ctx, `
@@ -126,24 +111,24 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, tools []MCPToo
 		m.TenantID, m.Name, m.Version, m.Description, m.DisplayURL, nonNilStrings(m.Command), m.SecretSealed,
 		nonNilStrings(m.SecretNames), nonNilStrings(m.AllowTools), nonNilStrings(m.DenyTools), m.TimeoutMS, tools != nil)
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	if tag.RowsAffected() == 0 {
 		if _, err := getMCPServer(ctx, tx, m.TenantID, m.Name); err != nil {
-			return MCPServer{}, err
+			return codemode.ServerRecord{}, err
 		}
-		return MCPServer{}, fmt.Errorf("%w: MCP server %q was changed concurrently; retry", ErrConflict, m.Name)
+		return codemode.ServerRecord{}, fmt.Errorf("%w: MCP server %q was changed concurrently; retry", codemode.ErrConflict, m.Name)
 	}
 	if tools != nil {
 		if err := replaceTools(ctx, tx, m.TenantID, m.Name, tools); err != nil {
-			return MCPServer{}, err
+			return codemode.ServerRecord{}, err
 		}
 	} else if err := reflag(ctx, tx, m.TenantID, m.Name, allowed); err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	out, err := getMCPServer(ctx, tx, m.TenantID, m.Name)
 	if err != nil {
-		return MCPServer{}, err
+		return codemode.ServerRecord{}, err
 	}
 	return out, tx.Commit(ctx)
 }
@@ -168,7 +153,7 @@ func reflag(ctx context.Context, tx pgx.Tx, tenantID, server string, allowed fun
 	return err
 }
 
-func replaceTools(ctx context.Context, tx pgx.Tx, tenantID, server string, tools []MCPTool) error {
+func replaceTools(ctx context.Context, tx pgx.Tx, tenantID, server string, tools []codemode.Tool) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM mcp_tools WHERE tenant_id = $1 AND server = $2`, tenantID, server); err != nil {
 		return err
 	}
@@ -192,7 +177,8 @@ func replaceTools(ctx context.Context, tx pgx.Tx, tenantID, server string, tools
 
 // SetMCPTools records a refreshed tool list (or, with errMsg set, why the
 // refresh failed, keeping the old list) if the server is still at version.
-func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, version int, tools []MCPTool, errMsg string) error {
+func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, version int, tools []codemode.Tool, errMsg string) (err error) {
+	defer func() { err = mcpErr(err) }()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -212,13 +198,15 @@ func (s *Store) SetMCPTools(ctx context.Context, tenantID, server string, versio
 	return tx.Commit(ctx)
 }
 
-// GetMCPServer returns one of the tenant's servers or ErrNotFound.
-func (s *Store) GetMCPServer(ctx context.Context, tenantID, name string) (MCPServer, error) {
+// GetMCPServer returns one of the tenant's servers or codemode.ErrNotFound.
+func (s *Store) GetMCPServer(ctx context.Context, tenantID, name string) (_ codemode.ServerRecord, err error) {
+	defer func() { err = mcpErr(err) }()
 	return getMCPServer(ctx, s.pool, tenantID, name)
 }
 
 // ListMCPServers returns the tenant's servers by name.
-func (s *Store) ListMCPServers(ctx context.Context, tenantID string) ([]MCPServer, error) {
+func (s *Store) ListMCPServers(ctx context.Context, tenantID string) (_ []codemode.ServerRecord, err error) {
+	defer func() { err = mcpErr(err) }()
 	rows, err := s.pool.Query(ctx, `SELECT `+mcpServerColumns+` FROM mcp_servers s WHERE tenant_id = $1 ORDER BY name`, tenantID)
 	if err != nil {
 		return nil, err
@@ -226,16 +214,18 @@ func (s *Store) ListMCPServers(ctx context.Context, tenantID string) ([]MCPServe
 	return pgx.CollectRows(rows, scanMCPServerRow)
 }
 
-func scanMCPServerRow(r pgx.CollectableRow) (MCPServer, error) { return scanMCPServer(r) }
+func scanMCPServerRow(r pgx.CollectableRow) (codemode.ServerRecord, error) { return scanMCPServer(r) }
 
-// DeleteMCPServer removes a server and its tools, or returns ErrNotFound.
-func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, name string) error {
+// DeleteMCPServer removes a server and its tools, or returns
+// codemode.ErrNotFound.
+func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, name string) (err error) {
+	defer func() { err = mcpErr(err) }()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM mcp_servers WHERE tenant_id = $1 AND name = $2`, tenantID, name)
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+		return codemode.ErrNotFound
 	}
 	return nil
 }
@@ -243,7 +233,8 @@ func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, name string) erro
 // ClaimStaleMCPServers returns up to limit servers (of any tenant) whose
 // tool list is older than age, marking them claimed for a minute so that
 // concurrent ingress replicas refresh each one once.
-func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, limit int) ([]MCPServer, error) {
+func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, limit int) (_ []codemode.ServerRecord, err error) {
+	defer func() { err = mcpErr(err) }()
 	rows, err := s.pool.Query(ctx, `
 		WITH c AS (
 			SELECT tenant_id, name FROM mcp_servers
@@ -261,8 +252,8 @@ func (s *Store) ClaimStaleMCPServers(ctx context.Context, age time.Duration, lim
 
 const mcpToolColumns = `server, name, description, input_schema, output_schema, allowed`
 
-func scanMCPTool(row pgx.Row, extra ...any) (MCPTool, error) {
-	var t MCPTool
+func scanMCPTool(row pgx.Row, extra ...any) (codemode.Tool, error) {
+	var t codemode.Tool
 	var out []byte
 	err := row.Scan(append([]any{&t.Server, &t.Name, &t.Description, &t.InputSchema, &out, &t.Allowed}, extra...)...)
 	if out != nil {
@@ -273,27 +264,30 @@ func scanMCPTool(row pgx.Row, extra ...any) (MCPTool, error) {
 
 // MCPTools returns the allowed tools of the tenant's servers (server ""
 // means all), by server and name.
-func (s *Store) MCPTools(ctx context.Context, tenantID, server string) ([]MCPTool, error) {
+func (s *Store) MCPTools(ctx context.Context, tenantID, server string) (_ []codemode.Tool, err error) {
+	defer func() { err = mcpErr(err) }()
 	rows, err := s.pool.Query(ctx, `SELECT `+mcpToolColumns+` FROM mcp_tools
 		WHERE tenant_id = $1 AND ($2 = '' OR server = $2) AND allowed ORDER BY server, name`, tenantID, server)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (MCPTool, error) { return scanMCPTool(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (codemode.Tool, error) { return scanMCPTool(r) })
 }
 
-// GetMCPTool returns one cached tool (allowed or not) or ErrNotFound.
-func (s *Store) GetMCPTool(ctx context.Context, tenantID, server, name string) (MCPTool, error) {
+// GetMCPTool returns one cached tool (allowed or not) or codemode.ErrNotFound.
+func (s *Store) GetMCPTool(ctx context.Context, tenantID, server, name string) (_ codemode.Tool, err error) {
+	defer func() { err = mcpErr(err) }()
 	t, err := scanMCPTool(s.pool.QueryRow(ctx, `SELECT `+mcpToolColumns+` FROM mcp_tools
 		WHERE tenant_id = $1 AND server = $2 AND name = $3`, tenantID, server, name))
-	return t, notFound(err)
+	return t, err
 }
 
 // SearchMCPTools ranks the tenant's allowed tools by relevance to q: any of
 // its words may match; the tool's name weighs most, then its description
 // and server. A query that names a tool exactly ("crm.get_customer" or
 // "get_customer") ranks it first.
-func (s *Store) SearchMCPTools(ctx context.Context, tenantID, q string, limit int) ([]MCPToolHit, error) {
+func (s *Store) SearchMCPTools(ctx context.Context, tenantID, q string, limit int) (_ []codemode.ToolHit, err error) {
+	defer func() { err = mcpErr(err) }()
 	rows, err := s.pool.Query(ctx, `
 		WITH q AS (SELECT nullif(replace(plainto_tsquery('english', regexp_replace($2, '[_.-]+', ' ', 'g'))::text, '&', '|'), '')::tsquery AS q)
 		SELECT `+mcpToolColumns+`,
@@ -305,14 +299,14 @@ func (s *Store) SearchMCPTools(ctx context.Context, tenantID, q string, limit in
 		return nil, err
 	}
 	defer rows.Close()
-	out := []MCPToolHit{}
+	out := []codemode.ToolHit{}
 	for rows.Next() {
-		var h MCPToolHit
+		var h codemode.ToolHit
 		t, err := scanMCPTool(rows, &h.Score)
 		if err != nil {
 			return nil, err
 		}
-		h.MCPTool = t
+		h.Tool = t
 		out = append(out, h)
 	}
 	return out, rows.Err()

@@ -9,16 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gantryhq/gantry/pii"
 )
-
-// PIIRef names a privacy token of a tenant: [<Kind>_<N>], e.g. [EMAIL_3].
-type PIIRef struct {
-	Kind string
-	N    int
-}
-
-// String is the token text, e.g. "[EMAIL_3]".
-func (r PIIRef) String() string { return fmt.Sprintf("[%s_%d]", r.Kind, r.N) }
 
 var piiKindRE = regexp.MustCompile(`^[A-Z]{1,32}$`)
 
@@ -131,8 +124,8 @@ func (s *Store) PIIToken(ctx context.Context, tenantID, kind string, valueHash, 
 // PIIValues returns the sealed values of the tenant's unexpired tokens
 // among refs. Refs that are unknown, expired or another tenant's are
 // absent from the map.
-func (s *Store) PIIValues(ctx context.Context, tenantID string, refs []PIIRef) (map[PIIRef][]byte, error) {
-	out := make(map[PIIRef][]byte, len(refs))
+func (s *Store) PIIValues(ctx context.Context, tenantID string, refs []pii.Ref) (map[pii.Ref][]byte, error) {
+	out := make(map[pii.Ref][]byte, len(refs))
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -153,7 +146,7 @@ func (s *Store) PIIValues(ctx context.Context, tenantID string, refs []PIIRef) (
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var r PIIRef
+		var r pii.Ref
 		var sealed []byte
 		if err := rows.Scan(&r.Kind, &r.N, &sealed); err != nil {
 			return nil, err

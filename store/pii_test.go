@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -72,13 +73,13 @@ func TestPIITokens(t *testing.T) {
 		}
 	}
 
-	refs := []store.PIIRef{{Kind: "EMAIL", N: 1}, {Kind: "EMAIL", N: 3}, {Kind: "PHONE", N: 1}, {Kind: "EMAIL", N: 1},
+	refs := []pii.Ref{{Kind: "EMAIL", N: 1}, {Kind: "EMAIL", N: 3}, {Kind: "PHONE", N: 1}, {Kind: "EMAIL", N: 1},
 		{Kind: "EMAIL", N: 99}, {Kind: "CARD", N: 1}, {Kind: "EMAIL", N: 0}, {Kind: "EMAIL", N: 1 << 40}}
 	got, err := st.PIIValues(ctx, a, refs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[store.PIIRef]string{{Kind: "EMAIL", N: 1}: "sealed:x@example.com", {Kind: "EMAIL", N: 3}: "sealed:z@example.com", {Kind: "PHONE", N: 1}: "sealed:15551234567"}
+	want := map[pii.Ref]string{{Kind: "EMAIL", N: 1}: "sealed:x@example.com", {Kind: "EMAIL", N: 3}: "sealed:z@example.com", {Kind: "PHONE", N: 1}: "sealed:15551234567"}
 	if len(got) != len(want) {
 		t.Fatalf("PIIValues = %q", got)
 	}
@@ -89,7 +90,7 @@ func TestPIITokens(t *testing.T) {
 	}
 	// Tenant b sees its own values under the same refs, never a's.
 	got, _ = st.PIIValues(ctx, b, refs)
-	if len(got) != 1 || string(got[store.PIIRef{Kind: "EMAIL", N: 1}]) != "sealed:y@example.com" {
+	if len(got) != 1 || string(got[pii.Ref{Kind: "EMAIL", N: 1}]) != "sealed:y@example.com" {
 		t.Errorf("tenant b PIIValues = %q", got)
 	}
 	if got, err := st.PIIValues(ctx, a, nil); err != nil || len(got) != 0 {
@@ -124,12 +125,12 @@ func TestPIIExpiry(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
-	one := store.PIIRef{Kind: "EMAIL", N: 1}
-	two := store.PIIRef{Kind: "EMAIL", N: 2}
+	one := pii.Ref{Kind: "EMAIL", N: 1}
+	two := pii.Ref{Kind: "EMAIL", N: 2}
 	piiToken(t, st, a, "EMAIL", "old@example.com", time.Hour)
 	piiToken(t, st, a, "EMAIL", "gone@example.com", time.Hour)
 
-	expire := func(ref store.PIIRef) {
+	expire := func(ref pii.Ref) {
 		t.Helper()
 		if err := storetest.Exec(st, `UPDATE pii_tokens SET expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND kind = $2 AND n = $3`,
 			a, ref.Kind, ref.N); err != nil {
@@ -138,26 +139,26 @@ func TestPIIExpiry(t *testing.T) {
 	}
 	expire(one)
 	expire(two)
-	if got, _ := st.PIIValues(ctx, a, []store.PIIRef{one, two}); len(got) != 0 {
+	if got, _ := st.PIIValues(ctx, a, []pii.Ref{one, two}); len(got) != 0 {
 		t.Fatalf("expired values returned: %q", got)
 	}
 	// Seeing an expired, not yet deleted value again revives its number.
 	if n := piiToken(t, st, a, "EMAIL", "old@example.com", time.Hour); n != 1 {
 		t.Fatalf("revived = %d", n)
 	}
-	if got, _ := st.PIIValues(ctx, a, []store.PIIRef{one}); len(got) != 1 {
+	if got, _ := st.PIIValues(ctx, a, []pii.Ref{one}); len(got) != 1 {
 		t.Fatal("revived token not readable")
 	}
 	// A shorter ttl does not shorten a token's life.
 	piiToken(t, st, a, "EMAIL", "old@example.com", time.Microsecond)
 	time.Sleep(5 * time.Millisecond)
-	if got, _ := st.PIIValues(ctx, a, []store.PIIRef{one}); len(got) != 1 {
+	if got, _ := st.PIIValues(ctx, a, []pii.Ref{one}); len(got) != 1 {
 		t.Fatal("a shorter ttl shortened the token's life")
 	}
 
 	// The sweeper deletes only expired tokens, in batches.
 	piiToken(t, st, a, "CARD", "4111111111111111", time.Hour)
-	expire(store.PIIRef{Kind: "CARD", N: 1})
+	expire(pii.Ref{Kind: "CARD", N: 1})
 	if n, err := st.DeleteExpiredPII(ctx, 1); err != nil || n != 1 {
 		t.Fatalf("first sweep = %d, %v", n, err)
 	}
@@ -167,7 +168,7 @@ func TestPIIExpiry(t *testing.T) {
 	if n, err := st.DeleteExpiredPII(ctx, 100); err != nil || n != 0 {
 		t.Fatalf("third sweep = %d, %v", n, err)
 	}
-	if got, _ := st.PIIValues(ctx, a, []store.PIIRef{one}); len(got) != 1 {
+	if got, _ := st.PIIValues(ctx, a, []pii.Ref{one}); len(got) != 1 {
 		t.Fatal("sweeper deleted a live token")
 	}
 	// Numbers are never reused, even after the highest was deleted.
@@ -185,7 +186,7 @@ func TestPIIExpiry(t *testing.T) {
 	if err := storetest.Exec(st, `DELETE FROM tenants WHERE id = $1`, a); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := st.PIIValues(ctx, a, []store.PIIRef{one}); len(got) != 0 {
+	if got, _ := st.PIIValues(ctx, a, []pii.Ref{one}); len(got) != 0 {
 		t.Fatal("tokens outlived their tenant")
 	}
 }

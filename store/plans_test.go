@@ -25,16 +25,17 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 	start := time.Now()
 	for _, q := range []string{
 		`INSERT INTO tenants (id, name) SELECT 'ten_' || t, 'load-' || t FROM generate_series(0, 99) t`,
-		`INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, created_at, started_at, finished_at,
+		`INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, created_at, started_at, finished_at,
 			exit_code, duration_ms, stdout, idempotency_key, request_hash)
 		SELECT 'job_' || lpad(i::text, 26, '0'),
 			'ten_' || CASE WHEN i % 10 < 4 THEN 0 ELSE (i::bigint * 7919) % 100 END,
 			CASE WHEN i > 999900 THEN (ARRAY['queued', 'running'])[1 + i % 2]
 			     ELSE (ARRAY['succeeded','succeeded','succeeded','succeeded','succeeded','succeeded','failed','timed_out','cancelled','error'])[1 + (i * 31) % 10] END,
-			'python',
+			(ARRAY['python', 'python', 'python', 'bash', 'node'])[1 + i % 5],
 			CASE WHEN i % 20 = 0 THEN 'ses_' || lpad((i / 400)::text, 26, '0') END,
 			CASE WHEN i % 20 = 0 THEN i END,
 			'{"language":"python","code":"print(6*7)","timeout_ms":30000,"limits":{},"artifacts":["out/**"]}',
+			CASE WHEN i % 50 = 0 THEN jsonb_build_object('run', (i / 5000)::text, 'agent', 'eval') ELSE '{}' END,
 			now() - (1000000 - i) * interval '2 second',
 			now() - (1000000 - i) * interval '2 second' + interval '50 ms',
 			CASE WHEN i > 999900 THEN NULL ELSE now() - (1000000 - i) * interval '2 second' + interval '900 ms' END,
@@ -63,16 +64,34 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 	for _, f := range []store.JobFilter{
 		{Limit: 20},
 		{Limit: 20, Before: id(500000)},
-		{Limit: 20, Status: jobs.StatusError},
-		{Limit: 20, Status: jobs.StatusQueued},
+		{Limit: 20, Statuses: []jobs.Status{jobs.StatusError}},
+		{Limit: 20, Statuses: []jobs.Status{jobs.StatusQueued}},
 		{Limit: 20, SessionID: session},
-		{Limit: 20, SessionID: session, Status: jobs.StatusSucceeded},
+		{Limit: 20, SessionID: session, Statuses: []jobs.Status{jobs.StatusSucceeded}},
+		// History search.
+		{Limit: 20, Statuses: []jobs.Status{jobs.StatusFailed, jobs.StatusError}},
+		{Limit: 20, Languages: []string{"bash"}},
+		{Limit: 20, Languages: []string{"bash", "node"}, Before: id(500000)},
+		{Limit: 20, CreatedAfter: time.Now().Add(-time.Hour)},
+		{Limit: 20, CreatedAfter: time.Now().Add(-3 * time.Hour), CreatedBefore: time.Now().Add(-2 * time.Hour)},
+		{Limit: 20, Metadata: map[string]string{"run": "42"}},
+		{Limit: 20, Metadata: map[string]string{"run": "42", "agent": "eval"}, Languages: []string{"python"}},
+		{Limit: 20, Statuses: []jobs.Status{jobs.StatusFailed}, Languages: []string{"python"},
+			CreatedAfter: time.Now().Add(-24 * time.Hour), Metadata: map[string]string{"agent": "eval"}},
 	} {
 		for _, tenant := range []string{big, small} {
 			run("ListJobs", func() error { _, _, err := st.ListJobs(lctx, tenant, f); return err })
 		}
 	}
 	run("GetJob", func() error { _, err := st.GetJob(lctx, big, id(400000)); return err })
+	run("JobSpecs", func() error {
+		_, err := st.JobSpecs(lctx, big, []string{id(400000), id(400010), id(400020)})
+		return err
+	})
+	run("SealPlainEnv", func() error {
+		_, err := st.SealPlainEnv(lctx, 200, func(string, string, *jobs.Spec) error { return nil })
+		return err
+	})
 	run("CancelJob", func() error { _, err := st.CancelJob(lctx, big, id(400000), 30*time.Second); return err })
 	run("JobTenant", func() error { _, err := st.JobTenant(lctx, id(400000)); return err })
 	run("idempotent EnqueueJob", func() error {

@@ -254,7 +254,7 @@ func TestListPagination(t *testing.T) {
 	if len(seen) != 7 || pages != 3 {
 		t.Errorf("saw %d jobs in %d pages", len(seen), pages)
 	}
-	if list, _, _ := st.ListJobs(ctx, a, store.JobFilter{Limit: 10, Status: jobs.StatusSucceeded}); len(list) != 0 {
+	if list, _, _ := st.ListJobs(ctx, a, store.JobFilter{Limit: 10, Statuses: []jobs.Status{jobs.StatusSucceeded}}); len(list) != 0 {
 		t.Errorf("status filter: %d", len(list))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // A finished job's webhook delivery is written into webhook_deliveries by a
@@ -49,18 +50,10 @@ func (s *Store) SetTenantWebhookURL(ctx context.Context, tenantID, url string) e
 	return err
 }
 
-// WebhookSecrets are a tenant's webhook signing secrets, sealed.
-type WebhookSecrets struct {
-	Current []byte // nil: none made yet
-	// Previous also signs until PreviousUntil (after a rotation).
-	Previous      []byte
-	PreviousUntil *time.Time
-}
-
 const webhookSecretColumns = `webhook_secret, webhook_secret_previous, webhook_secret_previous_until`
 
-func scanSecrets(row pgx.Row) (WebhookSecrets, error) {
-	var w WebhookSecrets
+func scanSecrets(row pgx.Row) (webhook.SealedSecrets, error) {
+	var w webhook.SealedSecrets
 	err := row.Scan(&w.Current, &w.Previous, &w.PreviousUntil)
 	if w.PreviousUntil != nil && !w.PreviousUntil.After(time.Now()) {
 		w.Previous, w.PreviousUntil = nil, nil
@@ -70,23 +63,23 @@ func scanSecrets(row pgx.Row) (WebhookSecrets, error) {
 }
 
 // WebhookSecrets returns the tenant's signing secrets.
-func (s *Store) WebhookSecrets(ctx context.Context, tenantID string) (WebhookSecrets, error) {
+func (s *Store) WebhookSecrets(ctx context.Context, tenantID string) (webhook.SealedSecrets, error) {
 	return scanSecrets(s.pool.QueryRow(ctx, `SELECT `+webhookSecretColumns+` FROM tenants WHERE id = $1`, tenantID))
 }
 
 // InitWebhookSecret stores sealed as the tenant's signing secret unless it
 // has one, and returns the secrets it has then: callers racing to make the
 // first secret all get the one that won.
-func (s *Store) InitWebhookSecret(ctx context.Context, tenantID string, sealed []byte) (WebhookSecrets, error) {
+func (s *Store) InitWebhookSecret(ctx context.Context, tenantID string, sealed []byte) (webhook.SealedSecrets, error) {
 	if _, err := s.pool.Exec(ctx, `UPDATE tenants SET webhook_secret = $2 WHERE id = $1 AND webhook_secret IS NULL`, tenantID, sealed); err != nil {
-		return WebhookSecrets{}, err
+		return webhook.SealedSecrets{}, err
 	}
 	return s.WebhookSecrets(ctx, tenantID)
 }
 
 // RotateWebhookSecret makes sealed the tenant's signing secret; the one it
 // replaces goes on signing for overlap, so receivers can switch over.
-func (s *Store) RotateWebhookSecret(ctx context.Context, tenantID string, sealed []byte, overlap time.Duration) (WebhookSecrets, error) {
+func (s *Store) RotateWebhookSecret(ctx context.Context, tenantID string, sealed []byte, overlap time.Duration) (webhook.SealedSecrets, error) {
 	return scanSecrets(s.pool.QueryRow(ctx, `
 		UPDATE tenants SET webhook_secret_previous = webhook_secret,
 			webhook_secret_previous_until = CASE WHEN webhook_secret IS NULL THEN NULL ELSE now() + make_interval(secs => $3) END,
@@ -94,22 +87,11 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, tenantID string, sealed
 		WHERE id = $1 RETURNING `+webhookSecretColumns, tenantID, sealed, overlap.Seconds()))
 }
 
-// DueWebhook is a delivery an ingress has taken to attempt now.
-type DueWebhook struct {
-	ID        string
-	TenantID  string
-	JobID     string
-	URL       string
-	CreatedAt time.Time
-	// Attempts is how many attempts were made before this one.
-	Attempts int
-}
-
 // ClaimWebhooks takes up to limit deliveries that are due, for lease: they
 // are not due again until it ends, so another ingress takes one over only
 // if this one died trying. Ingresses claiming at once skip each other's
 // rows.
-func (s *Store) ClaimWebhooks(ctx context.Context, limit int, lease time.Duration) ([]DueWebhook, error) {
+func (s *Store) ClaimWebhooks(ctx context.Context, limit int, lease time.Duration) ([]webhook.DueDelivery, error) {
 	rows, err := s.pool.Query(ctx, `
 		UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2)
 		WHERE d.id IN (SELECT id FROM webhook_deliveries
@@ -119,8 +101,8 @@ func (s *Store) ClaimWebhooks(ctx context.Context, limit int, lease time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DueWebhook, error) {
-		var w DueWebhook
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (webhook.DueDelivery, error) {
+		var w webhook.DueDelivery
 		err := row.Scan(&w.ID, &w.TenantID, &w.JobID, &w.URL, &w.CreatedAt, &w.Attempts)
 		return w, err
 	})

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,11 +204,12 @@ func startDev(t *testing.T, extra ...string) *dev {
 	}
 	s3Key, s3Secret := "e2eaccess", "e2esecret0123456789"
 	runnerID := "e2e-" + uniqueSuffix()
+	dataDir := t.TempDir()
 	env := append([]string{
 		"GANTRY_ADDR=127.0.0.1:0",
 		"GANTRY_DEV_NATS_ADDR=127.0.0.1:0",
 		"GANTRY_DEV_S3_ADDR=127.0.0.1:0",
-		"GANTRY_DATA_DIR=" + t.TempDir(),
+		"GANTRY_DATA_DIR=" + dataDir,
 		"GANTRY_DATABASE_URL=" + dbURL,
 		"GANTRY_DEV_API_KEY=" + devKey,
 		"GANTRY_S3_ACCESS_KEY=" + s3Key,
@@ -223,6 +225,20 @@ func startDev(t *testing.T, extra ...string) *dev {
 		"GANTRY_DATABASE_URL=" + dbURL, "GANTRY_NATS_URL=" + d.natsURL,
 		"GANTRY_S3_ENDPOINT=" + d.s3URL, "GANTRY_S3_ACCESS_KEY=" + s3Key, "GANTRY_S3_SECRET_KEY=" + s3Secret,
 		"GANTRY_RUNNER_ADDR=127.0.0.1:0", // several runners on one machine
+	}
+	if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, "GANTRY_SECRET_KEY=") }) {
+		// Runners joining this dev open the env it sealed with the key
+		// it made, as an operator would give them.
+		for _, e := range extra {
+			if v, ok := strings.CutPrefix(e, "GANTRY_DATA_DIR="); ok {
+				dataDir = v // the test's own, which wins over ours
+			}
+		}
+		key, err := os.ReadFile(filepath.Join(dataDir, "secret-key"))
+		if err != nil {
+			t.Fatalf("gantry dev's secret key: %v", err)
+		}
+		d.env = append(d.env, "GANTRY_SECRET_KEY="+strings.TrimSpace(string(key)))
 	}
 	d.env = append(d.env, extra...)
 	return d

@@ -1,6 +1,9 @@
 package test
 
 import (
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/store/storetest"
 )
 
@@ -22,7 +26,16 @@ func runSDKTests(t *testing.T, d *dev, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "GANTRY_URL="+d.url, "GANTRY_API_KEY="+d.key, "GANTRY_TEST_REQUIRE=1", "PYTHONDONTWRITEBYTECODE=1")
+	// The library talks to gantry through a proxy that checks every
+	// request and answer against openapi.json: real jobs' answers, as a
+	// client sees them.
+	target, err := url.Parse(d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := httptest.NewServer(contracttest.Handler(t, httputil.NewSingleHostReverseProxy(target)))
+	defer checked.Close()
+	cmd.Env = append(cleanEnv(), "GANTRY_URL="+checked.URL, "GANTRY_API_KEY="+d.key, "GANTRY_TEST_REQUIRE=1", "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)

@@ -30,7 +30,6 @@ import (
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
-	"github.com/gantryhq/gantry/store"
 )
 
 // Config is the operator's webhook configuration.
@@ -87,14 +86,33 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Store is what the dispatcher needs of the store.
+// Store is what the dispatcher needs of the store (*store.Store is one).
 type Store interface {
 	GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error)
-	ClaimWebhooks(ctx context.Context, limit int, lease time.Duration) ([]store.DueWebhook, error)
+	ClaimWebhooks(ctx context.Context, limit int, lease time.Duration) ([]DueDelivery, error)
 	RecordWebhookAttempt(ctx context.Context, id string, a jobs.WebhookAttempt, status string, next time.Time) error
-	WebhookSecrets(ctx context.Context, tenantID string) (store.WebhookSecrets, error)
-	InitWebhookSecret(ctx context.Context, tenantID string, sealed []byte) (store.WebhookSecrets, error)
-	RotateWebhookSecret(ctx context.Context, tenantID string, sealed []byte, overlap time.Duration) (store.WebhookSecrets, error)
+	WebhookSecrets(ctx context.Context, tenantID string) (SealedSecrets, error)
+	InitWebhookSecret(ctx context.Context, tenantID string, sealed []byte) (SealedSecrets, error)
+	RotateWebhookSecret(ctx context.Context, tenantID string, sealed []byte, overlap time.Duration) (SealedSecrets, error)
+}
+
+// SealedSecrets are a tenant's webhook signing secrets as stored, sealed.
+type SealedSecrets struct {
+	Current []byte // nil: none made yet
+	// Previous also signs until PreviousUntil (after a rotation).
+	Previous      []byte
+	PreviousUntil *time.Time
+}
+
+// DueDelivery is a delivery an ingress has taken to attempt now.
+type DueDelivery struct {
+	ID        string
+	TenantID  string
+	JobID     string
+	URL       string
+	CreatedAt time.Time
+	// Attempts is how many attempts were made before this one.
+	Attempts int
 }
 
 // Dispatcher delivers webhooks and keeps tenants' signing secrets.
@@ -170,7 +188,7 @@ func (d *Dispatcher) Rotate(ctx context.Context, tenantID string) (Secrets, erro
 	return d.shown(tenantID, w)
 }
 
-func (d *Dispatcher) shown(tenantID string, w store.WebhookSecrets) (Secrets, error) {
+func (d *Dispatcher) shown(tenantID string, w SealedSecrets) (Secrets, error) {
 	cur, err := d.box.Open(w.Current, secretContext(tenantID))
 	if err != nil {
 		return Secrets{}, fmt.Errorf("open webhook secret: %w", err)
@@ -185,7 +203,7 @@ func (d *Dispatcher) shown(tenantID string, w store.WebhookSecrets) (Secrets, er
 func secretContext(tenantID string) string { return "webhook-secret:" + tenantID }
 
 // secrets returns the tenant's sealed secrets, making the first if needed.
-func (d *Dispatcher) secrets(ctx context.Context, tenantID string) (store.WebhookSecrets, error) {
+func (d *Dispatcher) secrets(ctx context.Context, tenantID string) (SealedSecrets, error) {
 	w, err := d.store.WebhookSecrets(ctx, tenantID)
 	if err != nil || w.Current != nil {
 		return w, err
@@ -299,7 +317,7 @@ func cut(s string, n int) string {
 }
 
 // deliver makes one attempt and records it with what comes next.
-func (d *Dispatcher) deliver(ctx context.Context, w store.DueWebhook) {
+func (d *Dispatcher) deliver(ctx context.Context, w DueDelivery) {
 	log := d.log.With("webhook_id", w.ID, "job_id", w.JobID, "tenant_id", w.TenantID)
 	started := time.Now()
 	code, err := d.attempt(ctx, w)
@@ -333,7 +351,7 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 
 // attempt POSTs the signed event once. It returns the receiver's status
 // (0 if it did not answer) and an error unless that status is 2xx.
-func (d *Dispatcher) attempt(ctx context.Context, w store.DueWebhook) (int, error) {
+func (d *Dispatcher) attempt(ctx context.Context, w DueDelivery) (int, error) {
 	job, err := d.store.GetJob(ctx, w.TenantID, w.JobID)
 	if err != nil {
 		return 0, fmt.Errorf("read the job: %w", err)

@@ -26,7 +26,7 @@ import (
 const peopleUsage = `
 People (talk to the gantry at GANTRY_URL with GANTRY_API_KEY, or the config file):
   run [flags] FILE|-              run a program, stream its output, exit with its exit code
-  jobs ls|get ID|logs ID [-f]|cancel ID
+  jobs ls [--status --lang --since --meta K=V]|get ID|logs ID [-f]|cancel ID
   sessions ls|create|rm ID
   skills ls [-q TEXT]|get NAME|push DIR|pull NAME
   (gantry COMMAND -h describes each)

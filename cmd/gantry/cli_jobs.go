@@ -13,8 +13,11 @@ import (
 )
 
 const jobsUsage = `Usage:
-  gantry jobs ls [--status S] [--session ID] [--batch ID] [--limit N] [--cursor C] [--json]
-  gantry jobs get ID [--json]
+  gantry jobs ls [--status S[,S]] [--lang L[,L]] [--since T] [--until T] [--meta K=V]...
+                 [--session ID] [--batch ID] [--spec] [--limit N] [--cursor C] [--json]
+                 T is a time (2026-01-02, 2026-01-02T15:04:05Z) or an age (90m, 6h, 7d);
+                 --meta filters are ANDed; --spec adds what each job ran (env names only)
+  gantry jobs get ID [--json]    the job and what it ran
   gantry jobs logs ID [-f]       the job's output; -f follows it live until the job ends
   gantry jobs cancel ID... [--json]
 `
@@ -22,20 +25,38 @@ const jobsUsage = `Usage:
 // apiErr turns a failed call into what the command returns.
 func apiErr(err error) error { return &exitError{code: 1, msg: err.Error()} }
 
-func cmdJobs(ctx context.Context, args []string) error {
+// subcommand splits a command group's arguments into its subcommand and
+// the rest, with the subcommand's flag set (every one takes --json). A
+// nil command means there is nothing to run: err is the usage error, or
+// nil when help was printed.
+func subcommand(group, usage string, args []string) (string, []string, *command, error) {
 	if len(args) == 0 {
-		return &usageError{msg: "missing subcommand", usage: jobsUsage}
+		return "", nil, nil, &usageError{msg: "missing subcommand", usage: usage}
 	}
 	sub, args := args[0], args[1:]
 	if isHelp(sub) {
-		fmt.Print(jobsUsage)
-		return nil
+		fmt.Print(usage)
+		return "", nil, nil, nil
 	}
-	c := newCommand("jobs "+sub, jobsUsage)
+	c := newCommand(group+" "+sub, usage)
 	c.fs.BoolVar(&c.json, "json", false, "")
+	return sub, args, c, nil
+}
+
+func cmdJobs(ctx context.Context, args []string) error {
+	sub, args, c, err := subcommand("jobs", jobsUsage, args)
+	if c == nil {
+		return err // a usage error, or help printed
+	}
 	switch sub {
 	case "ls", "list":
 		status := c.fs.String("status", "", "")
+		lang := c.fs.String("lang", "", "")
+		since := c.fs.String("since", "", "")
+		until := c.fs.String("until", "", "")
+		var meta stringList
+		c.fs.Var(&meta, "meta", "")
+		spec := c.fs.Bool("spec", false, "")
 		session := c.fs.String("session", "", "")
 		batch := c.fs.String("batch", "", "")
 		limit := c.fs.Int("limit", 20, "")
@@ -44,10 +65,31 @@ func cmdJobs(ctx context.Context, args []string) error {
 			return err
 		}
 		q := url.Values{"limit": {strconv.Itoa(*limit)}}
-		for k, v := range map[string]string{"status": *status, "session_id": *session, "batch_id": *batch, "cursor": *cursor} {
+		for k, v := range map[string]string{"status": *status, "language": *lang, "session_id": *session, "batch_id": *batch, "cursor": *cursor} {
 			if v != "" {
 				q.Set(k, v)
 			}
+		}
+		now := time.Now()
+		for _, t := range []struct{ flag, param, value string }{{"since", "created_after", *since}, {"until", "created_before", *until}} {
+			if t.value == "" {
+				continue
+			}
+			at, err := parseWhen(t.value, now)
+			if err != nil {
+				return &usageError{msg: fmt.Sprintf("--%s: %v", t.flag, err), usage: jobsUsage}
+			}
+			q.Set(t.param, at.UTC().Format(time.RFC3339Nano))
+		}
+		for _, kv := range meta {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return &usageError{msg: fmt.Sprintf("--meta %q: want KEY=VALUE", kv), usage: jobsUsage}
+			}
+			q.Set("metadata."+k, v)
+		}
+		if *spec {
+			q.Set("include", "spec")
 		}
 		var page struct {
 			Jobs       []jobs.Job
@@ -57,15 +99,23 @@ func cmdJobs(ctx context.Context, args []string) error {
 			return err
 		}
 		tw := newTable()
-		fmt.Fprintln(tw, "ID\tSTATUS\tLANGUAGE\tEXIT\tDURATION\tCREATED")
+		header := "ID\tSTATUS\tLANGUAGE\tEXIT\tDURATION\tCREATED"
+		if *spec {
+			header += "\tRAN"
+		}
+		fmt.Fprintln(tw, header)
 		for _, j := range page.Jobs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Language, exitText(j), durationText(j), ago(j.CreatedAt))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", j.ID, j.Status, j.Language, exitText(j), durationText(j), ago(j.CreatedAt))
+			if j.Spec != nil {
+				fmt.Fprintf(tw, "\t%s", oneLine(specText(j.Spec), 60))
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		if page.NextCursor != nil {
-			fmt.Fprintf(os.Stderr, "more: gantry jobs ls --cursor %s\n", *page.NextCursor)
+			fmt.Fprintf(os.Stderr, "more: gantry jobs ls --cursor %s (with the same filters)\n", *page.NextCursor)
 		}
 		return nil
 
@@ -75,7 +125,8 @@ func cmdJobs(ctx context.Context, args []string) error {
 			return err
 		}
 		var j jobs.Job
-		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(pos[0])}, &j); printed || err != nil {
+		q := url.Values{"include": {"spec"}}
+		if printed, err := c.fetch(ctx, request{method: "GET", path: "/v1/jobs/" + url.PathEscape(pos[0]), query: q}, &j); printed || err != nil {
 			return err
 		}
 		printJob(j)
@@ -136,6 +187,39 @@ func cmdJobs(ctx context.Context, args []string) error {
 	return &usageError{msg: fmt.Sprintf("unknown subcommand %q", sub), usage: jobsUsage}
 }
 
+// parseWhen reads a time for --since and --until: RFC 3339, a date
+// (midnight, local time), or an age before now (90m, 6h, 7d).
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", v, time.Local); err == nil {
+		return t, nil
+	}
+	age := v
+	days := 0.0
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil || f < 0 {
+			return time.Time{}, fmt.Errorf("%q is not a time (2026-01-02, 2026-01-02T15:04:05Z) or an age (90m, 6h, 7d)", v)
+		}
+		days, age = f, "0s"
+	}
+	d, err := time.ParseDuration(age)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is not a time (2026-01-02, 2026-01-02T15:04:05Z) or an age (90m, 6h, 7d)", v)
+	}
+	return now.Add(-d - time.Duration(days*24*float64(time.Hour))), nil
+}
+
+// specText is what a job ran: its command or code.
+func specText(v *jobs.JobSpec) string {
+	if len(v.Command) > 0 {
+		return strings.Join(v.Command, " ")
+	}
+	return v.Code
+}
+
 func exitText(j jobs.Job) string {
 	if j.ExitCode == nil {
 		return "-"
@@ -186,6 +270,36 @@ func printJob(j jobs.Job) {
 	for k, v := range j.Metadata {
 		row("metadata."+k, v)
 	}
+	if sp := j.Spec; sp != nil {
+		if len(sp.Command) > 0 {
+			row("command", strings.Join(sp.Command, " "))
+		}
+		if sp.Code != "" {
+			lines := strings.Split(strings.TrimRight(sp.Code, "\n"), "\n")
+			for i, l := range lines {
+				k := ""
+				if i == 0 {
+					k = "code"
+				}
+				if i == 5 {
+					row(k, fmt.Sprintf("… %d more lines (gantry jobs get %s --json)", len(lines)-5, j.ID))
+					break
+				}
+				row(k, l)
+			}
+		}
+		for i, f := range sp.Files {
+			k := ""
+			if i == 0 {
+				k = "files"
+			}
+			row(k, fmt.Sprintf("%s (%s)", f.Path, size(f.Size)))
+		}
+		if len(sp.EnvNames) > 0 {
+			row("env", strings.Join(sp.EnvNames, ", ")+" (values are never shown)")
+		}
+		row("limits", fmt.Sprintf("timeout %s, %d MB memory, %g CPUs", time.Duration(sp.TimeoutMS)*time.Millisecond, sp.Limits.MemoryMB, sp.Limits.CPUs))
+	}
 	if w := j.Webhook; w != nil {
 		text := fmt.Sprintf("%s, %d attempt(s), to %s", w.Status, len(w.Attempts), w.URL)
 		if n := len(w.Attempts); n > 0 && w.Attempts[n-1].Error != "" {
@@ -205,16 +319,10 @@ const sessionsUsage = `Usage:
 `
 
 func cmdSessions(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "missing subcommand", usage: sessionsUsage}
+	sub, args, c, err := subcommand("sessions", sessionsUsage, args)
+	if c == nil {
+		return err // a usage error, or help printed
 	}
-	sub, args := args[0], args[1:]
-	if isHelp(sub) {
-		fmt.Print(sessionsUsage)
-		return nil
-	}
-	c := newCommand("sessions "+sub, sessionsUsage)
-	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {
 	case "ls", "list":
 		limit := c.fs.Int("limit", 20, "")

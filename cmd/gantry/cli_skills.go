@@ -26,16 +26,10 @@ const skillsUsage = `Usage:
 `
 
 func cmdSkills(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "missing subcommand", usage: skillsUsage}
+	sub, args, c, err := subcommand("skills", skillsUsage, args)
+	if c == nil {
+		return err // a usage error, or help printed
 	}
-	sub, args := args[0], args[1:]
-	if isHelp(sub) {
-		fmt.Print(skillsUsage)
-		return nil
-	}
-	c := newCommand("skills "+sub, skillsUsage)
-	c.fs.BoolVar(&c.json, "json", false, "")
 	switch sub {
 	case "ls", "list", "search":
 		q := c.fs.String("q", "", "")

@@ -93,7 +93,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 			return err
 		}
 	} else {
-		log.Info("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off")
+		log.Warn("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off, and jobs' env values are stored unsealed")
 	}
 	d.upstreams = codemode.NewUpstreams(codemode.Config{
 		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
@@ -136,7 +136,6 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		BodyTimeout:   cfg.BodyTimeout,
 		PresignExpiry: cfg.PresignExpiry,
 		Version:       version,
-		SweepInterval: cfg.SweepInterval,
 		CodeMode:      d.codeMode,
 		Privacy:       d.box.Enabled(),
 		Box:           d.box,
@@ -156,6 +155,27 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		return nil, err
 	}
 	return srv, nil
+}
+
+// startMaintenance makes and starts the background work of the ingress
+// srv; the caller stops it (Stop waits for its loops to exit).
+func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*ingress.Maintenance, error) {
+	m, err := ingress.NewMaintenance(ingress.MaintenanceConfig{
+		Interval:     cfg.SweepInterval,
+		Queue:        cfg.Queue,
+		TenantLimits: cfg.TenantLimits,
+		CodeMode:     d.codeMode,
+		History:      d.history,
+		Webhooks:     srv.Webhooks(),
+		Box:          d.box,
+	}, d.log, d.history, d.blobs, d.nc, d.reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
@@ -184,6 +204,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		},
 		CodeMode:     d.codeMode,
 		Privacy:      d.privacy,
+		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
 	return r, sb, err
@@ -221,6 +242,11 @@ func runIngress(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer srv.Stop()
+	maint, err := startMaintenance(ctx, cfg, d, srv)
+	if err != nil {
+		return err
+	}
+	defer maint.Stop()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
@@ -406,6 +432,11 @@ func runDev(ctx context.Context, cfg config) error {
 		return err
 	}
 
+	maint, err := startMaintenance(ctx, cfg, d, srv)
+	if err != nil {
+		return err
+	}
+	defer maint.Stop()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(gctx, ln, h) })
 	if r != nil {
@@ -486,7 +517,8 @@ func consoleLine(cfg config, base string) string {
 
 func runnerLine(cfg config) string {
 	if !cfg.DevRunner {
-		return "none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner`"
+		return fmt.Sprintf("none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner` with this GANTRY_SECRET_KEY (kept in %s unless given)",
+			filepath.Join(cfg.DataDir, "secret-key"))
 	}
 	return fmt.Sprintf("%s, %d slots, image %s", cfg.RunnerID, cfg.Slots, cfg.Image)
 }

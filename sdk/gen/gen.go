@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,12 @@ func enumStrings(s schema) []string {
 		}
 	}
 	return out
+}
+
+// enumNull reports whether a schema's enum lists null (a nullable enum).
+func enumNull(s schema) bool {
+	e, _ := s["enum"].([]any)
+	return slices.Contains(e, nil)
 }
 
 func subschemas(s schema, key string) []schema {

@@ -269,7 +269,11 @@ func (g *pyGen) typ(s schema, hint string) string {
 		for i, v := range e {
 			q[i] = quote(v)
 		}
-		return "Literal[" + strings.Join(q, ", ") + "]"
+		lit := "Literal[" + strings.Join(q, ", ") + "]"
+		if enumNull(s) {
+			return union([]string{lit, "None"})
+		}
+		return lit
 	}
 	var alts []string
 	for _, t := range types(s) {

@@ -123,6 +123,9 @@ func (g *tsGen) typ(s schema, indent string) string {
 		for i, v := range e {
 			q[i] = quote(v)
 		}
+		if enumNull(s) {
+			q = append(q, "null")
+		}
 		return strings.Join(q, " | ")
 	}
 	var alts []string

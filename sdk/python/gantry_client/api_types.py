@@ -17,7 +17,7 @@ class _AgentEventRequired(TypedDict):
     #: The tool call's id.
     id: str
     #: The tool (a name the model made up is reported as it wrote it, and fails).
-    name: Literal["execute_code", "search_skills", "get_skill", "search_tools", "list_files", "read_file"]
+    name: str
     #: The model call (from 1) that asked for the tool.
     step: int
     type: Literal["tool_call", "tool_result"]
@@ -34,15 +34,23 @@ class AgentEvent(_AgentEventRequired, total=False):
     #: tool_result of execute_code: the job it ran.
     job_id: str
     #: tool_result: whether the call worked.
-    ok: bool
+    ok: Optional[bool]
     #: tool_result: what the model reads back.
     result: str
+    #: tool_result of execute_code: the job's status when the tool returned.
     status: JobStatus
 
 
-class Artifact(TypedDict):
-    """A file the job produced and gantry stored."""
+class AgentTrace(TypedDict):
+    """gantry's account of the loop, in a whole answer."""
 
+    #: Model calls made.
+    steps: int
+    #: The tool calls run, with their results (type tool_result).
+    tool_calls: List[AgentEvent]
+
+
+class _ArtifactRequired(TypedDict):
     #: Content type sniffed from the first bytes.
     content_type: str
     #: Path relative to /workspace.
@@ -51,6 +59,11 @@ class Artifact(TypedDict):
     sha256: str
     #: Size in bytes.
     size: int
+
+
+class Artifact(_ArtifactRequired, total=False):
+    """A file the job produced and gantry stored."""
+
     #: API path that redirects to a download URL: /v1/jobs/{id}/artifacts/{path},
     #: each path segment percent-encoded.
     url: str
@@ -80,7 +93,7 @@ class BatchRequest(TypedDict):
 
     #: 1 to GANTRY_BATCH_MAX (default 100) job requests, each as POST /v1/jobs
     #: takes it (with its own idempotency_key if it should be retried safely).
-    jobs: List[JobRequest]
+    jobs: List[Any]
 
 
 class BatchResponse(TypedDict):
@@ -90,24 +103,26 @@ class BatchResponse(TypedDict):
     jobs: List[BatchItem]
 
 
-class ChatCompletionChoicesItem(TypedDict):
+class ChatChoice(TypedDict):
     #: length: the step budget ran out.
     finish_reason: Literal["stop", "length"]
     index: int
     message: ChatMessage
 
 
-class ChatCompletionGantry(TypedDict):
-    #: Model calls made.
-    steps: int
-    #: The tool calls run, with their results (type tool_result).
-    tool_calls: List[AgentEvent]
+class ChatChunkChoice(TypedDict):
+    delta: ChatDelta
+    #: null until the last chunk of the answer; length: the step budget ran out.
+    finish_reason: Optional[Literal["stop", "length"]]
+    index: int
 
 
 class _ChatCompletionRequired(TypedDict):
-    choices: List[ChatCompletionChoicesItem]
+    choices: List[ChatChoice]
+    #: When the request began, in seconds since the Unix epoch.
     created: int
     id: str
+    #: The operator's model (GANTRY_LLM_MODEL).
     model: str
     object: Literal["chat.completion"]
 
@@ -115,24 +130,13 @@ class _ChatCompletionRequired(TypedDict):
 class ChatCompletion(_ChatCompletionRequired, total=False):
     """The agent's answer, with gantry's account of the loop."""
 
-    gantry: ChatCompletionGantry
+    #: gantry's own: the loop's steps and tool calls (OpenAI clients ignore it).
+    gantry: AgentTrace
     usage: ChatUsage
 
 
-class ChatCompletionChunkChoicesItemDelta(TypedDict, total=False):
-    content: str
-    role: Literal["assistant"]
-
-
-class ChatCompletionChunkChoicesItem(TypedDict):
-    delta: ChatCompletionChunkChoicesItemDelta
-    #: null until the last chunk of the answer; length: the step budget ran out.
-    finish_reason: Optional[Literal["stop", "length"]]
-    index: int
-
-
 class _ChatCompletionChunkRequired(TypedDict):
-    choices: List[ChatCompletionChunkChoicesItem]
+    choices: List[ChatChunkChoice]
     created: int
     id: str
     model: str
@@ -141,39 +145,60 @@ class _ChatCompletionChunkRequired(TypedDict):
 
 class ChatCompletionChunk(_ChatCompletionChunkRequired, total=False):
     """A piece of a streamed answer; `gantry` is set on progress chunks (empty
-    delta).
+    delta). With stream_options.include_usage the last chunk has no choices and
+    carries usage.
     """
 
+    #: gantry's own: the loop's progress (a tool call starting, or its result).
     gantry: AgentEvent
     usage: ChatUsage
 
 
 class ChatCompletionRequestStreamOptions(TypedDict, total=False):
-    #: Send a last chunk with the usage of all model calls.
+    """include_usage: send a last chunk with the usage of all model calls."""
+
     include_usage: bool
 
 
 class _ChatCompletionRequestRequired(TypedDict):
+    #: The conversation so far, oldest first: at least 1 message, at most 500.
     messages: List[ChatMessage]
 
 
 class ChatCompletionRequest(_ChatCompletionRequestRequired, total=False):
     """An OpenAI chat-completions request; other fields are accepted and ignored."""
 
-    #: Same as max_tokens.
-    max_completion_tokens: int
+    #: Same as max_tokens (max_tokens wins when both are given).
+    max_completion_tokens: Optional[int]
     #: gantry's own: at most this many model calls (never more than
-    #: GANTRY_LLM_MAX_STEPS).
+    #: GANTRY_LLM_MAX_STEPS, which absent or 0 means).
     max_steps: int
     #: Passed to the model, per model call.
-    max_tokens: int
+    max_tokens: Optional[int]
     #: Ignored: the operator's model answers.
     model: str
-    n: int
+    #: Only 1 answer: any other value is refused.
+    n: Optional[int]
+    #: Answer as server-sent events of chat.completion.chunk objects.
     stream: bool
+    #: include_usage: send a last chunk with the usage of all model calls.
     stream_options: ChatCompletionRequestStreamOptions
     #: Passed to the model.
-    temperature: float
+    temperature: Optional[float]
+    #: Refused unless absent, null or empty: gantry brings its own tools
+    #: (execute_code, search_skills, get_skill, search_tools, list_files,
+    #: read_file).
+    tools: Any
+
+
+class ChatDelta(TypedDict, total=False):
+    """What a chunk adds to the answer: the role in the first chunk, then text;
+    empty in progress chunks and the last one.
+    """
+
+    content: str
+    role: Literal["assistant"]
+    tool_calls: List[ChatToolCall]
 
 
 class ChatMessageContentOption3Item(TypedDict):
@@ -182,19 +207,50 @@ class ChatMessageContentOption3Item(TypedDict):
 
 
 class _ChatMessageRequired(TypedDict):
+    #: Who speaks. `developer` is read as `system`; `tool` messages are refused
+    #: (gantry runs its own tools).
     role: Literal["system", "developer", "user", "assistant"]
 
 
 class ChatMessage(_ChatMessageRequired, total=False):
-    """One message of the conversation."""
+    """One message of the conversation. Other fields a client sends (OpenAI's
+    refusal, audio, ...) are accepted and ignored.
+    """
 
     #: The text: a string, null, or an array of text parts ({"type": "text",
-    #: "text": "..."}).
+    #: "text": "..."}). Answers always carry a string.
     content: Optional[Union[str, List[ChatMessageContentOption3Item]]]
+    name: str
+    #: Ignored: `tool` messages are refused.
+    tool_call_id: str
+    #: Not accepted: an assistant message with tool calls is refused, as gantry
+    #: runs its own tools (the answer's `gantry` field reports them).
+    tool_calls: List[ChatToolCall]
+
+
+class _ChatToolCallFunctionRequired(TypedDict):
+    arguments: str
+
+
+class ChatToolCallFunction(_ChatToolCallFunctionRequired, total=False):
     name: str
 
 
-class ChatUsage(TypedDict, total=False):
+class _ChatToolCallRequired(TypedDict):
+    function: ChatToolCallFunction
+
+
+class ChatToolCall(_ChatToolCallRequired, total=False):
+    """A tool call, as OpenAI's wire format has it: gantry's model asks for them;
+    clients do not send them.
+    """
+
+    id: str
+    index: Optional[int]
+    type: str
+
+
+class ChatUsage(TypedDict):
     """Tokens over all the model calls, as the model server reported them."""
 
     completion_tokens: int
@@ -226,9 +282,9 @@ class ErrorDetail(_ErrorDetailRequired, total=False):
 
     #: The request field at fault, when there is one (omitted otherwise).
     field: str
-    #: OpenAI's error type (`invalid_request_error`, `server_error`), on
-    #: /v1/agent/chat/completions only, so that OpenAI SDKs read gantry's errors.
-    type: str
+    #: OpenAI's error type, on /v1/agent/chat/completions only, so that OpenAI SDKs
+    #: read gantry's errors.
+    type: Literal["invalid_request_error", "server_error"]
 
 
 class ErrorInfo(TypedDict):
@@ -336,12 +392,17 @@ class _JobRequired(TypedDict):
 
 
 class Job(_JobRequired, total=False):
-    """A job as the API shows it. Every field is always present."""
+    """A job as the API shows it. Every field is always present, but spec (only
+    with ?include=spec) and artifacts_omitted (only when files were left out).
+    """
 
     #: Files that matched the artifact patterns but were left out because they
     #: broke the runner's caps (by default 100 files, 100 MB each, 256 MB in all;
     #: kept in path order while they fit). Absent when none was.
     artifacts_omitted: List[JobArtifactsOmittedItem]
+    #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
+    #: /v1/jobs/{id}. Never the env values.
+    spec: JobSpec
 
 
 class JobList(TypedDict):
@@ -378,7 +439,10 @@ class JobRequest(_JobRequestRequired, total=False):
     command: List[str]
     #: Environment variables: at most 128, names of letters, digits and _ not
     #: starting with a digit, values without NUL bytes, names and values at most
-    #: 65536 bytes in all.
+    #: 65536 bytes in all. The values are sealed at rest with AES-256-GCM under the
+    #: operator's GANTRY_SECRET_KEY (stored as they are only on a server without
+    #: one) and are never shown again: jobs show the names only (spec.env_names
+    #: with ?include=spec).
     env: Dict[str, str]
     #: Input files, at most 1000, at most 8388608 bytes in all once decoded.
     files: List[InputFile]
@@ -424,6 +488,44 @@ class JobRequest(_JobRequestRequired, total=False):
     #: checked again on the address dialled. Needs GANTRY_SECRET_KEY on the server
     #: (400 otherwise).
     webhook_url: str
+
+
+class _JobSpecRequired(TypedDict):
+    #: The globs under /workspace whose files were collected.
+    artifacts: List[str]
+    #: The names of the job's environment variables, sorted. Their values are never
+    #: shown.
+    env_names: List[str]
+    files: List[JobSpecFile]
+    limits: Limits
+    #: The program's standard input; base64 when stdin_encoding is base64.
+    stdin: str
+    #: base64 when the input was binary (not UTF-8, or with NUL bytes).
+    stdin_encoding: Literal["utf8", "base64"]
+    timeout_ms: int
+
+
+class JobSpec(_JobSpecRequired, total=False):
+    """What a job ran, with every default filled in (present on a job only with
+    ?include=spec): its code or command, the names and sizes of its input files,
+    its stdin, the names of its environment variables (never their values), its
+    timeout, limits and artifact patterns.
+    """
+
+    #: The program (absent for a command).
+    code: str
+    #: The argv that ran (absent for code).
+    command: List[str]
+
+
+class JobSpecFile(TypedDict):
+    """An input file of a job: its path under /workspace and size; never its
+    content.
+    """
+
+    path: str
+    #: Size in bytes.
+    size: int
 
 #: Where a job is in its life: queued → running → succeeded | failed |
 #: timed_out | cancelled | error. The last five are terminal: a finished job
@@ -546,14 +648,47 @@ class McpServer(_McpServerRequired, total=False):
     url: str
 
 
-class _McpServerDetailPart2(TypedDict):
+class _McpServerDetailRequired(TypedDict):
+    #: Glob patterns of the tools code may call; empty allows every tool.
+    allow_tools: List[str]
+    created_at: str
+    #: Glob patterns of tools code may never call.
+    deny_tools: List[str]
+    description: str
+    #: The NAMES of the stored environment variables, sorted; their values are
+    #: write-only and never shown.
+    env: List[str]
+    #: The NAMES of the stored headers, sorted; their values are write-only and
+    #: never shown.
+    headers: List[str]
+    #: The server's name; the job's code imports its tools from servers.<name>.
+    name: str
+    #: How long one call may take, in milliseconds.
+    timeout_ms: int
     #: The server's allowed tools, by name.
     tool_list: List[ToolInfo]
+    #: How many of the server's tools code may call (those its allow and deny lists
+    #: let through).
+    tools: int
+    #: When gantry last tried to fetch the tool list (it refreshes lists older than
+    #: GANTRY_MCP_TOOLS_TTL, 10 minutes by default, in the background), or null.
+    tools_refreshed_at: Optional[str]
+    #: http (streamable HTTP, url) or stdio (command).
+    transport: Literal["http", "stdio"]
+    updated_at: str
 
 
-class McpServerDetail(McpServer, _McpServerDetailPart2):
+class McpServerDetail(_McpServerDetailRequired, total=False):
     """A server with the tools code may call, at the requested detail."""
 
+    #: stdio servers only: the argv gantry runs.
+    command: List[str]
+    #: Why the last refresh failed; the previous tool list stays in use. Absent
+    #: after a successful one.
+    tools_error: str
+    #: HTTP servers only: the URL without query string and fragment (which may hold
+    #: credentials and are kept sealed).
+    url: str
 
 
 class McpServerList(TypedDict):
@@ -626,28 +761,28 @@ class McpServerUpdate(TypedDict, total=False):
     """
 
     #: Replaces the allow list ([] allows every tool).
-    allow_tools: List[str]
+    allow_tools: Optional[List[str]]
     #: A new stdio command, with the rules of registration; a non-empty command
     #: makes the server a stdio server and drops url.
-    command: List[str]
+    command: Optional[List[str]]
     #: Replaces the deny list.
-    deny_tools: List[str]
+    deny_tools: Optional[List[str]]
     #: Replaces the description.
-    description: str
+    description: Optional[str]
     #: Replaces the stored environment whole ({} removes it); absent keeps it.
     #: Write-only, as at registration: responses list the variable names only.
     #: Switching a stdio server to url needs "env": {} too.
-    env: Dict[str, str]
+    env: Optional[Dict[str, str]]
     #: Replaces every stored header whole ({} removes them all); absent keeps them.
     #: Write-only, as at registration: responses list the header names only.
     #: Switching an HTTP server to command needs "headers": {} too.
-    headers: Dict[str, str]
+    headers: Optional[Dict[str, str]]
     #: Replaces the per-call timeout in milliseconds (0 means the default, 30000).
-    timeout_ms: int
+    timeout_ms: Optional[int]
     #: A new streamable HTTP URL, with the rules of registration; a non-empty url
     #: makes the server an HTTP server and drops command. Stored sealed; shown
     #: afterwards without query string and fragment.
-    url: str
+    url: Optional[str]
 
 
 class PresignedURL(TypedDict):
@@ -747,7 +882,7 @@ class Settings(TypedDict, total=False):
     #: sees them. The values are kept sealed with GANTRY_SECRET_KEY; turning this
     #: on without it is 503. Live output is not streamed for such jobs: it arrives
     #: with the result.
-    pii_tokens: bool
+    pii_tokens: Optional[bool]
     #: The default webhook: called when a job that names none finishes. In a PATCH
     #: body a URL sets it and "" removes it; the same checks as a job's webhook_url
     #: apply. Jobs that finish after a change use the new value.
@@ -900,7 +1035,7 @@ class SkillSummary(_SkillSummaryRequired, total=False):
     """
 
     #: Relevance to q (higher is better). Present only when searching.
-    score: float
+    score: Optional[float]
 
 
 class SkillVersionsVersionsItem(TypedDict):
@@ -1036,4 +1171,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatMessage", "ChatUsage", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import http.client
 import json
@@ -48,6 +49,22 @@ def _files(files: Optional[Files]) -> Optional[List[t.InputFile]]:
                 out.append({"path": path, "content": content})
         return out
     return list(files)
+
+
+def _csv(v: Union[None, str, Sequence[str]]) -> Optional[str]:
+    """One value, or several comma-separated, for a filter that takes several."""
+    if v is None or isinstance(v, str):
+        return v
+    return ",".join(v)
+
+
+def _when(v: Union[None, str, datetime.datetime]) -> Optional[str]:
+    """A time for the API: RFC 3339 (a naive datetime is taken as UTC)."""
+    if v is None or isinstance(v, str):
+        return v
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=datetime.timezone.utc)
+    return v.isoformat()
 
 
 def _quote_path(path: str) -> str:
@@ -183,9 +200,12 @@ class Gantry:
         items = [self._job_request(j, {}) for j in jobs]
         return self._request("POST", "/v1/jobs/batch", json_body={"jobs": items}, idempotent=True)
 
-    def get_job(self, job_id: str, *, wait: Optional[float] = None) -> t.Job:
-        """The job; with ``wait`` (at most 60 s), long-polls until it finishes."""
-        query = {"wait": f"{wait}s"} if wait else None
+    def get_job(self, job_id: str, *, wait: Optional[float] = None, include_spec: bool = False) -> t.Job:
+        """The job; with ``wait`` (at most 60 s), long-polls until it finishes.
+        ``include_spec`` adds ``spec``: what it ran (env names, never values)."""
+        query: Dict[str, Any] = {"wait": f"{wait}s"} if wait else {}
+        if include_spec:
+            query["include"] = "spec"
         return self._request("GET", "/v1/jobs/" + urllib.parse.quote(job_id, safe=""), query=query,
                              idempotent=True, timeout=(wait or 0) + self.timeout)
 
@@ -201,13 +221,25 @@ class Gantry:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout}s")
 
-    def list_jobs(self, *, status: Optional[t.JobStatus] = None, session_id: Optional[str] = None,
-                  batch_id: Optional[str] = None, limit: Optional[int] = None,
+    def list_jobs(self, *, status: Union[None, t.JobStatus, Sequence[t.JobStatus]] = None,
+                  language: Union[None, str, Sequence[str]] = None,
+                  created_after: Union[None, str, datetime.datetime] = None,
+                  created_before: Union[None, str, datetime.datetime] = None,
+                  metadata: Optional[Mapping[str, str]] = None, session_id: Optional[str] = None,
+                  batch_id: Optional[str] = None, include_spec: bool = False, limit: Optional[int] = None,
                   cursor: Optional[str] = None) -> t.JobList:
-        """One page of the tenant's jobs, newest first."""
-        return self._request("GET", "/v1/jobs", query={"status": status, "session_id": session_id,
-                                                      "batch_id": batch_id, "limit": limit, "cursor": cursor},
-                             idempotent=True)
+        """One page of the tenant's jobs, newest first, that match every
+        filter given: ``status`` and ``language`` (one or several: any of
+        them), ``created_after`` (at or after) and ``created_before``
+        (strictly before; datetimes or RFC 3339 strings), ``metadata`` (every
+        pair). ``include_spec`` adds what each job ran (env names only)."""
+        query: Dict[str, Any] = {"status": _csv(status), "language": _csv(language),
+                                 "created_after": _when(created_after), "created_before": _when(created_before),
+                                 "session_id": session_id, "batch_id": batch_id, "limit": limit, "cursor": cursor,
+                                 "include": "spec" if include_spec else None}
+        for k, v in (metadata or {}).items():
+            query["metadata." + k] = v
+        return self._request("GET", "/v1/jobs", query=query, idempotent=True)
 
     def iter_jobs(self, **filters: Any) -> Iterator[t.Job]:
         """Every job matching the filters of list_jobs, page after page."""

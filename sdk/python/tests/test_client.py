@@ -2,6 +2,7 @@
 `make test` runs it (test/sdk_test.go starts gantry dev); without a gantry it
 is skipped, or fails under GANTRY_TEST_REQUIRE=1."""
 
+import datetime
 import io
 import json
 import os
@@ -114,6 +115,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(b["jobs"][1]["error"]["field"], "language")
         listed = self.g.list_jobs(batch_id=b["batch_id"])["jobs"]
         self.assertEqual([j["id"] for j in listed], [b["jobs"][0]["job"]["id"]])
+
+    def test_search_history(self):
+        run = uuid.uuid4().hex
+        before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=5)
+        ok = self.g.execute(language="python", code="print(1)", metadata={"run": run, "kind": "ok"}, env={"TOKEN": "s3cret"})
+        bad = self.g.execute(language="bash", code="exit 3", metadata={"run": run, "kind": "bad"})
+        self.assertEqual((ok["status"], bad["status"]), ("succeeded", "failed"))
+        ids = lambda page: [j["id"] for j in page["jobs"]]  # noqa: E731
+        self.assertEqual(ids(self.g.list_jobs(metadata={"run": run})), [bad["id"], ok["id"]])
+        self.assertEqual(ids(self.g.list_jobs(metadata={"run": run}, status=["failed", "error"])), [bad["id"]])
+        self.assertEqual(ids(self.g.list_jobs(metadata={"run": run, "kind": "ok"}, language="python",
+                                              created_after=before)), [ok["id"]])
+        self.assertEqual(ids(self.g.list_jobs(metadata={"run": run}, created_before=before)), [])
+        page = self.g.list_jobs(metadata={"run": run, "kind": "ok"}, include_spec=True)
+        spec = page["jobs"][0]["spec"]
+        self.assertEqual((spec["code"], spec["env_names"]), ("print(1)", ["TOKEN"]))
+        self.assertNotIn("s3cret", json.dumps(page))
+        self.assertEqual(self.g.get_job(ok["id"], include_spec=True)["spec"]["env_names"], ["TOKEN"])
+        with self.assertRaises(InvalidArgument) as ctx:
+            self.g.list_jobs(status="done")
+        self.assertEqual(ctx.exception.field, "status")
 
     def test_errors(self):
         with self.assertRaises(InvalidArgument) as ctx:

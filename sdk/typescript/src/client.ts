@@ -31,6 +31,28 @@ export type LogEvent =
   | { stream: "stdout" | "stderr"; text: string }
   | { stream: "status"; status: LogStatusEvent };
 
+/** The filters of listJobs and iterJobs: every one given must hold. */
+export interface JobFilter {
+  /** Any of these statuses. */
+  status?: JobStatus | JobStatus[];
+  /** Any of these languages. */
+  language?: string | string[];
+  /** Created at or after this time (a Date or RFC 3339). */
+  createdAfter?: Date | string;
+  /** Created strictly before this time (a Date or RFC 3339). */
+  createdBefore?: Date | string;
+  /** Every pair must be in the job's metadata. */
+  metadata?: Record<string, string>;
+  sessionId?: string;
+  batchId?: string;
+  /** Add what each job ran (`spec`: env names, never values). */
+  includeSpec?: boolean;
+  limit?: number;
+}
+
+const csv = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(",") : v);
+const when = (v: Date | string | undefined) => (v instanceof Date ? v.toISOString() : v);
+
 const TERMINAL = new Set<JobStatus>(["succeeded", "failed", "timed_out", "cancelled", "error"]);
 
 interface Call {
@@ -191,12 +213,16 @@ export class Gantry {
     return this.#call({ method: "POST", path: "/v1/jobs/batch", json: { jobs: items }, idempotent: true });
   }
 
-  /** The job; with `waitSeconds` (at most 60), long-polls until it finishes. */
-  getJob(id: string, opts: { waitSeconds?: number } = {}): Promise<Job> {
+  /**
+   * The job; with `waitSeconds` (at most 60), long-polls until it finishes.
+   * `includeSpec` adds `spec`: what it ran (env names, never values).
+   */
+  getJob(id: string, opts: { waitSeconds?: number; includeSpec?: boolean } = {}): Promise<Job> {
     const wait = opts.waitSeconds;
     return this.#call({
       method: "GET", path: "/v1/jobs/" + enc(id), idempotent: true,
-      query: { wait: wait ? `${wait}s` : undefined }, timeoutMs: (wait ?? 0) * 1000 + this.timeoutMs,
+      query: { wait: wait ? `${wait}s` : undefined, include: opts.includeSpec ? "spec" : undefined },
+      timeoutMs: (wait ?? 0) * 1000 + this.timeoutMs,
     });
   }
 
@@ -213,16 +239,26 @@ export class Gantry {
     }
   }
 
-  /** One page of the tenant's jobs, newest first. */
-  listJobs(f: { status?: JobStatus; sessionId?: string; batchId?: string; limit?: number; cursor?: string } = {}): Promise<JobList> {
-    return this.#call({
-      method: "GET", path: "/v1/jobs", idempotent: true,
-      query: { status: f.status, session_id: f.sessionId, batch_id: f.batchId, limit: f.limit, cursor: f.cursor },
-    });
+  /**
+   * One page of the tenant's jobs, newest first, that match every filter
+   * given: `status` and `language` (one or several: any of them),
+   * `createdAfter` (at or after) and `createdBefore` (strictly before),
+   * `metadata` (every pair). `includeSpec` adds what each job ran (env
+   * names only).
+   */
+  listJobs(f: JobFilter & { cursor?: string } = {}): Promise<JobList> {
+    const query: Record<string, string | number | undefined> = {
+      status: csv(f.status), language: csv(f.language),
+      created_after: when(f.createdAfter), created_before: when(f.createdBefore),
+      session_id: f.sessionId, batch_id: f.batchId, limit: f.limit, cursor: f.cursor,
+      include: f.includeSpec ? "spec" : undefined,
+    };
+    for (const [k, v] of Object.entries(f.metadata ?? {})) query["metadata." + k] = v;
+    return this.#call({ method: "GET", path: "/v1/jobs", idempotent: true, query });
   }
 
   /** Every job matching the filters, page after page. */
-  async *iterJobs(f: { status?: JobStatus; sessionId?: string; batchId?: string; limit?: number } = {}): AsyncGenerator<Job> {
+  async *iterJobs(f: JobFilter = {}): AsyncGenerator<Job> {
     let cursor: string | undefined;
     do {
       const page = await this.listJobs({ ...f, cursor });

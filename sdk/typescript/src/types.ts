@@ -23,15 +23,24 @@ export interface AgentEvent {
   /** tool_result of execute_code: the job it ran. */
   job_id?: string;
   /** The tool (a name the model made up is reported as it wrote it, and fails). */
-  name: "execute_code" | "search_skills" | "get_skill" | "search_tools" | "list_files" | "read_file";
+  name: string;
   /** tool_result: whether the call worked. */
-  ok?: boolean;
+  ok?: boolean | null;
   /** tool_result: what the model reads back. */
   result?: string;
+  /** tool_result of execute_code: the job's status when the tool returned. */
   status?: JobStatus;
   /** The model call (from 1) that asked for the tool. */
   step: number;
   type: "tool_call" | "tool_result";
+}
+
+/** gantry's account of the loop, in a whole answer. */
+export interface AgentTrace {
+  /** Model calls made. */
+  steps: number;
+  /** The tool calls run, with their results (type tool_result). */
+  tool_calls: AgentEvent[];
 }
 
 /** A file the job produced and gantry stored. */
@@ -48,7 +57,7 @@ export interface Artifact {
    * API path that redirects to a download URL: /v1/jobs/{id}/artifacts/{path},
    * each path segment percent-encoded.
    */
-  url: string;
+  url?: string;
 }
 
 export interface ArtifactManifest {
@@ -73,7 +82,7 @@ export interface BatchRequest {
    * 1 to GANTRY_BATCH_MAX (default 100) job requests, each as POST /v1/jobs
    * takes it (with its own idempotency_key if it should be retried safely).
    */
-  jobs: JobRequest[];
+  jobs: unknown[];
 }
 
 export interface BatchResponse {
@@ -83,22 +92,29 @@ export interface BatchResponse {
   jobs: BatchItem[];
 }
 
+export interface ChatChoice {
+  /** length: the step budget ran out. */
+  finish_reason: "stop" | "length";
+  index: number;
+  message: ChatMessage;
+}
+
+export interface ChatChunkChoice {
+  delta: ChatDelta;
+  /** null until the last chunk of the answer; length: the step budget ran out. */
+  finish_reason: "stop" | "length" | null;
+  index: number;
+}
+
 /** The agent's answer, with gantry's account of the loop. */
 export interface ChatCompletion {
-  choices: ({
-    /** length: the step budget ran out. */
-    finish_reason: "stop" | "length";
-    index: number;
-    message: ChatMessage;
-  })[];
+  choices: ChatChoice[];
+  /** When the request began, in seconds since the Unix epoch. */
   created: number;
-  gantry?: {
-    /** Model calls made. */
-    steps: number;
-    /** The tool calls run, with their results (type tool_result). */
-    tool_calls: AgentEvent[];
-  };
+  /** gantry's own: the loop's steps and tool calls (OpenAI clients ignore it). */
+  gantry?: AgentTrace;
   id: string;
+  /** The operator's model (GANTRY_LLM_MODEL). */
   model: string;
   object: "chat.completion";
   usage?: ChatUsage;
@@ -106,19 +122,13 @@ export interface ChatCompletion {
 
 /**
  * A piece of a streamed answer; `gantry` is set on progress chunks (empty
- * delta).
+ * delta). With stream_options.include_usage the last chunk has no choices and
+ * carries usage.
  */
 export interface ChatCompletionChunk {
-  choices: ({
-    delta: {
-      content?: string;
-      role?: "assistant";
-    };
-    /** null until the last chunk of the answer; length: the step budget ran out. */
-    finish_reason: "stop" | "length" | null;
-    index: number;
-  })[];
+  choices: ChatChunkChoice[];
   created: number;
+  /** gantry's own: the loop's progress (a tool call starting, or its result). */
   gantry?: AgentEvent;
   id: string;
   model: string;
@@ -128,47 +138,94 @@ export interface ChatCompletionChunk {
 
 /** An OpenAI chat-completions request; other fields are accepted and ignored. */
 export interface ChatCompletionRequest {
-  /** Same as max_tokens. */
-  max_completion_tokens?: number;
+  /** Same as max_tokens (max_tokens wins when both are given). */
+  max_completion_tokens?: number | null;
   /**
    * gantry's own: at most this many model calls (never more than
-   * GANTRY_LLM_MAX_STEPS).
+   * GANTRY_LLM_MAX_STEPS, which absent or 0 means).
    */
   max_steps?: number;
   /** Passed to the model, per model call. */
-  max_tokens?: number;
+  max_tokens?: number | null;
+  /** The conversation so far, oldest first: at least 1 message, at most 500. */
   messages: ChatMessage[];
   /** Ignored: the operator's model answers. */
   model?: string;
-  n?: number;
+  /** Only 1 answer: any other value is refused. */
+  n?: number | null;
+  /** Answer as server-sent events of chat.completion.chunk objects. */
   stream?: boolean;
+  /** include_usage: send a last chunk with the usage of all model calls. */
   stream_options?: {
-    /** Send a last chunk with the usage of all model calls. */
     include_usage?: boolean;
   };
   /** Passed to the model. */
-  temperature?: number;
+  temperature?: number | null;
+  /**
+   * Refused unless absent, null or empty: gantry brings its own tools
+   * (execute_code, search_skills, get_skill, search_tools, list_files,
+   * read_file).
+   */
+  tools?: unknown;
 }
 
-/** One message of the conversation. */
+/**
+ * What a chunk adds to the answer: the role in the first chunk, then text;
+ * empty in progress chunks and the last one.
+ */
+export interface ChatDelta {
+  content?: string;
+  role?: "assistant";
+  tool_calls?: ChatToolCall[];
+}
+
+/**
+ * One message of the conversation. Other fields a client sends (OpenAI's
+ * refusal, audio, ...) are accepted and ignored.
+ */
 export interface ChatMessage {
   /**
    * The text: a string, null, or an array of text parts ({"type": "text",
-   * "text": "..."}).
+   * "text": "..."}). Answers always carry a string.
    */
   content?: string | null | {
     text: string;
     type: "text";
   }[];
   name?: string;
+  /**
+   * Who speaks. `developer` is read as `system`; `tool` messages are refused
+   * (gantry runs its own tools).
+   */
   role: "system" | "developer" | "user" | "assistant";
+  /** Ignored: `tool` messages are refused. */
+  tool_call_id?: string;
+  /**
+   * Not accepted: an assistant message with tool calls is refused, as gantry
+   * runs its own tools (the answer's `gantry` field reports them).
+   */
+  tool_calls?: ChatToolCall[];
+}
+
+/**
+ * A tool call, as OpenAI's wire format has it: gantry's model asks for them;
+ * clients do not send them.
+ */
+export interface ChatToolCall {
+  function: {
+    arguments: string;
+    name?: string;
+  };
+  id?: string;
+  index?: number | null;
+  type?: string;
 }
 
 /** Tokens over all the model calls, as the model server reported them. */
 export interface ChatUsage {
-  completion_tokens?: number;
-  prompt_tokens?: number;
-  total_tokens?: number;
+  completion_tokens: number;
+  prompt_tokens: number;
+  total_tokens: number;
 }
 
 /** The body of every failed API request. */
@@ -194,10 +251,10 @@ export interface ErrorDetail {
   field?: string;
   message: string;
   /**
-   * OpenAI's error type (`invalid_request_error`, `server_error`), on
-   * /v1/agent/chat/completions only, so that OpenAI SDKs read gantry's errors.
+   * OpenAI's error type, on /v1/agent/chat/completions only, so that OpenAI SDKs
+   * read gantry's errors.
    */
-  type?: string;
+  type?: "invalid_request_error" | "server_error";
 }
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
@@ -255,7 +312,10 @@ export interface InputFile {
   path: string;
 }
 
-/** A job as the API shows it. Every field is always present. */
+/**
+ * A job as the API shows it. Every field is always present, but spec (only
+ * with ?include=spec) and artifacts_omitted (only when files were left out).
+ */
 export interface Job {
   artifacts: Artifact[];
   /**
@@ -291,6 +351,11 @@ export interface Job {
   metadata: Record<string, string>;
   /** The session the job ran in, or null. */
   session_id: string | null;
+  /**
+   * What the job ran: only with ?include=spec on GET /v1/jobs or GET
+   * /v1/jobs/{id}. Never the env values.
+   */
+  spec?: JobSpec;
   started_at: string | null;
   status: JobStatus;
   /** Captured standard error, filled in when the job finishes. */
@@ -358,7 +423,10 @@ export interface JobRequest {
   /**
    * Environment variables: at most 128, names of letters, digits and _ not
    * starting with a digit, values without NUL bytes, names and values at most
-   * 65536 bytes in all.
+   * 65536 bytes in all. The values are sealed at rest with AES-256-GCM under the
+   * operator's GANTRY_SECRET_KEY (stored as they are only on a server without
+   * one) and are never shown again: jobs show the names only (spec.env_names
+   * with ?include=spec).
    */
   env?: Record<string, string>;
   /** Input files, at most 1000, at most 8388608 bytes in all once decoded. */
@@ -421,6 +489,43 @@ export interface JobRequest {
    * (400 otherwise).
    */
   webhook_url?: string;
+}
+
+/**
+ * What a job ran, with every default filled in (present on a job only with
+ * ?include=spec): its code or command, the names and sizes of its input files,
+ * its stdin, the names of its environment variables (never their values), its
+ * timeout, limits and artifact patterns.
+ */
+export interface JobSpec {
+  /** The globs under /workspace whose files were collected. */
+  artifacts: string[];
+  /** The program (absent for a command). */
+  code?: string;
+  /** The argv that ran (absent for code). */
+  command?: string[];
+  /**
+   * The names of the job's environment variables, sorted. Their values are never
+   * shown.
+   */
+  env_names: string[];
+  files: JobSpecFile[];
+  limits: Limits;
+  /** The program's standard input; base64 when stdin_encoding is base64. */
+  stdin: string;
+  /** base64 when the input was binary (not UTF-8, or with NUL bytes). */
+  stdin_encoding: "utf8" | "base64";
+  timeout_ms: number;
+}
+
+/**
+ * An input file of a job: its path under /workspace and size; never its
+ * content.
+ */
+export interface JobSpecFile {
+  path: string;
+  /** Size in bytes. */
+  size: number;
 }
 
 /**
@@ -561,10 +666,55 @@ export interface McpServer {
 }
 
 /** A server with the tools code may call, at the requested detail. */
-export type McpServerDetail = McpServer & {
+export interface McpServerDetail {
+  /** Glob patterns of the tools code may call; empty allows every tool. */
+  allow_tools: string[];
+  /** stdio servers only: the argv gantry runs. */
+  command?: string[];
+  created_at: string;
+  /** Glob patterns of tools code may never call. */
+  deny_tools: string[];
+  description: string;
+  /**
+   * The NAMES of the stored environment variables, sorted; their values are
+   * write-only and never shown.
+   */
+  env: string[];
+  /**
+   * The NAMES of the stored headers, sorted; their values are write-only and
+   * never shown.
+   */
+  headers: string[];
+  /** The server's name; the job's code imports its tools from servers.<name>. */
+  name: string;
+  /** How long one call may take, in milliseconds. */
+  timeout_ms: number;
   /** The server's allowed tools, by name. */
   tool_list: ToolInfo[];
-};
+  /**
+   * How many of the server's tools code may call (those its allow and deny lists
+   * let through).
+   */
+  tools: number;
+  /**
+   * Why the last refresh failed; the previous tool list stays in use. Absent
+   * after a successful one.
+   */
+  tools_error?: string;
+  /**
+   * When gantry last tried to fetch the tool list (it refreshes lists older than
+   * GANTRY_MCP_TOOLS_TTL, 10 minutes by default, in the background), or null.
+   */
+  tools_refreshed_at: string | null;
+  /** http (streamable HTTP, url) or stdio (command). */
+  transport: "http" | "stdio";
+  updated_at: string;
+  /**
+   * HTTP servers only: the URL without query string and fragment (which may hold
+   * credentials and are kept sealed).
+   */
+  url?: string;
+}
 
 export interface McpServerList {
   /** Every server the tenant registered, by name. */
@@ -651,36 +801,36 @@ export interface McpServerRegistration {
  */
 export interface McpServerUpdate {
   /** Replaces the allow list ([] allows every tool). */
-  allow_tools?: string[];
+  allow_tools?: string[] | null;
   /**
    * A new stdio command, with the rules of registration; a non-empty command
    * makes the server a stdio server and drops url.
    */
-  command?: string[];
+  command?: string[] | null;
   /** Replaces the deny list. */
-  deny_tools?: string[];
+  deny_tools?: string[] | null;
   /** Replaces the description. */
-  description?: string;
+  description?: string | null;
   /**
    * Replaces the stored environment whole ({} removes it); absent keeps it.
    * Write-only, as at registration: responses list the variable names only.
    * Switching a stdio server to url needs "env": {} too.
    */
-  env?: Record<string, string>;
+  env?: Record<string, string> | null;
   /**
    * Replaces every stored header whole ({} removes them all); absent keeps them.
    * Write-only, as at registration: responses list the header names only.
    * Switching an HTTP server to command needs "headers": {} too.
    */
-  headers?: Record<string, string>;
+  headers?: Record<string, string> | null;
   /** Replaces the per-call timeout in milliseconds (0 means the default, 30000). */
-  timeout_ms?: number;
+  timeout_ms?: number | null;
   /**
    * A new streamable HTTP URL, with the rules of registration; a non-empty url
    * makes the server an HTTP server and drops command. Stored sealed; shown
    * afterwards without query string and fragment.
    */
-  url?: string;
+  url?: string | null;
 }
 
 export interface PresignedURL {
@@ -806,7 +956,7 @@ export interface Settings {
    * on without it is 503. Live output is not streamed for such jobs: it arrives
    * with the result.
    */
-  pii_tokens?: boolean;
+  pii_tokens?: boolean | null;
   /**
    * The default webhook: called when a job that names none finishes. In a PATCH
    * body a URL sets it and "" removes it; the same checks as a job's webhook_url
@@ -994,7 +1144,7 @@ export interface SkillSummary {
   language: "python" | "bash" | "node";
   name: string;
   /** Relevance to q (higher is better). Present only when searching. */
-  score?: number;
+  score?: number | null;
   /** Lowercase tags. */
   tags: string[];
   /** The current version. */

@@ -2,6 +2,7 @@
 // GANTRY_API_KEY). `make test` runs it (test/sdk_test.go starts gantry dev);
 // without a gantry it is skipped, or fails under GANTRY_TEST_REQUIRE=1.
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -124,6 +125,25 @@ describe("against gantry", { skip }, () => {
     assert.deepEqual(b.jobs.map((i) => i.status), [202, 400]);
     assert.equal(b.jobs[1].error?.field, "language");
     assert.deepEqual((await c.listJobs({ batchId: b.batch_id })).jobs.map((j) => j.id), [b.jobs[0].job!.id]);
+  });
+
+  test("search history", async () => {
+    const c = g();
+    const run = randomUUID();
+    const before = new Date(Date.now() - 5000);
+    const ok = await c.execute({ language: "python", code: "print(1)", metadata: { run, kind: "ok" }, env: { TOKEN: "s3cret" } });
+    const bad = await c.execute({ language: "bash", code: "exit 3", metadata: { run, kind: "bad" } });
+    assert.deepEqual([ok.status, bad.status], ["succeeded", "failed"]);
+    const ids = (p: { jobs: { id: string }[] }) => p.jobs.map((j) => j.id);
+    assert.deepEqual(ids(await c.listJobs({ metadata: { run } })), [bad.id, ok.id]);
+    assert.deepEqual(ids(await c.listJobs({ metadata: { run }, status: ["failed", "error"] })), [bad.id]);
+    assert.deepEqual(ids(await c.listJobs({ metadata: { run, kind: "ok" }, language: "python", createdAfter: before })), [ok.id]);
+    assert.deepEqual(ids(await c.listJobs({ metadata: { run }, createdBefore: before })), []);
+    const page = await c.listJobs({ metadata: { run, kind: "ok" }, includeSpec: true });
+    assert.deepEqual([page.jobs[0].spec?.code, page.jobs[0].spec?.env_names], ["print(1)", ["TOKEN"]]);
+    assert.ok(!JSON.stringify(page).includes("s3cret"));
+    assert.deepEqual((await c.getJob(ok.id, { includeSpec: true })).spec?.env_names, ["TOKEN"]);
+    await assert.rejects(c.listJobs({ status: "done" as never }), (e: unknown) => e instanceof InvalidArgument && e.field === "status");
   });
 
   test("errors", async () => {
