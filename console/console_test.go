@@ -43,6 +43,18 @@ func fakeAPI(t *testing.T) http.Handler {
 				return
 			}
 			writeJSON(w, 200, map[string]any{"jobs": []map[string]any{{"id": "job_a", "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z"}}, "next_cursor": nil})
+		case "GET /v1/jobs/job_code", "GET /v1/jobs/job_cmd":
+			// What ran is shown only with include=spec, as the API does.
+			j := map[string]any{"id": strings.TrimPrefix(r.URL.Path, "/v1/jobs/"), "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z", "metadata": map[string]string{}}
+			if r.URL.Query().Get("include") == "spec" {
+				spec := map[string]any{"code": "print('<b>6*7</b>' if 1 < 2 else '')\n", "files": []map[string]any{{"path": "data.csv", "size": 8}},
+					"env_names": []string{"API_TOKEN", "SEED"}, "stdin": "", "stdin_encoding": "utf8", "timeout_ms": 30000, "artifacts": []string{"out/**"}}
+				if strings.HasSuffix(r.URL.Path, "job_cmd") {
+					spec["code"], spec["command"], spec["files"], spec["env_names"] = nil, []string{"python3", "-c", "print('a b')"}, []any{}, []string{}
+				}
+				j["spec"] = spec
+			}
+			writeJSON(w, 200, j)
 		case "GET /v1/sessions":
 			writeJSON(w, 200, map[string]any{"sessions": []any{}, "next_cursor": nil})
 		case "POST /v1/sessions":
@@ -196,6 +208,28 @@ func TestFormsNeedTheSessionToken(t *testing.T) {
 	// Signing out needs the token too.
 	if w := b.do(t, "POST", "/console/signout", url.Values{}, nil); w.Code != 403 {
 		t.Errorf("sign out without token: %d", w.Code)
+	}
+}
+
+// A job's page shows what ran (the API's include=spec), escaped: its code
+// or command, its input files and its env names.
+func TestJobPageShowsWhatRan(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	w := b.do(t, "GET", "/console/jobs/job_code", nil, nil)
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, `<pre id="job-code" tabindex="0" aria-label="code">print(&#39;&lt;b&gt;6*7&lt;/b&gt;&#39; if 1 &lt; 2 else &#39;&#39;)`+"\n</pre>") {
+		t.Errorf("code: %d %s", w.Code, body)
+	}
+	if strings.Contains(body, "<b>6*7") {
+		t.Error("the code is not escaped")
+	}
+	if !strings.Contains(body, "<code>data.csv</code> <span class=\"muted\">8 B</span>") || !strings.Contains(body, "<code>API_TOKEN</code>, <code>SEED</code>") {
+		t.Errorf("files and env names: %s", body)
+	}
+	w = b.do(t, "GET", "/console/jobs/job_cmd", nil, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `aria-label="command">python3 -c &#34;print(&#39;a b&#39;)&#34;</pre>`) || strings.Contains(body, "job-files") {
+		t.Errorf("command: %d %s", w.Code, body)
 	}
 }
 

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,19 @@ var funcs = template.FuncMap{
 			return true // an <img> never runs an SVG's scripts
 		}
 		return false
+	},
+	// argv shows a command's arguments on one line, each quoted (as a Go
+	// string) where a space, a quote or a shell character would blur
+	// where it begins and ends.
+	"argv": func(args []string) string {
+		out := make([]string, len(args))
+		for i, a := range args {
+			out[i] = a
+			if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`|&;<>()*?[]#~") {
+				out[i] = strconv.Quote(a)
+			}
+		}
+		return strings.Join(out, " ")
 	},
 	"path":   localapi.PathEscape,
 	"join":   strings.Join,

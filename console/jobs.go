@@ -72,9 +72,11 @@ func (c *Console) handleJobs(w http.ResponseWriter, r *http.Request, s *session)
 	return nil
 }
 
+// handleJob shows a job with what it ran (include=spec: its code or
+// command, its input files' names and sizes, its env names).
 func (c *Console) handleJob(w http.ResponseWriter, r *http.Request, s *session) error {
 	var j jobs.Job
-	if err := s.api.JSON(r.Context(), http.MethodGet, "/v1/jobs/"+url.PathEscape(r.PathValue("id")), nil, &j); err != nil {
+	if err := s.api.JSON(r.Context(), http.MethodGet, "/v1/jobs/"+url.PathEscape(r.PathValue("id"))+"?include=spec", nil, &j); err != nil {
 		return err
 	}
 	c.render(w, r, s, http.StatusOK, "job", "Job "+j.ID, "jobs", j, nil)

@@ -298,6 +298,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if s := textOf(t, ctx, "#status"); s != "succeeded" {
 		t.Errorf("status %q", s)
 	}
+	// The page shows what ran (the API's include=spec).
+	if s := textOf(t, ctx, "#job-code"); strings.TrimSpace(s) != strings.TrimSpace(consolePlotCode) {
+		t.Errorf("the job page shows the code as %q", s)
+	}
 	var alt string
 	var hasAlt bool
 	run(t, ctx, "figure", 5*time.Second, chromedp.AttributeValue(".artifacts img", "alt", &alt, &hasAlt, chromedp.ByQuery))
@@ -329,6 +333,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		awaitJS(`(() => { const o = document.querySelector('#stdout'); return !!o && o.textContent.includes('first') && !o.textContent.includes('second'); })()`),
 		awaitJS(`document.querySelector('#status') && document.querySelector('#status').textContent === 'succeeded' && document.querySelector('#stdout').textContent === 'first\nsecond\na,b\n1,2\n'`),
 	)
+	if s := textOf(t, ctx, "#job-code"); s != "echo first; sleep 4; echo second; cat data.csv" {
+		t.Errorf("the job page shows the code as %q", s)
+	}
+	if s := textOf(t, ctx, "#job-files"); !strings.Contains(s, "data.csv") || !strings.Contains(s, "8 B") {
+		t.Errorf("the job page shows the input files as %q", s)
+	}
 	slow := d.submit(t, map[string]any{"language": "bash", "code": "sleep 4; echo done"})
 	run(t, ctx, "live list", 90*time.Second,
 		chromedp.Navigate(base+"jobs"),
