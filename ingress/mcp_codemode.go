@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -13,6 +12,20 @@ import (
 	"github.com/gantryhq/gantry/store"
 )
 
+// The MCP code-mode tools' arguments (add_mcp_server's are
+// codemode.Registration, as POST /v1/mcp-servers takes it).
+type (
+	searchToolsArgs struct {
+		Query  string `json:"query,omitempty"`
+		Detail string `json:"detail,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}
+	mcpServerArgs struct {
+		Name string `json:"name"`
+	}
+	noArgs struct{}
+)
+
 func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetCode, mcp.NewTool("search_tools",
 		mcp.WithDescription("Find your MCP servers' tools for execute_code code to call (their results stay in the sandbox). "+
@@ -20,9 +33,10 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Search upstream tools"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
-			"query":{"type":"string"},"detail":{"type":"string","enum":["name","description","full"]},
-			"limit":{"type":"integer","minimum":1,"maximum":100}}}`)),
+		inputOf[searchToolsArgs](toolNote{props: map[string]js{
+			"detail": {"enum": []any{codemode.DetailName, codemode.DetailDescription, codemode.DetailFull}},
+			"limit":  {"minimum": 1, "maximum": 100},
+		}}),
 	), s.toolSearchTools)
 
 	tools.add(ms, toolsetRegistry, mcp.NewTool("list_mcp_servers",
@@ -30,8 +44,8 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("List upstream MCP servers"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["servers"],"properties":{"servers":{"type":"array","items":{"type":"object"}}}}`)),
+		inputOf[noArgs](toolNote{}),
+		outputOf[mcpServerList](toolNote{}),
 	), s.toolListMCPServers)
 
 	tools.add(ms, toolsetRegistry, mcp.NewTool("add_mcp_server",
@@ -39,15 +53,14 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 			"gantry lists its tools once; headers and env are stored encrypted, never shown again nor put in a sandbox."),
 		mcp.WithTitleAnnotation("Register upstream MCP server"),
 		mcp.WithDestructiveHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
-			"name":{"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"the module name in code: servers.<name>"},
-			"description":{"type":"string","maxLength":1000},"url":{"type":"string"},
-			"command":{"type":"array","items":{"type":"string"}},
-			"headers":{"type":"object","additionalProperties":{"type":"string"}},"env":{"type":"object","additionalProperties":{"type":"string"}},
-			"allow_tools":{"type":"array","items":{"type":"string"},"description":"globs; default all"},
-			"deny_tools":{"type":"array","items":{"type":"string"},"description":"globs"},
-			"timeout_ms":{"type":"integer","minimum":100,"maximum":300000}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["name","transport","tools"],"properties":{"name":{"type":"string"},"transport":{"type":"string"},"tools":{"type":"integer"}}}`)),
+		inputOf[codemode.Registration](toolNote{props: map[string]js{
+			"name":        {"pattern": "^[a-z][a-z0-9_]{0,39}$", "description": "the module name in code: servers.<name>"},
+			"description": {"maxLength": 1000},
+			"allow_tools": {"description": "globs; default all"},
+			"deny_tools":  {"description": "globs"},
+			"timeout_ms":  {"minimum": 100, "maximum": 300000},
+		}}),
+		outputOf[codemode.Server](toolNote{}),
 	), s.toolAddMCPServer)
 
 	tools.add(ms, toolsetRegistry, mcp.NewTool("remove_mcp_server",
@@ -55,7 +68,7 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Remove upstream MCP server"),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"}}}`)),
+		inputOf[mcpServerArgs](toolNote{}),
 	), s.toolRemoveMCPServer)
 }
 
@@ -74,11 +87,7 @@ func (s *Server) beginCodeMode(ctx context.Context, req mcp.CallToolRequest, arg
 }
 
 func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Query  string `json:"query"`
-		Detail string `json:"detail"`
-		Limit  int    `json:"limit"`
-	}
+	var args searchToolsArgs
 	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -122,7 +131,7 @@ func toolsText(tools []codemode.ToolInfo, detail string) string {
 }
 
 func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct{}
+	var args noArgs
 	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -138,7 +147,7 @@ func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest
 	if len(list) == 0 {
 		b.WriteString("no MCP servers are registered; add one with add_mcp_server\n")
 	}
-	return mcp.NewToolResultStructured(map[string]any{"servers": list}, b.String()), nil
+	return mcp.NewToolResultStructured(mcpServerList{Servers: list}, b.String()), nil
 }
 
 func (s *Server) toolAddMCPServer(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -156,9 +165,7 @@ func (s *Server) toolAddMCPServer(ctx context.Context, req mcp.CallToolRequest) 
 }
 
 func (s *Server) toolRemoveMCPServer(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Name string `json:"name"`
-	}
+	var args mcpServerArgs
 	p, reg, res, err := s.beginCodeMode(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err

@@ -20,19 +20,83 @@ const sessionBehaviour = "A session is a workspace (/workspace) whose files pers
 	"its calls run one at a time, in order. Only /workspace persists; a call that times out or is cancelled leaves it as it was. " +
 	"An idle session expires after ttl_seconds and its files are deleted."
 
+// The MCP session tools' arguments and answers.
+type (
+	// sessionArgs name a session.
+	sessionArgs struct {
+		SessionID string `json:"session_id"`
+	}
+	// createSessionArgs are create_session's.
+	createSessionArgs struct {
+		Language   string `json:"language,omitempty"`
+		TTLSeconds int    `json:"ttl_seconds,omitempty"`
+	}
+	// sessionCreated is create_session's answer.
+	sessionCreated struct {
+		SessionID  string    `json:"session_id"`
+		Language   string    `json:"language"`
+		TTLSeconds int       `json:"ttl_seconds"`
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	executeBashArgs struct {
+		sessionArgs
+		Command   string `json:"command"`
+		TimeoutMS int    `json:"timeout_ms,omitempty"`
+	}
+	readFileArgs struct {
+		sessionArgs
+		Path      string `json:"path"`
+		Offset    int    `json:"offset,omitempty"`
+		LineCount int    `json:"line_count,omitempty"`
+	}
+	// filePage is read_file's answer: a page of lines.
+	filePage struct {
+		Path       string `json:"path"`
+		Content    string `json:"content"`
+		Offset     int    `json:"offset"`
+		LineCount  int    `json:"line_count"`
+		TotalLines int    `json:"total_lines"`
+		NextOffset *int   `json:"next_offset"`
+	}
+	writeFileArgs struct {
+		sessionArgs
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	listFilesArgs struct {
+		sessionArgs
+		Path string `json:"path,omitempty"`
+	}
+	readDocstringArgs struct {
+		sessionArgs
+		Path     string `json:"path"`
+		Function string `json:"function"`
+	}
+	// docstring is read_docstring's answer.
+	docstring struct {
+		Function  string  `json:"function"`
+		Signature string  `json:"signature"`
+		Docstring *string `json:"docstring"`
+		Line      int     `json:"line"`
+	}
+	// sessionClosed is close_session's answer.
+	sessionClosed struct {
+		SessionID string `json:"session_id"`
+		Closed    bool   `json:"closed"`
+	}
+)
+
 func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
-	sessionID := `"session_id":{"type":"string"}`
 	tools.add(ms, toolsetSessions, mcp.NewTool("create_session",
 		mcp.WithDescription("Create a session for multi-step work; pass its session_id to execute_code and the file tools. "+sessionBehaviour+" Close it with close_session."),
 		mcp.WithTitleAnnotation("Create session"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"properties":{
-			"language":{"type":"string","enum":[%s]},
-			"ttl_seconds":{"type":"integer","minimum":10,"maximum":%d,"description":"idle time before it expires (default %d)"}}}`,
-			quotedLanguages(), jobs.MaxSessionTTL, jobs.DefaultSessionTTL))),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","expires_at"],"properties":{
-			"session_id":{"type":"string"},"language":{"type":"string"},"ttl_seconds":{"type":"integer"},"expires_at":{"type":"string"}}}`)),
+		inputOf[createSessionArgs](toolNote{props: map[string]js{
+			"language":    {"enum": languageEnum()},
+			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
+		}}),
+		outputOf[sessionCreated](toolNote{}),
 	), s.toolCreateSession)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("execute_bash",
@@ -40,8 +104,10 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Run bash in session"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["session_id","command"],"properties":{%s,
-			"command":{"type":"string","minLength":1},"timeout_ms":{"type":"integer","minimum":1,"maximum":%d}}}`, sessionID, s.cfg.Policy.MaxTimeoutMS))),
+		inputOf[executeBashArgs](toolNote{props: map[string]js{
+			"command":    {"minLength": 1},
+			"timeout_ms": {"minimum": 1, "maximum": s.cfg.Policy.MaxTimeoutMS},
+		}}),
 	), s.toolExecuteBash)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("read_file",
@@ -49,11 +115,8 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Read file"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path"],"properties":{`+sessionID+`,
-			"path":{"type":"string"},"offset":{"type":"integer","minimum":0},"line_count":{"type":"integer","minimum":1,"maximum":5000}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["path","content","offset","line_count","total_lines","next_offset"],"properties":{
-			"path":{"type":"string"},"content":{"type":"string"},"offset":{"type":"integer"},"line_count":{"type":"integer"},
-			"total_lines":{"type":"integer"},"next_offset":{"type":["integer","null"]}}}`)),
+		inputOf[readFileArgs](toolNote{props: map[string]js{"offset": {"minimum": 0}, "line_count": {"minimum": 1, "maximum": 5000}}}),
+		outputOf[filePage](toolNote{}),
 	), s.toolReadFile)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("write_file",
@@ -61,9 +124,8 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Write file"),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path","content"],"properties":{`+sessionID+`,
-			"path":{"type":"string"},"content":{"type":"string"}}}`)),
-		mcp.WithRawOutputSchema(fileInfoSchema),
+		inputOf[writeFileArgs](toolNote{}),
+		outputOf[FileInfo](fileNote("")),
 	), s.toolWriteFile)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("list_files",
@@ -71,8 +133,8 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("List files"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`,"path":{"type":"string"}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["files"],"properties":{"files":{"type":"array","items":`+string(fileInfoSchema)+`}}}`)),
+		inputOf[listFilesArgs](toolNote{}),
+		outputOf[fileList](fileNote("files.")),
 	), s.toolListFiles)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("read_docstring",
@@ -80,45 +142,42 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Read docstring"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","path","function"],"properties":{`+sessionID+`,
-			"path":{"type":"string"},"function":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$","description":"name, or Class.method"}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["function","signature","docstring","line"],"properties":{
-			"function":{"type":"string"},"signature":{"type":"string"},"docstring":{"type":["string","null"]},"line":{"type":"integer"}}}`)),
+		inputOf[readDocstringArgs](toolNote{props: map[string]js{
+			"function": {"pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`, "description": "name, or Class.method"},
+		}}),
+		outputOf[docstring](toolNote{}),
 	), s.toolReadDocstring)
 
 	tools.add(ms, toolsetSessions, mcp.NewTool("close_session",
 		mcp.WithDescription("Close a session: stops its running call, drops queued ones, deletes its files."),
 		mcp.WithTitleAnnotation("Close session"),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id"],"properties":{`+sessionID+`}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["session_id","closed"],"properties":{"session_id":{"type":"string"},"closed":{"type":"boolean"}}}`)),
+		inputOf[sessionArgs](toolNote{}),
+		outputOf[sessionClosed](toolNote{}),
 	), s.toolCloseSession)
 }
 
-var fileInfoSchema = json.RawMessage(`{"type":"object","required":["path","type","size","modified_at"],"properties":{
-	"path":{"type":"string"},"type":{"type":"string","enum":["file","dir","symlink"]},"size":{"type":"integer"},
-	"modified_at":{"type":"string"},"target":{"type":"string"}}}`)
+// fileNote is what a FileInfo's type cannot say, at prefix.
+func fileNote(prefix string) toolNote {
+	return toolNote{props: map[string]js{prefix + "type": {"enum": []any{"file", "dir", "symlink"}}}}
+}
 
 func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args jobs.SessionRequest
+	var args createSessionArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
 	}
-	sess, err := s.createSession(ctx, p, args)
+	sess, err := s.createSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds})
 	if err != nil {
 		return toolError(err), nil
 	}
-	out := map[string]any{"session_id": sess.ID, "language": sess.Language, "ttl_seconds": sess.TTLSeconds, "expires_at": sess.ExpiresAt}
+	out := sessionCreated{SessionID: sess.ID, Language: sess.Language, TTLSeconds: sess.TTLSeconds, ExpiresAt: sess.ExpiresAt}
 	return mcp.NewToolResultStructured(out, fmt.Sprintf("session %s created (%s); it expires after %d s idle", sess.ID, sess.Language, sess.TTLSeconds)), nil
 }
 
 func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-		Command   string `json:"command"`
-		TimeoutMS int    `json:"timeout_ms"`
-	}
+	var args executeBashArgs
 	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
 		return res, err
 	}
@@ -130,12 +189,7 @@ func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (
 const maxReadFile = 16 << 20
 
 func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-		Path      string `json:"path"`
-		Offset    int    `json:"offset"`
-		LineCount int    `json:"line_count"`
-	}
+	var args readFileArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -169,7 +223,7 @@ func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if end < len(lines) {
 		next = &end
 	}
-	out := map[string]any{"path": args.Path, "content": page, "offset": start, "line_count": end - start, "total_lines": len(lines), "next_offset": next}
+	out := filePage{Path: args.Path, Content: page, Offset: start, LineCount: end - start, TotalLines: len(lines), NextOffset: next}
 	text := page
 	if next != nil {
 		text += fmt.Sprintf("\n[lines %d-%d of %d; continue with offset=%d]", start, end, len(lines), end)
@@ -178,11 +232,7 @@ func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mc
 }
 
 func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-		Path      string `json:"path"`
-		Content   string `json:"content"`
-	}
+	var args writeFileArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -195,10 +245,7 @@ func (s *Server) toolWriteFile(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolListFiles(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-		Path      string `json:"path"`
-	}
+	var args listFilesArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -221,7 +268,7 @@ func (s *Server) toolListFiles(ctx context.Context, req mcp.CallToolRequest) (*m
 	if len(files) == 0 {
 		b.WriteString("(empty)\n")
 	}
-	return mcp.NewToolResultStructured(map[string]any{"files": files}, b.String()), nil
+	return mcp.NewToolResultStructured(fileList{Files: files}, b.String()), nil
 }
 
 // docstringScript finds a definition with Python's own parser; it never
@@ -251,11 +298,7 @@ print(json.dumps({"function": name, "signature": sig, "docstring": ast.get_docst
 `
 
 func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-		Path      string `json:"path"`
-		Function  string `json:"function"`
-	}
+	var args readDocstringArgs
 	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
 		return res, err
 	}
@@ -277,11 +320,8 @@ func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest)
 		return mcp.NewToolResultError(fmt.Sprintf("could not read the docstring (job %s %s): %s", job.JobID, job.Status, strings.TrimSpace(job.Stderr))), nil
 	}
 	var out struct {
-		Error     string  `json:"error,omitempty"`
-		Function  string  `json:"function"`
-		Signature string  `json:"signature"`
-		Docstring *string `json:"docstring"`
-		Line      int     `json:"line"`
+		Error string `json:"error,omitempty"`
+		docstring
 	}
 	if err := json.Unmarshal([]byte(job.Stdout), &out); err != nil {
 		return mcp.NewToolResultError("could not read the docstring: unexpected output " + truncateText(job.Stdout, 200)), nil
@@ -295,14 +335,11 @@ func (s *Server) toolReadDocstring(ctx context.Context, req mcp.CallToolRequest)
 	} else {
 		text += "(no docstring)\n"
 	}
-	out.Error = ""
-	return mcp.NewToolResultStructured(out, text), nil
+	return mcp.NewToolResultStructured(out.docstring, text), nil
 }
 
 func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		SessionID string `json:"session_id"`
-	}
+	var args sessionArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -310,7 +347,7 @@ func (s *Server) toolCloseSession(ctx context.Context, req mcp.CallToolRequest) 
 	if err := s.closeSession(ctx, p, args.SessionID); err != nil {
 		return toolError(err), nil
 	}
-	return mcp.NewToolResultStructured(map[string]any{"session_id": args.SessionID, "closed": true}, "session "+args.SessionID+" closed"), nil
+	return mcp.NewToolResultStructured(sessionClosed{SessionID: args.SessionID, Closed: true}, "session "+args.SessionID+" closed"), nil
 }
 
 func truncateText(s string, n int) string {

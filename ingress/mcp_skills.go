@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -14,6 +13,30 @@ import (
 
 const skillURIPrefix = "skill://"
 
+// The MCP skill tools' arguments.
+type (
+	searchSkillsArgs struct {
+		Query string `json:"query"`
+		Limit int    `json:"limit,omitempty"`
+	}
+	getSkillArgs struct {
+		Name    string `json:"name"`
+		Version int    `json:"version,omitempty"`
+	}
+	saveSkillArgs struct {
+		Name          string            `json:"name"`
+		Description   string            `json:"description"`
+		Body          string            `json:"body"`
+		License       string            `json:"license,omitempty"`
+		Compatibility string            `json:"compatibility,omitempty"`
+		Metadata      map[string]string `json:"metadata,omitempty"`
+		AllowedTools  string            `json:"allowed_tools,omitempty"`
+		Tags          []string          `json:"tags,omitempty"`
+		Language      string            `json:"language,omitempty"`
+		Files         []skills.File     `json:"files,omitempty"`
+	}
+)
+
 func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetSkills, mcp.NewTool("search_skills",
 		mcp.WithDescription("Search the skills (tested recipes and helper code: charts, data clean-up, maths, files...) by what you want to do; "+
@@ -21,12 +44,11 @@ func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Search skills"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["query"],"properties":{
-			"query":{"type":"string","minLength":1,"maxLength":500,"description":"What you want to do, e.g. 'plot a histogram'."},
-			"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Default 5."}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["skills"],"properties":{"skills":{"type":"array","items":{"type":"object",
-			"required":["name","description","version","score"],"properties":{"name":{"type":"string"},"description":{"type":"string"},
-			"version":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},"builtin":{"type":"boolean"},"score":{"type":"number"}}}}}}`)),
+		inputOf[searchSkillsArgs](toolNote{props: map[string]js{
+			"query": {"minLength": 1, "maxLength": 500, "description": "What you want to do, e.g. 'plot a histogram'."},
+			"limit": {"minimum": 1, "maximum": 50, "description": "Default 5."},
+		}}),
+		outputOf[skillList](toolNote{}),
 	), s.toolSearchSkills)
 
 	tools.add(ms, toolsetSkills, mcp.NewTool("get_skill",
@@ -35,10 +57,8 @@ func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Read skill"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],"properties":{
-			"name":{"type":"string"},
-			"version":{"type":"integer","minimum":1,"description":"A past version (default: the current one)."}}}`)),
-		mcp.WithRawOutputSchema(skillSchema),
+		inputOf[getSkillArgs](toolNote{props: map[string]js{"version": {"minimum": 1, "description": "A past version (default: the current one)."}}}),
+		outputOf[skillView](skillNote),
 	), s.toolGetSkill)
 
 	tools.add(ms, toolsetSkills, mcp.NewTool("save_skill",
@@ -50,36 +70,28 @@ func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["name","description","body"],"properties":{
-			"name":{"type":"string","minLength":1,"maxLength":%d,"pattern":"^[a-z0-9]+(-[a-z0-9]+)*$","description":"Lowercase letters, digits and single hyphens, e.g. tidy-logs."},
-			"description":{"type":"string","minLength":1,"maxLength":%d,"description":"What it does and when to use it."},
-			"body":{"type":"string","minLength":1,"maxLength":%d},
-			"license":{"type":"string","maxLength":%d},
-			"compatibility":{"type":"string","maxLength":%d,"description":"What it needs to run."},
-			"metadata":{"type":"object","additionalProperties":{"type":"string"}},
-			"allowed_tools":{"type":"string","description":"Tool names separated by spaces."},
-			"tags":{"type":"array","maxItems":%d,"items":{"type":"string"}},
-			"language":{"type":"string","enum":["python","bash","node"]},
-			"files":{"type":"array","maxItems":%d,"items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
-				"path":{"type":"string","description":"e.g. helpers.py, scripts/run.py, assets/logo.png"},"content":{"type":"string"},
-				"encoding":{"type":"string","enum":["utf8","base64"]}}}}}}`,
-			skills.MaxNameLen, skills.MaxDescription, skills.MaxSkillMD, skills.MaxLicense, skills.MaxCompatibility, skills.MaxTags, skills.MaxFiles))),
-		mcp.WithRawOutputSchema(skillSchema),
+		inputOf[saveSkillArgs](toolNote{props: map[string]js{
+			"name":           {"minLength": 1, "maxLength": skills.MaxNameLen, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "description": "Lowercase letters, digits and single hyphens, e.g. tidy-logs."},
+			"description":    {"minLength": 1, "maxLength": skills.MaxDescription, "description": "What it does and when to use it."},
+			"body":           {"minLength": 1, "maxLength": skills.MaxSkillMD},
+			"license":        {"maxLength": skills.MaxLicense},
+			"compatibility":  {"maxLength": skills.MaxCompatibility, "description": "What it needs to run."},
+			"allowed_tools":  {"description": "Tool names separated by spaces."},
+			"tags":           {"maxItems": skills.MaxTags},
+			"language":       {"enum": []any{"python", "bash", "node"}},
+			"files":          {"maxItems": skills.MaxFiles},
+			"files.path":     {"description": "e.g. helpers.py, scripts/run.py, assets/logo.png"},
+			"files.encoding": {"enum": []any{"utf8", "base64"}},
+		}}),
+		outputOf[skillView](skillNote),
 	), s.toolSaveSkill)
 }
 
-var skillSchema = json.RawMessage(`{"type":"object","required":["name","version","description","skill_md","files"],"properties":{
-	"name":{"type":"string"},"version":{"type":"integer"},"description":{"type":"string"},"builtin":{"type":"boolean"},
-	"license":{"type":"string"},"compatibility":{"type":"string"},"metadata":{"type":"object","additionalProperties":{"type":"string"}},
-	"allowed_tools":{"type":"string"},"skill_md":{"type":"string"},
-	"files":{"type":"array","items":{"type":"object","required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"},
-		"encoding":{"type":"string","enum":["base64"]}}}}}}`)
+// skillNote: a skill's files come back as text, or as base64 when binary.
+var skillNote = toolNote{props: map[string]js{"files.encoding": {"enum": []any{"base64"}}}}
 
 func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Query string `json:"query"`
-		Limit int    `json:"limit"`
-	}
+	var args searchSkillsArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -106,7 +118,7 @@ func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) 
 	if len(hits) == 0 {
 		b.WriteString("no skill matches; try other words\n")
 	}
-	return mcp.NewToolResultStructured(map[string]any{"skills": out}, b.String()), nil
+	return mcp.NewToolResultStructured(skillList{Skills: out}, b.String()), nil
 }
 
 func skillResult(v skillView) *mcp.CallToolResult {
@@ -126,10 +138,7 @@ func skillResult(v skillView) *mcp.CallToolResult {
 }
 
 func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Name    string `json:"name"`
-		Version int    `json:"version"`
-	}
+	var args getSkillArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -142,18 +151,7 @@ func (s *Server) toolGetSkill(ctx context.Context, req mcp.CallToolRequest) (*mc
 }
 
 func (s *Server) toolSaveSkill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Name          string            `json:"name"`
-		Description   string            `json:"description"`
-		Body          string            `json:"body"`
-		License       string            `json:"license"`
-		Compatibility string            `json:"compatibility"`
-		Metadata      map[string]string `json:"metadata"`
-		AllowedTools  string            `json:"allowed_tools"`
-		Tags          []string          `json:"tags"`
-		Language      string            `json:"language"`
-		Files         []skills.File     `json:"files"`
-	}
+	var args saveSkillArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err

@@ -202,7 +202,6 @@ func (s *Server) createTask(tr *taskRequest, now bool) {
 		tr.badArguments(toolErrorText(err))
 		return
 	}
-	args.IdempotencyKey = ""
 	ctx := tr.r.Context()
 	job, _, err := s.submitJob(ctx, tr.p, args.request())
 	if err != nil {

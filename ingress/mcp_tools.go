@@ -3,7 +3,6 @@ package ingress
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -20,22 +19,81 @@ import (
 	"github.com/gantryhq/gantry/store"
 )
 
-// codeArgs are the arguments of execute_code and submit_job.
+// codeArgs are the arguments of execute_code.
 type codeArgs struct {
-	Language       string      `json:"language"`
-	Code           string      `json:"code"`
-	Files          []jobs.File `json:"files,omitempty"`
-	Stdin          string      `json:"stdin,omitempty"`
-	StdinEncoding  string      `json:"stdin_encoding,omitempty"`
-	TimeoutMS      int         `json:"timeout_ms,omitempty"`
-	SessionID      *string     `json:"session_id,omitempty"`
-	IdempotencyKey string      `json:"idempotency_key,omitempty"`
+	Language      string      `json:"language"`
+	Code          string      `json:"code"`
+	Files         []jobs.File `json:"files,omitempty"`
+	Stdin         string      `json:"stdin,omitempty"`
+	StdinEncoding string      `json:"stdin_encoding,omitempty"`
+	TimeoutMS     int         `json:"timeout_ms,omitempty"`
+	SessionID     *string     `json:"session_id,omitempty"`
+}
+
+// submitArgs are the arguments of submit_job: execute_code's and a key
+// that makes retries safe.
+type submitArgs struct {
+	codeArgs
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 func (a codeArgs) request() jobs.Request {
 	return jobs.Request{Language: a.Language, Code: a.Code, Files: a.Files, Stdin: a.Stdin, StdinEncoding: a.StdinEncoding,
-		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, IdempotencyKey: a.IdempotencyKey,
-		Metadata: map[string]string{"via": "mcp"}}
+		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, Metadata: map[string]string{"via": "mcp"}}
+}
+
+func (a submitArgs) request() jobs.Request {
+	r := a.codeArgs.request()
+	r.IdempotencyKey = a.IdempotencyKey
+	return r
+}
+
+// jobArgs name a job (get_job, cancel_job).
+type jobArgs struct {
+	JobID string `json:"job_id"`
+}
+
+// getJobArgs are get_job's arguments.
+type getJobArgs struct {
+	jobArgs
+	WaitMS int `json:"wait_ms,omitempty"`
+}
+
+// listJobsArgs are list_jobs's: GET /v1/jobs's filters.
+type listJobsArgs struct {
+	Status        []jobs.Status     `json:"status,omitempty"`
+	Language      []string          `json:"language,omitempty"`
+	CreatedAfter  string            `json:"created_after,omitempty"`
+	CreatedBefore string            `json:"created_before,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	IncludeSpec   bool              `json:"include_spec,omitempty"`
+	Limit         int               `json:"limit,omitempty"`
+	Cursor        string            `json:"cursor,omitempty"`
+}
+
+// jobItem is a job in list_jobs's answer: what tells jobs apart
+// (get_job has the output).
+type jobItem struct {
+	JobID     string            `json:"job_id"`
+	Status    jobs.Status       `json:"status"`
+	Language  string            `json:"language"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExitCode  *int              `json:"exit_code"`
+	Artifacts int               `json:"artifacts"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Spec      *jobs.JobSpec     `json:"spec,omitempty"`
+}
+
+// jobItems is list_jobs's answer.
+type jobItems struct {
+	Jobs       []jobItem `json:"jobs"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
+// artifactArgs name a file a job wrote (get_artifact_url).
+type artifactArgs struct {
+	JobID string `json:"job_id"`
+	Path  string `json:"path"`
 }
 
 // jobResult is the structuredContent of the job tools.
@@ -74,7 +132,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(s.codeSchema(false)),
+		inputOf[codeArgs](codeNote()),
 	), s.toolExecuteCode)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
@@ -83,17 +141,19 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Queue code"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(s.codeSchema(true)),
+		inputOf[submitArgs](codeNote()),
 	), s.toolSubmitJob)
 
+	// Five tools answer with a job (jobResult); its schema is listed once,
+	// on get_job, and the others say they answer like get_job: every byte
+	// of tools/list is in the model's context.
 	tools.add(ms, toolsetJobs, mcp.NewTool("get_job",
 		mcp.WithDescription("A job's status and, once it finished, its output and file links; waits up to wait_ms for it to finish."),
 		mcp.WithTitleAnnotation("Get job"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{
-			"job_id":{"type":"string"},"wait_ms":{"type":"integer","minimum":0,"maximum":60000}}}`)),
-		mcp.WithRawOutputSchema(jobResultSchema),
+		inputOf[getJobArgs](toolNote{props: map[string]js{"wait_ms": {"minimum": 0, "maximum": 60000}}}),
+		outputOf[jobResult](toolNote{}),
 	), s.toolGetJob)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("cancel_job",
@@ -101,7 +161,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Cancel job"),
 		mcp.WithIdempotentHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id"],"properties":{"job_id":{"type":"string"}}}`)),
+		inputOf[jobArgs](toolNote{}),
 	), s.toolCancelJob)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("list_jobs",
@@ -110,20 +170,17 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("List jobs"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{
-			"status":{"type":"array","items":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
-				"description":"any of these statuses"},
-			"language":{"type":"array","items":{"type":"string"},"description":"any of these languages"},
-			"created_after":{"type":"string","format":"date-time","description":"RFC 3339: created at or after"},
-			"created_before":{"type":"string","format":"date-time","description":"RFC 3339: created before"},
-			"metadata":{"type":"object","additionalProperties":{"type":"string"},"description":"every pair must be in the job's metadata"},
-			"include_spec":{"type":"boolean","description":"add what each job ran: code or command, file names, env names (never values), limits"},
-			"limit":{"type":"integer","minimum":1,"maximum":100},"cursor":{"type":"string","description":"next_cursor of the last page"}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["jobs","next_cursor"],"properties":{
-			"jobs":{"type":"array","items":{"type":"object","properties":{"job_id":{"type":"string"},"status":{"type":"string"},"language":{"type":"string"},
-				"created_at":{"type":"string"},"exit_code":{"type":["integer","null"]},"artifacts":{"type":"integer"},
-				"metadata":{"type":"object","additionalProperties":{"type":"string"}},"spec":{"type":"object"}}}},
-			"next_cursor":{"type":["string","null"]}}}`)),
+		inputOf[listJobsArgs](toolNote{props: map[string]js{
+			"status":         {"description": "any of these statuses"},
+			"language":       {"description": "any of these languages"},
+			"created_after":  {"format": "date-time", "description": "RFC 3339: created at or after"},
+			"created_before": {"format": "date-time", "description": "RFC 3339: created before"},
+			"metadata":       {"description": "every pair must be in the job's metadata"},
+			"include_spec":   {"description": "add what each job ran: code or command, file names, env names (never values), limits"},
+			"limit":          {"minimum": 1, "maximum": 100},
+			"cursor":         {"description": "next_cursor of the last page"},
+		}}),
+		outputOf[jobItems](toolNote{}),
 	), s.toolListJobs)
 
 	tools.add(ms, toolsetCode, mcp.NewTool("get_artifact_url",
@@ -131,57 +188,38 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Artifact link"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),
-		rawInputSchema(json.RawMessage(`{"type":"object","additionalProperties":false,"required":["job_id","path"],"properties":{
-			"job_id":{"type":"string"},"path":{"type":"string"}}}`)),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","required":["url","expires_at"],"properties":{"url":{"type":"string"},"expires_at":{"type":"string"}}}`)),
+		inputOf[artifactArgs](toolNote{}),
+		outputOf[presignedURL](toolNote{}),
 	), s.toolArtifactURL)
 }
 
-// codeSchema is the input schema of execute_code and submit_job. It holds
-// what a model needs to write a call; the server checks every bound and
+// codeNote is what codeArgs cannot say: the languages this server runs, and
+// what a model needs to write the call. The server checks every bound and
 // names the argument that breaks one.
-func (s *Server) codeSchema(withKey bool) json.RawMessage {
-	key := ""
-	if withKey {
-		key = `,"idempotency_key":{"type":"string"}`
-	}
-	return json.RawMessage(fmt.Sprintf(`{"type":"object","additionalProperties":false,"required":["language","code"],"properties":{
-		"language":{"type":"string","enum":[%s]},
-		"code":{"type":"string","minLength":1},
-		"files":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{
-			"path":{"type":"string"},"content":{"type":"string"},"encoding":{"type":"string","enum":["utf8","base64"]}}}},
-		"stdin":{"type":"string"},
-		"stdin_encoding":{"type":"string","enum":["utf8","base64"]},
-		"timeout_ms":{"type":"integer"},
-		"session_id":{"type":"string","description":"from create_session"}%s}}`,
-		quotedLanguages(), key))
+func codeNote() toolNote {
+	return toolNote{props: map[string]js{
+		"language":       {"enum": languageEnum()},
+		"code":           {"minLength": 1},
+		"files.encoding": {"enum": []any{"utf8", "base64"}},
+		"stdin_encoding": {"enum": []any{"utf8", "base64"}},
+		"session_id":     {"description": "from create_session"},
+	}}
 }
 
-func quotedLanguages() string {
-	q := make([]string, len(jobs.Languages))
+// languageEnum lists the languages jobs run in.
+func languageEnum() []any {
+	names := make([]any, len(jobs.Languages))
 	for i, l := range jobs.Languages {
-		q[i] = strconv.Quote(l.Name)
+		names[i] = l.Name
 	}
-	return strings.Join(q, ",")
+	return names
 }
-
-// jobResultSchema is the output schema of the tools that answer with a job
-// (jobResult). Five tools do; it is listed once, on get_job, and the others
-// say they answer like get_job: every byte of tools/list is in the model's
-// context.
-var jobResultSchema = json.RawMessage(`{"type":"object","required":["job_id","status","exit_code","stdout","stderr","error","artifacts"],"properties":{
-	"job_id":{"type":"string"},
-	"status":{"type":"string","enum":["queued","running","succeeded","failed","timed_out","cancelled","error"]},
-	"exit_code":{"type":["integer","null"]},"stdout":{"type":"string"},"stderr":{"type":"string"},
-	"error":{"type":["object","null"],"properties":{"code":{"type":"string"},"message":{"type":"string"}}},
-	"artifacts":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"url":{"type":"string"}}}}}}`)
 
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args codeArgs
 	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {
 		return res, err
 	}
-	args.IdempotencyKey = ""
 	return s.runAndWait(ctx, req, args.request())
 }
 
@@ -243,7 +281,7 @@ func (s *Server) followJob(ctx context.Context, p store.Principal, job jobs.Job,
 }
 
 func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args codeArgs
+	var args submitArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -256,10 +294,7 @@ func (s *Server) toolSubmitJob(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolGetJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		JobID  string `json:"job_id"`
-		WaitMS int    `json:"wait_ms"`
-	}
+	var args getJobArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -277,9 +312,7 @@ func (s *Server) toolGetJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 }
 
 func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		JobID string `json:"job_id"`
-	}
+	var args jobArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -292,23 +325,17 @@ func (s *Server) toolCancelJob(ctx context.Context, req mcp.CallToolRequest) (*m
 }
 
 func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Status        []string          `json:"status"`
-		Language      []string          `json:"language"`
-		CreatedAfter  string            `json:"created_after"`
-		CreatedBefore string            `json:"created_before"`
-		Metadata      map[string]string `json:"metadata"`
-		IncludeSpec   bool              `json:"include_spec"`
-		Limit         int               `json:"limit"`
-		Cursor        string            `json:"cursor"`
-	}
+	var args listJobsArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
 	}
 	// The filters are read as GET /v1/jobs reads them, with its checks
 	// and messages.
-	q := url.Values{"status": args.Status, "language": args.Language}
+	q := url.Values{"language": args.Language}
+	for _, st := range args.Status {
+		q.Add("status", string(st))
+	}
 	for k, v := range map[string]string{"created_after": args.CreatedAfter, "created_before": args.CreatedBefore, "cursor": args.Cursor} {
 		if v != "" {
 			q.Set(k, v)
@@ -340,23 +367,10 @@ func (s *Server) toolListJobs(ctx context.Context, req mcp.CallToolRequest) (*mc
 			return toolError(err), nil
 		}
 	}
-	type item struct {
-		JobID     string            `json:"job_id"`
-		Status    jobs.Status       `json:"status"`
-		Language  string            `json:"language"`
-		CreatedAt time.Time         `json:"created_at"`
-		ExitCode  *int              `json:"exit_code"`
-		Artifacts int               `json:"artifacts"`
-		Metadata  map[string]string `json:"metadata,omitempty"`
-		Spec      *jobs.JobSpec     `json:"spec,omitempty"`
-	}
-	out := struct {
-		Jobs       []item  `json:"jobs"`
-		NextCursor *string `json:"next_cursor"`
-	}{Jobs: []item{}}
+	out := jobItems{Jobs: []jobItem{}}
 	var text strings.Builder
 	for _, j := range list {
-		out.Jobs = append(out.Jobs, item{j.ID, j.Status, j.Language, j.CreatedAt, j.ExitCode, len(j.Artifacts), j.Metadata, j.Spec})
+		out.Jobs = append(out.Jobs, jobItem{j.ID, j.Status, j.Language, j.CreatedAt, j.ExitCode, len(j.Artifacts), j.Metadata, j.Spec})
 		fmt.Fprintf(&text, "%s  %-9s  %-6s  %s\n", j.ID, j.Status, j.Language, j.CreatedAt.Format(time.RFC3339))
 		if j.Spec != nil {
 			writeSpec(&text, j.Spec)
@@ -402,10 +416,7 @@ func writeSpec(b *strings.Builder, v *jobs.JobSpec) {
 }
 
 func (s *Server) toolArtifactURL(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		JobID string `json:"job_id"`
-		Path  string `json:"path"`
-	}
+	var args artifactArgs
 	p, res, err := begin(ctx, req, &args)
 	if res != nil || err != nil {
 		return res, err
@@ -414,7 +425,7 @@ func (s *Server) toolArtifactURL(ctx context.Context, req mcp.CallToolRequest) (
 	if err != nil {
 		return toolError(err), nil
 	}
-	return mcp.NewToolResultStructured(map[string]any{"url": u, "expires_at": expires}, u), nil
+	return mcp.NewToolResultStructured(presignedURL{URL: u, ExpiresAt: expires}, u), nil
 }
 
 // textOutputLimit is how much of each stream the text content carries; the
@@ -539,14 +550,5 @@ func writeStream(b *strings.Builder, name, out string, truncated bool, jobID str
 	}
 	if truncated {
 		fmt.Fprintf(b, "[%s exceeded the output limit; the rest was dropped. Print less, or write it to a file under out/]\n", name)
-	}
-}
-
-// rawInputSchema sets a hand-written input schema, replacing the default
-// one mcp.NewTool starts with (the library refuses tools that carry both).
-func rawInputSchema(schema json.RawMessage) mcp.ToolOption {
-	return func(t *mcp.Tool) {
-		t.InputSchema = mcp.ToolInputSchema{}
-		t.RawInputSchema = schema
 	}
 }

@@ -33,6 +33,7 @@ type SessionRequest struct {
 // Session bounds.
 const (
 	DefaultSessionTTL = 3600
+	MinSessionTTL     = 10
 	MaxSessionTTL     = 7 * 24 * 3600
 	DefaultSessionMB  = 512
 	MaxSessionMB      = 4096
@@ -49,8 +50,8 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.TTLSeconds == 0 {
 		r.TTLSeconds = DefaultSessionTTL
 	}
-	if r.TTLSeconds < 10 || r.TTLSeconds > MaxSessionTTL {
-		return r, fieldErr("ttl_seconds", "must be between 10 and %d", MaxSessionTTL)
+	if r.TTLSeconds < MinSessionTTL || r.TTLSeconds > MaxSessionTTL {
+		return r, fieldErr("ttl_seconds", "must be between %d and %d", MinSessionTTL, MaxSessionTTL)
 	}
 	if r.DiskMB == 0 {
 		r.DiskMB = DefaultSessionMB
