@@ -35,9 +35,12 @@ type Config struct {
 	MaxSteps int
 	// Timeout bounds one model call (default 2 minutes).
 	Timeout time.Duration
-	// ExecWait is how long execute_code waits for its job (default 2
-	// minutes; the API caps it too).
-	ExecWait time.Duration
+	// RunTimeout bounds a whole request: every model call and tool call
+	// of it (default 15 minutes).
+	RunTimeout time.Duration
+	// MaxTokens caps what a request may ask the model for with max_tokens
+	// (0: no cap; a request above it is clamped).
+	MaxTokens int
 	// Client makes the model calls (default: a client without a timeout of
 	// its own; Timeout applies per call).
 	Client *http.Client
@@ -51,8 +54,8 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
 	}
-	if c.ExecWait == 0 {
-		c.ExecWait = 2 * time.Minute
+	if c.RunTimeout == 0 {
+		c.RunTimeout = 15 * time.Minute
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{}
@@ -132,6 +135,13 @@ func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, o
 	if opt.MaxSteps > 0 && opt.MaxSteps < steps {
 		steps = opt.MaxSteps
 	}
+	if a.cfg.MaxTokens > 0 && (opt.MaxTokens == nil || *opt.MaxTokens > a.cfg.MaxTokens) {
+		limit := a.cfg.MaxTokens
+		opt.MaxTokens = &limit
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.RunTimeout)
+	defer cancel()
 	// gantry's prompt comes first, with the client's own system message
 	// after it in the same message (some models take only one).
 	conv := make([]Message, 0, len(msgs)+1+2*steps)
@@ -150,7 +160,7 @@ func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, o
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return run, ctx.Err()
+				return run, a.ended(parent, ctx)
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = &ModelError{Message: fmt.Sprintf("the model did not answer within %s", a.cfg.Timeout)}
@@ -191,9 +201,9 @@ func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, o
 			if sink.Event != nil {
 				sink.Event(ev)
 			}
-			res := runTool(ctx, api, tc, a.cfg.ExecWait)
+			res := runTool(ctx, api, tc)
 			if ctx.Err() != nil {
-				return run, ctx.Err()
+				return run, a.ended(parent, ctx)
 			}
 			ok := res.OK
 			ev.Type, ev.OK, ev.Result, ev.JobID, ev.Status, ev.Artifacts = "tool_result", &ok, res.Content, res.JobID, res.Status, res.Artifacts
@@ -204,6 +214,15 @@ func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, o
 			conv = append(conv, Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Function.Name, Content: Content(res.Content)})
 		}
 	}
+}
+
+// ended is why a run's context ended: the client's (parent's) error, or
+// the run's own time limit, a *ModelError the client is told about.
+func (a *Agent) ended(parent, run context.Context) error {
+	if parent.Err() != nil {
+		return parent.Err()
+	}
+	return &ModelError{Message: fmt.Sprintf("the agent did not finish within %s (GANTRY_LLM_RUN_TIMEOUT)", a.cfg.RunTimeout)}
 }
 
 // Options are a request's own settings.

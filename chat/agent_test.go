@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/localapi"
@@ -91,8 +93,9 @@ func call(id, name, args string) ToolCall {
 // fakeAPI stands in for the ingress's handler: it answers the calls the
 // tools make, for the key "gk_good" only, and records them.
 type fakeAPI struct {
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	stopped bool // a download stopped early: its request was cancelled
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -117,6 +120,22 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"skills": []map[string]any{{"name": "plotting", "description": "matplotlib charts saved to out/"}}})
 	case r.Method == "GET" && r.URL.Path == "/v1/sessions/ses_1/files/notes/a b.txt":
 		_, _ = io.WriteString(w, "hello from the session\n")
+	case r.Method == "GET" && r.URL.Path == "/v1/sessions/ses_1/files/big.log":
+		// A file far larger than the agent shows, written as the files
+		// API does (a Content-Length, then the bytes), stopping when the
+		// request is cancelled.
+		const size = 64 << 20
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		line := []byte(strings.Repeat("x", 1023) + "\n")
+		for sent := 0; sent < size; sent += len(line) {
+			if r.Context().Err() != nil {
+				f.mu.Lock()
+				f.stopped = true
+				f.mu.Unlock()
+				panic(http.ErrAbortHandler)
+			}
+			_, _ = w.Write(line)
+		}
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "", "route "+r.Method+" "+r.URL.Path+" not found")
 	}
@@ -168,7 +187,7 @@ func TestRunCallsToolsThenAnswers(t *testing.T) {
 			}
 			wantCalls := []string{
 				"GET /v1/skills?limit=8&q=chart",
-				"POST /v1/execute?wait=2m0s",
+				"POST /v1/execute",
 				"GET /v1/sessions/ses_1/files/notes/a%20b.txt",
 			}
 			if strings.Join(api.calls, "\n") != strings.Join(wantCalls, "\n") {
@@ -299,11 +318,76 @@ func TestModelFailures(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 
+	// An unreachable server: the client is told so, without its address
+	// (it is in the log).
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	a, _ = New(Config{URL: closed.URL, Model: "m"}, slog.New(slog.DiscardHandler))
 	_, err = a.Run(context.Background(), localapi.New(&fakeAPI{}, "gk_good"), []Message{{Role: "user", Content: "hi"}}, Options{}, Sink{Text: func(string) {}})
-	if !isModelError(err) || !strings.Contains(err.Error(), "cannot reach the model server") {
+	host := strings.TrimPrefix(closed.URL, "http://")
+	var me *ModelError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "cannot reach the model server") || strings.Contains(err.Error(), host) || !strings.Contains(me.Detail, host) {
+		t.Fatalf("err = %v (detail %q)", err, me.Detail)
+	}
+
+	// A server's long error message is cut.
+	long := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, strings.Repeat("upstream trace ", 200))
+	}))
+	defer long.Close()
+	a, _ = New(Config{URL: long.URL, Model: "m"}, slog.New(slog.DiscardHandler))
+	_, err = a.Run(context.Background(), localapi.New(&fakeAPI{}, "gk_good"), []Message{{Role: "user", Content: "hi"}}, Options{}, Sink{})
+	if !isModelError(err) || len(err.Error()) > maxModelMessage+100 {
+		t.Fatalf("err (%d bytes) = %.200v", len(err.Error()), err)
+	}
+}
+
+// TestReadFileReadsOnlyItsStart: read_file shows the start of a large file
+// and stops the download there, instead of holding the file in memory.
+func TestReadFileReadsOnlyItsStart(t *testing.T) {
+	api := &fakeAPI{}
+	res := runTool(context.Background(), localapi.New(api, "gk_good"), call("c1", "read_file", `{"session_id": "ses_1", "path": "big.log"}`))
+	if !res.OK || len(res.Content) > maxFileRead+100 || !strings.Contains(res.Content, fmt.Sprintf("cut: the file has %d bytes", 64<<20)) {
+		t.Fatalf("ok %v, %d bytes: %.100q … %q", res.OK, len(res.Content), res.Content, res.Content[max(0, len(res.Content)-80):])
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if !api.stopped {
+		t.Error("the download ran to its end after the part shown was read")
+	}
+}
+
+// TestRunLimits: a whole run has a deadline, and a request's max_tokens is
+// held to the operator's cap.
+func TestRunLimits(t *testing.T) {
+	model := &scripted{replies: []Message{{Role: "assistant", Content: "done"}}}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	a, err := New(Config{URL: srv.URL + "/v1", Model: "m", MaxTokens: 256}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 100000
+	if _, err := a.Run(context.Background(), localapi.New(&fakeAPI{}, "gk_good"), []Message{{Role: "user", Content: "hi"}}, Options{MaxTokens: &asked}, Sink{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := model.got[0].MaxTokens; got == nil || *got != 256 {
+		t.Errorf("max_tokens sent to the model: %v, want 256", got)
+	}
+
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	a, _ = New(Config{URL: slow.URL, Model: "m", RunTimeout: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	_, err = a.Run(context.Background(), localapi.New(&fakeAPI{}, "gk_good"), []Message{{Role: "user", Content: "hi"}}, Options{}, Sink{})
+	if !isModelError(err) || !strings.Contains(err.Error(), "GANTRY_LLM_RUN_TIMEOUT") {
 		t.Fatalf("err = %v", err)
 	}
 }

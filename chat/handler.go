@@ -173,7 +173,7 @@ func (a *Agent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, api
 			return // the client left
 		}
 		code, msg := failure(err)
-		log.Warn("agent failed", "err", msg)
+		logFailure(log, err, msg)
 		send(map[string]any{"error": map[string]string{"code": code, "message": msg, "type": "server_error"}})
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 		return
@@ -192,12 +192,22 @@ func (a *Agent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, api
 // fail answers a request whose loop failed before anything was sent.
 func (a *Agent) fail(w http.ResponseWriter, log interface{ Warn(string, ...any) }, err error) {
 	code, msg := failure(err)
-	log.Warn("agent failed", "err", msg)
+	logFailure(log, err, msg)
 	status := http.StatusServiceUnavailable
 	if code == "internal" {
 		status = http.StatusInternalServerError
 	}
 	writeError(w, status, code, "", msg)
+}
+
+// logFailure logs a failed request: what the client was told, and what
+// it was not (the model server's own error).
+func logFailure(log interface{ Warn(string, ...any) }, err error, msg string) {
+	if me := (*ModelError)(nil); errors.As(err, &me) && me.Detail != "" {
+		log.Warn("agent failed", "err", msg, "detail", me.Detail)
+		return
+	}
+	log.Warn("agent failed", "err", msg)
 }
 
 // failure maps a loop error to an API error code and message.

@@ -15,11 +15,16 @@ import (
 // maxModelAnswer caps a model's whole answer, and one line of a streamed one.
 const maxModelAnswer = 8 << 20
 
-// ModelError is a model server that failed or could not be reached; the
-// message says which and why, without the server's credentials.
-type ModelError struct{ Message string }
+// ModelError is a model server that failed or could not be reached, or an
+// agent run out of time. Message is what the client is told: what failed,
+// without the server's address or credentials; Detail (logged, never
+// sent) says the rest.
+type ModelError struct{ Message, Detail string }
 
 func (e *ModelError) Error() string { return e.Message }
+
+// maxModelMessage caps the model server's own words passed on to a client.
+const maxModelMessage = 300
 
 // reply is one answer of the model: its message (text, tool calls), why it
 // stopped, and what it cost.
@@ -65,12 +70,12 @@ func (m *model) complete(ctx context.Context, req modelRequest, onText func(stri
 		if ctx.Err() != nil {
 			return reply{}, ctx.Err()
 		}
-		return reply{}, &ModelError{Message: "cannot reach the model server (GANTRY_LLM_URL): " + redact(err.Error(), m.apiKey)}
+		return reply{}, &ModelError{Message: "cannot reach the model server (GANTRY_LLM_URL)", Detail: redact(err.Error(), m.apiKey)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return reply{}, &ModelError{Message: fmt.Sprintf("the model server answered %d: %s", resp.StatusCode, redact(errorText(b), m.apiKey))}
+		return reply{}, &ModelError{Message: fmt.Sprintf("the model server answered %d: %s", resp.StatusCode, clip(redact(errorText(b), m.apiKey)))}
 	}
 	ctype := resp.Header.Get("Content-Type")
 	if req.Stream && strings.HasPrefix(ctype, "text/event-stream") {
@@ -102,6 +107,8 @@ func readStream(r io.Reader, onText func(string)) (reply, error) {
 	var (
 		text  strings.Builder
 		calls []ToolCall
+		args  []*strings.Builder // calls' arguments as they come
+		size  int                // of the text and every call's pieces
 		out   reply
 		done  bool
 	)
@@ -126,7 +133,7 @@ func readStream(r io.Reader, onText func(string)) (reply, error) {
 			return reply{}, &ModelError{Message: "the model server sent a chunk that is not JSON: " + err.Error()}
 		}
 		if c.Error != nil {
-			return reply{}, &ModelError{Message: "the model server failed: " + c.Error.Message}
+			return reply{}, &ModelError{Message: "the model server failed: " + clip(c.Error.Message)}
 		}
 		if c.Usage != nil {
 			out.Usage = c.Usage
@@ -135,11 +142,11 @@ func readStream(r io.Reader, onText func(string)) (reply, error) {
 			if ch.Index != 0 {
 				continue
 			}
+			if size += len(ch.Delta.Content); size > maxModelAnswer {
+				return reply{}, &ModelError{Message: "the model's answer is too long"}
+			}
 			if ch.Delta.Content != "" {
 				text.WriteString(ch.Delta.Content)
-				if text.Len() > maxModelAnswer {
-					return reply{}, &ModelError{Message: "the model's answer is too long"}
-				}
 				onText(ch.Delta.Content)
 			}
 			for _, tc := range ch.Delta.ToolCalls {
@@ -152,15 +159,19 @@ func readStream(r io.Reader, onText func(string)) (reply, error) {
 				if i < 0 || i > len(calls) || i >= maxToolCallsPerStep {
 					return reply{}, &ModelError{Message: fmt.Sprintf("the model server sent tool call index %d out of order", i)}
 				}
+				if size += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments); size > maxModelAnswer {
+					return reply{}, &ModelError{Message: "the model's answer is too long"}
+				}
 				if i == len(calls) {
 					calls = append(calls, ToolCall{Type: "function"})
+					args = append(args, &strings.Builder{})
 				}
 				call := &calls[i]
 				if tc.ID != "" {
 					call.ID = tc.ID
 				}
 				call.Function.Name += tc.Function.Name
-				call.Function.Arguments += tc.Function.Arguments
+				args[i].WriteString(tc.Function.Arguments)
 			}
 			if ch.FinishReason != nil {
 				out.FinishReason = *ch.FinishReason
@@ -172,6 +183,9 @@ func readStream(r io.Reader, onText func(string)) (reply, error) {
 	}
 	if !done && out.FinishReason == "" {
 		return reply{}, &ModelError{Message: "the model's streamed answer ended early"}
+	}
+	for i := range calls {
+		calls[i].Function.Arguments = args[i].String()
 	}
 	out.Message = Message{Role: "assistant", Content: Content(text.String()), ToolCalls: calls}
 	return out, nil
@@ -195,6 +209,14 @@ func errorText(b []byte) string {
 		return "(no message)"
 	}
 	return s
+}
+
+// clip cuts a message of the model server's to maxModelMessage bytes.
+func clip(s string) string {
+	if len(s) <= maxModelMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxModelMessage], "") + "…"
 }
 
 // redact removes the model server's key from a message.

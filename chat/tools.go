@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/jobs"
@@ -63,7 +62,7 @@ type ToolResult struct {
 
 // runTool carries out one tool call. A failure is a result the model reads
 // (it can correct itself), never an error of the loop.
-func runTool(ctx context.Context, api *localapi.Client, call ToolCall, execWait time.Duration) ToolResult {
+func runTool(ctx context.Context, api *localapi.Client, call ToolCall) ToolResult {
 	args := []byte(call.Function.Arguments)
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = []byte("{}")
@@ -91,7 +90,9 @@ func runTool(ctx context.Context, api *localapi.Client, call ToolCall, execWait 
 			req["timeout_ms"] = in.TimeoutMS
 		}
 		var job jobs.Job
-		if err := api.JSON(ctx, http.MethodPost, "/v1/execute?wait="+execWait.String(), req, &job); err != nil {
+		// No ?wait=: the API waits up to its own maximum (the operator's
+		// longest job timeout and 30 s), which no fixed wait could know.
+		if err := api.JSON(ctx, http.MethodPost, "/v1/execute", req, &job); err != nil {
 			return apiFail(err)
 		}
 		return jobResult(job)
@@ -211,27 +212,30 @@ func runTool(ctx context.Context, api *localapi.Client, call ToolCall, execWait 
 		if err := decodeArgs(args, &in); err != nil {
 			return fail("%v", err)
 		}
-		resp, err := api.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(in.SessionID)+"/files/"+localapi.PathEscape(strings.TrimPrefix(in.Path, "/")), nil, "")
+		// Only the start of the file is read: a session's file may be
+		// gigabytes, and the agent shows maxFileRead bytes of it.
+		resp, err := api.DoLimited(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(in.SessionID)+"/files/"+localapi.PathEscape(strings.TrimPrefix(in.Path, "/")), nil, "", maxFileRead+utf8.UTFMax)
 		if err != nil {
 			return fail("%v", err)
 		}
 		if err := resp.Err(); err != nil {
 			return apiFail(err)
 		}
+		size := resp.Header.Get("Content-Length")
 		body := resp.Body
-		cut := len(body) > maxFileRead
+		cut := resp.Cut || len(body) > maxFileRead
 		if cut {
-			body = body[:maxFileRead]
+			body = body[:min(len(body), maxFileRead)]
 			for len(body) > 0 && !utf8.Valid(body) { // do not split a character
 				body = body[:len(body)-1]
 			}
 		}
 		if !utf8.Valid(body) || bytes.IndexByte(body, 0) >= 0 {
-			return fail("%s is not a text file (%d bytes)", in.Path, len(resp.Body))
+			return fail("%s is not a text file (%s bytes)", in.Path, size)
 		}
 		s := string(body)
 		if cut {
-			s += fmt.Sprintf("\n[... cut: the file has %d bytes]", len(resp.Body))
+			s += fmt.Sprintf("\n[... cut: the file has %s bytes]", size)
 		}
 		return ToolResult{OK: true, Content: s}
 	}

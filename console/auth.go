@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -27,6 +29,9 @@ const (
 	// cap on a session file), and maxBody a form that carries files.
 	maxUpload = 32 << 20
 	maxBody   = maxUpload + 1<<20
+	// maxForm caps a body that carries no files (a form, the playground's
+	// JSON).
+	maxForm = 1 << 20
 	// maxKeyLen bounds what the sign-in form accepts as a key.
 	maxKeyLen = 256
 )
@@ -90,7 +95,15 @@ func (c *Console) signedIn(h handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			limit := int64(maxForm)
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+				limit = maxBody
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if err := formError(r); err != nil {
+				c.render(w, r, s, err.Status, "error", "Not sent", "", nil, err)
+				return
+			}
 			token := r.Header.Get("X-CSRF-Token")
 			if token == "" {
 				token = formValue(r, "csrf")
@@ -122,6 +135,26 @@ func formValue(r *http.Request, name string) string {
 		return ""
 	}
 	return r.PostFormValue(name)
+}
+
+// formError is why the form's body could not be read: too large (413),
+// too slow (408), or nil.
+func formError(r *http.Request) *localapi.Error {
+	var err error
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		err = r.ParseMultipartForm(8 << 20)
+	} else {
+		err = r.ParseForm()
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return &localapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large",
+			Message: fmt.Sprintf("the form is larger than %d bytes", tooLarge.Limit)}
+	case err != nil && !errors.Is(err, http.ErrNotMultipart):
+		return &localapi.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the form could not be read: " + err.Error()}
+	}
+	return nil
 }
 
 func (c *Console) handleSigninPage(w http.ResponseWriter, r *http.Request) {

@@ -46,6 +46,10 @@ type Config struct {
 	Model string
 	// Version is shown in the footer.
 	Version string
+	// Guard wraps the console's own handler (nil: none): the ingress's
+	// deadline for request bodies, so a slow sign-in or upload cannot
+	// hold a connection for as long as it likes.
+	Guard func(http.Handler) http.Handler
 }
 
 // Console serves the pages.
@@ -101,7 +105,11 @@ func New(cfg Config, log *slog.Logger, api http.Handler) (*Console, error) {
 // everything else to api.
 func (c *Console) Handler() http.Handler {
 	m := http.NewServeMux()
-	m.Handle(Prefix, c)
+	var own http.Handler = c
+	if c.cfg.Guard != nil {
+		own = c.cfg.Guard(c)
+	}
+	m.Handle(Prefix, own)
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 	})

@@ -205,6 +205,11 @@ func TestFormsNeedTheSessionToken(t *testing.T) {
 	if w := b.do(t, "POST", "/console/sessions", form, map[string]string{"Sec-Fetch-Site": "same-origin"}); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/sessions/ses_1" {
 		t.Errorf("good form: %d %v %s", w.Code, w.Header(), w.Body)
 	}
+	// A form too large is refused as such, not as a missing token.
+	big := url.Values{"language": {strings.Repeat("x", maxForm)}, "csrf": {b.csrf}}
+	if w := b.do(t, "POST", "/console/sessions", big, nil); w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "larger than") {
+		t.Errorf("a form too large: %d", w.Code)
+	}
 	// Signing out needs the token too.
 	if w := b.do(t, "POST", "/console/signout", url.Values{}, nil); w.Code != 403 {
 		t.Errorf("sign out without token: %d", w.Code)

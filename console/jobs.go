@@ -182,7 +182,7 @@ func (c *Console) handleRun(w http.ResponseWriter, r *http.Request, s *session) 
 	req := map[string]any{"language": f.Language, "code": f.Code, "metadata": map[string]string{"source": "console"}}
 	if f.Timeout != "" {
 		secs, err := strconv.ParseFloat(f.Timeout, 64)
-		if err != nil || secs <= 0 {
+		if err != nil || !(secs > 0) || secs > 24*3600 { // NaN and Inf too
 			return again(badForm("timeout", "timeout must be a number of seconds, such as 30"))
 		}
 		req["timeout_ms"] = int(secs * 1000)

@@ -100,7 +100,7 @@ func (c *Console) showSession(w http.ResponseWriter, r *http.Request, s *session
 	var js struct {
 		Jobs []jobs.Job `json:"jobs"`
 	}
-	if err := s.api.JSON(r.Context(), http.MethodGet, "/v1/jobs?limit=10&session_id="+id, nil, &js); err != nil {
+	if err := s.api.JSON(r.Context(), http.MethodGet, "/v1/jobs?limit=10&session_id="+url.QueryEscape(r.PathValue("id")), nil, &js); err != nil {
 		return err
 	}
 	d.Jobs = js.Jobs

@@ -17,17 +17,24 @@ import (
 // responses) are not cut. http.Server's ReadTimeout cannot do this: it
 // also ends the request's context while the response is still streaming.
 func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return BodyDeadline(s.cfg.BodyTimeout, next)
+}
+
+// BodyDeadline is bodyDeadline for handlers served beside the API (the
+// web console): a body that does not arrive within timeout (0: none) is
+// a 408 error from Read.
+func BodyDeadline(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || s.cfg.BodyTimeout <= 0 {
+		if r.Body == nil || r.Body == http.NoBody || timeout <= 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
 		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)); err != nil {
+		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
 			next.ServeHTTP(w, r) // a writer without a connection (tests)
 			return
 		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, w: w, rc: rc, timeout: s.cfg.BodyTimeout}
+		r.Body = &deadlineBody{ReadCloser: r.Body, w: w, rc: rc, timeout: timeout}
 		next.ServeHTTP(w, r)
 	})
 }

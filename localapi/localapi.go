@@ -42,6 +42,8 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// Cut: Body is the first bytes of a longer answer (DoLimited).
+	Cut bool
 }
 
 // Err returns the answer's error, or nil for a 1xx–3xx status.
@@ -106,6 +108,34 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 	return &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
 }
 
+// DoLimited is Do keeping at most limit bytes of the answer's body: the
+// rest is not read (the API's request is cancelled), and the response says
+// it was cut. For answers a caller shows only the start of (a file), which
+// must not be held in memory whole.
+func (c *Client) DoLimited(ctx context.Context, method, path string, body io.Reader, contentType string, limit int) (*Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := c.Request(ctx, method, path, body, contentType)
+	if err != nil {
+		return nil, err
+	}
+	rec := &recorder{header: http.Header{}, limit: limit, full: cancel}
+	func() {
+		defer func() {
+			// The handler aborts the answer it could not finish once its
+			// request was cancelled: the cut this client asked for.
+			if v := recover(); v != nil && (v != http.ErrAbortHandler || !rec.cut) {
+				panic(v)
+			}
+		}()
+		c.api.ServeHTTP(rec, r)
+	}()
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes(), Cut: rec.cut}, nil
+}
+
 // JSON calls method path with in (nil: no body) as JSON and decodes a
 // successful answer into out (nil: ignored). An API error is returned as
 // an *Error.
@@ -154,11 +184,15 @@ func PathEscape(p string) string {
 	return strings.Join(parts, "/")
 }
 
-// recorder buffers an answer in memory.
+// recorder buffers an answer in memory: all of it, or (limit > 0) its
+// first limit bytes, calling full once more arrive.
 type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	limit  int
+	cut    bool
+	full   func()
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -172,6 +206,16 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+	}
+	if r.limit > 0 && r.body.Len()+len(p) > r.limit {
+		// Keep what fits and take the rest without keeping it: an error
+		// here would abort the handler before the cut is recorded.
+		r.body.Write(p[:r.limit-r.body.Len()])
+		if !r.cut {
+			r.cut = true
+			r.full()
+		}
+		return len(p), nil
 	}
 	return r.body.Write(p)
 }

@@ -81,6 +81,10 @@ type config struct {
 	LLMAPIKey   string
 	LLMMaxSteps int
 	LLMTimeout  time.Duration
+	// LLMRunTimeout bounds a whole agent request; LLMMaxTokens caps its
+	// max_tokens (0: no cap).
+	LLMRunTimeout time.Duration
+	LLMMaxTokens  int
 
 	// dev only
 	DataDir      string
@@ -265,12 +269,14 @@ func loadConfig() (config, error) {
 		WebhookRetryFor: e.duration("GANTRY_WEBHOOK_RETRY_FOR", 24*time.Hour, time.Second, 30*24*time.Hour),
 		BatchMax:        e.int("GANTRY_BATCH_MAX", 100, 1, 10_000),
 
-		Console:     e.bool("GANTRY_CONSOLE", true),
-		LLMURL:      e.str("GANTRY_LLM_URL", ""),
-		LLMModel:    e.str("GANTRY_LLM_MODEL", ""),
-		LLMAPIKey:   e.str("GANTRY_LLM_API_KEY", ""),
-		LLMMaxSteps: e.int("GANTRY_LLM_MAX_STEPS", 10, 1, 100),
-		LLMTimeout:  e.duration("GANTRY_LLM_TIMEOUT", 2*time.Minute, time.Second, time.Hour),
+		Console:       e.bool("GANTRY_CONSOLE", true),
+		LLMURL:        e.str("GANTRY_LLM_URL", ""),
+		LLMModel:      e.str("GANTRY_LLM_MODEL", ""),
+		LLMAPIKey:     e.str("GANTRY_LLM_API_KEY", ""),
+		LLMMaxSteps:   e.int("GANTRY_LLM_MAX_STEPS", 10, 1, 100),
+		LLMTimeout:    e.duration("GANTRY_LLM_TIMEOUT", 2*time.Minute, time.Second, time.Hour),
+		LLMRunTimeout: e.duration("GANTRY_LLM_RUN_TIMEOUT", 15*time.Minute, time.Second, 24*time.Hour),
+		LLMMaxTokens:  e.int("GANTRY_LLM_MAX_TOKENS", 0, 0, 1<<20),
 
 		DataDir:      e.str("GANTRY_DATA_DIR", ".gantry"),
 		DevAPIKey:    e.str("GANTRY_DEV_API_KEY", ""),

@@ -20,6 +20,7 @@ func newAgent(cfg config, log *slog.Logger) (ingress.Agent, error) {
 	}
 	a, err := chat.New(chat.Config{
 		URL: cfg.LLMURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, MaxSteps: cfg.LLMMaxSteps, Timeout: cfg.LLMTimeout,
+		RunTimeout: cfg.LLMRunTimeout, MaxTokens: cfg.LLMMaxTokens,
 	}, log.With("component", "agent"))
 	if err != nil {
 		return nil, err
@@ -54,6 +55,7 @@ func withConsole(cfg config, log *slog.Logger, api http.Handler) (http.Handler, 
 	}
 	c, err := console.New(console.Config{
 		SessionKey: key, SessionTTL: 12 * time.Hour, ImageOrigins: origins, Model: model, Version: version,
+		Guard: func(h http.Handler) http.Handler { return ingress.BodyDeadline(cfg.BodyTimeout, h) },
 	}, log.With("component", "console"), api)
 	if err != nil {
 		return nil, err
