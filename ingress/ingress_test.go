@@ -34,6 +34,7 @@ import (
 // tests play the runner's part through the store and NATS.
 type harness struct {
 	url           string
+	handler       http.Handler // the ingress's own, unwrapped
 	st            *store.Store
 	nc            *nats.Conn
 	js            jetstream.JetStream
@@ -88,6 +89,7 @@ func (h *harness) serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
+	h.handler = srv.Handler()
 	ts := httptest.NewServer(contracttest.Handler(t, srv.Handler()))
 	t.Cleanup(ts.Close)
 	mc := h.maint

@@ -4,11 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/localapi"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -207,5 +210,31 @@ func TestSessionFileAttacks(t *testing.T) {
 	}
 	if r := h.do(t, h.keyA, "PUT", base+"/late.txt", "x"); r.status != 404 {
 		t.Errorf("write to an expired session: %d", r.status)
+	}
+}
+
+// TestFileReadInProcessCutShort: the agent and the console read a session
+// file in-process (localapi); DoLimited keeps the start of a large file and
+// stops the download there, and the handler's abort of the answer it could
+// not finish goes no further.
+func TestFileReadInProcessCutShort(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.MaxBodyBytes = 16 << 20 })
+	s := h.newSession(t, h.keyA)
+	content := strings.Repeat("0123456789abcdef", 1<<19) // 8 MiB
+	if r := h.do(t, h.keyA, "PUT", "/v1/sessions/"+s.ID+"/files/big.txt", content); r.status != 200 {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	api := localapi.New(h.handler, h.keyA)
+	resp, err := api.DoLimited(context.Background(), "GET", "/v1/sessions/"+s.ID+"/files/big.txt", nil, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 200 || !resp.Cut || string(resp.Body) != content[:1000] || resp.Header.Get("Content-Length") != fmt.Sprint(len(content)) {
+		t.Fatalf("%d cut=%v %d bytes, Content-Length %s", resp.Status, resp.Cut, len(resp.Body), resp.Header.Get("Content-Length"))
+	}
+	// The whole file still reads in full.
+	whole, err := api.Do(context.Background(), "GET", "/v1/sessions/"+s.ID+"/files/big.txt", nil, "")
+	if err != nil || whole.Cut || string(whole.Body) != content {
+		t.Fatalf("whole read: %v, cut=%v, %d bytes", err, whole.Cut, len(whole.Body))
 	}
 }
