@@ -29,7 +29,7 @@ var listJobsParams = []param{
 	{in: "query", name: "status", schema: statusListSchema(), more: js{"style": "form", "explode": true}, desc: "Only jobs with one of these statuses: one, several repeated, or several comma-separated (failed,error)."},
 	{in: "query", name: "session_id", schema: js{"type": "string"}, desc: "Only jobs of this session."},
 	{in: "query", name: "batch_id", schema: js{"type": "string"}, desc: "Only jobs of this batch (POST /v1/jobs/batch)."},
-	{in: "query", name: "language", schema: js{"type": "array", "items": js{"type": "string"}}, more: js{"style": "form", "explode": true}, desc: "Only jobs in one of these languages (python, bash, node, typescript): one, several repeated, or comma-separated."},
+	{in: "query", name: "language", schema: js{"type": "array", "items": js{"type": "string"}}, more: js{"style": "form", "explode": true}, desc: "Only jobs in one of these languages (" + languageNames() + "): one, several repeated, or comma-separated."},
 	{in: "query", name: "created_after", schema: js{"type": "string", "format": "date-time"}, desc: "Only jobs created at or after this time (RFC 3339, e.g. 2026-01-02T15:04:05Z; percent-encode a + offset as %2B)."},
 	{in: "query", name: "created_before", schema: js{"type": "string", "format": "date-time"}, desc: "Only jobs created strictly before this time (RFC 3339). Must be later than created_after."},
 	{in: "query", name: metadataParam + "KEY", schema: js{"type": "string"}, desc: "Only jobs whose metadata has KEY with this value (replace KEY by the key: metadata.agent=demo). Several are ANDed; at most 32."},
@@ -223,6 +223,15 @@ func statusNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
+}
+
+// languageEnum lists the languages jobs run in.
+func languageEnum() []any {
+	names := make([]any, len(jobs.Languages))
+	for i, l := range jobs.Languages {
+		names[i] = l.Name
+	}
+	return names
 }
 
 func languageNames() string {

@@ -206,15 +206,6 @@ func codeNote() toolNote {
 	}}
 }
 
-// languageEnum lists the languages jobs run in.
-func languageEnum() []any {
-	names := make([]any, len(jobs.Languages))
-	for i, l := range jobs.Languages {
-		names[i] = l.Name
-	}
-	return names
-}
-
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args codeArgs
 	if _, res, err := begin(ctx, req, &args); res != nil || err != nil {

@@ -32,7 +32,7 @@ var schemaNotes = map[string]schemaNote{
 	"JobRequest": {
 		desc: "A job to run. Give `code` (the program) or `command` (an argv), not both. Unknown fields, wrong types and trailing data after the object are refused with 400 and the offending field named. A body that is not valid UTF-8 is refused with 400 naming the field that holds the bad bytes.",
 		props: map[string]js{
-			"language":        {"enum": []any{"python", "bash", "node", "typescript"}, "description": "The language to run in (GET /v1/languages lists them)."},
+			"language":        {"enum": languageEnum(), "description": "The language to run in (GET /v1/languages lists them)."},
 			"code":            {"maxLength": 1048576, "description": "The program. It is written to /tmp/gantry/<file> (main.py, main.sh or main.js) and run with the language's command, in /workspace. Required unless `command` is given; must not be blank. At most 1048576 bytes.", "examples": []any{"print(6*7)"}},
 			"command":         {"maxItems": 256, "description": `An argv to run in /workspace instead of a program, e.g. ["python3", "main.py"]. At most 256 arguments; the first must not be empty; no NUL bytes.`, "examples": []any{[]any{"python3", "main.py"}}},
 			"files":           {"maxItems": 1000, "description": "Input files, at most 1000, at most 8388608 bytes in all once decoded."},
@@ -183,7 +183,7 @@ var schemaNotes = map[string]schemaNote{
 	"SessionRequest": {
 		desc: "A session to create; every field is optional, but the body must be a JSON object (send {} for the defaults). Unknown fields, wrong types and trailing data are refused with 400 and the offending field named.",
 		props: map[string]js{
-			"language":    {"enum": []any{"python", "bash", "node", "typescript"}, "default": "python", "description": "The session's language (GET /v1/languages lists them). Absent or empty means python."},
+			"language":    {"enum": languageEnum(), "default": "python", "description": "The session's language (GET /v1/languages lists them). Absent or empty means python."},
 			"ttl_seconds": {"minimum": 10, "maximum": 604800, "default": 3600, "description": "How long the session lives after its last use, in seconds (at most 7 days). Absent or 0 means the default."},
 			"disk_mb":     {"minimum": 1, "maximum": 4096, "default": 512, "description": "Size in MiB of the session's /workspace, for jobs and for files written through the API. Absent or 0 means the default. At most 4096, and at most the operator's GANTRY_MAX_DISK_MB."},
 			"metadata":    {"additionalProperties": js{"type": "string", "maxLength": 512}, "maxProperties": 32, "propertyNames": js{"minLength": 1, "maxLength": 64}, "description": "Free-form string labels returned with the session: at most 32 keys of 1-64 bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming `metadata` or `metadata.<key>`).", "examples": []any{js{"agent": "demo"}}},

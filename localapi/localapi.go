@@ -96,21 +96,12 @@ func (c *Client) Serve(w http.ResponseWriter, r *http.Request) { c.api.ServeHTTP
 // only a request that could not be made; the API's own errors are in the
 // response (see Response.Err).
 func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, contentType string) (*Response, error) {
-	r, err := c.Request(ctx, method, path, body, contentType)
-	if err != nil {
-		return nil, err
-	}
-	rec := &recorder{header: http.Header{}}
-	c.api.ServeHTTP(rec, r)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	return &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
+	return c.DoLimited(ctx, method, path, body, contentType, 0)
 }
 
-// DoLimited is Do keeping at most limit bytes of the answer's body: the
-// rest is not read (the API's request is cancelled), and the response says
-// it was cut. For answers a caller shows only the start of (a file), which
+// DoLimited is Do keeping at most limit bytes of the answer's body (0: no
+// limit): the rest is not read (the API's request is cancelled), and the
+// response says it was cut. For answers a caller shows only the start of (a file), which
 // must not be held in memory whole.
 func (c *Client) DoLimited(ctx context.Context, method, path string, body io.Reader, contentType string, limit int) (*Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
