@@ -11,14 +11,19 @@
 // since the program shares the container with it.
 //
 // With the "namespaces" isolation (the default), each program runs in a
-// fresh bubblewrap sandbox inside the container: new user, mount, pid, ipc,
-// uts, network and cgroup namespaces, no capabilities, its own /proc, /dev
-// and /tmp, the container's /workspace bound in, the skills and the
-// program read-only. When the program's main process exits, the kernel
+// fresh sandbox inside the container: new user, mount, pid, ipc, uts,
+// network and cgroup namespaces, no capabilities, the job's own seccomp
+// filter, its own /proc, /dev and /tmp, the container's /workspace bound
+// in, the skills and the program read-only. A Python program runs in a
+// fork of the container's warm interpreter, which has the data libraries
+// imported and builds that sandbox itself (warm.go); any other program in
+// a bubblewrap sandbox. When the program's main process exits, the kernel
 // kills everything it started with its pid namespace, so a container can
-// serve one job after another without one seeing another. With the
-// "container" isolation (gVisor, where bubblewrap cannot run) the program
-// runs directly in the container, which then serves a single job.
+// serve one job after another without one seeing another. A stateful
+// session's container keeps one such sandbox for the session's whole life
+// instead (live.go). With the "container" isolation (gVisor, where user
+// namespaces cannot be made) the program runs directly in the container,
+// which then serves a single job (or a single stateful session).
 package agent
 
 import "encoding/json"
@@ -26,7 +31,7 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner).
-const Protocol = 2
+const Protocol = 3
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -88,6 +93,10 @@ type Request struct {
 	// Fresh empties the workspace before the run (a job's container);
 	// without it the workspace is kept (a session's container).
 	Fresh bool `json:"fresh,omitempty"`
+	// Stateful runs the program in the container's live session sandbox
+	// (made first if there is none): a Python program as a cell of the
+	// session's interpreter, anything else as a process of the sandbox.
+	Stateful bool `json:"stateful,omitempty"`
 
 	// tar: Paths are workspace-relative regular files (artifacts); All
 	// streams the whole workspace (a session snapshot) instead.
@@ -112,6 +121,24 @@ type Exit struct {
 	Signal int `json:"signal,omitempty"`
 	// OOMKills counts the container's out-of-memory kills during the run.
 	OOMKills int `json:"oom_kills,omitempty"`
+	// Value is the last expression's value of a Python program run as a
+	// session's cell, as a notebook shows it: a JSON object from MIME type
+	// to representation (see jobs.Value). Untrusted: the runner checks it.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Live describes the session sandbox of a Stateful run.
+	Live *Live `json:"live,omitempty"`
+}
+
+// Live describes the session sandbox a stateful run ran in.
+type Live struct {
+	// ID numbers the container's session sandboxes, from 1.
+	ID int `json:"id"`
+	// Fresh: the sandbox was made for this run; nothing of an earlier one
+	// is in it.
+	Fresh bool `json:"fresh"`
+	// Ended says why the container's previous session sandbox ended, if
+	// one did.
+	Ended string `json:"ended,omitempty"`
 }
 
 // BridgeRequest is a request the program made on the bridge socket,

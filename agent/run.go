@@ -25,7 +25,7 @@ const drainGrace = 2 * time.Second
 // run runs one program and reports its exit and the workspace's files.
 func (s *server) run(req Request) error {
 	exit, err := s.runProgram(req)
-	if errors.Is(err, ErrRunnerGone) {
+	if errors.Is(err, ErrRunnerGone) || errors.Is(err, errWarmLost) {
 		return err
 	}
 	if err != nil {
@@ -44,58 +44,106 @@ func (s *server) run(req Request) error {
 	return s.fw.frame(KindListing, list)
 }
 
+// running is a program in its sandbox, from its start to the end of its
+// output.
+type running interface {
+	// wait is closed when the program ended and its output was read.
+	wait() <-chan struct{}
+	// exit reports how it ended (after wait); an error means the agent can
+	// no longer tell, and must end.
+	exit() (Exit, error)
+	// stop kills the program's sandbox.
+	stop()
+}
+
 // runProgram prepares the run's files and runs the program. An error means
 // the program did not start.
 func (s *server) runProgram(req Request) (Exit, error) {
 	if len(req.Argv) == 0 {
 		return Exit{}, errors.New("run request without argv")
 	}
-	sp := s.takeSpare()
+	if err := s.unfit(); err != nil {
+		return Exit{}, err
+	}
+	if req.Stateful {
+		return s.runLive(req)
+	}
+	warm := s.warm != nil && s.warm.isReady() && warmEligible(req.Argv, req.Env)
+	var sp *spare
+	if !warm {
+		sp = s.takeSpare()
+	}
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {
 			sp.discard()
 			return Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
+	br, cleanup, err := s.prepareRun(req)
+	if err != nil {
+		sp.discard()
+		return Exit{}, err
+	}
+	defer cleanup()
+
+	env := environ(req.Env)
+	var p running
+	if warm {
+		p, err = s.runWarm(req, env)
+		if errors.Is(err, errWarmTooLarge) {
+			warm = false
+			p, err = s.handOver(nil, req, env)
+		}
+	} else {
+		p, err = s.handOver(sp, req, env)
+	}
+	if err != nil {
+		return Exit{}, err
+	}
+	// The next job's sandbox starts as soon as this one's program runs
+	// (under Container the container serves this one job): a Python one
+	// only when the warm interpreter does not serve Python jobs.
+	if s.cfg.Isolation == Namespaces {
+		s.spawnSpares(isPython(req.Argv) && !warm && (s.warm == nil || !s.warm.isReady()))
+	}
+	return s.await(p, br)
+}
+
+// prepareRun writes the run's program files and opens the code-mode
+// bridge; cleanup closes the bridge and empties the program directory.
+func (s *server) prepareRun(req Request) (*bridge, func(), error) {
 	runDir := s.runDir()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		sp.discard()
-		return Exit{}, err
+		return nil, nil, err
 	}
 	if err := emptyDir(runDir); err != nil {
-		sp.discard()
-		return Exit{}, err
+		return nil, nil, err
 	}
-	defer emptyDir(runDir) //nolint:errcheck // the next run empties it again
 	if err := placeFiles(req.Files, runDir); err != nil {
-		sp.discard()
-		return Exit{}, err
+		return nil, nil, err
 	}
 	var br *bridge
 	if req.Bridge {
 		var err error
 		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
-			sp.discard()
-			return Exit{}, err
+			return nil, nil, err
 		}
-		defer br.close()
 	}
+	return br, func() {
+		if br != nil {
+			br.close()
+		}
+		_ = emptyDir(runDir) // the next run empties it again
+	}, nil
+}
 
-	env := environ(req.Env)
-	p, err := s.handOver(sp, req, env)
-	if err != nil {
-		return Exit{}, err
-	}
-	// The next job's sandbox starts as soon as this one's program runs
-	// (under Container the container serves this one job).
-	if s.cfg.Isolation == Namespaces {
-		s.spawnSpares(isPython(req.Argv))
-	}
+// await relays the runner's bridge replies until the program ends.
+func (s *server) await(p running, br *bridge) (Exit, error) {
 	for {
 		select {
 		case f, ok := <-s.frames:
 			if !ok {
-				p.kill()
+				p.stop()
 				return Exit{}, ErrRunnerGone
 			}
 			if f.kind != KindRequest {
@@ -105,8 +153,8 @@ func (s *server) runProgram(req Request) (Exit, error) {
 			if json.Unmarshal(f.payload, &r) == nil && r.Op == "reply" && br != nil {
 				br.reply(r.ID, r.Body)
 			}
-		case <-p.done:
-			return p.exit(), nil
+		case <-p.wait():
+			return p.exit()
 		}
 	}
 }
@@ -124,7 +172,7 @@ func (s *server) handOver(sp *spare, req Request, env []string) (*process, error
 		return nil, err
 	}
 	s.feed(stdin, nil, req.Stdin)
-	s.relay(p, req.OutputCap, false)
+	p.relay(s, req.OutputCap, false)
 	return p, nil
 }
 
@@ -165,7 +213,8 @@ func placeFiles(files []File, runDir string) error {
 	return nil
 }
 
-// process is a program's sandbox, from its launch to the end of its
+// process is a program's own sandbox (bubblewrap's, or the container
+// under the Container isolation), from its launch to the end of its
 // output.
 type process struct {
 	cmd       *exec.Cmd
@@ -211,7 +260,7 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
 	if s.cfg.Isolation == Namespaces {
-		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir()), "--json-status-fd", "3", "--block-fd", "4", "--")
+		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir()), "--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
 		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
 		statusR, statusW, err := pipe()
 		if err != nil {
@@ -222,8 +271,14 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 			closeAll()
 			return nil, nil, err
 		}
-		p.cmd.ExtraFiles = []*os.File{statusW, blockR}
-		childEnds = append(childEnds, statusW, blockR)
+		filterR, err := s.filterPipe()
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		files = append(files, filterR)
+		p.cmd.ExtraFiles = []*os.File{statusW, blockR, filterR}
+		childEnds = append(childEnds, statusW, blockR, filterR)
 		status, block = statusR, blockW
 	} else {
 		p.cmd = exec.Command(s.cfg.Self, append([]string{"exec", "--"}, argv...)...)
@@ -320,31 +375,52 @@ func (p *process) watchStatus(status, block *os.File) {
 }
 
 // relay starts sending the program's output as frames, up to cap bytes a
-// stream, and announces the start; done closes when the program ended and
-// its output was read. With skipReady, what the stderr pipe holds up to
-// the ready line of a spare's waiting process is not the program's.
-func (s *server) relay(p *process, cap int, skipReady bool) {
+// stream; done closes when the program ended and its output was read.
+// With skipReady, what the stderr pipe holds up to the ready line of a
+// spare's waiting process is not the program's.
+func (p *process) relay(s *server, cap int, skipReady bool) {
+	ended := make(chan struct{})
+	go func() {
+		<-p.exited
+		<-p.statusEnd
+		close(ended)
+	}()
+	done := s.relay(p.outR, p.errR, cap, ended, p, skipReady)
+	go func() { <-done; close(p.done) }()
+}
+
+func (p *process) wait() <-chan struct{} { return p.done }
+func (p *process) stop()                 { p.kill() }
+
+// relay sends what outR and errR yield as output frames, up to cap bytes a
+// stream, until both end. Once ended is closed every process of the
+// program is dead and the pipes end at once; they are cut after drainGrace
+// in case something that cannot be killed holds them. setup (may be nil)
+// keeps the first bytes of stderr. The channel returned closes when both
+// are done.
+func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setup *process, skipReady bool) <-chan struct{} {
 	if cap <= 0 {
 		cap = 1 << 20
 	}
 	var relays sync.WaitGroup
 	relays.Add(2)
-	go func() { defer relays.Done(); s.copyOut(KindStdout, p.outR, cap, nil, false) }()
-	go func() { defer relays.Done(); s.copyOut(KindStderr, p.errR, cap, p, skipReady) }()
+	go func() { defer relays.Done(); s.copyOut(KindStdout, outR, cap, nil, false) }()
+	go func() { defer relays.Done(); s.copyOut(KindStderr, errR, cap, setup, skipReady) }()
+	done := make(chan struct{})
 	go func() {
-		<-p.exited
-		<-p.statusEnd
+		<-ended
 		drained := make(chan struct{})
 		go func() { relays.Wait(); close(drained) }()
 		select {
 		case <-drained:
 		case <-time.After(drainGrace):
-			p.outR.Close()
-			p.errR.Close()
+			outR.Close()
+			errR.Close()
 			<-drained
 		}
-		close(p.done)
+		close(done)
 	}()
+	return done
 }
 
 // readyLine is what a spare's waiting process writes on stderr when it is
@@ -421,7 +497,9 @@ func (p *process) kill() {
 }
 
 // exit reports how the program ended (after done closed).
-func (p *process) exit() Exit {
+func (p *process) exit() (Exit, error) { return p.result(), nil }
+
+func (p *process) result() Exit {
 	e := Exit{OOMKills: max(oomKills()-p.oomBefore, 0)}
 	if p.isolation == Namespaces {
 		p.mu.Lock()
@@ -493,6 +571,22 @@ func oomKills() int {
 	return 0
 }
 
+// filterPipe returns a pipe that holds the job seccomp filter, for
+// bubblewrap's --seccomp (the filter is far smaller than a pipe's buffer).
+func (s *server) filterPipe() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(s.filter)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
 // probe runs an empty sandbox once: if bubblewrap cannot create one here
 // (no unprivileged user namespaces, a seccomp or AppArmor profile that
 // forbids mount), the runner learns it from the Hello instead of from
@@ -501,8 +595,14 @@ func (s *server) probe() error {
 	if err := os.MkdirAll(s.runDir(), 0o755); err != nil {
 		return err
 	}
-	args := append(s.sandboxArgs(1, s.runDir()), "--", "true")
+	filterR, err := s.filterPipe()
+	if err != nil {
+		return err
+	}
+	defer filterR.Close()
+	args := append(s.sandboxArgs(1, s.runDir()), "--seccomp", "3", "--", "true")
 	cmd := exec.Command(s.cfg.Bwrap, args...)
+	cmd.ExtraFiles = []*os.File{filterR}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

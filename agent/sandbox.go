@@ -18,7 +18,8 @@ import (
 //     program directory (read-only, as ProgramDir);
 //   - bwrap's own init as pid 1: when the program's main process exits,
 //     init exits and the kernel kills every process left in the namespace;
-//     --die-with-parent kills the sandbox if bwrap itself dies.
+//     --die-with-parent kills the sandbox if bwrap itself dies;
+//   - (added by launch and probe) the job seccomp filter (seccomp.go).
 //
 // The environment is bwrap's own, which the agent sets to the job's.
 func (s *server) sandboxArgs(tmpMB int, runDir string) []string {

@@ -28,6 +28,10 @@ type Config struct {
 	// Idle ends the agent after this long without a request: its runner
 	// is gone (the runner retires idle containers well before).
 	Idle time.Duration
+	// Warm lists the modules the warm interpreter imports (Namespaces
+	// only); none: Python jobs start their own interpreter, and stateful
+	// sessions are refused.
+	Warm []string
 }
 
 // WithDefaults fills in zero fields.
@@ -69,6 +73,15 @@ type server struct {
 	// delivered on its channel once launched. Only the serving goroutine
 	// touches the slice.
 	spares []chan *spare
+	// warm is the warm interpreter (warm.go), nil without one.
+	warm *warm
+	// filter is the job seccomp filter (seccomp.go).
+	filter []byte
+	// live is a stateful session's sandbox (live.go); lives counts those
+	// made, liveEnded says why the last one ended when the agent ended it.
+	live      *liveSandbox
+	lives     int
+	liveEnded string
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
@@ -94,7 +107,9 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	if err := s.setup(); err != nil {
 		hello.Error = err.Error()
 	} else {
-		s.spawnSpares(true) // most jobs are Python
+		// Most jobs are Python: a spare Python unless the warm
+		// interpreter serves them.
+		s.spawnSpares(s.warm == nil)
 	}
 	if err := s.fw.json(KindHello, hello); err != nil {
 		return err
@@ -132,7 +147,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 		case "skills":
 			err = s.answer(s.skills(req.Files))
 		case "clean":
-			err = s.answer(emptyDir(Workspace))
+			err = s.answer(s.clean())
 		case "reply":
 			// The answer to a bridge request of a run that ended.
 		default:
@@ -143,6 +158,25 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 		}
 		idle.Reset(cfg.Idle)
 	}
+}
+
+// clean empties the workspace for the container's next job, unless the
+// container must not serve another: its warm interpreter died.
+func (s *server) clean() error {
+	if err := s.unfit(); err != nil {
+		return err
+	}
+	return emptyDir(Workspace)
+}
+
+// unfit says why the container must not run another program, or nil.
+func (s *server) unfit() error {
+	if s.warm != nil {
+		if err := s.warm.Err(); err != nil {
+			return fmt.Errorf("%w; this container must be retired", err)
+		}
+	}
+	return nil
 }
 
 // answer ends a request that has no stream of its own.
@@ -162,8 +196,21 @@ func (s *server) setup() error {
 	if s.cfg.Isolation != Namespaces {
 		return nil
 	}
+	filter, err := JobFilter()
+	if err != nil {
+		return err
+	}
+	s.filter = filter
 	s.masks = procMasks()
-	return s.probe()
+	if err := s.probe(); err != nil {
+		return err
+	}
+	if len(s.cfg.Warm) > 0 {
+		if s.warm, err = startWarm(s.cfg.StateDir, s.cfg.Warm, filter); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *server) skillsDir() string {

@@ -18,8 +18,16 @@ import (
 // interpreter or execs anything else, or this binary's "wait", which
 // execs. A spare serves one job, like any sandbox.
 
-//go:embed zygote.py
-var zygoteSource string
+// spareSource is the spare's Python: the shared program runner, then the
+// spare's own part.
+var spareSource = pyrunSource + "\n" + spareMain
+
+var (
+	//go:embed pyrun.py
+	pyrunSource string
+	//go:embed spare.py
+	spareMain string
+)
 
 type spare struct {
 	p      *process
@@ -46,7 +54,7 @@ func (s *server) spawnSpares(python bool) {
 		go func() {
 			argv := []string{s.cfg.Self, "wait"}
 			if python {
-				argv = []string{"python3", "-c", zygoteSource}
+				argv = []string{"python3", "-c", spareSource}
 			}
 			p, stdin, err := s.launch(argv, environ(nil), true, nil)
 			if err != nil {
@@ -108,7 +116,7 @@ func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
 		return nil, false
 	}
 	s.feed(sp.stdin, nil, req.Stdin)
-	s.relay(sp.p, req.OutputCap, true)
+	sp.p.relay(s, req.OutputCap, true)
 	return sp.p, true
 }
 

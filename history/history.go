@@ -106,12 +106,12 @@ func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Re
 
 // FinishSessionJob is FinishJob for a session's job (see
 // store.FinishSessionJob).
-func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot) (bool, bool, string, error) {
+func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot, live *store.Live) (bool, bool, string, error) {
 	r, moved, err := s.moveOutput(ctx, jobID, attempt, r)
 	if err != nil {
 		return false, false, "", err
 	}
-	applied, snapApplied, replaced, err := s.Store.FinishSessionJob(ctx, jobID, attempt, r, sessionID, owner, snap)
+	applied, snapApplied, replaced, err := s.Store.FinishSessionJob(ctx, jobID, attempt, r, sessionID, owner, snap, live)
 	if err == nil && !applied {
 		s.forget(ctx, moved)
 	}

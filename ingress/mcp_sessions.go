@@ -17,8 +17,9 @@ import (
 )
 
 const sessionBehaviour = "A session is a workspace (/workspace) whose files persist from call to call, on whichever machine runs it; " +
-	"its calls run one at a time, in order. Only /workspace persists; a call that times out or is cancelled leaves it as it was. " +
-	"An idle session expires after ttl_seconds and its files are deleted."
+	"its calls run one at a time, in order. Only /workspace persists, unless stateful: then Python calls share one interpreter " +
+	"(variables, imports, loaded data) and /tmp and background processes persist too, until the live state is lost (a call says so in live_state). " +
+	"A call that times out or is cancelled leaves /workspace as it was. An idle session expires after ttl_seconds and its files are deleted."
 
 // The MCP session tools' arguments and answers.
 type (
@@ -30,6 +31,7 @@ type (
 	createSessionArgs struct {
 		Language   string `json:"language,omitempty"`
 		TTLSeconds int    `json:"ttl_seconds,omitempty"`
+		Stateful   bool   `json:"stateful,omitempty"`
 	}
 	// sessionCreated is create_session's answer.
 	sessionCreated struct {
@@ -37,6 +39,7 @@ type (
 		Language   string    `json:"language"`
 		TTLSeconds int       `json:"ttl_seconds"`
 		ExpiresAt  time.Time `json:"expires_at"`
+		Stateful   bool      `json:"stateful"`
 	}
 	executeBashArgs struct {
 		sessionArgs
@@ -95,6 +98,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		inputOf[createSessionArgs](toolNote{props: map[string]js{
 			"language":    {"enum": languageEnum()},
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
+			"stateful":    {"description": "keep variables, imports, /tmp and background processes between calls (like notebook cells); each Python call then also returns its last expression's value"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
 	), s.toolCreateSession)
@@ -168,12 +172,16 @@ func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest)
 	if res != nil || err != nil {
 		return res, err
 	}
-	sess, err := s.createSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds})
+	sess, err := s.createSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Stateful: args.Stateful})
 	if err != nil {
 		return toolError(err), nil
 	}
-	out := sessionCreated{SessionID: sess.ID, Language: sess.Language, TTLSeconds: sess.TTLSeconds, ExpiresAt: sess.ExpiresAt}
-	return mcp.NewToolResultStructured(out, fmt.Sprintf("session %s created (%s); it expires after %d s idle", sess.ID, sess.Language, sess.TTLSeconds)), nil
+	out := sessionCreated{SessionID: sess.ID, Language: sess.Language, TTLSeconds: sess.TTLSeconds, ExpiresAt: sess.ExpiresAt, Stateful: sess.Stateful}
+	kind := ""
+	if sess.Stateful {
+		kind = "stateful "
+	}
+	return mcp.NewToolResultStructured(out, fmt.Sprintf("%ssession %s created (%s); it expires after %d s idle", kind, sess.ID, sess.Language, sess.TTLSeconds)), nil
 }
 
 func (s *Server) toolExecuteBash(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

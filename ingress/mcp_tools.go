@@ -111,6 +111,11 @@ type jobResult struct {
 	Artifacts       []artifactLink  `json:"artifacts"`
 	// ArtifactsOmitted are matching files left out over a cap.
 	ArtifactsOmitted []jobs.OmittedArtifact `json:"artifacts_omitted,omitempty"`
+	// Value, LiveState and LiveStateReason: a stateful session's job (see
+	// jobs.Job).
+	Value           *jobs.Value    `json:"value,omitempty"`
+	LiveState       jobs.LiveState `json:"live_state,omitempty"`
+	LiveStateReason string         `json:"live_state_reason,omitempty"`
 }
 
 // artifactLink is an artifact with a presigned URL that needs no API key.
@@ -430,6 +435,7 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 		JobID: j.ID, Status: j.Status, Attempt: j.Attempt, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
 		Stdout: j.Stdout, Stderr: j.Stderr, StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
 		Error: j.Error, Artifacts: []artifactLink{}, ArtifactsOmitted: j.ArtifactsOmitted,
+		Value: j.Value, LiveState: j.LiveState, LiveStateReason: j.LiveStateReason,
 	}
 	for _, a := range j.Artifacts {
 		u, expires, err := s.artifactURL(ctx, p, j.ID, a.Path)
@@ -455,7 +461,13 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 	if !j.Status.Terminal() {
 		fmt.Fprintf(&b, "not finished yet: call get_job with job_id=%s and wait_ms to wait for it\n", j.ID)
 	}
+	if j.LiveState == jobs.LiveLost {
+		fmt.Fprintf(&b, "the session's live state was lost (%s): this call ran in a fresh interpreter; files in /workspace are as the last call left them\n", j.LiveStateReason)
+	}
 	writeStream(&b, "stdout", j.Stdout, j.StdoutTruncated, j.ID)
+	if j.Value != nil {
+		writeStream(&b, "value", j.Value.Text, false, j.ID)
+	}
 	writeStream(&b, "stderr", j.Stderr, j.StderrTruncated, j.ID)
 	if len(res.Artifacts) > 0 {
 		b.WriteString("artifacts (download links, no credentials needed):\n")
@@ -469,6 +481,9 @@ func (s *Server) jobToolResult(ctx context.Context, p store.Principal, j jobs.Jo
 	// A program that failed is a result, not a tool error: the model reads
 	// the status and output and fixes its code.
 	out := mcp.NewToolResultStructured(res, b.String())
+	if j.Value != nil && j.Value.PNG != "" && len(j.Value.PNG) <= maxInlineImageBytes*4/3 {
+		out.Content = append(out.Content, mcp.NewImageContent(j.Value.PNG, "image/png"))
+	}
 	out.Content = append(out.Content, s.imageContent(ctx, p, j, res.Artifacts)...)
 	return out
 }

@@ -34,6 +34,8 @@ var componentTypes = []component{
 	{"ErrorInfo", typ[jobs.ErrorInfo]()},
 	{"Artifact", typ[jobs.Artifact]()},
 	{"Job", typ[jobs.Job]()},
+	{"Value", typ[jobs.Value]()},
+	{"LiveState", typ[jobs.LiveState]()},
 	{"JobSpec", typ[jobs.JobSpec]()},
 	{"JobSpecFile", typ[jobs.FileInfo]()},
 	{"JobList", typ[jobList]()},
@@ -93,6 +95,13 @@ var enums = map[reflect.Type][]any{
 	typ[jobs.Status](): func() []any {
 		out := make([]any, len(jobs.Statuses))
 		for i, s := range jobs.Statuses {
+			out[i] = string(s)
+		}
+		return out
+	}(),
+	typ[jobs.LiveState](): func() []any {
+		out := make([]any, len(jobs.LiveStates))
+		for i, s := range jobs.LiveStates {
 			out[i] = string(s)
 		}
 		return out

@@ -103,7 +103,26 @@ var schemaNotes = map[string]schemaNote{
 			"batch_id":          {"pattern": "^bat_[0-9a-hjkmnp-tv-z]{26}$", "description": "The batch the job was submitted in (POST /v1/jobs/batch), or null."},
 			"webhook_url":       {"description": "The webhook URL the request named, or null (the tenant's default, if any, is called)."},
 			"webhook":           {"description": "The webhook call made when the job finished, with every attempt; null when the job has not finished or has no webhook."},
+			"value":             {"description": "A Python job in a stateful session: the value of its code's last expression, as a notebook shows it. Absent for other jobs, and when the code ends in a statement, or in an expression that is None or ends with `;`, or raised."},
+			"live_state":        {"description": "A job of a stateful session that ran: whether it found the session's live state (the interpreter's globals, /tmp, the processes earlier jobs left running). Absent for other jobs."},
+			"live_state_reason": {"description": "Why the session's live state was lost (live_state `lost`), as far as gantry knows. Absent otherwise.", "examples": []any{"job job_01jzq3v6k8m2n4p5r7s9t0w1x2 timed out, and its sandbox was killed"}},
 		},
+	},
+	"Value": {
+		desc: "A value as a notebook shows it: a MIME bundle (the `data` of a Jupyter execute_result), from MIME type to the value rendered in it. text/plain (its repr) is always there; the others when the object has them (its `_repr_html_`, `_repr_png_`, … methods, or `_repr_mimebundle_`; a matplotlib figure is drawn as image/png). The whole value is at most 1 MiB of JSON: representations that do not fit are left out, largest first, and text/plain is cut at 65536 characters (ending with …).",
+		props: map[string]js{
+			"text/plain":       {"description": "repr() of the value.", "examples": []any{"42"}},
+			"text/html":        {"description": "HTML, as from a pandas DataFrame's _repr_html_."},
+			"text/markdown":    {"description": "Markdown."},
+			"text/latex":       {"description": "LaTeX, as from a SymPy expression's _repr_latex_."},
+			"image/png":        {"contentEncoding": "base64", "description": "A PNG, base64-encoded."},
+			"image/jpeg":       {"contentEncoding": "base64", "description": "A JPEG, base64-encoded."},
+			"image/svg+xml":    {"description": "An SVG document."},
+			"application/json": {"description": "JSON, as the object's _repr_json_ gives it."},
+		},
+	},
+	"LiveState": {
+		desc: "What a job of a stateful session found of the session's live state: `new` (the session's first job; it made the session's sandbox), `kept` (it ran in the sandbox the previous job left: globals, imports, /tmp and background processes as they were), `lost` (the sandbox earlier jobs ran in is gone, see live_state_reason; this job ran in a new one, with /workspace as the last job left it).",
 	},
 	"JobList": {
 		props: map[string]js{
@@ -178,6 +197,7 @@ var schemaNotes = map[string]schemaNote{
 			"version":         {"format": "int64", "minimum": 0, "description": "Version of the workspace: 0 while it is empty, one more each time a job (that ended by itself) or a files API edit saves it."},
 			"workspace_bytes": {"format": "int64", "minimum": 0, "description": "Size in bytes of the stored workspace snapshot (a tar stream, so a little more than its files)."},
 			"queued_jobs":     {"minimum": 0, "description": "The session's jobs not yet started (counted from the jobs, so exact: cancelled jobs are not counted)."},
+			"stateful":        {"description": "The session keeps a live sandbox between its jobs (see SessionRequest.stateful)."},
 		},
 	},
 	"SessionRequest": {
@@ -187,6 +207,7 @@ var schemaNotes = map[string]schemaNote{
 			"ttl_seconds": {"minimum": 10, "maximum": 604800, "default": 3600, "description": "How long the session lives after its last use, in seconds (at most 7 days). Absent or 0 means the default."},
 			"disk_mb":     {"minimum": 1, "maximum": 4096, "default": 512, "description": "Size in MiB of the session's /workspace, for jobs and for files written through the API. Absent or 0 means the default. At most 4096, and at most the operator's GANTRY_MAX_DISK_MB."},
 			"metadata":    {"additionalProperties": js{"type": "string", "maxLength": 512}, "maxProperties": 32, "propertyNames": js{"minLength": 1, "maxLength": 64}, "description": "Free-form string labels returned with the session: at most 32 keys of 1-64 bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming `metadata` or `metadata.<key>`).", "examples": []any{js{"agent": "demo"}}},
+			"stateful":    {"default": false, "description": "Keep the session's sandbox alive between its jobs: Python jobs run one after another in one interpreter (globals, imports and loaded data persist, like notebook cells, and each job's `value` is its last expression's), and /tmp and the processes jobs leave running persist too; other jobs run as processes of that sandbox. /workspace is still saved after every job, so files survive the loss of the runner; the live state does not, and the next job says so (`live_state`). Its memory, processes and lifetime stay under the jobs' limits and the session's TTL; closing or expiring the session kills everything in it."},
 		},
 		optional: []string{"language"},
 	},

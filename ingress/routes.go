@@ -273,8 +273,8 @@ func (s *Server) routeTable() []route {
 			handle:  s.handleCreateSession,
 			tags:    []string{"sessions"},
 			summary: "Create a session: a workspace that persists between the jobs run in it.",
-			desc:    "The session starts with an empty /workspace. Submit jobs to it with session_id (POST /v1/jobs or POST /v1/execute); they run one at a time, in submission order, each seeing the files the previous ones left. The session lives until DELETE /v1/sessions/{id}, or until ttl_seconds pass without use. The body is at most 65536 bytes.",
-			body:    &requestBody{required: true, content: []media{{typ: "application/json", schema: typ[jobs.SessionRequest](), more: js{"examples": js{"defaults": js{"value": js{}}, "full": js{"value": js{"language": "python", "ttl_seconds": 7200, "disk_mb": 1024, "metadata": js{"agent": "demo"}}}}}}}},
+			desc:    "The session starts with an empty /workspace. Submit jobs to it with session_id (POST /v1/jobs or POST /v1/execute); they run one at a time, in submission order, each seeing the files the previous ones left. A stateful session also keeps its sandbox alive between jobs: one Python interpreter for its Python jobs (like notebook cells), /tmp and background processes. The session lives until DELETE /v1/sessions/{id}, or until ttl_seconds pass without use. The body is at most 65536 bytes.",
+			body:    &requestBody{required: true, content: []media{{typ: "application/json", schema: typ[jobs.SessionRequest](), more: js{"examples": js{"defaults": js{"value": js{}}, "full": js{"value": js{"language": "python", "ttl_seconds": 7200, "disk_mb": 1024, "metadata": js{"agent": "demo"}}}, "stateful": js{"value": js{"language": "python", "stateful": true}}}}}}},
 			errs:    []int{400},
 			resps: []resp{
 				{status: "201", desc: "Created: the session.", headers: js{"Location": js{"$ref": "#/components/headers/SessionLocation"}}, content: []media{{typ: "application/json", schema: typ[jobs.Session]()}}},

@@ -124,6 +124,15 @@ type Job struct {
 	// Spec is what the job ran, when asked for (?include=spec); never its
 	// env values.
 	Spec *JobSpec `json:"spec,omitempty"`
+	// Value is the value of the last expression of a Python job in a
+	// stateful session, as a notebook shows it (absent otherwise).
+	Value *Value `json:"value,omitempty"`
+	// LiveState says, for a job of a stateful session that ran, whether it
+	// found the session's live state (absent for other jobs).
+	LiveState LiveState `json:"live_state,omitempty"`
+	// LiveStateReason says why the live state was lost (live_state
+	// "lost").
+	LiveStateReason string `json:"live_state_reason,omitempty"`
 	// StdoutKey and StderrKey locate a stream's bytes in the object store
 	// when they were too long to keep in the row (Stdout or Stderr is then
 	// empty until the history layer reads them back). Not part of the API.
@@ -168,6 +177,11 @@ type Result struct {
 	// empty.
 	StdoutKey string
 	StderrKey string
+	// Value, LiveState and LiveStateReason: a stateful session's job (see
+	// Job).
+	Value           *Value
+	LiveState       LiveState
+	LiveStateReason string
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

@@ -20,6 +20,9 @@ type Session struct {
 	Bytes      int64             `json:"workspace_bytes"`
 	Queued     int               `json:"queued_jobs"`
 	Metadata   map[string]string `json:"metadata"`
+	// Stateful: the session keeps a live sandbox between its jobs (see
+	// SessionRequest).
+	Stateful bool `json:"stateful"`
 }
 
 // SessionRequest creates a session.
@@ -28,6 +31,14 @@ type SessionRequest struct {
 	TTLSeconds int               `json:"ttl_seconds,omitempty"`
 	DiskMB     int               `json:"disk_mb,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// Stateful keeps the session's sandbox alive between its jobs: Python
+	// jobs run one after another in one interpreter (globals, imports and
+	// loaded data persist, like notebook cells, and each returns its last
+	// expression's value), and /tmp and the processes jobs leave running
+	// persist too. The workspace is still saved after every job; the live
+	// state is lost with its runner or container, which the next job
+	// reports (Job.LiveState).
+	Stateful bool `json:"stateful,omitempty"`
 }
 
 // Session bounds.

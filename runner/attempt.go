@@ -75,6 +75,10 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
 	}
+	if a.session != nil && a.session.state.Stateful && a.r.sandbox.Isolation() == agent.Namespaces && !a.r.sandbox.Warm() {
+		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
+			Message: "stateful sessions need the warm interpreter, which this runner has turned off (GANTRY_WARM_PRELOAD)"}}, nil, nil
+	}
 	claim, err := a.r.withEnv(a.claim, a.ex.jobID)
 	if err != nil {
 		return jobs.Result{}, nil, err
@@ -165,6 +169,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		Files: files, Argv: spec.Argv(), Env: env,
 		OutputCap: spec.Limits.OutputBytes,
 		Fresh:     a.session == nil,
+		Stateful:  a.session != nil && a.session.state.Stateful,
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)
@@ -194,6 +199,7 @@ func (a *attempt) handOn(c *Container, reusable bool, reason string) *Container 
 		return c
 	}
 	if a.session != nil {
+		a.session.retired = reason
 		a.r.fleet.release(c, false, reason)
 		return nil
 	}
@@ -300,6 +306,16 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	code := rr.Exit.Code
 	res.ExitCode = &code
 	res.Status = jobs.StatusSucceeded
+	if a.session != nil && a.session.state.Stateful {
+		res.LiveState, res.LiveStateReason = a.session.liveState(ctr, rr.Exit.Live)
+		if len(rr.Exit.Value) > 0 {
+			v, err := jobs.ParseValue(rr.Exit.Value)
+			if err != nil {
+				a.log.Warn("the sandbox reported a value that is not one; dropped", "err", err)
+			}
+			res.Value = v
+		}
+	}
 	if code != 0 {
 		res.Status = jobs.StatusFailed
 		if code == 137 && rr.Exit.OOMKills > 0 {

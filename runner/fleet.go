@@ -31,6 +31,11 @@ type FleetConfig struct {
 	// IdleMax bounds how many bound containers wait for work at once; the
 	// least recently used goes first.
 	IdleMax int
+	// LiveMax bounds how many stateful sessions' containers wait for their
+	// next job at once (apart from IdleMax: each holds a live sandbox,
+	// kept for as long as its session lives); past it the least recently
+	// used loses its live state.
+	LiveMax int
 }
 
 // WithDefaults fills in zero fields.
@@ -50,6 +55,9 @@ func (c FleetConfig) WithDefaults(slots int) FleetConfig {
 	if c.IdleMax == 0 {
 		c.IdleMax = max(2*slots, 4)
 	}
+	if c.LiveMax == 0 {
+		c.LiveMax = max(2*slots, 16)
+	}
 	return c
 }
 
@@ -67,7 +75,8 @@ type bindKey struct {
 //	idle: bound to a tenant and limits profile, waiting for that tenant's
 //	      next job (its workspace emptied, no process of a job left);
 //	parked: a session's container, holding its workspace, waiting for the
-//	      session's next job;
+//	      session's next job (a stateful session's also holds its live
+//	      sandbox, and waits for as long as the session lives);
 //	retired: being removed, never used again.
 //
 // A container bound to a tenant never serves another tenant, and one made
@@ -95,13 +104,20 @@ type fleet struct {
 	epochs  map[string]int64 // the newest key epoch seen per tenant
 	closed  bool
 	pending sync.WaitGroup // background cleans and removals
+	// liveLost, when set, is told when a parked stateful session's
+	// container is retired between the session's jobs: its live state is
+	// lost, for this reason.
+	liveLost func(sessionID, live, reason string)
 }
 
 // parkedSession is a session's container between two of its jobs, with
-// the workspace version it holds.
+// the workspace version it holds. A stateful session's (live set) waits
+// until its session expires.
 type parkedSession struct {
 	ctr     *Container
 	version int64
+	live    bool
+	until   time.Time
 }
 
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
@@ -267,11 +283,15 @@ func (f *fleet) unpark(sessionID string) (*Container, int64) {
 }
 
 // park keeps a session's container, holding workspace version, for the
-// session's next job on this runner.
-func (f *fleet) park(sessionID string, c *Container, version int64) {
+// session's next job on this runner. A container holding a stateful
+// session's live sandbox (c.live set) is kept until the session would
+// expire (ttl from now), whatever the isolation and however many jobs it
+// served: it is the session's state.
+func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Duration) {
+	live := c.live != ""
 	f.mu.Lock()
 	f.busy--
-	if f.closed || c.jobs >= f.cfg.MaxJobs || !f.reusable() {
+	if f.closed || !live && (c.jobs >= f.cfg.MaxJobs || !f.reusable()) {
 		f.gaugesLocked()
 		f.mu.Unlock()
 		f.retire(c, "not kept")
@@ -282,11 +302,47 @@ func (f *fleet) park(sessionID string, c *Container, version int64) {
 		evicted = append(evicted, old.ctr)
 	}
 	c.lastUsed = time.Now()
-	f.parked[sessionID] = &parkedSession{ctr: c, version: version}
+	f.parked[sessionID] = &parkedSession{ctr: c, version: version, live: live, until: c.lastUsed.Add(ttl)}
 	evicted = append(evicted, f.overflowLocked()...)
+	lost := f.liveOverflowLocked()
 	f.gaugesLocked()
 	f.mu.Unlock()
 	f.retireAll(evicted, "idle limit")
+	f.retireLive(lost, "live limit", "the runner holding it kept too many live sessions; this one had waited longest")
+}
+
+// liveOverflowLocked takes out the least recently used stateful sessions'
+// containers beyond LiveMax.
+func (f *fleet) liveOverflowLocked() map[string]*parkedSession {
+	out := map[string]*parkedSession{}
+	for {
+		n, oldest := 0, ""
+		for sid, p := range f.parked {
+			if !p.live {
+				continue
+			}
+			n++
+			if oldest == "" || p.ctr.lastUsed.Before(f.parked[oldest].ctr.lastUsed) {
+				oldest = sid
+			}
+		}
+		if n <= f.cfg.LiveMax {
+			return out
+		}
+		out[oldest] = f.parked[oldest]
+		delete(f.parked, oldest)
+	}
+}
+
+// retireLive retires parked stateful sessions' containers, telling why
+// their live state was lost.
+func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
+	for sid, p := range lost {
+		if f.liveLost != nil {
+			f.liveLost(sid, p.ctr.live, why)
+		}
+		f.retire(p.ctr, reason)
+	}
 }
 
 // dropSession retires the session's parked container, if any.
@@ -315,7 +371,7 @@ func (f *fleet) overflowLocked() []*Container {
 			}
 		}
 		for sid, p := range f.parked {
-			if oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed) {
+			if !p.live && (oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed)) {
 				oldest, oldestSession = p.ctr, sid
 			}
 		}
@@ -333,7 +389,12 @@ func (f *fleet) overflowLocked() []*Container {
 }
 
 func (f *fleet) idleCountLocked() int {
-	n := len(f.parked)
+	n := 0
+	for _, p := range f.parked {
+		if !p.live {
+			n++
+		}
+	}
 	for _, list := range f.idle {
 		n += len(list)
 	}
@@ -527,12 +588,19 @@ func (f *fleet) tidy(ctx context.Context) {
 			f.idle[key] = keep
 		}
 	}
+	expired, deadLive := map[string]*parkedSession{}, map[string]*parkedSession{}
 	for sid, p := range f.parked {
 		switch {
+		case dead(p.ctr) && p.live:
+			deadLive[sid] = p
+			delete(f.parked, sid)
 		case dead(p.ctr):
 			died = append(died, p.ctr)
 			delete(f.parked, sid)
-		case now.Sub(p.ctr.lastUsed) > f.cfg.Idle:
+		case p.live && now.After(p.until):
+			expired[sid] = p
+			delete(f.parked, sid)
+		case !p.live && now.Sub(p.ctr.lastUsed) > f.cfg.Idle:
 			idle = append(idle, p.ctr)
 			delete(f.parked, sid)
 		}
@@ -545,6 +613,8 @@ func (f *fleet) tidy(ctx context.Context) {
 	f.retireAll(died, "died")
 	f.retireAll(old, "max age")
 	f.retireAll(idle, "idle")
+	f.retireLive(expired, "idle", "its session was idle past its TTL")
+	f.retireLive(deadLive, "died", "its container stopped")
 }
 
 // close retires everything the fleet holds and waits for the removals.
@@ -558,13 +628,19 @@ func (f *fleet) close() {
 		all = append(all, list...)
 	}
 	f.idle = map[bindKey][]*Container{}
-	for _, p := range f.parked {
-		all = append(all, p.ctr)
+	live := map[string]*parkedSession{}
+	for sid, p := range f.parked {
+		if p.live {
+			live[sid] = p
+		} else {
+			all = append(all, p.ctr)
+		}
 	}
 	f.parked = map[string]*parkedSession{}
 	f.gaugesLocked()
 	f.mu.Unlock()
 	f.retireAll(all, "shutdown")
+	f.retireLive(live, "shutdown", "the runner holding it shut down")
 	f.pending.Wait()
 }
 

@@ -141,6 +141,13 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
+	r.fleet.liveLost = func(sessionID, live, reason string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.sessions.LoseLive(ctx, sessionID, live, reason); err != nil {
+			r.log.Warn("record a session's lost live state", "session_id", sessionID, "err", err)
+		}
+	}
 	return r, nil
 }
 

@@ -36,7 +36,8 @@ const SandboxUser = "1000:1000"
 const SkillsDir = agent.SkillsDir
 
 // agentPids is what the agent itself (its threads, bwrap, the sandbox's
-// init) adds to a container's process count on top of the job's limit.
+// init, the warm interpreter and the two processes around each of its
+// jobs) adds to a container's process count on top of the job's limit.
 const agentPids = 24
 
 // agentTmpMB sizes the container's own /tmp under the Namespaces
@@ -72,7 +73,25 @@ type SandboxConfig struct {
 	// Isolation is how the agent runs programs; "" picks Namespaces, or
 	// Container under runsc (bubblewrap cannot run inside gVisor).
 	Isolation agent.Isolation
+	// Warm lists the modules each container's warm interpreter imports
+	// (Namespaces only): Python jobs are forked from it. nil means
+	// DefaultWarm; an empty list turns the warm interpreter off (Python
+	// jobs then start their own, and stateful sessions are refused).
+	Warm []string
+	// WarmMB is added to each container's memory limit for its warm
+	// interpreter, so that a job's memory_mb is not shrunk by it
+	// (default: DefaultWarmMB).
+	WarmMB int
 }
+
+// DefaultWarm is what a warm interpreter imports unless configured
+// otherwise: docs/PERFORMANCE.md has the memory each module costs.
+var DefaultWarm = []string{"numpy", "pandas", "matplotlib.pyplot"}
+
+// DefaultWarmMB covers DefaultWarm's interpreter in a container's memory
+// cgroup: about 65 MB of its own memory and the pages of the libraries'
+// files it reads first.
+const DefaultWarmMB = 128
 
 // WithDefaults fills in zero fields.
 func (c SandboxConfig) WithDefaults() SandboxConfig {
@@ -81,6 +100,17 @@ func (c SandboxConfig) WithDefaults() SandboxConfig {
 		if c.Runtime == "runsc" {
 			c.Isolation = agent.Container
 		}
+	}
+	if c.Warm == nil {
+		c.Warm = DefaultWarm
+	}
+	if c.Isolation != agent.Namespaces {
+		c.Warm = []string{} // a container serves one job: nothing to fork from
+	}
+	if len(c.Warm) == 0 {
+		c.WarmMB = 0
+	} else if c.WarmMB == 0 {
+		c.WarmMB = DefaultWarmMB
 	}
 	return c
 }
@@ -111,6 +141,10 @@ func newSandbox(d dockerAPI, cfg SandboxConfig) *Sandbox {
 
 // Isolation is how this sandbox's containers run programs.
 func (s *Sandbox) Isolation() agent.Isolation { return s.cfg.Isolation }
+
+// Warm reports whether containers have a warm interpreter (which stateful
+// sessions need under the Namespaces isolation).
+func (s *Sandbox) Warm() bool { return len(s.cfg.Warm) > 0 }
 
 // Close releases the Docker client.
 func (s *Sandbox) Close() error { return s.docker.Close() }
@@ -231,7 +265,9 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 	lim := cs.Limits
 	pids := int64(lim.Pids + agentPids)
 	init := true
-	mem := int64(lim.MemoryMB) << 20
+	// The warm interpreter's share comes on top: the job keeps all of its
+	// memory_mb (pages it shares with the interpreter count once).
+	mem := int64(lim.MemoryMB+s.cfg.WarmMB) << 20
 	tmpfs := func(mb int) string {
 		return fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", mb)
 	}
@@ -267,11 +303,15 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(lim.DiskMB), SkillsDir: tmpfs(64)}
 	}
 	host.SecurityOpt = security
+	cmd := []string{"/usr/local/bin/gantry-agent", "-isolation", string(s.cfg.Isolation)}
+	if len(s.cfg.Warm) > 0 {
+		cmd = append(cmd, "-warm", strings.Join(s.cfg.Warm, ","))
+	}
 	cfg := &container.Config{
 		Image:      s.cfg.Image,
 		User:       SandboxUser,
 		WorkingDir: jobs.WorkspaceDir,
-		Cmd:        []string{"/usr/local/bin/gantry-agent", "-isolation", string(s.cfg.Isolation)},
+		Cmd:        cmd,
 		OpenStdin:  true,
 		// Stdin closes when the runner's attach connection does (the
 		// runner died): the agent sees EOF and the container stops.
@@ -408,6 +448,10 @@ type Container struct {
 	born    time.Time
 	limits  jobs.Limits // the container part of the job limits it was made with
 	session string
+	// live names the stateful session sandbox the container holds
+	// ("<container>/<number>", "" for none); only the session's attempt
+	// touches it.
+	live string
 
 	// Set by the fleet under its lock.
 	tenant   string // "" while unbound

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
@@ -21,7 +22,8 @@ type SessionStore interface {
 	ExtendSession(ctx context.Context, id, owner string, lease time.Duration) error
 	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
 	NextSessionJob(ctx context.Context, sessionID, owner, runnerID string, maxAttempts int) (store.SessionJob, bool, error)
-	FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot) (bool, bool, string, error)
+	FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot, live *store.Live) (bool, bool, string, error)
+	LoseLive(ctx context.Context, sessionID, live, reason string) error
 }
 
 // Blobs is what the runner needs of the object store.
@@ -136,8 +138,7 @@ func (r *Runner) sessionLease() time.Duration { return max(r.cfg.Queue.AckWait, 
 
 // runSession runs jobs until none is queued and the session is released.
 func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState) error {
-	version := st.Version
-	key := st.SnapshotKey
+	at := sessionAt{version: st.Version, key: st.SnapshotKey, live: store.Live{ID: st.LiveID, Lost: st.LiveLost}}
 	for {
 		if err := context.Cause(ctx); err != nil {
 			return err
@@ -174,15 +175,23 @@ func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, ow
 			}
 			continue // a job was queued meanwhile
 		}
-		if version, key, err = r.runSessionJob(ctx, log, sessionID, owner, st, version, key, sj); err != nil {
+		if at, err = r.runSessionJob(ctx, log, sessionID, owner, st, at, sj); err != nil {
 			return err
 		}
 	}
 }
 
+// sessionAt is where a session is between two of its jobs: its workspace's
+// version and snapshot, and (stateful) where its live state is.
+type sessionAt struct {
+	version int64
+	key     string
+	live    store.Live
+}
+
 // runSessionJob runs one job in the session's workspace and records it with
-// the workspace it left. It returns the session's new version and snapshot.
-func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, version int64, key string, sj store.SessionJob) (int64, string, error) {
+// the workspace it left. It returns where the session is after it.
+func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, at sessionAt, sj store.SessionJob) (sessionAt, error) {
 	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
 	ex := &execution{jobID: sj.JobID, attempt: sj.Attempt}
 	execCtx, cancel := context.WithCancelCause(ctx)
@@ -196,11 +205,16 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	r.publishStatus(sj.JobID, jobs.StatusRunning)
 	log.Info("session job started")
 
-	work := &sessionWork{r: r, id: sessionID, state: st, version: version, key: key}
+	work := &sessionWork{r: r, id: sessionID, state: st, at: at}
 	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
 	res, ctr, err := r.runAttempt(execCtx, log, a)
 	if err != nil {
-		return version, key, err
+		if work.retired != "" && st.Stateful {
+			// The container holding the live state is gone (the job goes
+			// back to the queue).
+			at.live = store.Live{Lost: work.lostBecause(sj.JobID)}
+		}
+		return at, err
 	}
 
 	// The workspace is kept only when the program ended by itself (the
@@ -209,14 +223,25 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	var snap *store.Snapshot
 	if ctr != nil {
 		snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
-		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
+		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
 		cancelSnap()
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
 			r.fleet.release(ctr, false, "snapshot failed")
+			work.retired = "snapshot failed"
 			ctr = nil
 			res.Status = jobs.StatusError
 			res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: "the program ran, but gantry could not save the session's workspace: " + err.Error()}
+		}
+	}
+
+	// Where the live state is now: in the container kept for the next
+	// job, or lost with the container.
+	var live *store.Live
+	if st.Stateful {
+		live = &store.Live{Lost: work.lostBecause(sj.JobID)}
+		if ctr != nil {
+			live = &store.Live{ID: ctr.live}
 		}
 	}
 
@@ -225,7 +250,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	var snapApplied bool
 	var replaced string
 	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
-		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
+		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap, live)
 		return applied, err
 	})
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -237,7 +262,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		if ctr != nil {
 			r.fleet.release(ctr, false, "record failed")
 		}
-		return version, key, fmt.Errorf("record session job: %w", err)
+		return at, fmt.Errorf("record session job: %w", err)
 	}
 	if snap != nil && !snapApplied {
 		_ = r.blobs.Delete(commitCtx, snap.Key)
@@ -247,43 +272,59 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		}
 	}
 	if snapApplied {
-		version, key = snap.Version, snap.Key
-		if err := snapshot.Replaced(commitCtx, r.blobs, replaced, key); err != nil {
+		at.version, at.key = snap.Version, snap.Key
+		if err := snapshot.Replaced(commitCtx, r.blobs, replaced, at.key); err != nil {
 			log.Warn("delete old snapshot", "key", replaced, "err", err)
 		}
 	}
+	if live != nil && applied {
+		at.live = *live
+	}
 	if ctr != nil {
-		r.fleet.park(sessionID, ctr, version)
+		r.fleet.park(sessionID, ctr, at.version, time.Duration(st.TTLSeconds)*time.Second)
 	}
 	if applied {
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
 			r.metrics.observe(sj.Claim.Spec.Language, res)
 		}
-		log.Info("session job finished", "status", res.Status, "version", version)
+		log.Info("session job finished", "status", res.Status, "version", at.version, "live_state", res.LiveState)
 	}
-	return version, key, nil
+	return at, nil
 }
 
 // sessionWork is one session job's view of the session: the workspace
-// version it must run on.
+// version it must run on and, for a stateful session, where the session's
+// live state was before it.
 type sessionWork struct {
-	r       *Runner
-	id      string
-	state   store.SessionState
-	version int64
-	key     string
+	r     *Runner
+	id    string
+	state store.SessionState
+	at    sessionAt
+	// retired is why the attempt retired the session's container (its
+	// live state then went with it), "" if it did not.
+	retired string
 }
 
 // container returns a container holding the session's workspace at its
-// version: the one this runner parked, if it is current and fits the
-// job's limits, else a new one restored from the snapshot.
+// version: the one this runner parked, if it fits the job's limits and is
+// current (a stateful session's: if it holds the session's live sandbox,
+// its workspace brought up to date if the files API changed it), else a
+// new one restored from the snapshot.
 func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container, error) {
 	lim := spec.Limits.Container()
 	lim.DiskMB = w.state.DiskMB
 	if c, version := w.r.fleet.unpark(w.id); c != nil {
-		if version == w.version && c.limits == lim && c.conn.Err() == nil {
+		fits := c.conn.Err() == nil && sameShape(c.limits, lim)
+		switch {
+		case fits && !w.state.Stateful && version == w.at.version:
 			return c, nil
+		case fits && w.state.Stateful && c.live == w.at.live.ID:
+			if version == w.at.version || w.restore(ctx, c) == nil {
+				return c, nil
+			}
+		case !fits && w.state.Stateful && c.live != "" && c.live == w.at.live.ID:
+			w.retired = "limits"
 		}
 		w.r.fleet.release(c, false, "stale")
 	}
@@ -291,18 +332,78 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 	if err != nil {
 		return nil, err
 	}
-	if w.version > 0 && w.key != "" {
-		rc, err := w.r.blobs.Get(ctx, w.key)
-		if err == nil {
-			err = c.conn.Restore(ctx, rc)
-			rc.Close()
-		}
-		if err != nil {
-			w.r.fleet.release(c, false, "restore failed")
-			return nil, fmt.Errorf("restore session workspace version %d: %w", w.version, err)
-		}
+	if err := w.restore(ctx, c); err != nil {
+		w.r.fleet.release(c, false, "restore failed")
+		return nil, err
 	}
 	return c, nil
+}
+
+// restore puts the session's current workspace version into c (a new
+// container's workspace is empty: version 0 needs nothing).
+func (w *sessionWork) restore(ctx context.Context, c *Container) error {
+	if w.at.version == 0 || w.at.key == "" {
+		return nil
+	}
+	rc, err := w.r.blobs.Get(ctx, w.at.key)
+	if err == nil {
+		err = c.conn.Restore(ctx, rc)
+		rc.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("restore session workspace version %d: %w", w.at.version, err)
+	}
+	return nil
+}
+
+// sameShape reports whether a container made with limits a can run a job
+// asking for b: the output cap is the agent's per run, not the
+// container's.
+func sameShape(a, b jobs.Limits) bool {
+	a.OutputBytes, b.OutputBytes = 0, 0
+	return a == b
+}
+
+// liveState says what a stateful session's job found of the session's
+// live state, from what the agent reports of the sandbox it ran in (l),
+// and names that sandbox c.live.
+func (w *sessionWork) liveState(c *Container, l *agent.Live) (jobs.LiveState, string) {
+	if l == nil {
+		return "", ""
+	}
+	prev := c.live
+	c.live = fmt.Sprintf("%s/%d", shortID(c.id), l.ID)
+	switch {
+	case !l.Fresh:
+		return jobs.LiveKept, ""
+	case w.at.live.ID == "" && w.at.live.Lost == "":
+		return jobs.LiveNew, ""
+	case w.at.live.ID != "" && w.at.live.ID == prev && l.Ended != "":
+		return jobs.LiveLost, l.Ended
+	case w.at.live.ID == "" && w.at.live.Lost != "":
+		return jobs.LiveLost, w.at.live.Lost
+	}
+	return jobs.LiveLost, "the container that held it is gone: its runner stopped, or the container was removed"
+}
+
+// lostBecause says why the session's live state went with this job's
+// container ("" when it did not).
+func (w *sessionWork) lostBecause(jobID string) string {
+	switch w.retired {
+	case "":
+		return ""
+	case "timed out":
+		return "job " + jobID + " timed out, and its sandbox was killed"
+	case "cancelled":
+		return "job " + jobID + " was cancelled, and its sandbox was killed"
+	case "out of memory":
+		return "job " + jobID + " ran out of memory, and its sandbox was removed"
+	case "shutdown":
+		return "the runner stopped during job " + jobID
+	case "limits":
+		return "job " + jobID + " asked for other limits than the session's sandbox has"
+	}
+	return "the sandbox broke during job " + jobID + " (" + w.retired + ")"
 }
 
 // saveSnapshot uploads the container's workspace as the given version.

@@ -43,7 +43,8 @@ var ErrTooManyQueued = errors.New("too many queued jobs")
 const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
-	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id)`
+	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
+	value, live_state, live_state_reason`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the
@@ -568,15 +569,22 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	if r.Error != nil {
 		code, msg = &r.Error.Code, &r.Error.Message
 	}
+	var value []byte
+	if r.Value != nil {
+		if value, err = json.Marshal(r.Value); err != nil {
+			return false, err
+		}
+	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15
+			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey))
+		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey),
+		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason))
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -615,10 +623,13 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		calls, webhook  []byte
 		errCode, errMsg *string
 		outKey, errKey  *string
+		value           []byte
+		live, liveWhy   *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook)
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook,
+		&value, &live, &liveWhy)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -643,6 +654,13 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		}
 	}
 	j.StdoutKey, j.StderrKey = deref(outKey), deref(errKey)
+	if value != nil {
+		j.Value = new(jobs.Value)
+		if err := json.Unmarshal(value, j.Value); err != nil {
+			return jobs.Job{}, fmt.Errorf("decode value: %w", err)
+		}
+	}
+	j.LiveState, j.LiveStateReason = jobs.LiveState(deref(live)), deref(liveWhy)
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)

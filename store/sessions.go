@@ -22,13 +22,13 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, stateful`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
 	var meta []byte
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Stateful)
 	if err != nil {
 		return s, err
 	}
@@ -43,10 +43,10 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error) {
 	meta, _ := json.Marshal(orEmpty(req.Metadata))
 	return scanSession(s.pool.QueryRow(ctx, `
-		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $4::integer))
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, expires_at, stateful)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $4::integer), $7)
 		RETURNING `+sessionColumns,
-		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta))
+		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Stateful))
 }
 
 // GetSession returns the tenant's active session, or ErrNotFound (also for
@@ -208,21 +208,29 @@ type SessionState struct {
 	TenantID    string
 	Language    string
 	DiskMB      int
+	TTLSeconds  int
 	Version     int64
 	SnapshotKey string
 	Queued      int
+	// Stateful sessions keep a live sandbox: LiveID names the one the
+	// session's live state is in ("" for none), LiveLost says why the
+	// last one was lost (when its runner knew).
+	Stateful bool
+	LiveID   string
+	LiveLost string
 }
 
 // AcquireSession makes owner the session's only runner of jobs until
 // lease passes (renewed with ExtendSession). ok is false if someone else
 // holds it; ErrNotFound if it is gone or closing.
 func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (st SessionState, ok bool, err error) {
-	var key *string
+	var key, liveID, liveLost *string
 	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
 		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
-		RETURNING tenant_id, language, disk_mb, version, snapshot_key, `+sessionQueued, id, owner, lease.Seconds()).
-		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued)
+		RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+`, stateful, live_id, live_lost`,
+		id, owner, lease.Seconds()).
+		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Stateful, &liveID, &liveLost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
 		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {
@@ -230,9 +238,7 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 		}
 		return st, false, nil
 	}
-	if key != nil {
-		st.SnapshotKey = *key
-	}
+	st.SnapshotKey, st.LiveID, st.LiveLost = deref(key), deref(liveID), deref(liveLost)
 	return st, err == nil, err
 }
 
@@ -362,13 +368,21 @@ type Snapshot struct {
 	Bytes   int64
 }
 
+// Live is where a stateful session's live state is after one of its jobs:
+// the sandbox it is in (ID), or none ("") and why it was lost (Lost).
+type Live struct {
+	ID   string
+	Lost string
+}
+
 // FinishSessionJob records a session job's result and, if snap is set, the
-// workspace version it left, in one transaction. It returns whether the
-// result applied and, when the snapshot was recorded, the key of the
-// snapshot it replaced (for deletion). If the session is closing or the
-// owner lost it, the result is still recorded but the snapshot is not
-// (snapshotApplied=false): the caller deletes the object it uploaded.
-func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *Snapshot) (applied, snapshotApplied bool, replaced string, err error) {
+// workspace version it left (and, if live is set, where the session's live
+// state is now), in one transaction. It returns whether the result applied
+// and, when the snapshot was recorded, the key of the snapshot it replaced
+// (for deletion). If the session is closing or the owner lost it, the
+// result is still recorded but the snapshot is not (snapshotApplied=false):
+// the caller deletes the object it uploaded.
+func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *Snapshot, live *Live) (applied, snapshotApplied bool, replaced string, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, false, "", err
@@ -390,6 +404,13 @@ func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int,
 	} else if applied {
 		_, err = tx.Exec(ctx, `UPDATE sessions SET last_job_id = $2, last_used_at = now(),
 			expires_at = now() + make_interval(secs => ttl_seconds) WHERE id = $1 AND status = 'active'`, sessionID, jobID)
+		if err != nil {
+			return false, false, "", err
+		}
+	}
+	if live != nil && applied {
+		_, err = tx.Exec(ctx, `UPDATE sessions SET live_id = $3, live_lost = $4
+			WHERE id = $1 AND owner = $2 AND status = 'active'`, sessionID, owner, nilIfEmpty(live.ID), nilIfEmpty(live.Lost))
 		if err != nil {
 			return false, false, "", err
 		}
@@ -423,6 +444,15 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// LoseLive records that a stateful session's live state, if it is still
+// in the sandbox named live, was lost, and why (its runner retired the
+// container between the session's jobs).
+func (s *Store) LoseLive(ctx context.Context, sessionID, live, reason string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE sessions SET live_id = NULL, live_lost = $3 WHERE id = $1 AND live_id = $2`,
+		sessionID, live, reason)
+	return err
 }
 
 // CommitWorkspace records a new workspace version written outside a job

@@ -82,7 +82,7 @@ func TestSessionQueueAndOwnership(t *testing.T) {
 		}
 		snap := &store.Snapshot{Version: int64(i + 1), Key: jobs.SessionKey(a, sess.ID, int64(i+1)), Bytes: 10}
 		code := 0
-		applied, snapApplied, replaced, err := st.FinishSessionJob(ctx, sj.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code}, sess.ID, "r1", snap)
+		applied, snapApplied, replaced, err := st.FinishSessionJob(ctx, sj.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code}, sess.ID, "r1", snap, nil)
 		if err != nil || !applied || !snapApplied {
 			t.Fatalf("finish %d: %v %v %v", i, applied, snapApplied, err)
 		}

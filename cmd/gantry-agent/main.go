@@ -2,7 +2,7 @@
 // container (see package agent). It is built static into the sandbox
 // image and speaks to its runner over the container's stdin and stdout.
 //
-//	gantry-agent [-isolation namespaces|container]
+//	gantry-agent [-isolation namespaces|container] [-warm numpy,pandas,...]
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
 package main
@@ -30,9 +30,15 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == "wait" {
 		waitForJob()
 	}
-	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a bubblewrap sandbox per program) or container")
+	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
+	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
 	flag.Parse()
 	cfg := agent.Config{Isolation: agent.Isolation(*isolation)}
+	for _, m := range strings.Split(*warm, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Warm = append(cfg.Warm, m)
+		}
+	}
 	if cfg.Isolation != agent.Namespaces && cfg.Isolation != agent.Container {
 		fmt.Fprintf(os.Stderr, "gantry-agent: -isolation=%q: want namespaces or container\n", *isolation)
 		os.Exit(2)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -39,6 +40,14 @@ type config struct {
 	SandboxJobs  int
 	SandboxIdle  time.Duration
 	SandboxKeep  int
+	// WarmPreload is what each container's warm interpreter imports (nil:
+	// runner.DefaultWarm; empty: no warm interpreter); WarmMB its share of
+	// a container's memory (0: the default).
+	WarmPreload []string
+	WarmMB      int
+	// LiveMax bounds the stateful sessions' containers a runner keeps
+	// between their jobs.
+	LiveMax int
 	// Artifact caps per job.
 	ArtifactFiles   int
 	ArtifactFileMB  int
@@ -117,6 +126,33 @@ func (e *envReader) int(name string, def int, min, max int) int {
 		return def
 	}
 	return n
+}
+
+// moduleName is a Python module's dotted name.
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// modules reads a comma-separated list of Python modules: nil when unset,
+// empty for "none" or an empty value.
+func (e *envReader) modules(name string) []string {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	if strings.TrimSpace(v) == "none" {
+		return out
+	}
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		if !moduleName.MatchString(m) {
+			e.errs = append(e.errs, fmt.Sprintf("%s: %q is not a Python module name (want a comma-separated list, or none)", name, m))
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // policy reads the operator's maxima for what a job may ask for. A request
@@ -241,6 +277,9 @@ func loadConfig() (config, error) {
 		SandboxJobs:  e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
 		SandboxIdle:  e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
 		SandboxKeep:  e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
+		WarmPreload:  e.modules("GANTRY_WARM_PRELOAD"),
+		WarmMB:       e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
+		LiveMax:      e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
 
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),

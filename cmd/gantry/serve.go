@@ -185,6 +185,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 	}
 	sb, err := runner.NewSandbox(cfg.DockerHost, runner.SandboxConfig{
 		Image: cfg.Image, RunnerID: cfg.RunnerID, Runtime: runtime, Isolation: agent.Isolation(cfg.Isolation),
+		Warm: cfg.WarmPreload, WarmMB: cfg.WarmMB,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -197,7 +198,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		DrainTimeout: cfg.DrainTimeout,
 		Fleet: runner.FleetConfig{
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
-			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep,
+			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep, LiveMax: cfg.LiveMax,
 		},
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,

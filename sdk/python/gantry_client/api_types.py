@@ -400,9 +400,20 @@ class Job(_JobRequired, total=False):
     #: broke the runner's caps (by default 100 files, 100 MB each, 256 MB in all;
     #: kept in path order while they fit). Absent when none was.
     artifacts_omitted: List[JobArtifactsOmittedItem]
+    #: A job of a stateful session that ran: whether it found the session's live
+    #: state (the interpreter's globals, /tmp, the processes earlier jobs left
+    #: running). Absent for other jobs.
+    live_state: LiveState
+    #: Why the session's live state was lost (live_state `lost`), as far as gantry
+    #: knows. Absent otherwise.
+    live_state_reason: str
     #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
     #: /v1/jobs/{id}. Never the env values.
     spec: JobSpec
+    #: A Python job in a stateful session: the value of its code's last expression,
+    #: as a notebook shows it. Absent for other jobs, and when the code ends in a
+    #: statement, or in an expression that is None or ends with `;`, or raised.
+    value: Value
 
 
 class JobList(TypedDict):
@@ -576,6 +587,14 @@ class Limits(TypedDict, total=False):
     #: past the budget fail with budget_exceeded (and are recorded in the job's
     #: tool_calls).
     tool_calls: int
+
+#: What a job of a stateful session found of the session's live state: `new`
+#: (the session's first job; it made the session's sandbox), `kept` (it ran in
+#: the sandbox the previous job left: globals, imports, /tmp and background
+#: processes as they were), `lost` (the sandbox earlier jobs ran in is gone,
+#: see live_state_reason; this job ran in a new one, with /workspace as the
+#: last job left it).
+LiveState = Literal["new", "kept", "lost"]
 
 
 class LogChunk(TypedDict):
@@ -826,6 +845,9 @@ class Session(TypedDict):
     #: The session's jobs not yet started (counted from the jobs, so exact:
     #: cancelled jobs are not counted).
     queued_jobs: int
+    #: The session keeps a live sandbox between its jobs (see
+    #: SessionRequest.stateful).
+    stateful: bool
     #: Always `active`: sessions that are closing or have expired are not shown.
     status: Literal["active"]
     #: How long the session lives after its last use.
@@ -862,6 +884,16 @@ class SessionRequest(TypedDict, total=False):
     #: bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
     #: `metadata` or `metadata.<key>`).
     metadata: Dict[str, str]
+    #: Keep the session's sandbox alive between its jobs: Python jobs run one after
+    #: another in one interpreter (globals, imports and loaded data persist, like
+    #: notebook cells, and each job's `value` is its last expression's), and /tmp
+    #: and the processes jobs leave running persist too; other jobs run as
+    #: processes of that sandbox. /workspace is still saved after every job, so
+    #: files survive the loss of the runner; the live state does not, and the next
+    #: job says so (`live_state`). Its memory, processes and lifetime stay under
+    #: the jobs' limits and the session's TTL; closing or expiring the session
+    #: kills everything in it.
+    stateful: bool
     #: How long the session lives after its last use, in seconds (at most 7 days).
     #: Absent or 0 means the default.
     ttl_seconds: int
@@ -1109,6 +1141,23 @@ class ToolList(TypedDict):
     #: With q: the matches, best first, at most limit.
     tools: List[ToolInfo]
 
+_ValueRequired = TypedDict("_ValueRequired", {"text/plain": "str"})
+
+_ValueOptional = TypedDict("_ValueOptional", {"application/json": "Any", "image/jpeg": "str", "image/png": "str", "image/svg+xml": "str", "text/html": "str", "text/latex": "str", "text/markdown": "str"}, total=False)
+
+
+class Value(_ValueRequired, _ValueOptional):
+    """A value as a notebook shows it: a MIME bundle (the `data` of a Jupyter
+    execute_result), from MIME type to the value rendered in it. text/plain (its
+    repr) is always there; the others when the object has them (its
+    `_repr_html_`, `_repr_png_`, … methods, or `_repr_mimebundle_`; a matplotlib
+    figure is drawn as image/png). The whole value is at most 1 MiB of JSON:
+    representations that do not fit are left out, largest first, and text/plain
+    is cut at 65536 characters (ending with …).
+    """
+
+    pass
+
 
 class _WebhookAttemptRequired(TypedDict):
     at: str
@@ -1171,4 +1220,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

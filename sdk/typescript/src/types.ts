@@ -348,6 +348,17 @@ export interface Job {
    */
   id: string;
   language: string;
+  /**
+   * A job of a stateful session that ran: whether it found the session's live
+   * state (the interpreter's globals, /tmp, the processes earlier jobs left
+   * running). Absent for other jobs.
+   */
+  live_state?: LiveState;
+  /**
+   * Why the session's live state was lost (live_state `lost`), as far as gantry
+   * knows. Absent otherwise.
+   */
+  live_state_reason?: string;
   metadata: Record<string, string>;
   /** The session the job ran in, or null. */
   session_id: string | null;
@@ -375,6 +386,12 @@ export interface Job {
    * that called no tools.
    */
   tool_calls: ToolCall[];
+  /**
+   * A Python job in a stateful session: the value of its code's last expression,
+   * as a notebook shows it. Absent for other jobs, and when the code ends in a
+   * statement, or in an expression that is None or ends with `;`, or raised.
+   */
+  value?: Value;
   /**
    * The webhook call made when the job finished, with every attempt; null when
    * the job has not finished or has no webhook.
@@ -585,6 +602,16 @@ export interface Limits {
    */
   tool_calls?: number;
 }
+
+/**
+ * What a job of a stateful session found of the session's live state: `new`
+ * (the session's first job; it made the session's sandbox), `kept` (it ran in
+ * the sandbox the previous job left: globals, imports, /tmp and background
+ * processes as they were), `lost` (the sandbox earlier jobs ran in is gone,
+ * see live_state_reason; this job ran in a new one, with /workspace as the
+ * last job left it).
+ */
+export type LiveState = "new" | "kept" | "lost";
 
 /**
  * Data of a `stdout` or `stderr` event: the next piece of that stream as text.
@@ -886,6 +913,11 @@ export interface Session {
    * cancelled jobs are not counted).
    */
   queued_jobs: number;
+  /**
+   * The session keeps a live sandbox between its jobs (see
+   * SessionRequest.stateful).
+   */
+  stateful: boolean;
   /** Always `active`: sessions that are closing or have expired are not shown. */
   status: "active";
   /** How long the session lives after its last use. */
@@ -932,6 +964,18 @@ export interface SessionRequest {
    * `metadata` or `metadata.<key>`).
    */
   metadata?: Record<string, string>;
+  /**
+   * Keep the session's sandbox alive between its jobs: Python jobs run one after
+   * another in one interpreter (globals, imports and loaded data persist, like
+   * notebook cells, and each job's `value` is its last expression's), and /tmp
+   * and the processes jobs leave running persist too; other jobs run as
+   * processes of that sandbox. /workspace is still saved after every job, so
+   * files survive the loss of the runner; the live state does not, and the next
+   * job says so (`live_state`). Its memory, processes and lifetime stay under
+   * the jobs' limits and the session's TTL; closing or expiring the session
+   * kills everything in it.
+   */
+  stateful?: boolean;
   /**
    * How long the session lives after its last use, in seconds (at most 7 days).
    * Absent or 0 means the default.
@@ -1225,6 +1269,34 @@ export interface ToolList {
    * With q: the matches, best first, at most limit.
    */
   tools: ToolInfo[];
+}
+
+/**
+ * A value as a notebook shows it: a MIME bundle (the `data` of a Jupyter
+ * execute_result), from MIME type to the value rendered in it. text/plain (its
+ * repr) is always there; the others when the object has them (its
+ * `_repr_html_`, `_repr_png_`, … methods, or `_repr_mimebundle_`; a matplotlib
+ * figure is drawn as image/png). The whole value is at most 1 MiB of JSON:
+ * representations that do not fit are left out, largest first, and text/plain
+ * is cut at 65536 characters (ending with …).
+ */
+export interface Value {
+  /** JSON, as the object's _repr_json_ gives it. */
+  "application/json"?: unknown;
+  /** A JPEG, base64-encoded. */
+  "image/jpeg"?: string;
+  /** A PNG, base64-encoded. */
+  "image/png"?: string;
+  /** An SVG document. */
+  "image/svg+xml"?: string;
+  /** HTML, as from a pandas DataFrame's _repr_html_. */
+  "text/html"?: string;
+  /** LaTeX, as from a SymPy expression's _repr_latex_. */
+  "text/latex"?: string;
+  /** Markdown. */
+  "text/markdown"?: string;
+  /** repr() of the value. */
+  "text/plain": string;
 }
 
 /** One try at delivering a webhook. */

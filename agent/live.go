@@ -1,0 +1,478 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A stateful session's container keeps one live sandbox between the
+// session's jobs: the session's own Python interpreter (forked from the
+// warm interpreter into a sandbox like any job's, or under the Container
+// isolation run directly in the container) with everything it started.
+// Its globals, imports, /tmp and background processes persist from job to
+// job. Each Python job runs in it as a notebook cell (the value of its last
+// expression comes back, as a notebook shows it); any other job runs as a
+// process of the sandbox. The interpreter serves the agent on a stream
+// socket: a request (4-byte big-endian length, JSON) per job with the job's
+// stdin, stdout and stderr attached, and one answer in the same framing.
+// That socket is open in the interpreter, where the session's own code
+// runs: everything read from it is untrusted, and a stream that breaks the
+// framing ends the sandbox.
+
+// maxLiveAnswer bounds an answer from a session's interpreter (a value is
+// at most 1 MiB of JSON, see warm.py's MAX_VALUE).
+const maxLiveAnswer = 4 << 20
+
+// liveRequest is a job for a session's interpreter.
+type liveRequest struct {
+	// Mode is "cell" (a Python file run in the session's globals) or
+	// "exec" (a process).
+	Mode string   `json:"mode"`
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	// Env is the job's environment: its own variables for a cell (added to
+	// the interpreter's), the whole of it for a process.
+	Env []string `json:"env"`
+}
+
+// liveAnswer ends a job.
+type liveAnswer struct {
+	Event string          `json:"event"`
+	Code  int             `json:"code"`
+	Value json.RawMessage `json:"value,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// liveSandbox is the container's session sandbox.
+type liveSandbox struct {
+	id   int
+	conn *net.UnixConn
+	// answers holds what the interpreter answered and no job took yet.
+	answers chan liveAnswer
+	// gone is closed when the sandbox ended (its interpreter's socket
+	// closed); code is then its exit status (-1: unknown).
+	gone chan struct{}
+	kill func()
+
+	mu     sync.Mutex
+	code   int
+	broken string // why the agent ended it, if it did
+}
+
+// ended says why the sandbox ended, for the next job's report.
+func (l *liveSandbox) ended() string {
+	l.mu.Lock()
+	code, broken := l.code, l.broken
+	l.mu.Unlock()
+	switch {
+	case broken != "":
+		return broken
+	case code < 0:
+		return "the session's interpreter stopped"
+	case code > 128:
+		return fmt.Sprintf("the session's interpreter was killed (signal %d)", code-128)
+	}
+	return fmt.Sprintf("the session's interpreter exited with status %d", code)
+}
+
+func (l *liveSandbox) setCode(code int) {
+	l.mu.Lock()
+	l.code = code
+	l.mu.Unlock()
+}
+
+// isGone reports whether the sandbox has ended.
+func (l *liveSandbox) isGone() bool {
+	select {
+	case <-l.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// newLive makes the session's sandbox: a fork of the warm interpreter
+// (Namespaces), or the interpreter run directly in the container (the
+// Container isolation, where the container is the sandbox).
+func (s *server) newLive() (*liveSandbox, error) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "live"), os.NewFile(uintptr(pair[1]), "live-child")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, err
+	}
+	s.lives++
+	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}), code: -1}
+	if s.cfg.Isolation == Container {
+		err = s.startLiveDirect(l, theirs)
+	} else {
+		err = s.startLiveWarm(l, theirs)
+	}
+	if err != nil {
+		l.conn.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// startLiveWarm forks the session's sandbox from the warm interpreter.
+func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
+	if s.warm == nil {
+		return errors.New("stateful sessions need the warm interpreter, which this agent was started without")
+	}
+	select {
+	case <-s.warm.ready:
+	case <-time.After(2 * time.Minute):
+		return errors.New("the warm interpreter did not load within 2 minutes")
+	}
+	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil), TmpMB: int(capacity(Workspace) >> 20),
+		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(sock.Fd()))
+	if err != nil {
+		return err
+	}
+	ev, ok := <-events
+	switch {
+	case !ok:
+		return errors.New("the warm interpreter died")
+	case ev.Event != "started":
+		for range events { // its exit follows
+		}
+		return fmt.Errorf("the session's sandbox could not be set up: %s", ev.Error)
+	}
+	pid := ev.Pid
+	l.kill = func() {
+		if pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in it follow
+		}
+	}
+	go func() {
+		for ev := range events {
+			if ev.Event == "exit" {
+				l.setCode(ev.Code)
+			}
+		}
+	}()
+	return nil
+}
+
+// startLiveDirect runs the session's interpreter directly in the
+// container, as the Container isolation runs every program (its OOM score
+// raised by this binary's exec).
+func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
+	src := s.cfg.StateDir + "/warm.py"
+	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command(s.cfg.Self, "exec", "--", "python3", src, "kernel")
+	cmd.Env = environ(nil)
+	cmd.Dir = Workspace
+	cmd.ExtraFiles = []*os.File{sock} // fd 3
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the session's interpreter: %w", err)
+	}
+	l.kill = func() { _ = cmd.Process.Kill() }
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		if err != nil {
+			code = -1
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				} else {
+					code = ws.ExitStatus()
+				}
+			}
+		}
+		l.setCode(code)
+	}()
+	return nil
+}
+
+// runLive runs a stateful session's job in the container's live sandbox,
+// making one first if there is none (or it ended).
+func (s *server) runLive(req Request) (Exit, error) {
+	fresh := false
+	ended := ""
+	if s.live != nil && s.live.isGone() {
+		ended = s.live.ended()
+		s.live.conn.Close()
+		s.live = nil
+	}
+	if s.live == nil {
+		if ended == "" {
+			ended = s.liveEnded
+		}
+		l, err := s.newLive()
+		if err != nil {
+			return Exit{}, err
+		}
+		s.live, fresh = l, true
+		go l.read()
+	}
+	l := s.live
+	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
+
+	br, cleanup, err := s.prepareRun(req)
+	if err != nil {
+		return Exit{Live: info}, err
+	}
+	defer cleanup()
+	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
+	if inProcess(req.Argv, req.Env) {
+		lr = liveRequest{Mode: "cell", Path: req.Argv[1], Env: envList(req.Env)}
+	}
+	body, err := json.Marshal(lr)
+	if err != nil {
+		return Exit{Live: info}, err
+	}
+
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return Exit{Live: info}, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return Exit{Live: info}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{stdinR, stdinW, outR, outW} {
+			f.Close()
+		}
+		return Exit{Live: info}, err
+	}
+	select {
+	case <-l.answers: // written by the session's own code between jobs: not an answer
+	default:
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	oomBefore := oomKills()
+	s.announceStart()
+	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		// The sandbox is gone (or going): this job reports what became of
+		// it, the next one gets a new sandbox.
+		stdinW.Close()
+		outR.Close()
+		errR.Close()
+		l.kill()
+		<-l.gone
+		return Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}, nil
+	}
+	s.feed(stdinW, nil, req.Stdin)
+	p := &liveJob{l: l, oomBefore: oomBefore, info: info, finished: make(chan struct{})}
+	go func() {
+		defer close(p.finished)
+		select {
+		case a := <-l.answers:
+			p.answer = &a
+		case <-l.gone:
+		}
+	}()
+	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
+	return s.await(p, br)
+}
+
+// exitCode waits briefly for the ended sandbox's exit status (it comes
+// from the warm interpreter once the sandbox's last process is gone).
+func (l *liveSandbox) exitCode() int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		l.mu.Lock()
+		code := l.code
+		l.mu.Unlock()
+		if code >= 0 || time.Now().After(deadline) {
+			return code
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// read takes the interpreter's answers until its socket ends or breaks the
+// framing (then the sandbox is killed); gone closes after.
+func (l *liveSandbox) read() {
+	defer close(l.gone)
+	r := bufio.NewReader(l.conn)
+	for {
+		a, err := readAnswer(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				l.mu.Lock()
+				l.broken = "the session's interpreter broke its protocol, and its sandbox was ended: " + err.Error()
+				l.mu.Unlock()
+			}
+			l.kill()
+			return
+		}
+		select {
+		case l.answers <- a:
+		default: // one is already waiting: keep that one
+		}
+	}
+}
+
+// readAnswer reads one answer from a session's interpreter.
+func readAnswer(r *bufio.Reader) (liveAnswer, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return liveAnswer{}, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if n > maxLiveAnswer {
+		return liveAnswer{}, fmt.Errorf("an answer of %d bytes", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return liveAnswer{}, fmt.Errorf("a cut answer: %w", err)
+	}
+	var a liveAnswer
+	if err := json.Unmarshal(body, &a); err != nil || a.Event != "done" {
+		return liveAnswer{}, errors.New("a malformed answer")
+	}
+	return a, nil
+}
+
+// liveJob is a job running in the session's sandbox.
+type liveJob struct {
+	l         *liveSandbox
+	finished  chan struct{} // the answer came, or the sandbox ended
+	answer    *liveAnswer   // set before finished closes, if one came
+	done      <-chan struct{}
+	oomBefore int
+	info      *Live
+}
+
+func (j *liveJob) wait() <-chan struct{} { return j.done }
+func (j *liveJob) stop()                 { j.l.kill() }
+
+func (j *liveJob) exit() (Exit, error) {
+	<-j.finished
+	e := Exit{Started: true, Live: j.info}
+	if j.answer != nil {
+		e.Code, e.Value = j.answer.Code, j.answer.Value
+	} else {
+		// The sandbox ended under the job: its exit status is the job's.
+		e.Code = j.l.exitCode()
+		if e.Code <= 0 {
+			e.Code = 255
+		}
+	}
+	if e.Code > 128 && e.Code < 128+65 {
+		e.Signal = e.Code - 128
+	}
+	e.OOMKills = max(oomKills()-j.oomBefore, 0)
+	if e.OOMKills > 0 && !j.l.isGone() {
+		// A container that ran out of memory may hold a half-broken
+		// state: the runner retires it, and the sandbox goes first.
+		j.l.kill()
+	}
+	return e, nil
+}
+
+// relayCell sends a session job's output as frames, up to cap bytes a
+// stream, until the job ended (ended: its answer came, or the sandbox is
+// gone): then it
+// takes what the pipes hold at that moment and stops. Processes the job
+// left running may keep writing to them: that is read and dropped (so they
+// neither block nor die of a broken pipe) until they close them.
+func (s *server) relayCell(outR, errR *os.File, cap int, ended <-chan struct{}) <-chan struct{} {
+	if cap <= 0 {
+		cap = 1 << 20
+	}
+	var relays sync.WaitGroup
+	relays.Add(2)
+	go func() { defer relays.Done(); s.copyCell(KindStdout, outR, cap, ended) }()
+	go func() { defer relays.Done(); s.copyCell(KindStderr, errR, cap, ended) }()
+	done := make(chan struct{})
+	go func() { relays.Wait(); close(done) }()
+	return done
+}
+
+// copyCell is copyOut for a session job: it returns once ended is closed
+// and what the pipe held then was sent, leaving a reader that drops the
+// rest.
+func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{}) {
+	buf := make([]byte, chunk)
+	sent := 0
+	forward := func(data []byte) {
+		// One byte past the cap tells the runner output was cut.
+		if room := cap + 1 - sent; room > 0 && len(data) > 0 {
+			take := min(room, len(data))
+			_ = s.fw.frame(kind, data[:take])
+			sent += take
+		}
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ended:
+			_ = f.SetReadDeadline(time.Now()) // wakes a blocked read
+		case <-stop:
+		}
+	}()
+	for {
+		n, err := f.Read(buf)
+		forward(buf[:n])
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			f.Close() // the end of the stream: nobody holds it any more
+			return
+		}
+		break
+	}
+	// The job ended: what it wrote is in the pipe now. Take it without
+	// waiting for more.
+	_ = f.SetReadDeadline(time.Time{})
+	if rc, err := f.SyscallConn(); err == nil {
+		for {
+			n := 0
+			if rc.Read(func(fd uintptr) bool { n, _ = syscall.Read(int(fd), buf); return true }) != nil || n <= 0 {
+				break
+			}
+			forward(buf[:n])
+		}
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, f)
+		f.Close()
+	}()
+}
+
+// envList is a job's own environment as "K=V" strings, in order.
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

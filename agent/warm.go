@@ -1,0 +1,359 @@
+package agent
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// The warm interpreter (warm.py): one Python per container that has
+// imported the data libraries (numpy, pandas, matplotlib by default) and
+// forks every Python job into a sandbox it builds itself, as strong as
+// bubblewrap's (see warm.py for each step), so that a job costs neither an
+// interpreter's start nor its imports. It is started with the agent, as the
+// agent's child, and never runs a job's code; the agent speaks to it on a
+// SOCK_SEQPACKET socket: a request (JSON, with the job's stdin, stdout and
+// stderr attached) per job, events back (started, failed, exit). If it dies
+// or misbehaves the container is retired: the agent refuses further runs.
+
+//go:embed warm.py
+var warmMain string
+
+// warmSource is the warm interpreter's program: the shared program
+// runner, then its own part.
+var warmSource = pyrunSource + "\n" + warmMain
+
+// maxWarmMessage bounds a request to the warm interpreter (it reads 64 KiB
+// at most); a job with a larger environment runs in a spare sandbox.
+const maxWarmMessage = 60 << 10
+
+// warmEvent is what the warm interpreter reports.
+type warmEvent struct {
+	ID int64 `json:"id"`
+	// ready, failed (the sandbox could not be made, or the interpreter
+	// could not load), started, exit, bad (the interpreter is unfit).
+	Event   string   `json:"event"`
+	Code    int      `json:"code"`
+	Error   string   `json:"error"`
+	Pid     int      `json:"pid"`
+	Modules []string `json:"modules"`
+}
+
+// warmRequest asks the warm interpreter for a sandbox: a job's (kind
+// "job", with the job's stdin, stdout and stderr) or a stateful session's
+// (kind "session", with the socket its interpreter serves jobs on).
+type warmRequest struct {
+	ID        int64    `json:"id"`
+	Kind      string   `json:"kind"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	TmpMB     int      `json:"tmp_mb"`
+	RunDir    string   `json:"run_dir"`
+	SkillsDir string   `json:"skills_dir"`
+}
+
+type warm struct {
+	conn *net.UnixConn
+	cmd  *exec.Cmd
+	// ready is closed once the interpreter loaded its libraries, or failed
+	// to (err says why).
+	ready chan struct{}
+	// dead is closed when its socket ended: it is gone, and err says why.
+	dead chan struct{}
+
+	mu      sync.Mutex
+	err     error
+	nextID  int64
+	waiting map[int64]chan warmEvent
+}
+
+// startWarm starts the warm interpreter with the modules to import. It
+// returns at once; the interpreter loads in the background.
+func startWarm(stateDir string, modules []string, filter []byte) (*warm, error) {
+	src := filepath.Join(stateDir, "warm.py")
+	bpf := filepath.Join(stateDir, "job.bpf")
+	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(bpf, filter, 0o644); err != nil {
+		return nil, err
+	}
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("warm interpreter socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "warm"), os.NewFile(uintptr(pair[1]), "warm-child")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("warm interpreter socket: %w", err)
+	}
+	w := &warm{conn: fc.(*net.UnixConn), ready: make(chan struct{}), dead: make(chan struct{}), waiting: map[int64]chan warmEvent{}}
+	w.cmd = exec.Command("python3", src)
+	// No thread may run in the interpreter when it forks: BLAS libraries
+	// start theirs only when asked for more than one.
+	w.cmd.Env = append(environ(nil), "GANTRY_WARM_FILTER="+bpf, "GANTRY_WARM_PRELOAD="+strings.Join(modules, ","),
+		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
+	w.cmd.Dir = Workspace
+	w.cmd.ExtraFiles = []*os.File{theirs} // fd 3
+	w.cmd.Stdout, w.cmd.Stderr = os.Stderr, os.Stderr
+	// It dies with the agent; a group of its own keeps a job's kill of
+	// its group from reaching the agent.
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := w.cmd.Start(); err != nil {
+		w.conn.Close()
+		return nil, fmt.Errorf("start the warm interpreter: %w", err)
+	}
+	go w.read()
+	go func() { _ = w.cmd.Wait() }()
+	return w, nil
+}
+
+// read dispatches the interpreter's events until its socket ends.
+func (w *warm) read() {
+	buf := make([]byte, 64<<10)
+	defer close(w.dead)
+	for {
+		// No room for descriptors: any sent are closed by the kernel.
+		n, _, flags, _, err := w.conn.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			w.fail(errors.New("the warm interpreter exited"))
+			return
+		}
+		var ev warmEvent
+		if flags&syscall.MSG_TRUNC != 0 || json.Unmarshal(buf[:n], &ev) != nil {
+			w.fail(errors.New("the warm interpreter sent a malformed event"))
+			return
+		}
+		switch ev.Event {
+		case "ready":
+			close(w.ready)
+			continue
+		case "failed":
+			if ev.ID == 0 { // loading the libraries failed
+				w.fail(fmt.Errorf("the warm interpreter could not load its libraries: %s", ev.Error))
+				return
+			}
+		case "bad":
+			w.fail(fmt.Errorf("the warm interpreter is unfit: %s", ev.Error))
+			return
+		}
+		w.mu.Lock()
+		ch := w.waiting[ev.ID]
+		if ev.Event == "exit" {
+			delete(w.waiting, ev.ID)
+		}
+		w.mu.Unlock()
+		if ch != nil {
+			ch <- ev // buffered for every event of one request
+		}
+	}
+}
+
+// fail records why the interpreter cannot serve and stops it.
+func (w *warm) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	waiting := w.waiting
+	w.waiting = map[int64]chan warmEvent{}
+	w.mu.Unlock()
+	for _, ch := range waiting {
+		close(ch)
+	}
+	select {
+	case <-w.ready:
+	default:
+		close(w.ready)
+	}
+	w.conn.Close()
+	if w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+	}
+}
+
+// Err is why the interpreter cannot serve, or nil.
+func (w *warm) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// isReady reports whether the interpreter has loaded and serves.
+func (w *warm) isReady() bool {
+	select {
+	case <-w.ready:
+		return w.Err() == nil
+	default:
+		return false
+	}
+}
+
+// start asks for a sandbox and returns the channel its events come on,
+// closed if the interpreter dies first. fds are passed to it (and may be
+// closed by the caller after).
+func (w *warm) start(req warmRequest, fds ...int) (<-chan warmEvent, error) {
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return nil, w.err
+	}
+	w.nextID++
+	req.ID = w.nextID
+	ch := make(chan warmEvent, 4)
+	w.waiting[req.ID] = ch
+	w.mu.Unlock()
+	msg, err := json.Marshal(req)
+	if err == nil && len(msg) > maxWarmMessage {
+		err = errWarmTooLarge
+	}
+	if err == nil {
+		_, _, err = w.conn.WriteMsgUnix(msg, syscall.UnixRights(fds...), nil)
+	}
+	if err != nil {
+		w.mu.Lock()
+		delete(w.waiting, req.ID)
+		w.mu.Unlock()
+		return nil, err
+	}
+	return ch, nil
+}
+
+var errWarmTooLarge = errors.New("the job's environment is too large for the warm interpreter")
+
+// warmEligible reports whether a job may run in a fork of the warm
+// interpreter: it runs a Python program file as the spare's interpreter
+// would run it in process (inProcess), and its environment sets nothing the
+// preloaded libraries read when they were imported (their thread counts,
+// matplotlib's backend).
+func warmEligible(argv []string, env map[string]string) bool {
+	if !inProcess(argv, env) {
+		return false
+	}
+	for k := range env {
+		for _, p := range []string{"MPLBACKEND", "OPENBLAS_", "OMP_", "MKL_", "NUMEXPR_", "NPY_", "NUMPY_", "PANDAS_",
+			"KMP_", "GOTO_", "BLIS_", "VECLIB_"} {
+			if strings.HasPrefix(k, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// warmJob is a job in a sandbox the warm interpreter forked: the events of
+// its request, turned into its exit.
+type warmJob struct {
+	outR, errR *os.File
+	exited     chan struct{} // the sandbox ended, or the interpreter died
+	done       <-chan struct{}
+	oomBefore  int
+
+	mu      sync.Mutex
+	started bool
+	failure string
+	code    int
+	lost    bool // the interpreter died while the job ran
+}
+
+// watch turns the request's events into the job's state.
+func (j *warmJob) watch(events <-chan warmEvent) {
+	defer close(j.exited)
+	for ev := range events {
+		j.mu.Lock()
+		switch ev.Event {
+		case "started":
+			j.started = true
+		case "failed":
+			j.failure = ev.Error
+		case "exit":
+			j.code = ev.Code
+			j.mu.Unlock()
+			return
+		}
+		j.mu.Unlock()
+	}
+	j.mu.Lock()
+	j.lost = true
+	j.mu.Unlock()
+}
+
+func (j *warmJob) wait() <-chan struct{} { return j.done }
+
+// stop is not needed: the job's sandbox dies with the interpreter, which
+// dies with the agent.
+func (j *warmJob) stop() {}
+
+func (j *warmJob) exit() (Exit, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0)}
+	switch {
+	case j.lost && j.started:
+		// What the program did cannot be told from a dead interpreter:
+		// the container goes, and the runner asks Docker what happened.
+		return e, errWarmLost
+	case j.lost:
+		e.Message = "the warm interpreter died before the job's sandbox was made"
+	case !j.started:
+		e.Message = "the sandbox could not be set up: " + j.failure
+	default:
+		e.Started, e.Code = true, j.code
+		if e.Code > 128 && e.Code < 128+65 {
+			e.Signal = e.Code - 128
+		}
+	}
+	return e, nil
+}
+
+// errWarmLost ends the agent: its warm interpreter died under a job.
+var errWarmLost = errors.New("the warm interpreter died while a job ran")
+
+// runWarm starts the job in a fork of the warm interpreter, relaying its
+// output.
+func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{stdinR, stdinW, outR, outW} {
+			f.Close()
+		}
+		return nil, err
+	}
+	j := &warmJob{outR: outR, errR: errR, exited: make(chan struct{}), oomBefore: oomKills()}
+	events, err := s.warm.start(warmRequest{Kind: "job", Argv: req.Argv, Env: env, TmpMB: int(capacity(Workspace) >> 20),
+		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()))
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		for _, f := range []*os.File{stdinW, outR, errR} {
+			f.Close()
+		}
+		return nil, err
+	}
+	s.announceStart() // the program can act once the interpreter has its request
+	go j.watch(events)
+	s.feed(stdinW, nil, req.Stdin)
+	j.done = s.relay(outR, errR, req.OutputCap, j.exited, nil, false)
+	return j, nil
+}

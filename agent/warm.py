@@ -1,0 +1,778 @@
+# gantry's warm interpreter (after pyrun.py; see warm.go and
+# docs/ARCHITECTURE.md, "The warm interpreter"). One per sandbox container,
+# started by the agent as uid 1000 without capabilities. It imports the data
+# libraries once, then serves the agent on a SOCK_SEQPACKET socket (fd 3):
+# each request names a job and carries its stdin, stdout and stderr; the
+# interpreter forks, and the child builds the job's sandbox itself, the way
+# bubblewrap builds one for other programs:
+#
+#   child (C):   new user, mount, pid, net, ipc, uts and cgroup namespaces;
+#                uid and gid 1000 mapped to themselves; no further user
+#                namespaces (max_user_namespaces 0); forks the namespace's init
+#   init (P1):   pid 1: the container's mounts read-only (but /workspace); a
+#                fresh /tmp of the workspace's size with the run's program
+#                directory bound read-only at /tmp/gantry; the skills
+#                read-only at /skills; a fresh /dev (its own pts and shm) and
+#                /proc, with Docker's masked paths hidden and /proc/sys
+#                read-only; not dumpable; forks the job, then only reaps and
+#                passes on the job's exit status (its exit kills everything
+#                left in the namespace)
+#   job (P2):    every capability dropped (bounding set too), no_new_privs,
+#                the job's seccomp filter, only its stdin, stdout and stderr
+#                open; random generators re-seeded; then the program runs in
+#                this already warm interpreter as `python3 <file>` would, or
+#                (for a stateful session) the session's interpreter serves
+#                the session's jobs until the session ends.
+#
+# The interpreter itself never runs a job's code and reads nothing a job
+# writes: it only forks, reaps and reports to the agent.
+import json, socket, selectors, signal, ctypes, struct, errno
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x2000000, 0x4000000, 0x8000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
+MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
+PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 22, 38, 47
+SECCOMP_MODE_FILTER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
+
+# Where the sandbox's pieces are, as the job sees them (agent/proto.go).
+WORKSPACE, PROGRAM_DIR, SKILLS_DIR = "/workspace", "/tmp/gantry", "/skills"
+# What Docker hides in a container's /proc and /sys (agent/sandbox.go's
+# procMasks does the same for bubblewrap's sandboxes).
+MASKED_FILES = ("kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug")
+MASKED_DIRS = ("/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware")
+READONLY_PROC = ("sys", "sysrq-trigger", "irq", "bus")
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def _check(r, what):
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def _mount(src, dst, fstype, flags, data=None):
+    enc = lambda s: None if s is None else s.encode()
+    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), "mount %s" % dst)
+
+
+def _prctl(op, a=0, b=0, c=0, d=0):
+    _check(_libc.prctl(op, a, b, c, d), "prctl %d" % op)
+
+
+def _write(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+
+
+def _name(name):
+    # The process name ps and /proc/<pid>/comm show (at most 15 bytes).
+    buf = ctypes.create_string_buffer(name.encode())
+    _libc.prctl(PR_SET_NAME, ctypes.addressof(buf), 0, 0, 0)
+
+
+def _mount_points():
+    """The mount points this process sees, in mount order."""
+    import re
+
+    with open("/proc/self/mountinfo") as f:
+        # Fields: id, parent, dev, root, mount point, ...; spaces and such
+        # in names are octal escapes.
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[4]) for line in f]
+
+
+def _under(path, top):
+    return path == top or path.startswith(top + "/")
+
+
+def _readonly(path, extra=0):
+    """Remounts the mount at path read-only, nosuid and nodev, keeping the
+    flags the kernel locked when the mount namespace was copied (noexec and
+    the atime mode)."""
+    f = os.statvfs(path).f_flag
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra
+    if f & os.ST_NOEXEC:
+        flags |= MS_NOEXEC
+    if f & os.ST_NODIRATIME:
+        flags |= MS_NODIRATIME
+    if f & os.ST_NOATIME:
+        flags |= MS_NOATIME
+    elif f & os.ST_RELATIME:
+        flags |= MS_RELATIME
+    else:
+        flags |= MS_STRICTATIME
+    _mount(None, path, None, flags)
+
+
+def _bind_fd(fd, dst):
+    """Binds what fd (O_PATH) names at dst."""
+    _mount("/proc/self/fd/%d" % fd, dst, None, MS_BIND)
+
+
+def _build_mounts(spec):
+    """The job's mount tree (in the init, pid 1 of the new pid namespace)."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # What must be bound in after /tmp and /dev are covered.
+    keep = {"run": os.open(spec["run_dir"], os.O_PATH | os.O_DIRECTORY),
+            "skills": os.open(spec["skills_dir"], os.O_PATH | os.O_DIRECTORY)}
+    for d in DEVICES:
+        keep[d] = os.open("/dev/" + d, os.O_PATH)
+    # Everything the container mounted, read-only, as bubblewrap's
+    # --ro-bind / / makes it, but the workspace and what is covered below.
+    for point in _mount_points():
+        if point == WORKSPACE or _under(point, "/proc") or _under(point, "/dev") or _under(point, "/tmp"):
+            continue
+        _readonly(point)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=0755" % (max(spec["tmp_mb"], 1) * 1024))
+    os.mkdir(PROGRAM_DIR)
+    _bind_fd(keep["run"], PROGRAM_DIR)
+    _readonly(PROGRAM_DIR)
+    _bind_fd(keep["skills"], SKILLS_DIR)
+    _readonly(SKILLS_DIR)
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for d in DEVICES:
+        os.close(os.open("/dev/" + d, os.O_CREAT | os.O_WRONLY, 0o666))
+        _bind_fd(keep[d], "/dev/" + d)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx"), ("core", "/proc/kcore")):
+        os.symlink(target, "/dev/" + name)
+    os.mkdir("/dev/shm", 0o755)
+    os.mkdir("/dev/pts", 0o755)
+    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for f in MASKED_FILES:
+        p = "/proc/" + f
+        if os.path.isfile(p):
+            _mount("/dev/null", p, None, MS_BIND)
+            _readonly(p)
+    for d in MASKED_DIRS:
+        if os.path.isdir(d):
+            _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
+            _readonly(d)
+    for f in READONLY_PROC:
+        p = "/proc/" + f
+        if os.path.exists(p):
+            _mount(p, p, None, MS_BIND | MS_REC)
+            _readonly(p)
+    for fd in keep.values():
+        os.close(fd)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _lock_down(filter_bytes):
+    """No capability in any set, no_new_privs, and the job's seccomp filter."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _check(_libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), (_CapData * 2)()), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    buf = ctypes.create_string_buffer(filter_bytes, len(filter_bytes))
+    prog = _SockFprog(len(filter_bytes) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+
+
+def _status(st):
+    """An exit status as a shell reports it: the code, or 128 + the signal."""
+    return os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+
+
+def _arrange(fds):
+    """Makes fds[i] descriptor i and closes every other descriptor."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for i, fd in enumerate(high):
+        os.dup2(fd, i, inheritable=True)
+    os.closerange(len(fds), 1 << 20)
+
+
+def _fail(what, e):
+    # The status pipe (fd 3 in the sandbox's processes) tells the
+    # interpreter that the sandbox could not be made: no job code ran.
+    try:
+        os.write(3, ("E%s: %s" % (what, e)).encode()[:1000])
+    except OSError:
+        pass
+    os._exit(127)
+
+
+def _sandbox(spec, fds, zygote):
+    """The forked child (C). Never returns."""
+    try:
+        _name("gantry-job")
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != zygote:
+            os._exit(127)
+        _write("/proc/self/oom_score_adj", "1000")  # the job, never the agent, when memory runs out
+        _arrange(fds)
+        uid, gid = os.getuid(), os.getgid()
+        _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+                             | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
+        _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+        # Read in this namespace, the limit holds for it and all below it.
+        _write("/proc/sys/user/max_user_namespaces", "0")
+        pid = os.fork()
+    except BaseException as e:
+        _fail("namespaces", e)
+    if pid == 0:
+        _init(spec)
+    os.closerange(0, 1 << 20)
+    while True:
+        try:
+            _, st = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            os._exit(127)
+    os._exit(_status(st))
+
+
+def _init(spec):
+    """Pid 1 of the job's pid namespace (P1). Never returns."""
+    try:
+        _name("sandbox-init")
+        os.setsid()
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _build_mounts(spec)
+        os.chdir(WORKSPACE)
+        _prctl(PR_SET_DUMPABLE, 0)  # the job may not trace or read its init
+        pid = os.fork()
+    except BaseException as e:
+        _fail("sandbox", e)
+    if pid == 0:
+        _job(spec)
+    try:
+        # Signals from inside the namespace reach an init only through a
+        # handler: it has none.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(s, signal.SIG_DFL)
+        null = os.open("/dev/null", os.O_RDWR)
+        for i in range(3):
+            os.dup2(null, i)
+        os.closerange(3, 1 << 20)
+        _lock_down(_FILTER)
+    except BaseException:
+        os._exit(127)
+    code = 127
+    while True:
+        try:
+            p, st = os.wait()
+        except ChildProcessError:
+            break
+        if p == pid:
+            code = _status(st)
+            break
+    os._exit(code)  # the kernel kills whatever is left in the namespace
+
+
+def _job(spec):
+    """The job's process (P2). Never returns."""
+    try:
+        _prctl(PR_SET_DUMPABLE, 1)
+        _lock_down(_FILTER)
+        _reseed()
+        os.write(3, b"S")
+        os.close(3)
+    except BaseException as e:
+        _fail("lock down", e)
+    if spec.get("kind") == "session":
+        _kernel(4, _job_env(spec))
+    _run_job(spec)
+
+
+# Generators whose state fork copies, found once the libraries are loaded
+# (_find_generators), re-seeded from the kernel's entropy in every job.
+_GENERATORS = []
+
+
+def _find_generators():
+    import gc, random
+
+    np_random = sys.modules.get("numpy.random")
+    kinds = (random.Random,)
+    if np_random is not None:
+        kinds += (np_random.RandomState, np_random.Generator)
+    _GENERATORS[:] = [o for o in gc.get_objects() if isinstance(o, kinds)]
+    if np_random is not None:
+        _GENERATORS.append(np_random.mtrand._rand)
+
+
+def _reseed():
+    import random
+
+    np_random = sys.modules.get("numpy.random")
+    for g in _GENERATORS:
+        if isinstance(g, random.Random):
+            g.seed()
+        elif isinstance(g, np_random.RandomState):
+            g.seed()
+        else:
+            g.bit_generator.state = type(g.bit_generator)().state
+    random.seed()
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.current_process().authkey = os.urandom(32)
+
+
+def _exit_code(e):
+    """The exit status the interpreter gives a SystemExit, printing its message as it does."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _finish(code):
+    """Ends the job as the interpreter ends a script (threads, atexit, then the
+    program's objects, flushing), without tearing the preloaded libraries down
+    one by one: that would cost more than the job."""
+    import atexit, gc
+
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:
+            pass
+    atexit._run_exitfuncs()
+    main = sys.modules.pop("__main__", None)
+    if main is not None:
+        main.__dict__.clear()  # files the program left open are flushed and closed
+    gc.collect()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    os._exit(code)
+
+
+def _job_env(spec):
+    return dict(kv.split("=", 1) for kv in spec["env"] if "=" in kv)
+
+
+def _run_job(spec):
+    env = _job_env(spec)
+    figures = sys.modules.get("gantry_figures")
+    if figures is not None:
+        figures._on = env.get("GANTRY_FIGURES", "1") not in ("0", "false", "no", "off")
+    _seed_mplconfig(env)
+    sys.orig_argv = list(spec["argv"])
+    try:
+        _gantry_run_main(spec["argv"][1], spec["argv"], env)
+        code = 0
+    except SystemExit as e:
+        code = _exit_code(e)
+    _finish(code)
+
+
+def _seed_mplconfig(env):
+    # As the image's sitecustomize does at every interpreter start: the
+    # prebuilt font cache in MPLCONFIGDIR (the job's /tmp is new).
+    dst = env.get("MPLCONFIGDIR", "").rstrip("/")
+    if not dst or os.path.isdir(dst):
+        return
+    try:
+        src = "/usr/share/gantry/matplotlib"
+        os.makedirs(dst, 0o700)
+        for n in os.listdir(src):
+            with open(os.path.join(src, n), "rb") as f, open(os.path.join(dst, n), "wb") as g:
+                g.write(f.read())
+    except OSError:
+        pass
+
+
+# --- the stateful session's interpreter -------------------------------------
+#
+# It serves the session's jobs one after another on a stream socket (fd 4
+# when forked here, fd 3 when the agent starts it directly): each request is
+# a 4-byte big-endian length and a JSON object, sent with the job's stdin,
+# stdout and stderr; each answer the same framing. Python code runs as a
+# notebook cell in the session's globals (its last expression's value is
+# sent back as a notebook shows it); anything else runs as a process of the
+# session's sandbox.
+
+# What a value may take in the answer: the rest is left out (text/plain is
+# cut instead). jobs.MaxValueBytes checks it again.
+MAX_VALUE = 1 << 20
+MAX_TEXT = 64 << 10
+
+
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            os._exit(0)  # the agent went away: so does the session
+        buf += chunk
+    return buf
+
+
+def _send(sock, obj):
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def _kernel(fd, env):
+    import io
+
+    _name("python3")
+    os.environ.clear()
+    os.environ.update(env)
+    _seed_mplconfig(env)
+    sock = socket.socket(fileno=fd)
+    sock.set_inheritable(False)
+    main = type(sys)("__main__")
+    import builtins
+
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    ns = main.__dict__
+    sys.argv = [""]
+    sys.path[0] = ""
+    base_path = list(sys.path)
+    null = os.open("/dev/null", os.O_RDWR)
+    cells = 0
+    while True:
+        head, fds, _, _ = socket.recv_fds(sock, 4, 3)
+        if not head:
+            os._exit(0)
+        head += _recv_exact(sock, 4 - len(head))
+        req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
+        if len(fds) != 3:
+            for f in fds:
+                os.close(f)
+            _send(sock, {"event": "done", "code": 127, "error": "a job request without its three streams"})
+            continue
+        for i, f in enumerate(fds):
+            os.dup2(f, i)
+            os.close(f)
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                     encoding=sys.__stdin__.encoding, errors=sys.__stdin__.errors)
+        env = _job_env(req)
+        value = None
+        if req.get("mode") == "cell":
+            cells += 1
+            os.environ.update(env)
+            # Code mode's wrappers are generated for each job.
+            sys.path[:] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in base_path] + base_path
+            for m in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
+                del sys.modules[m]
+            figures = sys.modules.get("gantry_figures")
+            if figures is not None:
+                figures._on = os.environ.get("GANTRY_FIGURES", "1") not in ("0", "false", "no", "off")
+            code, value = _cell(req["path"], cells, ns)
+            if figures is not None:
+                figures.save_figures(unsaved_only=True)
+            try:
+                import matplotlib.pyplot as plt
+
+                plt.close("all")  # as a notebook's inline backend closes them after each cell
+            except Exception:
+                pass
+        else:
+            code = _spawn(req["argv"], env)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+        # What runs on after the job (threads, background processes) writes
+        # to nothing rather than to a finished job's output.
+        for i in range(3):
+            os.dup2(null, i)
+        answer = {"event": "done", "code": code}
+        if value is not None:
+            answer["value"] = value
+        _send(sock, answer)
+
+
+def _spawn(argv, env):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+                signal.signal(s, signal.SIG_DFL)
+            os.chdir(WORKSPACE)
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            os.write(2, ("gantry: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
+        os._exit(127)
+    while True:
+        try:
+            _, st = os.waitpid(pid, 0)
+            return _status(st)
+        except InterruptedError:
+            continue
+
+
+def _cell(path, n, ns):
+    """Runs a file of Python as cell n in ns: its exit code and the bundle of its last expression's value."""
+    import ast, linecache, tokenize, io
+
+    name = "<cell %d>" % n
+    try:
+        with open(path, "rb") as f:
+            src = f.read()
+        text = io.TextIOWrapper(io.BytesIO(src), tokenize.detect_encoding(io.BytesIO(src).readline)[0]).read()
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        tree = ast.parse(src, name)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not _silenced(text, tree.body[-1]):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, name, "exec", dont_inherit=True), ns)
+        if last is None:
+            return 0, None
+        value = eval(compile(last, name, "eval", dont_inherit=True), ns)
+    except SystemExit as e:
+        return _exit_code(e), None
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell "):
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        return 1, None
+    if value is None:
+        return 0, None
+    ns["_"] = value
+    return 0, _bundle(value)
+
+
+def _silenced(text, node):
+    # A notebook shows no value for a last expression ending in ";".
+    lines = text.splitlines()
+    if node.end_lineno > len(lines):
+        return False
+    rest = lines[node.end_lineno - 1].encode()[node.end_col_offset:]  # offsets count UTF-8 bytes
+    return rest.lstrip().startswith(b";")
+
+
+# MIME type -> the IPython display method that gives it.
+_REPRS = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_"),
+          ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"), ("image/svg+xml", "_repr_svg_"),
+          ("application/json", "_repr_json_"))
+_BINARY = ("image/png", "image/jpeg")
+
+
+def _bundle(obj):
+    """The value as a notebook shows it: repr as text/plain, and what the
+    object's display methods give (a matplotlib figure as image/png)."""
+    import base64, inspect, io
+
+    data = {}
+    if not inspect.isclass(obj):
+        rich = {}
+        meth = getattr(obj, "_repr_mimebundle_", None)
+        if callable(meth):
+            try:
+                got = meth(include=None, exclude=None)
+                got = got[0] if isinstance(got, tuple) else got
+                if isinstance(got, dict):
+                    rich.update(got)
+            except Exception:
+                pass
+        for mime, name in _REPRS:
+            if mime in rich:
+                continue
+            meth = getattr(obj, name, None)
+            if callable(meth):
+                try:
+                    got = meth()
+                    rich[mime] = got[0] if isinstance(got, tuple) else got
+                except Exception:
+                    pass
+        mpl = sys.modules.get("matplotlib.figure")
+        if mpl is not None and isinstance(obj, mpl.Figure) and "image/png" not in rich:
+            try:
+                buf = io.BytesIO()
+                obj.savefig(buf, format="png", bbox_inches="tight")
+                rich["image/png"] = buf.getvalue()
+            except Exception:
+                pass
+        for mime, _ in _REPRS:
+            v = rich.get(mime)
+            if v is None:
+                continue
+            if mime in _BINARY:
+                v = base64.b64encode(v).decode() if isinstance(v, bytes) else v
+            elif mime == "application/json":
+                try:
+                    v = json.loads(json.dumps(v, allow_nan=False))
+                except (TypeError, ValueError):
+                    continue
+            if mime != "application/json" and not isinstance(v, str):
+                continue
+            data[mime] = v
+    try:
+        text = repr(obj)
+    except Exception as e:
+        text = "<%s object: repr failed: %s>" % (type(obj).__name__, e)
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + "…"
+    data["text/plain"] = text
+    # Drop the largest representations until it fits.
+    size = lambda: len(json.dumps(data, ensure_ascii=True))
+    while size() > MAX_VALUE:
+        big = max((m for m in data if m != "text/plain"), key=lambda m: len(json.dumps(data[m])), default=None)
+        if big is None:
+            break
+        del data[big]
+    return data
+
+
+# --- the interpreter ---------------------------------------------------------
+
+_FILTER = b""
+
+
+def _serve(ctl):
+    zygote = os.getpid()
+    sel = selectors.DefaultSelector()
+    sel.register(ctl, selectors.EVENT_READ, None)
+    jobs = {}  # pidfd or status fd -> job
+
+    def report(obj):
+        ctl.send(json.dumps(obj).encode())
+
+    def settle(job):
+        # The status pipe ended: the sandbox reported (S) or failed (E...).
+        if job["status"] is not None:
+            sel.unregister(job["status"])
+            data = job["buf"]
+            while True:
+                chunk = os.read(job["status"], 4096)
+                if not chunk:
+                    break
+                data += chunk
+            os.close(job["status"])
+            job["status"] = None
+            if data.startswith(b"S"):
+                report({"id": job["id"], "event": "started", "pid": job["pid"]})
+            else:
+                report({"id": job["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
+
+    while True:
+        for key, _ in sel.select():
+            if key.data is None:
+                try:
+                    msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
+                except OSError:
+                    os._exit(0)
+                if not msg:
+                    os._exit(0)  # the agent went away
+                req = json.loads(msg)
+                if len(os.listdir("/proc/self/task")) != 1:
+                    report({"id": req.get("id"), "event": "bad", "error": "the warm interpreter has more than one thread: it cannot fork safely"})
+                    os._exit(1)
+                want = 1 if req.get("kind") == "session" else 3
+                if len(fds) != want:
+                    for f in fds:
+                        os.close(f)
+                    report({"id": req.get("id"), "event": "failed", "error": "%d descriptors for a %s" % (len(fds), req.get("kind"))})
+                    continue
+                r, w = os.pipe()
+                try:
+                    pid = os.fork()
+                except OSError as e:  # the container's pids limit, say
+                    for f in fds + [r, w]:
+                        os.close(f)
+                    report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
+                    continue
+                if pid == 0:
+                    os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
+                    if want == 1:
+                        # The session's interpreter reads its jobs on fd 4;
+                        # its own streams lead nowhere.
+                        null = os.open("/dev/null", os.O_RDWR)
+                        fds = [null, null, null, w] + fds
+                    else:
+                        fds = fds + [w]
+                    _sandbox(req, fds, zygote)
+                for f in fds:
+                    os.close(f)
+                os.close(w)
+                job = {"id": req["id"], "pid": pid, "status": r, "buf": b""}
+                pidfd = os.pidfd_open(pid)
+                job["pidfd"] = pidfd
+                sel.register(r, selectors.EVENT_READ, ("status", job))
+                sel.register(pidfd, selectors.EVENT_READ, ("exit", job))
+            elif key.data[0] == "status":
+                job = key.data[1]
+                chunk = os.read(job["status"], 4096)
+                if chunk:
+                    job["buf"] += chunk
+                else:
+                    settle(job)
+            else:
+                job = key.data[1]
+                sel.unregister(job["pidfd"])
+                os.close(job["pidfd"])
+                _, st = os.waitpid(job["pid"], 0)
+                settle(job)
+                report({"id": job["id"], "event": "exit", "code": _status(st)})
+
+
+def _main():
+    global _FILTER
+    import importlib, time, gc
+
+    ctl = socket.socket(fileno=3)
+    ctl.set_inheritable(False)
+    try:
+        with open(os.environ.pop("GANTRY_WARM_FILTER"), "rb") as f:
+            _FILTER = f.read()
+        start = time.monotonic()
+        loaded = []
+        for m in filter(None, os.environ.pop("GANTRY_WARM_PRELOAD", "").split(",")):
+            importlib.import_module(m)
+            loaded.append(m)
+        if "matplotlib.pyplot" in sys.modules:
+            sys.modules["matplotlib.pyplot"]._get_backend_mod()  # the backend (gantry_figures) too
+        _find_generators()
+        # Collections in the forks leave the loaded libraries alone: fewer
+        # pages copied, less work per job.
+        gc.collect()
+        gc.freeze()
+        import threading  # noqa: F401  (its fork hooks run in every job)
+    except BaseException as e:
+        ctl.send(json.dumps({"event": "failed", "error": "%s: %s" % (type(e).__name__, e)}).encode())
+        os._exit(1)
+    ctl.send(json.dumps({"event": "ready", "modules": loaded, "seconds": round(time.monotonic() - start, 3)}).encode())
+    _serve(ctl)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["kernel"]:
+        # A stateful session's interpreter started directly in the
+        # container (the container isolation: the container is the sandbox).
+        _kernel(3, dict(os.environ))
+    _main()
