@@ -68,7 +68,9 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if req.Stateful {
 		return s.runLive(req)
 	}
-	warm := s.warm != nil && s.warm.isReady() && warmEligible(req.Argv, req.Env)
+	// A Python job waits for a warm interpreter still loading (a new
+	// container's first jobs): its imports would cost the job as much.
+	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(warmWait)
 	var sp *spare
 	if !warm {
 		sp = s.takeSpare()
@@ -104,7 +106,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	// (under Container the container serves this one job): a Python one
 	// only when the warm interpreter does not serve Python jobs.
 	if s.cfg.Isolation == Namespaces {
-		s.spawnSpares(isPython(req.Argv) && !warm && (s.warm == nil || !s.warm.isReady()))
+		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
 	}
 	return s.await(p, br)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The warm interpreter (warm.py): one Python per container that has
@@ -189,12 +190,19 @@ func (w *warm) Err() error {
 	return w.err
 }
 
-// isReady reports whether the interpreter has loaded and serves.
-func (w *warm) isReady() bool {
+// warmWait bounds how long a job waits for the warm interpreter to load
+// before it starts an interpreter of its own.
+const warmWait = 30 * time.Second
+
+// waitReady waits up to d for the interpreter to load, and reports whether
+// it serves.
+func (w *warm) waitReady(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-w.ready:
 		return w.Err() == nil
-	default:
+	case <-t.C:
 		return false
 	}
 }

@@ -291,6 +291,7 @@ def _init(spec):
 def _job(spec):
     """The job's process (P2). Never returns."""
     try:
+        _name("python3")
         _prctl(PR_SET_DUMPABLE, 1)
         _lock_down(_FILTER)
         _reseed()
@@ -445,7 +446,6 @@ def _send(sock, obj):
 def _kernel(fd, env):
     import io
 
-    _name("python3")
     os.environ.clear()
     os.environ.update(env)
     _seed_mplconfig(env)

@@ -370,26 +370,29 @@ func (h *harness) waitPool(t *testing.T, n int) []string {
 	}
 }
 
-// TestZygoteIsFaithful runs programs twice: through the Python zygote of a
-// spare sandbox (the fast path) and through a plain `python3 main.py`
-// (forced by PYTHONHASHSEED, which the zygote leaves to a real
-// interpreter). What the program sees and shows must be the same.
+// TestZygoteIsFaithful runs programs three ways: forked from the warm
+// interpreter (the fast path), in the interpreter of a spare sandbox (the
+// path when the warm interpreter is off) and through a plain `python3
+// main.py` (PYTHONHASHSEED, which both leave to a real interpreter). What
+// the program sees and shows must be the same.
 func TestZygoteIsFaithful(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, 2)
+	cold := newHarness(t, 2, withoutWarm)
 	for name, tc := range map[string]struct {
 		code, stdin string
 	}{
 		"names": {code: `import os, sys
-print(__name__, sys.argv, sys.path[0], __file__, type(__builtins__).__name__)
+print(__name__, sys.argv, sys.path[0], __file__, type(__builtins__).__name__, os.getpid(), os.getppid())
 print(os.environ.get("GREETING"), sys.stdin.read())`, stdin: "from stdin"},
 		"traceback": {code: `def f():
     return 1 / 0
 f()`},
 		"exception in exec'd code": {code: `exec(compile("raise KeyError('k')", "<string>", "exec"))`},
 		"exit code":                {code: "import sys\nprint('out')\nsys.exit(3)"},
+		"exit code over 255":       {code: "import sys\nsys.exit(258)"},
 		"syntax error":             {code: "print('never')\nx = (1,\n"},
 		"encoding declaration":     {code: "# -*- coding: latin-1 -*-\nprint(len('\xe9'))"},
 		"exit message":             {code: "import sys\nsys.exit('bye')"},
@@ -397,6 +400,14 @@ f()`},
 atexit.register(lambda: print("at exit"))
 threading.Thread(target=lambda: (time.sleep(0.2), print("thread"))).start()
 print("main")`},
+		"a file left open is written": {code: `import os
+os.makedirs("out", exist_ok=True)
+f = open("out/left-open.txt", "w")
+f.write("kept")
+class D:
+    def __del__(self):
+        print("finalized")
+d = D()`},
 		"environment of children": {code: `import subprocess
 print(subprocess.run(["sh", "-c", "echo $GREETING"], capture_output=True, text=True).stdout, end="")`},
 		"pickle and fork": {code: `import pickle
@@ -407,32 +418,66 @@ def sq(x): return x * x
 if __name__ == "__main__":
     with Pool(2) as p: print(p.map(sq, [1, 2, 3]))`},
 		"warnings": {code: "import warnings\nwarnings.warn('careful')"},
+		"a figure left open": {code: `import matplotlib.pyplot as plt, os
+plt.plot([1, 2, 3])
+print(plt.get_backend())`},
+		"os._exit": {code: "import os\nprint('x', flush=True)\nos._exit(4)"},
+		"killed by a signal": {code: "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			req := jobs.Request{Language: "python", Code: tc.code, Stdin: tc.stdin, Env: map[string]string{"GREETING": "hej"}}
-			fast := h.run(t, req)
+			warm := h.run(t, req)
+			spare := cold.run(t, req)
 			req.Env = map[string]string{"GREETING": "hej", "PYTHONHASHSEED": "random"}
 			plain := h.run(t, req)
-			if fast.Status != plain.Status || *fast.ExitCode != *plain.ExitCode || fast.Stdout != plain.Stdout || fast.Stderr != plain.Stderr {
-				t.Errorf("zygote: %s %d %q %q\nplain:  %s %d %q %q", fast.Status, *fast.ExitCode, fast.Stdout, fast.Stderr,
-					plain.Status, *plain.ExitCode, plain.Stdout, plain.Stderr)
+			files := func(j jobs.Job) string {
+				var b strings.Builder
+				for _, a := range j.Artifacts {
+					fmt.Fprintf(&b, "%s:%d ", a.Path, a.Size)
+				}
+				return b.String()
+			}
+			for _, j := range []jobs.Job{warm, spare} {
+				if j.Status != plain.Status || *j.ExitCode != *plain.ExitCode || j.Stdout != plain.Stdout || j.Stderr != plain.Stderr ||
+					files(j) != files(plain) {
+					t.Errorf("fast path: %s %d %q %q %s\nplain:     %s %d %q %q %s", j.Status, *j.ExitCode, j.Stdout, j.Stderr, files(j),
+						plain.Status, *plain.ExitCode, plain.Stdout, plain.Stderr, files(plain))
+				}
 			}
 		})
 	}
 }
 
-// TestZygoteIsUsed checks the fast path is taken: a Python job runs in the
-// zygote's interpreter (started with -c), not in a new one.
-func TestZygoteIsUsed(t *testing.T) {
+// TestWarmIsUsed checks which path Python jobs take: forked from the
+// warm interpreter, with its libraries already imported, unless their
+// environment sets what those libraries read when imported (then a fresh
+// interpreter in a spare sandbox); with the warm interpreter off, the
+// spare sandbox's own interpreter (started with -c).
+func TestWarmIsUsed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, 1)
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	code := "import sys\nprint('pandas' in sys.modules, sys.orig_argv[:2])"
 	for i := 0; i < 3; i++ {
-		j := h.run(t, jobs.Request{Language: "python", Code: "import sys\nprint(sys.orig_argv[:2])"})
-		if j.Stdout != "['python3', '-c']\n" {
+		j := h.run(t, jobs.Request{Language: "python", Code: code})
+		if j.Stdout != "True ['python3', '/tmp/gantry/main.py']\n" {
 			t.Errorf("job %d ran in %q (stderr %q)", i, j.Stdout, j.Stderr)
+		}
+	}
+	j := h.run(t, jobs.Request{Language: "python", Code: code, Env: map[string]string{"OPENBLAS_NUM_THREADS": "2"}})
+	if j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
+		t.Errorf("a job that sets OPENBLAS_NUM_THREADS ran in %q (stderr %q)", j.Stdout, j.Stderr)
+	}
+	cold := newHarness(t, 1, withoutWarm)
+	for i := 0; i < 3; i++ {
+		j := cold.run(t, jobs.Request{Language: "python", Code: code})
+		if j.Stdout != "False ['python3', '-c']\n" && i > 0 { // the first may find the spare still starting
+			t.Errorf("job %d without the warm interpreter ran in %q (stderr %q)", i, j.Stdout, j.Stderr)
 		}
 	}
 }

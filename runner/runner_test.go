@@ -431,6 +431,14 @@ func withFleet(f FleetConfig) func(*harness, *Config) {
 	return func(_ *harness, c *Config) { c.Fleet = f }
 }
 
+// withoutWarm turns the containers' warm interpreter off: Python jobs run
+// in spare sandboxes' own interpreters.
+func withoutWarm(h *harness, _ *Config) {
+	cfg := h.sb.cfg
+	cfg.Warm, cfg.WarmMB = []string{}, 0
+	h.sb.cfg = cfg.WithDefaults()
+}
+
 // liveOutput waits for the running job's first line of output (asked of
 // the runner, as the ingress's log stream does) and returns it.
 func (h *harness) liveOutput(t *testing.T, jobID string) string {

@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// TestWarmSandbox holds a job forked from the warm interpreter to every
+// property of the sandbox bubblewrap makes for other programs, and to what
+// forking from one interpreter must not give away: state of the
+// interpreter or of other jobs.
+func TestWarmSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 2)
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	// Each check prints one line; each line must be as listed.
+	check := func(t *testing.T, lang, code string, want ...string) {
+		t.Helper()
+		if lang == "python" {
+			code = "import sys\nif 'pandas' not in sys.modules: print('not forked from the warm interpreter')\n" + code
+		}
+		j := h.run(t, jobs.Request{Language: lang, Code: code})
+		got := strings.Split(strings.TrimSuffix(j.Stdout, "\n"), "\n")
+		if j.Status != jobs.StatusSucceeded || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s %q\n got: %q\nwant: %q", j.Status, j.Stderr, got, want)
+		}
+	}
+
+	t.Run("no capabilities, no_new_privs, the job's own seccomp filter", func(t *testing.T) {
+		t.Parallel()
+		check(t, "python", `st = dict(l.rstrip("\n").split(":\t", 1) for l in open("/proc/self/status"))
+for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters"):
+    print(k, st[k].strip())`,
+			"Uid 1000\t1000\t1000\t1000", "Gid 1000\t1000\t1000\t1000", "Groups 1000",
+			"CapInh 0000000000000000", "CapPrm 0000000000000000", "CapEff 0000000000000000", "CapBnd 0000000000000000", "CapAmb 0000000000000000",
+			"NoNewPrivs 1", "Seccomp 2", "Seccomp_filters 2")
+	})
+
+	t.Run("no further namespaces, no mounts", func(t *testing.T) {
+		t.Parallel()
+		check(t, "python", `import ctypes, errno, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def call(f, *a):
+    r = f(*a)
+    return "ok" if r == 0 else errno.errorcode[ctypes.get_errno()]
+for cmd in (["unshare", "-U", "true"], ["unshare", "-Ur", "true"], ["unshare", "-m", "true"], ["unshare", "-pf", "true"], ["unshare", "-n", "true"]):
+    print(" ".join(cmd), subprocess.run(cmd, capture_output=True).returncode)
+print("unshare(CLONE_NEWUSER)", call(libc.unshare, 0x10000000))
+print("mount", call(libc.mount, b"none", b"/tmp", b"tmpfs", 0, None))
+print("umount2", call(libc.umount2, b"/tmp", 2))
+print("setns", call(libc.setns, 0, 0))
+print("max_user_namespaces", open("/proc/sys/user/max_user_namespaces").read().strip())`,
+			"unshare -U true 1", "unshare -Ur true 1", "unshare -m true 1", "unshare -pf true 1", "unshare -n true 1",
+			"unshare(CLONE_NEWUSER) EPERM", "mount EPERM", "umount2 EPERM", "setns EPERM", "max_user_namespaces 0")
+	})
+
+	t.Run("only lo", func(t *testing.T) {
+		t.Parallel()
+		check(t, "python", `import socket
+print(socket.if_nameindex())
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect(("1.1.1.1", 80)); print("connected")
+except OSError as e:
+    print("blocked")`, "[(1, 'lo')]", "blocked")
+	})
+
+	t.Run("the files it sees", func(t *testing.T) {
+		t.Parallel()
+		check(t, "python", `import os
+def touch(p):
+    try:
+        open(p, "w").close(); return "writable"
+    except OSError as e:
+        return e.strerror
+for p in ("/etc/x", "/usr/x", "/sys/fs/cgroup/x", "/skills/x", "/tmp/gantry/x", "/proc/sys/kernel/hostname", "/workspace/x", "/tmp/x", "/dev/shm/x"):
+    print(p, touch(p))
+print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")), os.path.exists("/tmp/.gantry-agent"))
+print(sorted(os.listdir("/dev")))
+for p in ("/proc/keys", "/proc/timer_list", "/proc/kcore", "/proc/sched_debug"):
+    try:
+        print(p, len(open(p, "rb").read(100)))
+    except OSError as e:
+        print(p, e.strerror)
+print(os.listdir("/sys/firmware"), os.getcwd())`,
+			"/etc/x Read-only file system", "/usr/x Read-only file system", "/sys/fs/cgroup/x Read-only file system",
+			"/skills/x Read-only file system", "/tmp/gantry/x Read-only file system", "/proc/sys/kernel/hostname Read-only file system",
+			"/workspace/x writable", "/tmp/x writable", "/dev/shm/x writable",
+			"['gantry', 'matplotlib', 'x'] ['x'] False",
+			"['core', 'fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']",
+			"/proc/keys Permission denied", "/proc/timer_list Permission denied", "/proc/kcore No such file or directory", "/proc/sched_debug No such file or directory",
+			"[] /workspace")
+	})
+
+	t.Run("nothing of the interpreter or the agent is reachable", func(t *testing.T) {
+		t.Parallel()
+		check(t, "python", `import ctypes, errno, os, signal, subprocess, time
+libc = ctypes.CDLL(None, use_errno=True)
+print(subprocess.run(["ps", "-e", "-o", "pid=,comm="], capture_output=True, text=True).stdout.split())
+for p in ("/proc/1/environ", "/proc/1/mem", "/proc/1/fd", "/proc/1/maps"):
+    try:
+        os.listdir(p) if p.endswith("fd") else open(p, "rb").read(1)
+        print(p, "readable")
+    except OSError as e:
+        print(p, e.strerror)
+print("ptrace", "ok" if libc.ptrace(16, 1, 0, 0) == 0 else errno.errorcode[ctypes.get_errno()])
+os.kill(1, signal.SIGKILL)
+time.sleep(0.1)
+print("init alive", os.path.exists("/proc/1/stat"), os.getppid())
+# Descriptors: none but stdin, stdout and stderr.
+def open_fd(fd):
+    try:
+        os.fstat(fd); return True
+    except OSError:
+        return False
+print("fds", [fd for fd in range(1024) if open_fd(fd)])
+# Memory shared with another process, that either could write: none.
+print("shared mappings", [l for l in open("/proc/self/maps") if l.split()[1][1] == "w" and l.split()[1][3] == "s"])`,
+			"['1', 'sandbox-init', '2', 'python3', '3', 'ps']",
+			"/proc/1/environ Permission denied", "/proc/1/mem Permission denied", "/proc/1/fd Permission denied", "/proc/1/maps Permission denied",
+			"ptrace EPERM", "init alive True 1", "fds [0, 1, 2]", "shared mappings []")
+	})
+
+	t.Run("bubblewrap's jobs have the job's seccomp filter too", func(t *testing.T) {
+		t.Parallel()
+		check(t, "bash", `grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status | tr -s '\t' ' '
+unshare -U true 2>/dev/null; echo "unshare -U $?"`,
+			"CapEff: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2", "Seccomp_filters: 2", "unshare -U 1")
+	})
+}
+
+// TestWarmJobsShareNothing runs jobs one after another in one container,
+// forked from one warm interpreter: none may see what another did to its
+// copy of the interpreter, or draw the same random values.
+func TestWarmJobsShareNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	draw := `import random, os, uuid, tempfile, secrets, multiprocessing
+import numpy as np
+print(random.random(), random.getrandbits(64), np.random.random(), np.random.randint(1 << 62),
+      np.random.default_rng().random(), uuid.uuid4(), os.path.basename(tempfile.mktemp()), secrets.token_hex(8),
+      multiprocessing.current_process().authkey.hex())`
+	seen := map[string]string{}
+	var container string
+	for i := 0; i < 4; i++ {
+		j, c := h.host(t, h.tenant, jobs.Request{Language: "python", Code: draw})
+		if j.Status != jobs.StatusSucceeded {
+			t.Fatalf("job %d: %s %q", i, j.Status, j.Stderr)
+		}
+		if container == "" {
+			container = c
+		} else if c != container {
+			t.Fatalf("job %d ran in container %s, not %s", i, c, container)
+		}
+		for _, v := range strings.Fields(j.Stdout) {
+			if prev, ok := seen[v]; ok {
+				t.Errorf("job %d drew %s, as %s did", i, v, prev)
+			}
+			seen[v] = j.ID
+		}
+	}
+
+	// A job changes its interpreter every way it can; the next one, in
+	// the same container, sees none of it.
+	if j, c := h.host(t, h.tenant, jobs.Request{Language: "python", Code: `import builtins, json, os, sys, pandas, numpy
+builtins.LEAK = 1
+json.dumps = lambda *a, **k: "patched"
+sys.modules["leaked_module"] = type(sys)("leaked_module")
+sys.path.append("/leaked")
+pandas.DataFrame.leak = 1
+numpy.random.seed(0)
+os.environ["LEAK"] = "1"
+os.chdir("/tmp")
+import warnings; warnings.simplefilter("error")
+print("patched")`}); j.Stdout != "patched\n" || c != container {
+		t.Fatalf("patching job: %s %q %q in %s", j.Status, j.Stdout, j.Stderr, c)
+	}
+	j, c := h.host(t, h.tenant, jobs.Request{Language: "python", Code: `import builtins, json, os, sys, pandas, numpy, warnings
+numpy.random.seed(0); seeded = numpy.random.random()
+numpy.random.seed()
+print(hasattr(builtins, "LEAK"), json.dumps(1), "leaked_module" in sys.modules, "/leaked" in sys.path,
+      hasattr(pandas.DataFrame, "leak"), os.environ.get("LEAK"), os.getcwd(), warnings.filters[0][0] == "error")`})
+	if c != container || j.Stdout != "False 1 False False False None /workspace False\n" {
+		t.Errorf("the next job in %s (want %s) saw: %s %q %q", c, container, j.Status, j.Stdout, j.Stderr)
+	}
+}
+
+// TestWarmInterpreterDeathRetiresTheContainer: a container whose warm
+// interpreter died never runs another job; the job that finds it so runs
+// elsewhere, once.
+func TestWarmInterpreterDeathRetiresTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	j, c1 := h.host(t, h.tenant, jobs.Request{Language: "python", Code: "print('first')"})
+	if j.Stdout != "first\n" {
+		t.Fatalf("first job: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	// Kill the warm interpreter from outside, as a crash would.
+	out, err := exec.Command("docker", "exec", c1, "ps", "-eo", "pid=,args=").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker exec ps: %v %s", err, out)
+	}
+	pid := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[1] == "python3" && strings.HasSuffix(f[2], "/warm.py") {
+			pid = f[0]
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no warm interpreter in %s:\n%s", c1, out)
+	}
+	if out, err := exec.Command("docker", "exec", c1, "kill", "-9", pid).CombinedOutput(); err != nil {
+		t.Fatalf("docker exec kill: %v %s", err, out)
+	}
+	j, c2 := h.host(t, h.tenant, jobs.Request{Language: "python", Code: "print('second')"})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "second\n" || j.Attempt != 1 {
+		t.Fatalf("second job: %s attempt %d %q %q", j.Status, j.Attempt, j.Stdout, j.Stderr)
+	}
+	if c2 == c1 {
+		t.Fatalf("the job ran in %s, whose warm interpreter was dead", c1)
+	}
+	if !h.gone(t, c1) {
+		t.Error("the container whose warm interpreter died was not retired")
+	}
+}
