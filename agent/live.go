@@ -321,13 +321,22 @@ func (l *liveSandbox) read() {
 	r := bufio.NewReader(l.conn)
 	for {
 		a, err := readAnswer(r)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				l.mu.Lock()
-				l.broken = "the session's interpreter broke its protocol, and its sandbox was ended: " + err.Error()
-				l.mu.Unlock()
+		if errors.Is(err, io.EOF) {
+			// The interpreter is gone: the sandbox ends with it, by
+			// itself. (One that lingers, its interpreter having closed
+			// the socket, is ended.)
+			if l.exitCode() < 0 {
+				l.kill()
+				l.exitCode()
 			}
+			return
+		}
+		if err != nil {
+			l.mu.Lock()
+			l.broken = "the session's interpreter broke its protocol, and its sandbox was ended: " + err.Error()
+			l.mu.Unlock()
 			l.kill()
+			l.exitCode()
 			return
 		}
 		select {

@@ -1,0 +1,204 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+func (h *harness) statefulSession(t *testing.T) string {
+	t.Helper()
+	req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+	sess, err := h.st.CreateSession(context.Background(), h.tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sess.Stateful {
+		t.Fatal("session not stateful")
+	}
+	return sess.ID
+}
+
+// in runs a job in the session and waits for it.
+func (h *harness) in(t *testing.T, sid string, req jobs.Request) jobs.Job {
+	t.Helper()
+	return h.waitFor(t, h.submitIn(t, sid, req), func(j jobs.Job) bool { return j.Status.Terminal() })
+}
+
+// writeWorkspace makes a new version of the session's workspace holding
+// files, as the files API does: under the session's lease, between jobs.
+func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	owner := "test-writer"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, ok, err := h.st.AcquireSession(ctx, sid, owner, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session's lease was never free")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sess, err := h.st.GetSession(ctx, h.tenant, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, content := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write([]byte(content))
+	}
+	_ = tw.Close()
+	snap := store.Snapshot{Version: sess.Version + 1, Key: jobs.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.CommitWorkspace(ctx, sid, owner, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.st.ReleaseSession(ctx, sid, owner, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func py(code string) jobs.Request   { return jobs.Request{Language: "python", Code: code} }
+func bash(code string) jobs.Request { return jobs.Request{Language: "bash", Code: code} }
+
+// TestStatefulSessions: a stateful session's Python jobs run in one
+// interpreter, as notebook cells, with /tmp and background processes kept;
+// what it loses, and why, its next job says.
+func TestStatefulSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 4)
+
+	t.Run("globals, imports, values and processes persist", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		want := func(j jobs.Job, state jobs.LiveState, stdout, value string) {
+			t.Helper()
+			got := ""
+			if j.Value != nil {
+				got = j.Value.Text
+			}
+			if j.Status != jobs.StatusSucceeded || j.LiveState != state || j.Stdout != stdout || got != value {
+				t.Fatalf("%s %s %q value %q (want %s %q %q) stderr %q %+v", j.Status, j.LiveState, j.Stdout, got, state, stdout, value, j.Stderr, j.Error)
+			}
+		}
+		want(h.in(t, sid, py("import pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\nprint('loaded')")), jobs.LiveNew, "loaded\n", "")
+		want(h.in(t, sid, py("x + 1")), jobs.LiveKept, "", "42")
+		want(h.in(t, sid, py("x += 1\nprint(x)\nx;")), jobs.LiveKept, "42\n", "")
+		j := h.in(t, sid, py("df.a.sum()\ndf"))
+		want(j, jobs.LiveKept, "", "   a\n0  1\n1  2\n2  3")
+		if !strings.Contains(j.Value.HTML, "<table") {
+			t.Errorf("a DataFrame's value has no HTML: %+v", j.Value)
+		}
+		// A figure as the last value comes back drawn.
+		j = h.in(t, sid, py("import matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 2, 3])\nfig"))
+		if png, err := base64.StdEncoding.DecodeString(j.Value.PNG); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+			t.Errorf("a figure's value: %v %.40q", err, j.Value.PNG)
+		}
+		// An exception: a traceback of the job's own code, no value; the
+		// state stays.
+		j = h.in(t, sid, py("def f():\n    return 1 / 0\nf()"))
+		if j.Status != jobs.StatusFailed || *j.ExitCode != 1 || j.Value != nil || !strings.Contains(j.Stderr, "ZeroDivisionError") ||
+			strings.Contains(j.Stderr, "warm.py") || j.LiveState != jobs.LiveKept {
+			t.Errorf("exception: %s %v %q %s", j.Status, j.ExitCode, j.Stderr, j.LiveState)
+		}
+		if j = h.in(t, sid, py("import sys\nsys.exit(3)")); *j.ExitCode != 3 {
+			t.Errorf("sys.exit: %s %v %q", j.Status, j.ExitCode, j.Stderr)
+		}
+		want(h.in(t, sid, py("x")), jobs.LiveKept, "", "42")
+		// Background processes and /tmp persist, across languages.
+		want(h.in(t, sid, bash("sleep 300 >/dev/null 2>&1 &\necho $! > /tmp/sleeper; echo started")), jobs.LiveKept, "started\n", "")
+		want(h.in(t, sid, py("import os\nos.path.exists('/proc/%s' % open('/tmp/sleeper').read().strip())")), jobs.LiveKept, "", "True")
+		want(h.in(t, sid, bash("kill -0 $(cat /tmp/sleeper) && echo alive")), jobs.LiveKept, "alive\n", "")
+		// A job's stdin, env and files are its own.
+		j = h.in(t, sid, jobs.Request{Language: "python", Code: "import os, sys\nprint(sys.stdin.read(), os.environ['WHO'], open('in.txt').read())",
+			Stdin: "in", Env: map[string]string{"WHO": "me"}, Files: []jobs.File{{Path: "in.txt", Content: "file"}}})
+		want(j, jobs.LiveKept, "in me file\n", "")
+	})
+
+	t.Run("a timeout loses the live state, not the files", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		if j := h.in(t, sid, py("open('kept.txt', 'w').write('yes')\ny = 1")); j.Status != jobs.StatusSucceeded {
+			t.Fatalf("job 1: %s %q", j.Status, j.Stderr)
+		}
+		to := h.in(t, sid, jobs.Request{Language: "python", Code: "import time\ntime.sleep(60)", TimeoutMS: 1500})
+		if to.Status != jobs.StatusTimedOut || to.LiveState != "" {
+			t.Fatalf("job 2: %s %s", to.Status, to.LiveState)
+		}
+		j := h.in(t, sid, py("print(open('kept.txt').read(), 'y' in globals())"))
+		if j.Stdout != "yes False\n" || j.LiveState != jobs.LiveLost || !strings.Contains(j.LiveStateReason, to.ID+" timed out") {
+			t.Errorf("after the timeout: %q %s %q %q", j.Stdout, j.LiveState, j.LiveStateReason, j.Stderr)
+		}
+		if j := h.in(t, sid, py("1")); j.LiveState != jobs.LiveKept {
+			t.Errorf("the next job: %s", j.LiveState)
+		}
+	})
+
+	t.Run("an interpreter that exits loses its state; the container stays", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		if j := h.in(t, sid, py("z = 1\nopen('f', 'w').write('1')")); j.LiveState != jobs.LiveNew {
+			t.Fatalf("job 1: %s %q", j.LiveState, j.Stderr)
+		}
+		j := h.in(t, sid, py("import os\nprint('bye', flush=True)\nos._exit(7)"))
+		if j.Status != jobs.StatusFailed || *j.ExitCode != 7 || j.Stdout != "bye\n" {
+			t.Fatalf("os._exit: %s %d %q %q", j.Status, *j.ExitCode, j.Stdout, j.Stderr)
+		}
+		j = h.in(t, sid, py("print('z' in globals(), open('f').read())"))
+		if j.Stdout != "False 1\n" || j.LiveState != jobs.LiveLost || !strings.Contains(j.LiveStateReason, "exited with status 7") {
+			t.Errorf("after os._exit: %q %s %q", j.Stdout, j.LiveState, j.LiveStateReason)
+		}
+	})
+
+	t.Run("a container that died loses the live state", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		j := h.in(t, sid, py("import socket\nw = 1\nopen('f', 'w').write('2')\nsocket.gethostname()"))
+		if j.Value == nil {
+			t.Fatalf("job 1: %s %q", j.Status, j.Stderr)
+		}
+		host := strings.Trim(j.Value.Text, "'")
+		if out, err := exec.Command("docker", "kill", host).CombinedOutput(); err != nil {
+			t.Fatalf("docker kill: %v %s", err, out)
+		}
+		j = h.in(t, sid, py("print('w' in globals(), open('f').read())"))
+		if j.Stdout != "False 2\n" || j.LiveState != jobs.LiveLost || j.LiveStateReason == "" {
+			t.Errorf("after the container died: %q %s %q %q", j.Stdout, j.LiveState, j.LiveStateReason, j.Stderr)
+		}
+	})
+
+	t.Run("files written through the API reach the live sandbox", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		if j := h.in(t, sid, py("v = 5")); j.LiveState != jobs.LiveNew {
+			t.Fatalf("job 1: %s %q", j.LiveState, j.Stderr)
+		}
+		h.writeWorkspace(t, sid, map[string]string{"api.txt": "from the API"})
+		j := h.in(t, sid, py("print(v, open('api.txt').read())"))
+		if j.Stdout != "5 from the API\n" || j.LiveState != jobs.LiveKept {
+			t.Errorf("after a files API write: %q %s %q", j.Stdout, j.LiveState, j.Stderr)
+		}
+	})
+}
