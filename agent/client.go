@@ -280,6 +280,16 @@ func (c *Conn) Clean(ctx context.Context) error {
 	return c.done("a clean")
 }
 
+// Warm waits until the container's warm interpreter has loaded its
+// libraries (if it has one), and fails if it cannot serve.
+func (c *Conn) Warm(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "warm"}); err != nil {
+		return err
+	}
+	return c.done("a warm wait")
+}
+
 // done reads the answer to a request without a stream of its own.
 func (c *Conn) done(during string) error {
 	kind, payload, err := c.next()

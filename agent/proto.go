@@ -78,7 +78,8 @@ type File struct {
 
 // Request is what the runner asks of the agent. Op says which fields count.
 type Request struct {
-	// Op is "run", "tar", "restore", "skills", "clean" or "reply".
+	// Op is "run", "tar", "restore", "skills", "clean", "warm" (answered
+	// once the warm interpreter has loaded, or failed to) or "reply".
 	Op string `json:"op"`
 
 	// run

@@ -148,6 +148,8 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 			err = s.answer(s.skills(req.Files))
 		case "clean":
 			err = s.answer(s.clean())
+		case "warm":
+			err = s.answer(s.warmReady())
 		case "reply":
 			// The answer to a bridge request of a run that ended.
 		default:
@@ -167,6 +169,21 @@ func (s *server) clean() error {
 		return err
 	}
 	return emptyDir(Workspace)
+}
+
+// warmReady waits for the warm interpreter to load (if there is one) and
+// says whether it serves.
+func (s *server) warmReady() error {
+	if s.warm == nil {
+		return nil
+	}
+	if !s.warm.waitReady(warmWait) {
+		if err := s.warm.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the warm interpreter did not load within %s", warmWait)
+	}
+	return nil
 }
 
 // unfit says why the container must not run another program, or nil.
@@ -206,7 +223,7 @@ func (s *server) setup() error {
 		return err
 	}
 	if len(s.cfg.Warm) > 0 {
-		if s.warm, err = startWarm(s.cfg.StateDir, s.cfg.Warm, filter); err != nil {
+		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), s.cfg.Warm, filter); err != nil {
 			return err
 		}
 	}

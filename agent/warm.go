@@ -78,7 +78,7 @@ type warm struct {
 
 // startWarm starts the warm interpreter with the modules to import. It
 // returns at once; the interpreter loads in the background.
-func startWarm(stateDir string, modules []string, filter []byte) (*warm, error) {
+func startWarm(stateDir, runDir, skillsDir string, modules []string, filter []byte) (*warm, error) {
 	src := filepath.Join(stateDir, "warm.py")
 	bpf := filepath.Join(stateDir, "job.bpf")
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
@@ -103,6 +103,7 @@ func startWarm(stateDir string, modules []string, filter []byte) (*warm, error) 
 	// No thread may run in the interpreter when it forks: BLAS libraries
 	// start theirs only when asked for more than one.
 	w.cmd.Env = append(environ(nil), "GANTRY_WARM_FILTER="+bpf, "GANTRY_WARM_PRELOAD="+strings.Join(modules, ","),
+		"GANTRY_WARM_RUN_DIR="+runDir, "GANTRY_WARM_SKILLS_DIR="+skillsDir,
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
 	w.cmd.Dir = Workspace
 	w.cmd.ExtraFiles = []*os.File{theirs} // fd 3
@@ -140,8 +141,8 @@ func (w *warm) read() {
 			close(w.ready)
 			continue
 		case "failed":
-			if ev.ID == 0 { // loading the libraries failed
-				w.fail(fmt.Errorf("the warm interpreter could not load its libraries: %s", ev.Error))
+			if ev.ID == 0 { // loading the libraries, or its probe sandbox, failed
+				w.fail(fmt.Errorf("the warm interpreter could not start: %s", ev.Error))
 				return
 			}
 		case "bad":

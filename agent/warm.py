@@ -301,6 +301,8 @@ def _job(spec):
         _fail("lock down", e)
     if spec.get("kind") == "session":
         _kernel(4, _job_env(spec))
+    if spec.get("kind") == "probe":
+        os._exit(0)
     _run_job(spec)
 
 
@@ -741,6 +743,31 @@ def _serve(ctl):
                 report({"id": job["id"], "event": "exit", "code": _status(st)})
 
 
+def _probe():
+    """Makes one empty sandbox, as the agent's probe does with bubblewrap:
+    a host that cannot build one is found here, not by every job."""
+    spec = {"kind": "probe", "env": [], "tmp_mb": 1, "run_dir": os.environ.pop("GANTRY_WARM_RUN_DIR"),
+            "skills_dir": os.environ.pop("GANTRY_WARM_SKILLS_DIR")}
+    r, w = os.pipe()
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 3, inheritable=True)
+        null = os.open("/dev/null", os.O_RDWR)
+        _sandbox(spec, [null, null, null, w], zygote)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    _, st = os.waitpid(pid, 0)
+    if not data.startswith(b"S") or _status(st) != 0:
+        raise OSError(data[1:].decode("utf-8", "replace") or "the probe sandbox exited with status %d" % _status(st))
+
+
 def _main():
     global _FILTER
     import importlib, time, gc
@@ -763,6 +790,7 @@ def _main():
         gc.collect()
         gc.freeze()
         import threading  # noqa: F401  (its fork hooks run in every job)
+        _probe()
     except BaseException as e:
         ctl.send(json.dumps({"event": "failed", "error": "%s: %s" % (type(e).__name__, e)}).encode())
         os._exit(1)

@@ -52,6 +52,7 @@ var (
 	runsc     = flag.Bool("runsc", true, "also measure under gVisor when dockerd has the runsc runtime")
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
+	warmN     = flag.Int("warm-n", 50, "back-to-back executions per row of the warm interpreter's rows (0: none)")
 )
 
 const code = "print(6*7)"
@@ -270,6 +271,15 @@ func measure(runtime string) ([]row, error) {
 	}
 	add(row{Name: "sync execute `import pandas; print(1)` p50", Gantry: ms(pct(pandas, 50)), Baseline: ms(pct(pandasBase, 50)),
 		Ratio: ratio(pct(pandas, 50), pct(pandasBase, 50)), Value: msf(pct(pandas, 50))})
+
+	// The warm interpreter's rows (no warm interpreter under gVisor).
+	if *target == "" && runtime == "" && *warmN > 0 {
+		wr, err := warmRows(c, runnerID, devPID, *warmN)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, wr...)
+	}
 
 	if *target == "" {
 		mem, shim, n, err := idleMemory(runnerID)

@@ -170,8 +170,9 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 }
 
 // Check makes one container and has its agent report in: the image holds
-// an agent of this runner's protocol, and (under Namespaces) bubblewrap
-// can build a sandbox on this host. It removes the container after.
+// an agent of this runner's protocol, (under Namespaces) bubblewrap can
+// build a sandbox on this host, and the warm interpreter loads its
+// libraries and builds one too. It removes the container after.
 func (s *Sandbox) Check(ctx context.Context) error {
 	if err := s.CheckImage(ctx); err != nil {
 		return err
@@ -180,7 +181,16 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Remove(context.WithoutCancel(ctx))
+	if len(s.cfg.Warm) > 0 {
+		err = c.conn.Warm(ctx)
+		if err != nil {
+			err = fmt.Errorf("%w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", err)
+		}
+	}
+	if rerr := c.Remove(context.WithoutCancel(ctx)); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // ContainerSpec says what a container is for and what it may use.

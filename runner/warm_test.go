@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -239,5 +240,28 @@ func TestWarmInterpreterDeathRetiresTheContainer(t *testing.T) {
 	}
 	if !h.gone(t, c1) {
 		t.Error("the container whose warm interpreter died was not retired")
+	}
+}
+
+// TestWarmCheck: the runner's readiness check loads the warm interpreter,
+// so a module it cannot import is found at start, named.
+func TestWarmCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	sb := testSandbox(t)
+	if sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	ctx := context.Background()
+	if err := sb.Check(ctx); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	bad := sb.cfg
+	bad.Warm = []string{"numpy", "no_such_module"}
+	sb.cfg = bad.WithDefaults()
+	err := sb.Check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "No module named 'no_such_module'") || !strings.Contains(err.Error(), "GANTRY_WARM_PRELOAD") {
+		t.Errorf("check with a module that does not exist: %v", err)
 	}
 }
