@@ -223,6 +223,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer closedSub.Unsubscribe() //nolint:errcheck
+	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
+		// The ingresses have no sandbox to start a stdio MCP server in:
+		// they ask a runner for its tools.
+		stopTools, err := codemode.ServeTools(ctx, r.nc, r.cfg.CodeMode, r.log)
+		if err != nil {
+			return err
+		}
+		defer stopTools()
+	}
 
 	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	// jobCtx outlives ctx by the drain timeout so that running jobs can

@@ -737,10 +737,12 @@ export interface McpServerRegistration {
    */
   allow_tools?: string[];
   /**
-   * A stdio MCP server: a non-empty argv whose first element is exactly one of
-   * the commands the operator allows (GANTRY_MCP_COMMANDS; none by default). At
-   * most 64 arguments of at most 4096 bytes, without NUL. gantry runs it with
-   * only PATH, HOME and env. Exclusive with url.
+   * A stdio MCP server: exactly one of the commands the operator allows
+   * (GANTRY_MCP_COMMANDS; none by default), every argument included. At most 64
+   * arguments of at most 4096 bytes, without NUL. gantry runs it on a runner, in
+   * a hardened container of its own (uid 1000 without capabilities, a read-only
+   * root, no network unless the operator gives the servers one), with only
+   * gantry's PATH and HOME and env. Exclusive with url.
    */
   command?: string[];
   /**
@@ -754,10 +756,14 @@ export interface McpServerRegistration {
    */
   description?: string;
   /**
-   * Environment for a stdio server (command only), e.g. an API token.
+   * Environment for a stdio server (command only), e.g. an API token. Only names
+   * the operator allows (GANTRY_MCP_ENV; none by default), and never one that
+   * changes what the server loads or runs or where its traffic goes (LD_*,
+   * NODE_OPTIONS and NODE_*, PYTHON*, PATH, HOME, BASH_ENV, *_PROXY, SSL_* and
+   * the like), whatever the operator allows: such a name is a 400 naming env.
    * Write-only: stored sealed with GANTRY_SECRET_KEY, never returned (responses
-   * list the variable names only) and never placed in a sandbox. At most 32;
-   * values at most 8192 bytes without line breaks or NUL.
+   * list the variable names only) and never placed in a job's sandbox. At most
+   * 32; values at most 8192 bytes without line breaks or NUL.
    */
   env?: Record<string, string>;
   /**
