@@ -121,6 +121,12 @@ func ServeTools(ctx context.Context, nc *nats.Conn, reg *Registry, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", SubjectTools, err)
 	}
+	// The server knows of the subscription when ServeTools returns: a
+	// request sent after it finds this runner.
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe %s: %w", SubjectTools, err)
+	}
 	return func() { _ = sub.Unsubscribe(); wg.Wait() }, nil
 }
 
