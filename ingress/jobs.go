@@ -45,6 +45,28 @@ func (s *Server) submitJob(ctx context.Context, p store.Principal, req jobs.Requ
 	return s.submitJobIn(ctx, p, req, "")
 }
 
+// fitSession fits a session job's memory to the session's workspace,
+// which is held in memory and counts against it: a job that does not say
+// how much memory it needs gets at least the session's disk_mb; one that
+// asks for less is refused.
+func (s *Server) fitSession(ctx context.Context, p store.Principal, req jobs.Request, spec *jobs.Spec) error {
+	sess, err := s.store.GetSession(ctx, p.TenantID, *req.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return sessionNotFound(*req.SessionID)
+	}
+	if err != nil {
+		return err
+	}
+	if spec.Limits.MemoryMB >= sess.DiskMB {
+		return nil
+	}
+	if req.Limits != nil && req.Limits.MemoryMB != 0 {
+		return badRequest("limits.memory_mb", "must be at least the session's disk_mb (%d): its workspace is held in memory and counts against the job's memory", sess.DiskMB)
+	}
+	spec.Limits.MemoryMB = sess.DiskMB
+	return nil
+}
+
 // submitJobIn is submitJob for a job of a batch ("" for none).
 func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Request, batchID string) (jobs.Job, bool, error) {
 	spec, err := s.cfg.Policy.Normalize(req)
@@ -59,6 +81,9 @@ func (s *Server) submitJobIn(ctx context.Context, p store.Principal, req jobs.Re
 		sessionID = *req.SessionID
 		if !jobs.ValidID("ses", sessionID) {
 			return jobs.Job{}, false, sessionNotFound(sessionID)
+		}
+		if err := s.fitSession(ctx, p, req, &spec); err != nil {
+			return jobs.Job{}, false, err
 		}
 	}
 	hash, err := s.requestHash(p.TenantID, req)

@@ -34,6 +34,8 @@ func principalFrom(ctx context.Context) (store.Principal, bool) {
 func (s *Server) newMCP() http.Handler {
 	hooks := &server.Hooks{}
 	hooks.AddAfterListResources(s.listJobResources)
+	sessions := newMCPSessions()
+	sessions.hook(hooks)
 	tools := newToolCatalog()
 	s.tools = tools
 	ms := server.NewMCPServer("gantry", s.cfg.Version,
@@ -105,8 +107,15 @@ func (s *Server) newMCP() http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		if id := r.Header.Get(server.HeaderKeySessionID); id != "" && !sessions.allows(id, p.TenantID) {
+			s.writeError(w, r, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+				Message: "no such MCP session (it belongs to no one with this key); initialize a new one"})
+			return
+		}
 		ctx := context.WithValue(r.Context(), mcpPrincipalKey{}, p)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, toolsetsKey{}, sel)))
+		// A new session's id comes back in the answer's header.
+		sessions.bind(w.Header().Get(server.HeaderKeySessionID), p.TenantID)
 	})
 }
 

@@ -15,7 +15,7 @@ var schemaNotes = map[string]schemaNote{
 			"memory_mb":    {"minimum": 32, "maximum": 8192, "default": 512, "description": "Memory limit in MiB (no swap)."},
 			"cpus":         {"minimum": 0.1, "maximum": 8, "default": 1, "description": "CPU limit, in CPUs (fractions allowed). The maximum is the operator's GANTRY_MAX_CPUS, by default the number of CPUs of the ingress's machine: Docker refuses more CPUs than a host has."},
 			"pids":         {"minimum": 16, "maximum": 4096, "default": 128, "description": "Maximum number of processes and threads."},
-			"disk_mb":      {"minimum": 1, "maximum": 8192, "default": 512, "description": "Size in MiB of the tmpfs holding /workspace."},
+			"disk_mb":      {"minimum": 1, "maximum": 8192, "default": 512, "description": "Size in MiB of the tmpfs holding /workspace. It is held in memory and counts against memory_mb, so it must be at most memory_mb (by default the smaller of 512 and memory_mb). In a session, the session's disk_mb applies instead."},
 			"output_bytes": {"minimum": 1024, "maximum": 16777216, "default": 1048576, "description": "Cap on each of stdout and stderr, in bytes; output beyond it is dropped and the stream marked truncated."},
 			"tool_calls":   {"minimum": 1, "maximum": 10000, "default": 100, "description": "Code mode: how many upstream MCP tool calls the job's code may make. Every call that names a server and a tool counts, including ones that fail; calls past the budget fail with budget_exceeded (and are recorded in the job's tool_calls)."},
 		},
@@ -185,7 +185,7 @@ var schemaNotes = map[string]schemaNote{
 		props: map[string]js{
 			"language":    {"enum": languageEnum(), "default": "python", "description": "The session's language (GET /v1/languages lists them). Absent or empty means python."},
 			"ttl_seconds": {"minimum": 10, "maximum": 604800, "default": 3600, "description": "How long the session lives after its last use, in seconds (at most 7 days). Absent or 0 means the default."},
-			"disk_mb":     {"minimum": 1, "maximum": 4096, "default": 512, "description": "Size in MiB of the session's /workspace, for jobs and for files written through the API. Absent or 0 means the default. At most 4096, and at most the operator's GANTRY_MAX_DISK_MB."},
+			"disk_mb":     {"minimum": 1, "maximum": 4096, "default": 512, "description": "Size in MiB of the session's /workspace, for jobs and for files written through the API. Absent or 0 means the default. At most 4096, the operator's GANTRY_MAX_DISK_MB and GANTRY_MAX_MEMORY_MB: the workspace is held in memory and counts against its jobs' memory, so a job of the session that does not set limits.memory_mb gets at least disk_mb of memory, and one that sets less is refused (400 naming limits.memory_mb)."},
 			"metadata":    {"additionalProperties": js{"type": "string", "maxLength": 512}, "maxProperties": 32, "propertyNames": js{"minLength": 1, "maxLength": 64}, "description": "Free-form string labels returned with the session: at most 32 keys of 1-64 bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming `metadata` or `metadata.<key>`).", "examples": []any{js{"agent": "demo"}}},
 		},
 		optional: []string{"language"},

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strings"
@@ -68,6 +69,9 @@ type Config struct {
 	BatchMax int
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
+	// TrustedProxies are the load balancers whose X-Forwarded-For names a
+	// request's source (for throttling invalid keys); none by default.
+	TrustedProxies []netip.Prefix
 	// History is the job history's retention (the Maintenance sweeps
 	// it; the server keeps what expires soon out of its caches and tells
 	// MCP clients a task's TTL). nil: history is kept forever.
@@ -200,6 +204,7 @@ type Server struct {
 	mcp            *server.MCPServer
 	tools          *toolCatalog
 	auth           *authCache
+	badKeys        *rateLimits // invalid keys per source address (keythrottle.go)
 	revoked        *nats.Subscription // key revocations
 	done           *doneJobs
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
@@ -218,7 +223,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
 		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
-		hub:    newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		hub:    newHub(), metrics: newMetrics(reg), reg: reg, auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
@@ -408,11 +413,16 @@ func (s *Server) lookupKey(r *http.Request) (store.Principal, error) {
 	if p, ok := s.auth.get(key); ok {
 		return p, nil
 	}
+	source := s.keySource(r)
+	if err := s.keyThrottled(source); err != nil {
+		return store.Principal{}, err
+	}
 	p, err := s.store.Authenticate(r.Context(), key)
 	if err == nil {
 		s.auth.put(key, p)
 	}
 	if errors.Is(err, store.ErrNotFound) {
+		s.keyFailed(source)
 		return store.Principal{}, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime"
@@ -63,7 +64,10 @@ type config struct {
 	LogFormat string
 
 	// Code mode and privacy tokens.
-	SecretKey       []byte // nil: not set
+	SecretKey []byte // nil: not set
+	// TrustedProxies are load balancers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+
 	MCPCommands     [][]string
 	MCPEnv          []string
 	MCPImage        string
@@ -309,6 +313,22 @@ func loadConfig() (config, error) {
 	}
 	if err := codemode.CheckEnvPatterns(c.MCPEnv); err != nil {
 		e.errs = append(e.errs, "GANTRY_MCP_ENV: "+err.Error())
+	}
+	for _, v := range strings.Split(e.str("GANTRY_TRUSTED_PROXIES", ""), ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if !strings.Contains(v, "/") {
+			if a, err := netip.ParseAddr(v); err == nil {
+				v = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_TRUSTED_PROXIES: %q is not an address or a CIDR prefix", v))
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
 	}
 	c.MCPImage = e.str("GANTRY_MCP_IMAGE", "")
 	c.MCPNetwork = e.str("GANTRY_MCP_NETWORK", "")

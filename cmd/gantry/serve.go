@@ -153,10 +153,11 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
 			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
 		},
-		BatchMax:     cfg.BatchMax,
-		TenantLimits: cfg.TenantLimits,
-		History:      d.history,
-		Agent:        agent,
+		BatchMax:       cfg.BatchMax,
+		TenantLimits:   cfg.TenantLimits,
+		TrustedProxies: cfg.TrustedProxies,
+		History:        d.history,
+		Agent:          agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err

@@ -566,7 +566,11 @@ export interface Limits {
    * Docker refuses more CPUs than a host has.
    */
   cpus?: number;
-  /** Size in MiB of the tmpfs holding /workspace. */
+  /**
+   * Size in MiB of the tmpfs holding /workspace. It is held in memory and counts
+   * against memory_mb, so it must be at most memory_mb (by default the smaller
+   * of 512 and memory_mb). In a session, the session's disk_mb applies instead.
+   */
   disk_mb?: number;
   /** Memory limit in MiB (no swap). */
   memory_mb?: number;
@@ -923,8 +927,11 @@ export interface SessionList {
 export interface SessionRequest {
   /**
    * Size in MiB of the session's /workspace, for jobs and for files written
-   * through the API. Absent or 0 means the default. At most 4096, and at most
-   * the operator's GANTRY_MAX_DISK_MB.
+   * through the API. Absent or 0 means the default. At most 4096, the operator's
+   * GANTRY_MAX_DISK_MB and GANTRY_MAX_MEMORY_MB: the workspace is held in memory
+   * and counts against its jobs' memory, so a job of the session that does not
+   * set limits.memory_mb gets at least disk_mb of memory, and one that sets less
+   * is refused (400 naming limits.memory_mb).
    */
   disk_mb?: number;
   /**
