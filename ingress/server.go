@@ -204,7 +204,7 @@ type Server struct {
 	mcp            *server.MCPServer
 	tools          *toolCatalog
 	auth           *authCache
-	badKeys        *rateLimits // invalid keys per source address (keythrottle.go)
+	badKeys        *rateLimits        // invalid keys per source address (keythrottle.go)
 	revoked        *nats.Subscription // key revocations
 	done           *doneJobs
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
