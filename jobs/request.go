@@ -536,10 +536,7 @@ func RequestHash(req Request) []byte {
 }
 
 func languageNames() string {
-	names := make([]string, len(Languages))
-	for i, l := range Languages {
-		names[i] = l.Name
-	}
+	names := LanguageNames()
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/runner"
@@ -159,8 +160,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 
 // startMaintenance makes and starts the background work of the ingress
 // srv; the caller stops it (Stop waits for its loops to exit).
-func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*ingress.Maintenance, error) {
-	m, err := ingress.NewMaintenance(ingress.MaintenanceConfig{
+func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*service.Maintenance, error) {
+	m, err := service.NewMaintenance(service.MaintenanceConfig{
 		Interval:     cfg.SweepInterval,
 		Queue:        cfg.Queue,
 		TenantLimits: cfg.TenantLimits,
