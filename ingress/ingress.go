@@ -33,12 +33,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/mcpapi"
 	"github.com/gantryhq/gantry/ingress/service"
-	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -52,11 +49,10 @@ import (
 //go:embed openapi.json
 var openapiJSON []byte
 
-// Config is the ingress's configuration: its parts' (service.Config,
-// httpapi.Config, mcpapi.Config), which New hands each.
+// Config is the ingress's configuration: the service's, and what its
+// adapters (httpapi.Config, mcpapi.Config) take besides.
 type Config struct {
-	Policy jobs.Policy
-	Queue  jobs.QueueConfig
+	service.Config
 	// MaxBodyBytes caps request bodies (413 beyond).
 	MaxBodyBytes int64
 	// BodyTimeout is how long a request's body may take to arrive (408
@@ -64,33 +60,6 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
-	// MaxExecuteWait caps how long POST /v1/execute and execute_code wait
-	// (default: the policy's longest timeout and 30 s).
-	MaxExecuteWait time.Duration
-	// PresignExpiry is how long artifact download URLs work.
-	PresignExpiry time.Duration
-	// Version is reported to MCP clients and webhook receivers.
-	Version string
-	// CodeMode is the registry of tenants' upstream MCP servers (nil: code
-	// mode is off and its routes answer 503).
-	CodeMode *codemode.Registry
-	// Privacy says whether privacy tokens can be turned on (they need
-	// GANTRY_SECRET_KEY).
-	Privacy bool
-	// Box seals jobs' env values and tenants' webhook signing secrets.
-	// Without a key webhooks are off (a webhook_url is refused) and env
-	// values are stored as they are.
-	Box *secret.Box
-	// Webhooks configures their delivery (which the Maintenance runs).
-	Webhooks webhook.Config
-	// BatchMax caps the jobs of one POST /v1/jobs/batch.
-	BatchMax int
-	// TenantLimits are the quotas of tenants the operator set none for.
-	TenantLimits jobs.TenantLimits
-	// History is the job history's retention (the Maintenance sweeps
-	// it; the service keeps what expires soon out of its caches and tells
-	// MCP clients a task's TTL). nil: history is kept forever.
-	History service.Retention
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
@@ -113,11 +82,7 @@ type Server struct {
 // metrics are registered with reg (and served at /metrics). Start must be
 // called before it serves jobs.
 func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc *nats.Conn, reg *prometheus.Registry, extraChecks ...Check) (*Server, error) {
-	svc, err := service.New(service.Config{
-		Policy: cfg.Policy, Queue: cfg.Queue, MaxExecuteWait: cfg.MaxExecuteWait, PresignExpiry: cfg.PresignExpiry,
-		Version: cfg.Version, CodeMode: cfg.CodeMode, Privacy: cfg.Privacy, Box: cfg.Box, Webhooks: cfg.Webhooks,
-		BatchMax: cfg.BatchMax, TenantLimits: cfg.TenantLimits, History: cfg.History,
-	}, log, st, blobs, nc, reg, extraChecks...)
+	svc, err := service.New(cfg.Config, log, st, blobs, nc, reg, extraChecks...)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
 	policy := jobs.DefaultPolicy()
 	policy.MaxCodeBytes = 32 << 10
-	cfg := ingress.Config{Policy: policy, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second}
+	cfg := ingress.Config{Config: service.Config{Policy: policy, MaxExecuteWait: 10 * time.Second}, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second}
 	for _, o := range opts {
 		o(h, &cfg)
 	}

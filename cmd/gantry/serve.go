@@ -131,22 +131,24 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		return nil, err
 	}
 	srv, err := ingress.New(ingress.Config{
-		Policy:        cfg.Policy,
-		Queue:         cfg.Queue,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		BodyTimeout:   cfg.BodyTimeout,
-		PresignExpiry: cfg.PresignExpiry,
-		Version:       version,
-		CodeMode:      d.codeMode,
-		Privacy:       d.box.Enabled(),
-		Box:           d.box,
-		Webhooks: webhook.Config{
-			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
-			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+		Config: service.Config{
+			Policy:        cfg.Policy,
+			Queue:         cfg.Queue,
+			PresignExpiry: cfg.PresignExpiry,
+			Version:       version,
+			CodeMode:      d.codeMode,
+			Privacy:       d.box.Enabled(),
+			Box:           d.box,
+			Webhooks: webhook.Config{
+				AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
+				Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+			},
+			BatchMax:     cfg.BatchMax,
+			TenantLimits: cfg.TenantLimits,
+			History:      d.history,
 		},
-		BatchMax:     cfg.BatchMax,
-		TenantLimits: cfg.TenantLimits,
-		History:      d.history,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		BodyTimeout:  cfg.BodyTimeout,
 		Agent:        agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/ingress/openapi"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/skills"
 )
 
 // constraint is a pattern or an enum of the contract that a package other
@@ -21,12 +23,33 @@ type constraint struct {
 	set js
 }
 
-// constraints are every constraint of the document.
+// constraints are every constraint of the document. (String enums of a
+// type of their own, such as jobs.Status, come with the type: see the
+// openapi package.)
 func constraints() []constraint {
 	languages := js{"enum": openapi.Enum(jobs.LanguageNames())}
+	encodings := js{"enum": openapi.Enum(jobs.Encodings)}
+	skillName := js{"pattern": skills.NamePattern}
+	skillLanguages := js{"enum": openapi.Enum(skills.Languages)}
+	serverName := js{"pattern": codemode.NamePattern}
 	return []constraint{
 		{"schemas.JobRequest.language", languages},
 		{"schemas.SessionRequest.language", languages},
+		{"schemas.InputFile.encoding", encodings},
+		{"schemas.JobRequest.stdin_encoding", encodings},
+		{"schemas.JobSpec.stdin_encoding", encodings},
+		{"schemas.SkillFile.encoding", encodings},
+		{"schemas.SkillSummary.name", skillName},
+		{"schemas.Skill.name", skillName},
+		{"schemas.SkillVersions.name", skillName},
+		{"parameters.SkillName.schema", skillName},
+		{"schemas.SkillSummary.language", skillLanguages},
+		{"schemas.Skill.language", skillLanguages},
+		{"schemas.SkillPut.language", skillLanguages},
+		{"schemas.McpServerRegistration.name", serverName},
+		{"schemas.McpServer.name", serverName},
+		{"schemas.ToolInfo.server", serverName},
+		{"parameters.McpServerName.schema", serverName},
 	}
 }
 

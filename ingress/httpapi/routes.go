@@ -50,6 +50,10 @@ type js = openapi.JS
 // typ is the reflect.Type of T, for the table's schemas.
 func typ[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
+// jobRequestExamples are the examples of a job's request (POST /v1/jobs,
+// POST /v1/execute).
+var jobRequestExamples = js{"code": js{"value": js{"language": "python", "code": "print(6*7)"}}, "full": js{"value": js{"language": "python", "code": "import pandas as pd\nprint(pd.read_csv('data.csv'))", "files": []any{js{"path": "data.csv", "content": "a,b\n1,2\n", "encoding": "utf8"}}, "env": js{"SEED": "1"}, "timeout_ms": 30000, "limits": js{"memory_mb": 512, "cpus": 1, "pids": 128, "disk_mb": 512, "output_bytes": 1048576}, "artifacts": []any{"out/**"}, "idempotency_key": "client-chosen", "metadata": js{"agent": "demo"}}}}
+
 // routeTable is the HTTP API. Adding a query parameter is one line in its
 // route's params; a new route is one entry (and its handler).
 func (s *Server) routeTable() []route {
@@ -108,7 +112,7 @@ func (s *Server) routeTable() []route {
 			Params: []openapi.Param{
 				{Ref: "IdempotencyKey"},
 			},
-			Body:   &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Request](), More: js{"examples": js{"code": js{"value": js{"language": "python", "code": "print(6*7)"}}, "full": js{"value": js{"language": "python", "code": "import pandas as pd\nprint(pd.read_csv('data.csv'))", "files": []any{js{"path": "data.csv", "content": "a,b\n1,2\n", "encoding": "utf8"}}, "env": js{"SEED": "1"}, "timeout_ms": 30000, "limits": js{"memory_mb": 512, "cpus": 1, "pids": 128, "disk_mb": 512, "output_bytes": 1048576}, "artifacts": []any{"out/**"}, "idempotency_key": "client-chosen", "metadata": js{"agent": "demo"}}}}}}}},
+			Body:   &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Request](), More: js{"examples": jobRequestExamples}}}},
 			Errors: []int{400, 404, 409, 413},
 			Responses: []openapi.Response{
 				{Status: "202", Description: "Accepted: the job (status queued, or the existing job for a repeated idempotency key).", Headers: js{"Location": js{"$ref": "#/components/headers/JobLocation"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},
@@ -200,7 +204,7 @@ func (s *Server) routeTable() []route {
 				{Ref: "IdempotencyKey"},
 				{In: "query", Name: "wait", Schema: js{"type": "string"}, Examples: js{"seconds": js{"value": "30s"}, "millis": js{"value": "500ms"}, "plain": js{"value": "120"}}, Description: `How long to wait for the job to finish: a Go duration such as "30s", "500ms" or "1m30s", or a plain number of seconds such as "2" or "0.5". At most 15m30s (the server's MaxExecuteWait, configurable); more, or a negative or unparsable value, is 400 (checked before the job is submitted). Absent or 0 waits up to the maximum.`},
 			},
-			Body:   &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Request](), More: js{"examples": js{"code": js{"value": js{"language": "python", "code": "print(6*7)"}}, "full": js{"value": js{"language": "python", "code": "import pandas as pd\nprint(pd.read_csv('data.csv'))", "files": []any{js{"path": "data.csv", "content": "a,b\n1,2\n", "encoding": "utf8"}}, "env": js{"SEED": "1"}, "timeout_ms": 30000, "limits": js{"memory_mb": 512, "cpus": 1, "pids": 128, "disk_mb": 512, "output_bytes": 1048576}, "artifacts": []any{"out/**"}, "idempotency_key": "client-chosen", "metadata": js{"agent": "demo"}}}}}}}},
+			Body:   &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Request](), More: js{"examples": jobRequestExamples}}}},
 			Errors: []int{400, 404, 409, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The finished job.", Headers: js{"Location": js{"$ref": "#/components/headers/JobLocation"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},

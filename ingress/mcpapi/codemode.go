@@ -55,7 +55,7 @@ func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Register upstream MCP server"),
 		mcp.WithDestructiveHintAnnotation(false),
 		inputOf[codemode.Registration](toolNote{props: map[string]js{
-			"name":        {"pattern": "^[a-z][a-z0-9_]{0,39}$", "description": "the module name in code: servers.<name>"},
+			"name":        {"pattern": codemode.NamePattern, "description": "the module name in code: servers.<name>"},
 			"description": {"maxLength": 1000},
 			"allow_tools": {"description": "globs; default all"},
 			"deny_tools":  {"description": "globs"},

@@ -196,8 +196,8 @@ func codeNote() toolNote {
 	return toolNote{props: map[string]js{
 		"language":       {"enum": openapi.Enum(jobs.LanguageNames())},
 		"code":           {"minLength": 1},
-		"files.encoding": {"enum": []any{"utf8", "base64"}},
-		"stdin_encoding": {"enum": []any{"utf8", "base64"}},
+		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
+		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"session_id":     {"description": "from create_session"},
 	}}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/gantryhq/gantry/ingress/httpapi"
+	"github.com/gantryhq/gantry/ingress/openapi"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/skills"
 )
 
@@ -73,24 +75,24 @@ func (s *Server) addSkillTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 		inputOf[saveSkillArgs](toolNote{props: map[string]js{
-			"name":           {"minLength": 1, "maxLength": skills.MaxNameLen, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "description": "Lowercase letters, digits and single hyphens, e.g. tidy-logs."},
+			"name":           {"minLength": 1, "maxLength": skills.MaxNameLen, "pattern": skills.NamePattern, "description": "Lowercase letters, digits and single hyphens, e.g. tidy-logs."},
 			"description":    {"minLength": 1, "maxLength": skills.MaxDescription, "description": "What it does and when to use it."},
 			"body":           {"minLength": 1, "maxLength": skills.MaxSkillMD},
 			"license":        {"maxLength": skills.MaxLicense},
 			"compatibility":  {"maxLength": skills.MaxCompatibility, "description": "What it needs to run."},
 			"allowed_tools":  {"description": "Tool names separated by spaces."},
 			"tags":           {"maxItems": skills.MaxTags},
-			"language":       {"enum": []any{"python", "bash", "node"}},
+			"language":       {"enum": openapi.Enum(skills.Languages)},
 			"files":          {"maxItems": skills.MaxFiles},
 			"files.path":     {"description": "e.g. helpers.py, scripts/run.py, assets/logo.png"},
-			"files.encoding": {"enum": []any{"utf8", "base64"}},
+			"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		}}),
 		outputOf[service.SkillView](skillNote),
 	), s.toolSaveSkill)
 }
 
 // skillNote: a skill's files come back as text, or as base64 when binary.
-var skillNote = toolNote{props: map[string]js{"files.encoding": {"enum": []any{"base64"}}}}
+var skillNote = toolNote{props: map[string]js{"files.encoding": {"enum": []any{jobs.EncodingBase64}}}}
 
 func (s *Server) toolSearchSkills(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args searchSkillsArgs

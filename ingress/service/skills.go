@@ -61,17 +61,9 @@ func (s *Service) SearchSkills(ctx context.Context, p Principal, q string, limit
 	return out, nil
 }
 
-// checkSkillName checks a name to look a skill up by.
-func checkSkillName(name string) error {
-	if skills.KnownName(name) {
-		return nil
-	}
-	return skills.CheckName(name)
-}
-
 // Skill returns a version of a skill the tenant sees (0: the current one).
 func (s *Service) Skill(ctx context.Context, p Principal, name string, version int) (SkillRecord, error) {
-	if err := checkSkillName(name); err != nil {
+	if err := skills.CheckName(name); err != nil {
 		return SkillRecord{}, err
 	}
 	rec, err := s.store.GetSkill(ctx, p.TenantID, name, version)
@@ -99,7 +91,7 @@ func (s *Service) SaveSkill(ctx context.Context, p Principal, sk skills.Skill) (
 
 // DeleteSkill deletes every version of the tenant's skill.
 func (s *Service) DeleteSkill(ctx context.Context, p Principal, name string) error {
-	if err := checkSkillName(name); err != nil {
+	if err := skills.CheckName(name); err != nil {
 		return err
 	}
 	err := s.store.DeleteSkill(ctx, p.TenantID, name)
@@ -111,7 +103,7 @@ func (s *Service) DeleteSkill(ctx context.Context, p Principal, name string) err
 
 // SkillVersions lists the versions of a skill the tenant sees.
 func (s *Service) SkillVersions(ctx context.Context, p Principal, name string) ([]SkillVersion, error) {
-	if err := checkSkillName(name); err != nil {
+	if err := skills.CheckName(name); err != nil {
 		return nil, err
 	}
 	vs, err := s.store.SkillVersions(ctx, p.TenantID, name)
