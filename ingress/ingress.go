@@ -28,6 +28,7 @@ import (
 	_ "embed"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,6 +61,9 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
+	// TrustedProxies are the load balancers whose X-Forwarded-For names a
+	// request's source (for throttling invalid keys); none by default.
+	TrustedProxies []netip.Prefix
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
@@ -88,7 +92,7 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 	}
 	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait}, log, svc)
 	api := httpapi.New(httpapi.Config{
-		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait,
+		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
 		Agent: cfg.Agent, MCP: mcp, Document: openapiJSON,
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil

@@ -502,10 +502,21 @@ func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
 		{"limits.output_bytes", float64(l.OutputBytes), float64(p.MinLimits.OutputBytes), float64(p.MaxLimits.OutputBytes)},
 		{"limits.tool_calls", float64(l.ToolCalls), float64(p.MinLimits.ToolCalls), float64(p.MaxLimits.ToolCalls)},
 	}
+	if in == nil || in.DiskMB == 0 {
+		// The workspace is held in memory: by default it is no larger
+		// than the memory the job has.
+		l.DiskMB = min(l.DiskMB, l.MemoryMB)
+	}
 	for _, c := range checks {
+		if c.field == "limits.disk_mb" {
+			c.v = float64(l.DiskMB)
+		}
 		if c.v < c.min || c.v > c.max {
 			return Limits{}, fieldErr(c.field, "must be between %g and %g", c.min, c.max)
 		}
+	}
+	if l.DiskMB > l.MemoryMB {
+		return Limits{}, fieldErr("limits.disk_mb", "must be at most limits.memory_mb (%d): the workspace is held in memory and counts against the job's memory", l.MemoryMB)
 	}
 	return l, nil
 }

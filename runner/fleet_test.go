@@ -75,8 +75,9 @@ ls -A /tmp /dev/shm /workspace | grep -vx matplotlib; env | grep -c LEFT_BEHIND;
 	if c1 != c2 {
 		t.Fatalf("two jobs of one tenant ran in containers %s and %s", c1, c2)
 	}
-	// The sandbox's pid 1 is bubblewrap's init.
-	want := "/dev/shm:\n\n/tmp:\ngantry\n\n/workspace:\n0\nbash bwrap ps sort tr "
+	// The sandbox's pid 1 is bubblewrap's init; the workspace holds the
+	// empty out/ every job starts with.
+	want := "/dev/shm:\n\n/tmp:\ngantry\n\n/workspace:\nout\n0\nbash bwrap ps sort tr "
 	if j2.Stdout != want {
 		t.Errorf("the second job saw %q, want %q (stderr %q)", j2.Stdout, want, j2.Stderr)
 	}
@@ -261,7 +262,7 @@ func TestProgramFaultsRunOnce(t *testing.T) {
 		},
 		"fills the workspace past its memory": {
 			code:   "with open('/workspace/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))",
-			limits: &jobs.Limits{MemoryMB: 128, DiskMB: 512},
+			limits: &jobs.Limits{MemoryMB: 128, DiskMB: 128},
 			check: func(j jobs.Job) bool {
 				return j.Status == jobs.StatusFailed && j.Error != nil && j.Error.Code == jobs.ErrCodeOOMKilled
 			},

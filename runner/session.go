@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
@@ -27,6 +28,8 @@ type SessionStore interface {
 // Blobs is what the runner needs of the object store.
 type Blobs interface {
 	Uploader
+	// Ping answers when the store can be reached.
+	Ping(ctx context.Context) error
 	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
@@ -196,9 +199,16 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	r.publishStatus(sj.JobID, jobs.StatusRunning)
 	log.Info("session job started")
 
-	work := &sessionWork{r: r, id: sessionID, state: st, version: version, key: key}
+	work := &sessionWork{r: r, log: log, id: sessionID, state: st, version: version, key: key}
 	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
 	res, ctr, err := r.runAttempt(execCtx, log, a)
+	if errors.Is(err, errS3Held) {
+		// Nothing of it ran, or what ran was never recorded: the job goes
+		// back to the session's queue without spending its attempt.
+		if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
+			log.Error("give back a session job", "err", rerr)
+		}
+	}
 	if err != nil {
 		return version, key, err
 	}
@@ -208,9 +218,21 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// the session stays at the version before this job.
 	var snap *store.Snapshot
 	if ctr != nil {
-		snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
-		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
-		cancelSnap()
+		// While S3 is unavailable the container, the result and the lease
+		// are held: every write of the session is kept.
+		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
+			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
+			defer cancelSnap()
+			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
+			return err
+		})
+		if errors.Is(err, errS3Held) {
+			r.fleet.release(ctr, false, "runner stopping")
+			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
+				log.Error("give back a session job", "err", rerr)
+			}
+			return version, key, err
+		}
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
 			r.fleet.release(ctr, false, "snapshot failed")
@@ -236,6 +258,12 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		}
 		if ctr != nil {
 			r.fleet.release(ctr, false, "record failed")
+		}
+		if blob.Unavailable(err) {
+			// S3 kept the result (its long output): the attempt is not spent.
+			if rerr := r.store.ReleaseJob(commitCtx, sj.JobID, sj.Attempt); rerr != nil {
+				log.Error("give back a session job", "err", rerr)
+			}
 		}
 		return version, key, fmt.Errorf("record session job: %w", err)
 	}
@@ -269,6 +297,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 // version it must run on.
 type sessionWork struct {
 	r       *Runner
+	log     *slog.Logger
 	id      string
 	state   store.SessionState
 	version int64
@@ -287,11 +316,17 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		}
 		w.r.fleet.release(c, false, "stale")
 	}
-	c, err := w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim)
-	if err != nil {
-		return nil, err
-	}
-	if w.version > 0 && w.key != "" {
+	var c *Container
+	// A restore that fails because S3 is unavailable waits for it: none
+	// of the program ran, and the job keeps its attempt.
+	err := w.r.throughS3Outage(ctx, w.log, "a session's workspace to restore", func() error {
+		var err error
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim); err != nil {
+			return err
+		}
+		if w.version == 0 || w.key == "" {
+			return nil
+		}
 		rc, err := w.r.blobs.Get(ctx, w.key)
 		if err == nil {
 			err = c.conn.Restore(ctx, rc)
@@ -299,10 +334,12 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		}
 		if err != nil {
 			w.r.fleet.release(c, false, "restore failed")
-			return nil, fmt.Errorf("restore session workspace version %d: %w", w.version, err)
+			c = nil
+			return fmt.Errorf("restore session workspace version %d: %w", w.version, err)
 		}
-	}
-	return c, nil
+		return nil
+	})
+	return c, err
 }
 
 // saveSnapshot uploads the container's workspace as the given version.

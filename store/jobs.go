@@ -592,6 +592,16 @@ func (s *Store) RequeueJob(ctx context.Context, id string, attempt int) error {
 	return err
 }
 
+// ReleaseJob gives a running job back to the queue without spending the
+// attempt its runner claimed: the runner held it through an outage of
+// gantry's own (the object store) and stopped before it could finish it.
+// It applies only while the job is still running that attempt.
+func (s *Store) ReleaseJob(ctx context.Context, id string, attempt int) error {
+	_, err := s.pool.Exec(ctx,
+		`UPDATE jobs SET status = 'queued', attempt = attempt - 1 WHERE id = $1 AND attempt = $2 AND status = 'running'`, id, attempt)
+	return err
+}
+
 // FailJob ends an unfinished job as status error with the given message:
 // used when gantry gives up on it. applied is false if it had finished.
 func (s *Store) FailJob(ctx context.Context, id string, attempt int, message string) (applied bool, err error) {

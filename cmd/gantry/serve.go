@@ -96,11 +96,6 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	} else {
 		log.Warn("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off, and jobs' env values are stored unsealed")
 	}
-	d.upstreams = codemode.NewUpstreams(codemode.Config{
-		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
-	}, log)
-	go d.upstreams.Run(ctx)
-	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	if d.box.Enabled() {
 		d.privacy = pii.New(d.store, d.box, cfg.PIITTL)
 	}
@@ -122,7 +117,22 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	)
-	return err
+	if err != nil {
+		return err
+	}
+	// The ingress's code mode has no Launcher: it starts no stdio MCP
+	// server itself but asks a runner for their tools.
+	mcp := codeModeConfig(cfg)
+	mcp.Remote = codemode.NewRemoteTools(d.nc)
+	d.upstreams = codemode.NewUpstreams(mcp, log)
+	go d.upstreams.Run(ctx)
+	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
+	return nil
+}
+
+func codeModeConfig(cfg config) codemode.Config {
+	return codemode.Config{Commands: cfg.MCPCommands, Env: cfg.MCPEnv,
+		AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL}
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
@@ -147,9 +157,10 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			TenantLimits: cfg.TenantLimits,
 			History:      d.history,
 		},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		BodyTimeout:  cfg.BodyTimeout,
-		Agent:        agent,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		BodyTimeout:    cfg.BodyTimeout,
+		TrustedProxies: cfg.TrustedProxies,
+		Agent:          agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -181,7 +192,10 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 	return m, nil
 }
 
-func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
+// newRunner makes a runner. Its code mode starts stdio MCP servers in
+// containers of their own through the returned Upstreams, which the caller
+// closes (removing them) before the Sandbox.
+func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.Upstreams, error) {
 	runtime := cfg.Runtime
 	if runtime == "runc" {
 		runtime = "" // Docker's default
@@ -190,8 +204,11 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Image: cfg.Image, RunnerID: cfg.RunnerID, Runtime: runtime, Isolation: agent.Isolation(cfg.Isolation),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	mcp := codeModeConfig(cfg)
+	mcp.Launcher = runner.NewMCPLauncher(sb, runner.MCPConfig{Image: cfg.MCPImage, Network: cfg.MCPNetwork})
+	up := codemode.NewUpstreams(mcp, d.log)
 	policy := jobs.DefaultPolicy()
 	r, err := runner.New(runner.Config{
 		ID:           cfg.RunnerID,
@@ -205,12 +222,12 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
-		CodeMode:     d.codeMode,
+		CodeMode:     codemode.NewRegistry(d.store, d.box, up, d.log),
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
-	return r, sb, err
+	return r, sb, up, err
 }
 
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
@@ -287,11 +304,13 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err := d.connect(ctx, cfg, false); err != nil {
 		return err
 	}
-	r, sb, err := newRunner(cfg, d)
+	r, sb, up, err := newRunner(cfg, d)
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
+	defer up.Close()
+	go up.Run(ctx)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
 	}, func() float64 { return float64(cfg.Slots) }))
@@ -416,10 +435,13 @@ func runDev(ctx context.Context, cfg config) error {
 	var r *runner.Runner
 	if cfg.DevRunner {
 		var sb *runner.Sandbox
-		if r, sb, err = newRunner(cfg, d); err != nil {
+		var up *codemode.Upstreams
+		if r, sb, up, err = newRunner(cfg, d); err != nil {
 			return err
 		}
 		defer sb.Close()
+		defer up.Close()
+		go up.Run(ctx)
 		if err := r.Check(ctx); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxWait caps ?wait= on GET /v1/jobs/{id}.
 	MaxWait time.Duration
+	// TrustedProxies are the load balancers whose X-Forwarded-For names a
+	// request's source (for throttling invalid keys); none by default.
+	TrustedProxies []netip.Prefix
 	// Agent answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
 	Agent ChatAgent
@@ -115,7 +119,7 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 		if !ok {
 			key = ""
 		}
-		p, err := s.svc.Authenticate(r.Context(), strings.TrimSpace(key))
+		p, err := s.svc.Authenticate(r.Context(), strings.TrimSpace(key), s.keySource(r))
 		if err != nil {
 			var e *service.Error
 			if errors.As(err, &e) && e.Status == http.StatusUnauthorized {

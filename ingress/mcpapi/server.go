@@ -63,14 +63,17 @@ type Server struct {
 	tools *toolCatalog
 	// streamable is mcp-go's streamable HTTP handler.
 	streamable http.Handler
+	// sessions binds each transport session to the tenant that opened it.
+	sessions *mcpSessions
 }
 
 // New builds the MCP server: its tools, prompt and resources, and the
 // streamable HTTP transport.
 func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
-	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc}
+	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc, sessions: newMCPSessions()}
 	hooks := &server.Hooks{}
 	hooks.AddAfterListResources(s.listJobResources)
+	s.sessions.hook(hooks)
 	tools := newToolCatalog()
 	s.tools = tools
 	ms := server.NewMCPServer("gantry", s.cfg.Version,
@@ -148,7 +151,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	if id := r.Header.Get(server.HeaderKeySessionID); id != "" && !s.sessions.allows(id, p.TenantID) {
+		s.writeError(w, r, &service.Error{Status: http.StatusNotFound, Code: service.CodeNotFound,
+			Message: "no such MCP session (it belongs to no one with this key); initialize a new one"})
+		return
+	}
 	s.streamable.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), toolsetsKey{}, sel)))
+	// A new session's id comes back in the answer's header.
+	s.sessions.bind(w.Header().Get(server.HeaderKeySessionID), p.TenantID)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -58,9 +58,11 @@ func (rl *rateLimits) allow(tenantID string, perSecond float64) (bool, time.Dura
 // under the tenant's rate limit. Lookups are cached for KeyCacheTTL (a
 // revoked key is dropped at once when the revocation is announced). A key
 // that is missing, unknown or revoked is an Error with CodeUnauthenticated;
-// a tenant past its rate, CodeRateLimited.
-func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
-	p, err := s.lookupKey(ctx, key)
+// a tenant past its rate, CodeRateLimited. source is where the request
+// came from (its address): a source that presents many invalid keys is
+// throttled (CodeRateLimited) without a lookup.
+func (s *Service) Authenticate(ctx context.Context, key, source string) (Principal, error) {
+	p, err := s.lookupKey(ctx, key, source)
 	if err != nil {
 		return p, err
 	}
@@ -68,7 +70,7 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 }
 
 // lookupKey resolves a key to its tenant.
-func (s *Service) lookupKey(ctx context.Context, key string) (Principal, error) {
+func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal, error) {
 	if key == "" {
 		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 			Message: "missing API key: send the header Authorization: Bearer <key>"}
@@ -76,11 +78,15 @@ func (s *Service) lookupKey(ctx context.Context, key string) (Principal, error) 
 	if p, ok := s.auth.get(key); ok {
 		return p, nil
 	}
+	if err := keyThrottled(s.badKeys, source); err != nil {
+		return Principal{}, err
+	}
 	p, err := s.store.Authenticate(ctx, key)
 	if err == nil {
 		s.auth.put(key, p)
 	}
 	if errors.Is(err, store.ErrNotFound) {
+		s.badKeys.allow(source, failedKeysPerSecond)
 		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
 	}
 	if err != nil {
@@ -115,4 +121,39 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
+}
+
+// Invalid API keys are throttled per source address, so that guessing keys
+// costs time and cannot keep Postgres busy: each address may present
+// failedKeysPerSecond keys that do not check out, in bursts of twice that;
+// past it, keys this ingress has not seen valid lately are answered 429
+// without a lookup. A key found valid in the last KeyCacheTTL still passes,
+// so a client behind the same address (a proxy, a NAT) is not locked out
+// by another's guessing for longer than that.
+const failedKeysPerSecond = 5
+
+// keyThrottled answers 429 when the source has presented too many invalid
+// keys; it takes nothing from the source's allowance.
+func keyThrottled(bad *rateLimits, source string) error {
+	if wait := bad.wait(source, failedKeysPerSecond); wait > 0 {
+		return &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: int(math.Ceil(wait.Seconds())),
+			Message: fmt.Sprintf("too many invalid API keys from this address (at most %d a second); retry after the time in Retry-After", failedKeysPerSecond)}
+	}
+	return nil
+}
+
+// wait is how long until the bucket of key has a token, without taking
+// one (0: it has one now).
+func (rl *rateLimits) wait(key string, perSecond float64) time.Duration {
+	rl.mu.Lock()
+	b, ok := rl.buckets.Get(key)
+	rl.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	now := time.Now()
+	if tokens := b.TokensAt(now); tokens < 1 {
+		return time.Duration((1 - tokens) / perSecond * float64(time.Second))
+	}
+	return 0
 }

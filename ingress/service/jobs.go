@@ -43,6 +43,9 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		if !jobs.ValidID("ses", sessionID) {
 			return jobs.Job{}, false, sessionNotFound(sessionID)
 		}
+		if err := s.fitSession(ctx, p, req, &spec); err != nil {
+			return jobs.Job{}, false, err
+		}
 	}
 	hash, err := requestHash(s.cfg.Box, p.TenantID, req)
 	if err != nil {
@@ -82,6 +85,28 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		s.metrics.submitted.WithLabelValues(spec.Language).Inc()
 	}
 	return job, created, nil
+}
+
+// fitSession fits a session job's memory to the session's workspace,
+// which is held in memory and counts against it: a job that does not say
+// how much memory it needs gets at least the session's disk_mb; one that
+// asks for less is refused.
+func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request, spec *jobs.Spec) error {
+	sess, err := s.store.GetSession(ctx, p.TenantID, *req.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return sessionNotFound(*req.SessionID)
+	}
+	if err != nil {
+		return err
+	}
+	if spec.Limits.MemoryMB >= sess.DiskMB {
+		return nil
+	}
+	if req.Limits != nil && req.Limits.MemoryMB != 0 {
+		return BadRequest("limits.memory_mb", "must be at least the session's disk_mb (%d): its workspace is held in memory and counts against the job's memory", sess.DiskMB)
+	}
+	spec.Limits.MemoryMB = sess.DiskMB
+	return nil
 }
 
 // BatchItem is one job of a batch: its request, or why it could not be

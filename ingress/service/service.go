@@ -181,6 +181,7 @@ type Service struct {
 	checks  []Check
 	metrics *metrics
 	auth    *authCache
+	badKeys *rateLimits // invalid keys per source address (auth.go)
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
@@ -199,7 +200,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
 		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
-		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
 	if s.cfg.History != nil {

@@ -34,6 +34,11 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if maxMB := s.cfg.Policy.MaxLimits.DiskMB; req.DiskMB > maxMB {
 		return jobs.Session{}, BadRequest("disk_mb", "must be between 1 and %d", maxMB)
 	}
+	// The workspace is held in memory: its jobs need at least disk_mb of
+	// it, which no job could have past the operator's maximum.
+	if maxMB := s.cfg.Policy.MaxLimits.MemoryMB; req.DiskMB > maxMB {
+		return jobs.Session{}, BadRequest("disk_mb", "must be at most %d, the most memory a job may have (GANTRY_MAX_MEMORY_MB): the workspace is held in memory and counts against its jobs' memory", maxMB)
+	}
 	return s.store.CreateSession(ctx, p.TenantID, req)
 }
 
