@@ -181,7 +181,7 @@ type Service struct {
 	checks  []Check
 	metrics *metrics
 	auth    *authCache
-	badKeys *rateLimits // invalid keys per source address (auth.go)
+	badKeys *rateLimits        // invalid keys per source address (auth.go)
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
