@@ -61,7 +61,7 @@ sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
 .PHONY: openapi
-openapi: ## write ingress/openapi.json from the route table and the Go types (a test fails when it is stale)
+openapi: ## write ingress/openapi.json from the route table, the Go types and ingress/httpapi/openapi.yaml (a test fails when it is stale)
 	$(GO) generate ./ingress
 
 .PHONY: sdk

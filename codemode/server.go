@@ -37,8 +37,12 @@ const (
 	maxCommandArgBytes = 4096
 )
 
+// NamePattern is an upstream server's name: 1-40 lowercase letters, digits
+// and _, starting with a letter (the module code imports: servers.<name>).
+const NamePattern = `^[a-z][a-z0-9_]{0,39}$`
+
 var (
-	nameRE       = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	nameRE       = regexp.MustCompile(NamePattern)
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )

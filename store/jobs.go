@@ -566,7 +566,8 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	}
 	var code, msg *string
 	if r.Error != nil {
-		code, msg = &r.Error.Code, &r.Error.Message
+		c := string(r.Error.Code)
+		code, msg = &c, &r.Error.Message
 	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
@@ -645,7 +646,7 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		return jobs.Job{}, fmt.Errorf("decode tool calls: %w", err)
 	}
 	if errCode != nil {
-		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}
+		j.Error = &jobs.ErrorInfo{Code: jobs.ErrorCode(*errCode), Message: deref(errMsg)}
 	}
 	if webhook != nil {
 		if j.Webhook, err = decodeDelivery(webhook); err != nil {

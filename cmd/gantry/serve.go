@@ -24,6 +24,7 @@ import (
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/runner"
@@ -140,23 +141,25 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		return nil, err
 	}
 	srv, err := ingress.New(ingress.Config{
-		Policy:        cfg.Policy,
-		Queue:         cfg.Queue,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		BodyTimeout:   cfg.BodyTimeout,
-		PresignExpiry: cfg.PresignExpiry,
-		Version:       version,
-		CodeMode:      d.codeMode,
-		Privacy:       d.box.Enabled(),
-		Box:           d.box,
-		Webhooks: webhook.Config{
-			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
-			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+		Config: service.Config{
+			Policy:        cfg.Policy,
+			Queue:         cfg.Queue,
+			PresignExpiry: cfg.PresignExpiry,
+			Version:       version,
+			CodeMode:      d.codeMode,
+			Privacy:       d.box.Enabled(),
+			Box:           d.box,
+			Webhooks: webhook.Config{
+				AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
+				Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+			},
+			BatchMax:     cfg.BatchMax,
+			TenantLimits: cfg.TenantLimits,
+			History:      d.history,
 		},
-		BatchMax:       cfg.BatchMax,
-		TenantLimits:   cfg.TenantLimits,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-		History:        d.history,
 		Agent:          agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
@@ -170,8 +173,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 
 // startMaintenance makes and starts the background work of the ingress
 // srv; the caller stops it (Stop waits for its loops to exit).
-func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*ingress.Maintenance, error) {
-	m, err := ingress.NewMaintenance(ingress.MaintenanceConfig{
+func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*service.Maintenance, error) {
+	m, err := service.NewMaintenance(service.MaintenanceConfig{
 		Interval:     cfg.SweepInterval,
 		Queue:        cfg.Queue,
 		TenantLimits: cfg.TenantLimits,

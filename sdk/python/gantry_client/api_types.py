@@ -290,7 +290,7 @@ class ErrorDetail(_ErrorDetailRequired, total=False):
 class ErrorInfo(TypedDict):
     """Why a job did not succeed: a limit it hit, or why gantry could not run it."""
 
-    code: Literal["timed_out", "oom_killed", "output_limit", "cancelled", "infrastructure"]
+    code: Literal["timed_out", "oom_killed", "cancelled", "infrastructure"]
     message: str
 
 

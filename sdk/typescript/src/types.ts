@@ -259,7 +259,7 @@ export interface ErrorDetail {
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
 export interface ErrorInfo {
-  code: "timed_out" | "oom_killed" | "output_limit" | "cancelled" | "infrastructure";
+  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure";
   message: string;
 }
 
