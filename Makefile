@@ -61,7 +61,7 @@ sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
 .PHONY: openapi
-openapi: ## write ingress/openapi.json from the route table and the Go types (a test fails when it is stale)
+openapi: ## write ingress/openapi.json from the route table, the Go types and ingress/httpapi/openapi.yaml (a test fails when it is stale)
 	$(GO) generate ./ingress
 
 .PHONY: sdk
@@ -94,10 +94,10 @@ test: deps chromium runsc build deploy-check ## run every test against the real 
 	scripts/drop-test-templates.sh; exit $$status
 
 .PHONY: chaos
-chaos: deps build ## fault injection: 3 NATS nodes, Postgres, S3, 2 ingresses and 2 runners under load, faults one after another (about 5 minutes)
+chaos: deps build ## fault injection: 3 NATS nodes, Postgres, S3, 2 ingresses and 2 runners under load, faults one after another (about 7 minutes)
 	$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
 	GANTRY_CHAOS=1 GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_BIN=$(ROOT)/bin/gantry GANTRY_CHAOS_NATS_BIN=$(ROOT)/bin/nats-server \
-		$(GO) test -count=1 -timeout 12m -v -run '^TestChaos$$' ./test/chaos
+		$(GO) test -count=1 -timeout 20m -v -run '^TestChaos$$' ./test/chaos
 
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json

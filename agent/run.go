@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,8 +213,18 @@ func placeFiles(files []File, runDir string) error {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
+	// out/, where artifacts are collected from by default, is there when
+	// every job starts (plt.savefig("out/plot.png") must just work); in a
+	// session whose job left something else named out, that stays.
+	if err := ws.Mkdir(OutDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("make %s/%s: %w", Workspace, OutDir, err)
+	}
 	return nil
 }
+
+// OutDir is the workspace directory every job finds (empty in a fresh
+// workspace), from which artifacts are collected by default.
+const OutDir = "out"
 
 // process is a program's own sandbox (bubblewrap's, or the container
 // under the Container isolation), from its launch to the end of its

@@ -36,11 +36,17 @@ func TestListingAndTarRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The listing has regular files only.
+	// The listing has the regular files with their sizes, and the other
+	// entries that are not directories by kind; ParseListing reads it.
 	recs := strings.Split(strings.TrimSuffix(string(listing(src)), "\x00"), "\x00")
 	sort.Strings(recs)
-	if strings.Join(recs, "|") != "3 out/deep/b.bin|5 a.txt" {
+	if strings.Join(recs, "|") != "3 out/deep/b.bin|5 a.txt|L out/passwd" {
 		t.Fatalf("listing %q", recs)
+	}
+	got := ParseListing(listing(src))
+	sort.Slice(got, func(i, j int) bool { return got[i].Path < got[j].Path })
+	if len(got) != 3 || got[0] != (ListedEntry{"a.txt", EntryFile, 5}) || got[2] != (ListedEntry{"out/passwd", EntrySymlink, 0}) {
+		t.Fatalf("parsed %+v", got)
 	}
 
 	// A tar of chosen files holds just those, and never follows a symlink.

@@ -122,6 +122,16 @@ func classify(err error) error {
 	return err
 }
 
+// errorResponse is the object store's answer in err's chain (minio's
+// ToErrorResponse sees only an unwrapped one), or the zero value.
+func errorResponse(err error) minio.ErrorResponse {
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		return resp
+	}
+	return minio.ToErrorResponse(err)
+}
+
 // Unavailable reports whether err means the object store could not be
 // reached or answered that it is unavailable (a 5xx): a retry may succeed.
 // Refusals and other answers are not.
@@ -129,7 +139,7 @@ func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, ErrDenied) {
 		return false
 	}
-	resp := minio.ToErrorResponse(err)
+	resp := errorResponse(err)
 	if resp.StatusCode >= 500 {
 		return true
 	}

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
+
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 )
 
@@ -63,5 +69,27 @@ func TestPutStreamSmallAllocates(t *testing.T) {
 	t.Logf("%d bytes allocated per 5-byte PutStream", perPut)
 	if perPut > 1<<20 {
 		t.Errorf("a 5-byte PutStream allocated %d bytes; want under 1 MiB", perPut)
+	}
+}
+
+// TestUnavailable: the store's 5xx answers (507 on a full disk, 503)
+// count as unavailable however deeply they are wrapped; its refusals and
+// other answers do not.
+func TestUnavailable(t *testing.T) {
+	wrap := func(e error) error { return fmt.Errorf("upload artifact x: %w", fmt.Errorf("put k: %w", e)) }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{wrap(minio.ErrorResponse{StatusCode: 507, Code: "InsufficientStorage"}), true},
+		{wrap(minio.ErrorResponse{StatusCode: 503, Code: "SlowDown"}), true},
+		{wrap(minio.ErrorResponse{StatusCode: 404, Code: "NoSuchKey"}), false},
+		{wrap(&net.OpError{Op: "dial", Err: errors.New("connection refused")}), true},
+		{wrap(errors.New("tar: invalid header")), false},
+		{nil, false},
+	} {
+		if got := blob.Unavailable(c.err); got != c.want {
+			t.Errorf("Unavailable(%v) = %v", c.err, got)
+		}
 	}
 }

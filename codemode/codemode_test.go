@@ -7,12 +7,14 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -261,7 +263,8 @@ func TestStdioServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := setup(t, codemode.Config{Commands: []string{self}})
+	e := setup(t, codemode.Config{Commands: [][]string{{self}}, Env: []string{"CRM_TOKEN", codemodetest.StdioEnv},
+		Launcher: &codemodetest.HostLauncher{}})
 	ctx := context.Background()
 	// A command the operator did not allow is refused.
 	_, err = e.reg.Register(ctx, e.a, codemode.Registration{Name: "sh", Command: []string{"/bin/sh", "-c", "id"}})
@@ -384,5 +387,185 @@ func TestDiscoverySizes(t *testing.T) {
 	}
 	if !(sizes[0] < sizes[1] && sizes[1] < sizes[2]) {
 		t.Errorf("detail levels do not grow: %v", sizes)
+	}
+}
+
+// TestStdioRunsNothingOfTheTenants: a tenant chooses neither a stdio
+// server's program nor what it loads. Its command must be one of the
+// operator's exactly, arguments included, and its environment names pass
+// the operator's allow-list, never one that makes a program load or run
+// other code (the loader's, interpreters' options and startup files, a
+// shell's, PATH) or send its traffic elsewhere, whatever the allow-list
+// says. A record that holds such a name anyway (stored before this check,
+// or the operator's list shrank) is refused at launch, before anything
+// starts.
+func TestStdioRunsNothingOfTheTenants(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	launcher := &codemodetest.HostLauncher{}
+	allowed := [][]string{{self}, {"node", "/opt/mcp/server.js"}}
+	// An operator who allows too much: every pattern that could open a
+	// dangerous name.
+	e := setup(t, codemode.Config{Commands: allowed, Launcher: launcher,
+		Env: []string{"CRM_TOKEN", codemodetest.StdioEnv, "NODE_*", "LD_*", "PYTHON*", "PATH", "BASH_ENV", "*_PROXY", "SSL_CERT_FILE"}})
+	ctx := context.Background()
+	pwned := t.TempDir() + "/pwned"
+	attacks := []struct {
+		name    string
+		command []string
+		env     map[string]string
+		field   string
+	}{
+		{"NODE_OPTIONS", []string{"node", "/opt/mcp/server.js"}, map[string]string{"NODE_OPTIONS": "--import=data:text/javascript,require('fs').writeFileSync('" + pwned + "','x')"}, "env"},
+		{"node_options (case)", []string{"node", "/opt/mcp/server.js"}, map[string]string{"node_options": "--require=/tmp/x.js"}, "env"},
+		{"LD_PRELOAD", []string{self}, map[string]string{"LD_PRELOAD": "/tmp/evil.so"}, "env"},
+		{"LD_LIBRARY_PATH", []string{self}, map[string]string{"LD_LIBRARY_PATH": "/tmp"}, "env"},
+		{"PYTHONSTARTUP", []string{self}, map[string]string{"PYTHONSTARTUP": "/tmp/evil.py"}, "env"},
+		{"PYTHONPATH", []string{self}, map[string]string{"PYTHONPATH": "/tmp"}, "env"},
+		{"PATH", []string{self}, map[string]string{"PATH": "/tmp:/usr/bin"}, "env"},
+		{"BASH_ENV", []string{self}, map[string]string{"BASH_ENV": "/tmp/evil.sh"}, "env"},
+		{"BASH_FUNC", []string{self}, map[string]string{"BASH_FUNC_ls": "() { touch " + pwned + "; }"}, "env"},
+		{"HTTPS_PROXY", []string{self}, map[string]string{"HTTPS_PROXY": "http://evil:3128"}, "env"},
+		{"SSL_CERT_FILE", []string{self}, map[string]string{"SSL_CERT_FILE": "/tmp/ca.pem"}, "env"},
+		{"GLIBC_TUNABLES", []string{self}, map[string]string{"GLIBC_TUNABLES": "glibc.malloc.x=1"}, "env"},
+		{"not allowed", []string{self}, map[string]string{"SOME_TOKEN": "x"}, "env"},
+		{"arguments added", []string{"node", "/opt/mcp/server.js", "--inspect=0.0.0.0:9229"}, nil, "command"},
+		{"other arguments", []string{"node", "-e", "require('fs').writeFileSync('" + pwned + "','x')"}, nil, "command"},
+		{"command[0] only", []string{"node"}, nil, "command"},
+	}
+	for _, a := range attacks {
+		_, err := e.reg.Register(ctx, e.a, codemode.Registration{Name: "p", Command: a.command, Env: a.env})
+		var fe *jobs.FieldError
+		if !errors.As(err, &fe) || fe.Field != a.field {
+			t.Errorf("%s: got %v, want an error on %s", a.name, err, a.field)
+		}
+	}
+	if n := len(launcher.Launches()); n != 0 {
+		t.Fatalf("%d processes were started for refused registrations", n)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("an attack ran")
+	}
+	// The operator's list as the config parser refuses it.
+	for _, bad := range [][]string{{"*"}, {"**"}, {"A/B"}, {"X?"}} {
+		if err := codemode.CheckEnvPatterns(bad); err == nil {
+			t.Errorf("GANTRY_MCP_ENV=%v accepted", bad)
+		}
+	}
+
+	// What a stdio server starts with: gantry's PATH and HOME, then the
+	// tenant's allowed names, nothing of this process's environment.
+	t.Setenv("GANTRY_SECRET_KEY", "must-not-leak")
+	if _, err := e.reg.Register(ctx, e.a, codemode.Registration{Name: "billing", Command: []string{self},
+		Env: map[string]string{codemodetest.StdioEnv: "billing"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := launcher.Launches()
+	if len(got) != 1 {
+		t.Fatalf("launches: %+v", got)
+	}
+	want := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", codemodetest.StdioEnv + "=billing"}
+	if l := got[0]; !slices.Equal(l.Env, want) || !slices.Equal(l.Argv, []string{self}) || l.TenantID != e.a || l.Server != "billing" {
+		t.Fatalf("launch: %+v", l)
+	}
+
+	// A record holding a forbidden name (sealed before the check existed)
+	// is refused when a job calls it, and nothing starts.
+	strict := setup(t, codemode.Config{Commands: allowed, Launcher: launcher, Env: []string{codemodetest.StdioEnv, "NODE_*"}})
+	if _, err := strict.reg.Register(ctx, strict.a, codemode.Registration{Name: "billing", Command: []string{self},
+		Env: map[string]string{codemodetest.StdioEnv: "billing"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(launcher.Launches())
+	// Sealed as the registry seals (bound to the tenant and server name)
+	// and stored over the registered one, as an older gantry could have.
+	box, _ := secret.New(bytes.Repeat([]byte{1}, secret.KeySize))
+	rec, err := strict.st.GetMCPServer(ctx, strict.a, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := json.Marshal(map[string]any{"env": map[string]string{codemodetest.StdioEnv: "billing", "NODE_OPTIONS": "--require=/tmp/x.js"}})
+	if rec.SecretSealed, err = box.Seal(plain, "mcp-server:"+strict.a+":billing"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.st.UpdateMCPServer(ctx, rec, nil, func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	r := ask(t, strict.reg.NewBridge(strict.a, 5), map[string]any{"op": "call", "server": "billing", "tool": "invoice_total", "args": map[string]any{"customer_id": 1}})
+	if r.OK || r.Error.Code != "upstream_error" || !strings.Contains(r.Error.Message, "NODE_OPTIONS") {
+		t.Fatalf("a smuggled NODE_OPTIONS: %+v %s", r.Error, r.Result)
+	}
+	if n := len(launcher.Launches()); n != before {
+		t.Fatalf("a process was started with a smuggled NODE_OPTIONS")
+	}
+}
+
+// TestStdioToolsFromARunner: a process without a Launcher (an ingress)
+// never starts a stdio server: it asks a runner over NATS, which starts it
+// with its own launcher and answers with the tool list. With no runner up
+// the registration is refused as unavailable, and nothing is stored.
+func TestStdioToolsFromARunner(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := jobstest.Server(t)
+	ingressNC, runnerNC := jobstest.Connect(t, ns), jobstest.Connect(t, ns)
+	cfg := codemode.Config{Commands: [][]string{{self}}, Env: []string{"CRM_TOKEN", codemodetest.StdioEnv}}
+	ingressCfg := cfg
+	ingressCfg.Remote = codemode.NewRemoteTools(ingressNC)
+	e := setup(t, ingressCfg)
+	ctx := context.Background()
+	crm := codemode.Registration{Name: "crm", Command: []string{self},
+		Env: map[string]string{codemodetest.StdioEnv: "crm", "CRM_TOKEN": codemodetest.Token}}
+
+	_, err = e.reg.Register(ctx, e.a, crm)
+	var cmErr *codemode.Error
+	if !errors.As(err, &cmErr) || cmErr.Code != codemode.CodeUnavailable {
+		t.Fatalf("no runner: %v", err)
+	}
+	if _, err := e.reg.Get(ctx, e.a, "crm"); !errors.Is(err, codemode.ErrNotFound) {
+		t.Fatalf("a refused registration was stored: %v", err)
+	}
+
+	// A runner: the same store and key, a launcher of its own.
+	launcher := &codemodetest.HostLauncher{}
+	runnerCfg := cfg
+	runnerCfg.Launcher = launcher
+	runnerCfg.AllowPrivate = true
+	up := codemode.NewUpstreams(runnerCfg, slog.New(slog.DiscardHandler))
+	t.Cleanup(up.Close)
+	box, _ := secret.New(bytes.Repeat([]byte{1}, secret.KeySize))
+	runnerReg := codemode.NewRegistry(e.st, box, up, slog.New(slog.DiscardHandler))
+	stop, err := codemode.ServeTools(ctx, runnerNC, runnerReg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	srv, err := e.reg.Register(ctx, e.a, crm)
+	if err != nil || srv.Tools < 50 {
+		t.Fatalf("register through a runner: %+v %v", srv, err)
+	}
+	if n := len(launcher.Launches()); n != 1 {
+		t.Fatalf("the runner started %d processes", n)
+	}
+	if _, err := e.reg.Refresh(ctx, e.a, "crm"); err != nil {
+		t.Fatalf("refresh through a runner: %v", err)
+	}
+	// The upstream's own failure comes back as the upstream's error.
+	bad := crm
+	bad.Name, bad.Env = "crm2", map[string]string{codemodetest.StdioEnv: "crm", "CRM_TOKEN": "wrong"}
+	_, err = e.reg.Register(ctx, e.a, bad)
+	var upErr *codemode.UpstreamError
+	if !errors.As(err, &upErr) || !strings.Contains(err.Error(), "CRM_TOKEN is missing or wrong") {
+		t.Fatalf("failing upstream: %v", err)
+	}
+	// A call from a job goes through the runner's own registry.
+	r := ask(t, runnerReg.NewBridge(e.a, 5), map[string]any{"op": "call", "server": "crm", "tool": "whoami"})
+	if !r.OK || !strings.Contains(string(r.Result), `"authorized":true`) {
+		t.Fatalf("call: %+v %s", r.Error, r.Result)
 	}
 }

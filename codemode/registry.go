@@ -97,9 +97,20 @@ func (r *Registry) open(m ServerRecord) (secrets, error) {
 
 // probe connects to a server that is not registered yet (or whose
 // connection settings change) and lists its tools, without keeping the
-// connection: a failed registration must leave nothing behind.
+// connection: a failed registration must leave nothing behind. A stdio
+// server is started by a runner when this process has no Launcher.
 func (r *Registry) probe(ctx context.Context, m ServerRecord, sec secrets) ([]Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond+5*time.Second)
+	if m.Transport == "stdio" && r.cfg.Launcher == nil {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout(m)+5*time.Second)
+		defer cancel()
+		return r.cfg.Remote.list(ctx, m)
+	}
+	return r.probeHere(ctx, m, sec)
+}
+
+// probeHere is probe in this process.
+func (r *Registry) probeHere(ctx context.Context, m ServerRecord, sec secrets) ([]Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout(m))
 	defer cancel()
 	c, err := r.up.connect(ctx, m, sec)
 	if err != nil {
@@ -107,6 +118,16 @@ func (r *Registry) probe(ctx context.Context, m ServerRecord, sec secrets) ([]To
 	}
 	defer c.Close()
 	return fetchTools(ctx, c, m, r.cfg.MaxTools, r.log)
+}
+
+// callTimeout is how long connecting to m and listing its tools may take:
+// its timeout, plus the time a stdio server's sandbox takes to start.
+func callTimeout(m ServerRecord) time.Duration {
+	d := time.Duration(m.TimeoutMS)*time.Millisecond + 5*time.Second
+	if m.Transport == "stdio" {
+		d += launchAllowance
+	}
+	return d
 }
 
 // Register registers a server: its upstream must answer with its tool
@@ -222,13 +243,19 @@ func (r *Registry) Refresh(ctx context.Context, tenantID, name string) (Server, 
 }
 
 func (r *Registry) refresh(ctx context.Context, m ServerRecord) error {
-	sec, err := r.open(m)
-	if err != nil {
-		return err
+	var tools []Tool
+	var err error
+	if m.Transport == "stdio" && r.cfg.Launcher == nil {
+		tools, err = r.probe(ctx, m, secrets{})
+	} else {
+		var sec secrets
+		if sec, err = r.open(m); err != nil {
+			return err
+		}
+		lctx, cancel := context.WithTimeout(ctx, callTimeout(m))
+		tools, err = r.up.listTools(lctx, m, sec)
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.TimeoutMS)*time.Millisecond+5*time.Second)
-	defer cancel()
-	tools, err := r.up.listTools(ctx, m, sec)
 	msg := ""
 	if err != nil {
 		msg = err.Error()

@@ -26,18 +26,23 @@ import (
 
 // Bounds on what a tenant may register.
 const (
-	DefaultTimeoutMS = 30_000
-	MaxTimeoutMS     = 300_000
-	MinTimeoutMS     = 100
-	maxSecrets       = 32
-	maxSecretBytes   = 8 << 10
-	maxPatterns      = 100
-	maxDescription   = 1000
-	maxCommandArgs   = 64
+	DefaultTimeoutMS   = 30_000
+	MaxTimeoutMS       = 300_000
+	MinTimeoutMS       = 100
+	maxSecrets         = 32
+	maxSecretBytes     = 8 << 10
+	maxPatterns        = 100
+	maxDescription     = 1000
+	maxCommandArgs     = 64
+	maxCommandArgBytes = 4096
 )
 
+// NamePattern is an upstream server's name: 1-40 lowercase letters, digits
+// and _, starting with a letter (the module code imports: servers.<name>).
+const NamePattern = `^[a-z][a-z0-9_]{0,39}$`
+
 var (
-	nameRE       = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	nameRE       = regexp.MustCompile(NamePattern)
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
@@ -191,6 +196,11 @@ func (r *Registration) validate(cfg Config) error {
 	}
 	if err := validateSecrets("env", r.Env, envNameRE); err != nil {
 		return err
+	}
+	for k := range r.Env {
+		if err := cfg.checkEnvName(k); err != nil {
+			return &jobs.FieldError{Field: "env", Message: err.Error()}
+		}
 	}
 	for field, pats := range map[string][]string{"allow_tools": r.AllowTools, "deny_tools": r.DenyTools} {
 		if len(pats) > maxPatterns {

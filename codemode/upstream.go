@@ -8,12 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -21,15 +17,27 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/gantryhq/gantry/egress"
-	"github.com/gantryhq/gantry/jobs"
 )
 
 // Config is the operator's code-mode configuration, shared by the ingress
 // (which lists tools) and the runners (which call them).
 type Config struct {
 	// Commands are the stdio MCP servers tenants may register: a
-	// registration's command[0] must equal one of these exactly.
-	Commands []string
+	// registration's command must equal one of these exactly, every
+	// argument included.
+	Commands [][]string
+	// Env is the operator's allow-list of the environment names a tenant
+	// may set for a stdio server: names or '*' globs ("GITHUB_TOKEN",
+	// "*_API_KEY"). Names that change what a program loads or runs are
+	// refused whatever it says (see Forbidden).
+	Env []string
+	// Launcher starts stdio servers in sandboxes (a runner's); nil where
+	// gantry has none (an ingress), which then lists a stdio server's
+	// tools through Remote.
+	Launcher Launcher
+	// Remote lists a stdio server's tools on a runner, for a process
+	// without a Launcher.
+	Remote *RemoteTools
 	// AllowPrivate lets upstream URLs reach loopback, private and
 	// link-local addresses. Off in production, so a tenant cannot point
 	// gantry at internal services; on in dev mode.
@@ -60,24 +68,6 @@ func (c Config) WithDefaults() Config {
 		c.MaxTools = 1000
 	}
 	return c
-}
-
-func (c Config) checkCommand(argv []string) error {
-	if len(argv) > maxCommandArgs {
-		return &jobs.FieldError{Field: "command", Message: fmt.Sprintf("must have at most %d arguments", maxCommandArgs)}
-	}
-	for _, a := range argv {
-		if len(a) > 4096 || strings.ContainsRune(a, 0) {
-			return &jobs.FieldError{Field: "command", Message: "arguments must be at most 4096 bytes, without NUL"}
-		}
-	}
-	if !slices.Contains(c.Commands, argv[0]) {
-		if len(c.Commands) == 0 {
-			return &jobs.FieldError{Field: "command", Message: "stdio MCP servers are not enabled on this gantry (the operator allows commands with GANTRY_MCP_COMMANDS)"}
-		}
-		return &jobs.FieldError{Field: "command", Message: fmt.Sprintf("%q is not a command the operator allows (GANTRY_MCP_COMMANDS: %s)", argv[0], strings.Join(c.Commands, ", "))}
-	}
-	return nil
 }
 
 // UpstreamError is a failure to reach or use an upstream server, as opposed
@@ -138,7 +128,7 @@ func (u *Upstreams) acquire(ctx context.Context, m ServerRecord, sec secrets) (*
 			}
 		}
 		go func() {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Duration(m.TimeoutMS)*time.Millisecond+5*time.Second)
+			cctx, cancel := context.WithTimeout(context.Background(), callTimeout(m))
 			defer cancel()
 			c.c, c.err = u.connect(cctx, m, sec)
 			close(c.ready)
@@ -230,6 +220,7 @@ func (u *Upstreams) Run(ctx context.Context) {
 
 func (u *Upstreams) connect(ctx context.Context, m ServerRecord, sec secrets) (*client.Client, error) {
 	var c *client.Client
+	stderr := func() string { return "" }
 	switch m.Transport {
 	case "http":
 		hc := &http.Client{Transport: &limitedTransport{base: u.httpTransport(), max: u.cfg.MaxResponseBytes}}
@@ -241,43 +232,88 @@ func (u *Upstreams) connect(ctx context.Context, m ServerRecord, sec secrets) (*
 			return nil, err
 		}
 	case "stdio":
-		if err := u.cfg.checkCommand(m.Command); err != nil {
-			return nil, errors.New("the command is no longer allowed by the operator")
+		p, err := u.launch(ctx, m, sec)
+		if err != nil {
+			return nil, err
 		}
-		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + filepath.Join("/tmp", "gantry-mcp-"+m.TenantID)}
-		for k, v := range sec.Env {
-			env = append(env, k+"="+v)
-		}
-		t := transport.NewStdioWithOptions(m.Command[0], env, m.Command[1:],
-			transport.WithCommandFunc(func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
-				// Not the runner's environment (it holds gantry's own
-				// secrets): only PATH, HOME and what the tenant set.
-				cmd := exec.Command(command, args...)
-				cmd.Env = env
-				cmd.Dir = "/"
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-				return cmd, nil
-			}),
-			transport.WithCommandLogger(quietLogger()))
-		if err := t.Start(context.Background()); err != nil {
-			return nil, fmt.Errorf("start %s: %w", m.Command[0], err)
-		}
-		c = client.NewClient(t)
+		out := &lineCap{r: p.Stdout(), max: u.cfg.MaxResponseBytes}
+		t := transport.NewIO(out, &processInput{p: p}, nil)
+		c, stderr = client.NewClient(t), p.Stderr
 	default:
 		return nil, fmt.Errorf("unknown transport %q", m.Transport)
 	}
-	if err := c.Start(ctx); err != nil {
+	fail := func(err error) (*client.Client, error) {
 		_ = c.Close()
+		// A stdio server that fails its handshake usually said why.
+		if msg := stderr(); msg != "" {
+			err = fmt.Errorf("%w (its stderr: %s)", err, truncate(msg, 500))
+		}
 		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return fail(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "gantry", Version: "code-mode"}
 	if _, err := c.Initialize(ctx, init); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("initialize: %w", err)
+		return fail(fmt.Errorf("initialize: %w", err))
 	}
 	return c, nil
+}
+
+// launch starts a stdio server through the Launcher: the operator's
+// command exactly, with gantry's PATH and HOME and the tenant's allowed
+// names only, each checked again against the operator's settings as they
+// are now.
+func (u *Upstreams) launch(ctx context.Context, m ServerRecord, sec secrets) (Process, error) {
+	if u.cfg.Launcher == nil {
+		return nil, errNoLauncher
+	}
+	if err := u.cfg.checkCommand(m.Command); err != nil {
+		return nil, errors.New("the command is no longer allowed by the operator")
+	}
+	env, err := u.cfg.stdioEnv(sec.Env)
+	if err != nil {
+		return nil, err
+	}
+	p, err := u.cfg.Launcher.Launch(ctx, Launch{TenantID: m.TenantID, Server: m.Name, Argv: m.Command, Env: env})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", m.Command[0], err)
+	}
+	return p, nil
+}
+
+// lineCap ends a stdio server's output when one line (one JSON-RPC
+// message) grows past max bytes: the MCP library reads whole lines, so an
+// endless one would take the runner's memory.
+type lineCap struct {
+	r    io.Reader
+	max  int64
+	line int64
+}
+
+func (l *lineCap) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			l.line = 0
+		} else if l.line++; l.line > l.max {
+			return 0, errResponseTooLarge
+		}
+	}
+	return n, err
+}
+
+// processInput is a Process's stdin whose Close stops the process: the MCP
+// client closes its transport's input when it is closed, and nothing of
+// the server may outlive that.
+type processInput struct{ p Process }
+
+func (w *processInput) Write(b []byte) (int, error) { return w.p.Stdin().Write(b) }
+func (w *processInput) Close() error {
+	_ = w.p.Stdin().Close()
+	return w.p.Close()
 }
 
 // quietLogger drops the MCP library's own logging: its messages may quote

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -16,7 +17,7 @@ type batchResponse struct {
 	Jobs    []struct {
 		Status int
 		Job    *jobs.Job
-		Error  *ingress.APIError
+		Error  *service.Error
 	}
 }
 
@@ -54,7 +55,7 @@ func TestBatch(t *testing.T) {
 				continue
 			}
 			queued = append(queued, it.Job.ID)
-		} else if it.Error == nil || it.Error.Code != w.code || it.Error.Field != w.field || it.Job != nil {
+		} else if it.Error == nil || string(it.Error.Code) != w.code || it.Error.Field != w.field || it.Job != nil {
 			t.Errorf("item %d: %+v, want %s on %s", i, it.Error, w.code, w.field)
 		}
 	}
@@ -100,7 +101,7 @@ func TestBatch(t *testing.T) {
 		"idempotency key": {`{"jobs": [` + pyJob + `]}`, "Idempotency-Key", []string{"Idempotency-Key", "k"}},
 	} {
 		r := h.do(t, h.keyA, "POST", "/v1/jobs/batch", c.body, c.hdr...)
-		var e struct{ Error ingress.APIError }
+		var e struct{ Error service.Error }
 		_ = json.Unmarshal(r.body, &e)
 		if r.status != 400 || e.Error.Field != c.field {
 			t.Errorf("%s: %d %s, want 400 naming %s", name, r.status, r.body, c.field)

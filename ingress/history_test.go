@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -156,7 +157,7 @@ func TestHistorySearch(t *testing.T) {
 		{"/v1/jobs/" + py.ID + "?wiat=1s", "wiat"},
 	} {
 		r := h.do(t, h.keyA, "GET", c.path, "")
-		var body struct{ Error ingress.APIError }
+		var body struct{ Error service.Error }
 		r.json(t, &body)
 		if r.status != 400 || body.Error.Code != "invalid_argument" || body.Error.Field != c.field || !strings.Contains(body.Error.Message, c.field) {
 			t.Errorf("GET %s: %d %s, want 400 naming %q", c.path, r.status, r.body, c.field)

@@ -24,6 +24,7 @@ import (
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/contracttest"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/store"
@@ -44,7 +45,7 @@ type harness struct {
 	cfg           ingress.Config
 	// maint is the maintenance's own configuration (Interval,
 	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
-	maint ingress.MaintenanceConfig
+	maint service.MaintenanceConfig
 	// history is how the ingress's store keeps output and retention, as
 	// cmd/gantry wires it.
 	history history.Config
@@ -64,7 +65,7 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
 	policy := jobs.DefaultPolicy()
 	policy.MaxCodeBytes = 32 << 10
-	cfg := ingress.Config{Policy: policy, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second, MaxExecuteWait: 10 * time.Second}
+	cfg := ingress.Config{Config: service.Config{Policy: policy, MaxExecuteWait: 10 * time.Second}, MaxBodyBytes: 64 << 10, MaxWait: 10 * time.Second}
 	for _, o := range opts {
 		o(h, &cfg)
 	}
@@ -94,7 +95,7 @@ func (h *harness) serve(t *testing.T) string {
 	t.Cleanup(ts.Close)
 	mc := h.maint
 	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
-	maint, err := ingress.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
+	maint, err := service.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestAuthAndHealth(t *testing.T) {
 	h := newHarness(t)
 	for _, key := range []string{"", "gk_wrong_key_00000000"} {
 		r := h.do(t, key, "GET", "/v1/jobs", "")
-		var body struct{ Error ingress.APIError }
+		var body struct{ Error service.Error }
 		r.json(t, &body)
 		if r.status != 401 || body.Error.Code != "unauthenticated" || body.Error.Message == "" || r.header.Get("WWW-Authenticate") == "" {
 			t.Errorf("key %q: %d %s", key, r.status, r.body)
@@ -242,9 +243,9 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.do(t, h.keyA, c.method, c.path, c.body)
-			var body struct{ Error ingress.APIError }
+			var body struct{ Error service.Error }
 			r.json(t, &body)
-			if r.status != c.status || body.Error.Code != c.code || body.Error.Field != c.field || body.Error.Message == "" {
+			if r.status != c.status || string(body.Error.Code) != c.code || body.Error.Field != c.field || body.Error.Message == "" {
 				t.Errorf("got %d %s", r.status, r.body)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/store"
@@ -51,7 +52,7 @@ func TestUntrustedStrings(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.do(t, h.keyA, c.method, c.path, c.body)
-			var body struct{ Error ingress.APIError }
+			var body struct{ Error service.Error }
 			r.json(t, &body)
 			if r.status != 400 || body.Error.Code != "invalid_argument" || body.Error.Field != c.field {
 				t.Errorf("got %d %s, want 400 naming %q", r.status, r.body, c.field)

@@ -238,3 +238,34 @@ func TestFileReadInProcessCutShort(t *testing.T) {
 		t.Fatalf("whole read: %v, cut=%v, %d bytes", err, whole.Cut, len(whole.Body))
 	}
 }
+
+// TestSessionDiskFitsMemory: a session's workspace is held in memory and
+// counts against its jobs' memory, so a disk_mb no job could hold is
+// refused, a job that does not say how much memory it needs gets at least
+// the session's disk_mb, and one that asks for less is refused naming the
+// field.
+func TestSessionDiskFitsMemory(t *testing.T) {
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Policy.MaxLimits.MemoryMB = 2048 })
+	if r := h.do(t, h.keyA, "POST", "/v1/sessions", `{"disk_mb":4096}`); r.status != 400 || !strings.Contains(string(r.body), `"field":"disk_mb"`) {
+		t.Errorf("disk_mb over the memory maximum: %d %s", r.status, r.body)
+	}
+	r := h.do(t, h.keyA, "POST", "/v1/sessions", `{"disk_mb":1024}`)
+	var s jobs.Session
+	r.json(t, &s)
+	if r.status != 201 {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	r = h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","session_id":"`+s.ID+`","limits":{"memory_mb":512}}`)
+	if r.status != 400 || !strings.Contains(string(r.body), `"field":"limits.memory_mb"`) || !strings.Contains(string(r.body), "disk_mb (1024)") {
+		t.Errorf("a job with less memory than the workspace: %d %s", r.status, r.body)
+	}
+	r = h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","session_id":"`+s.ID+`"}`)
+	if r.status != 202 {
+		t.Fatalf("a job without memory_mb: %d %s", r.status, r.body)
+	}
+	id := r.job(t).ID
+	r = h.do(t, h.keyA, "GET", "/v1/jobs/"+id+"?include=spec", "")
+	if !strings.Contains(string(r.body), `"memory_mb":1024`) {
+		t.Errorf("the job's memory is not raised to the workspace's size: %s", r.body)
+	}
+}

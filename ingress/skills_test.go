@@ -15,7 +15,6 @@ import (
 
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/skills/skillstest"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 func TestSkillsAPI(t *testing.T) {
@@ -258,27 +257,9 @@ func TestAgentSkillsAPI(t *testing.T) {
 		t.Errorf("another tenant downloaded the skill: %d", r.status)
 	}
 
-	// A skill saved before names followed the standard is still reachable.
-	legacy := skills.Skill{Name: "tidy_logs", Description: "d", Body: "b", Tags: []string{}, Requires: []string{}, Language: "python", Files: []skills.File{}}
-	if _, err := h.st.SaveSkill(context.Background(), h.tenantA, legacy); err == nil {
+	// The store refuses a name that is not the standard's, as the API does.
+	bad := skills.Skill{Name: "tidy_logs", Description: "d", Body: "b", Tags: []string{}, Requires: []string{}, Language: "python", Files: []skills.File{}}
+	if _, err := h.st.SaveSkill(context.Background(), h.tenantA, bad); err == nil {
 		t.Fatal("the store saved a non-standard name")
-	}
-	h.legacySkill(t, h.tenantA, "tidy_logs")
-	if r := h.do(t, h.keyA, "GET", "/v1/skills/tidy_logs", ""); r.status != 200 {
-		t.Errorf("legacy skill: %d %s", r.status, r.body)
-	}
-	if r := h.do(t, h.keyA, "DELETE", "/v1/skills/tidy_logs", ""); r.status != 204 {
-		t.Errorf("delete legacy skill: %d %s", r.status, r.body)
-	}
-}
-
-// legacySkill stores a skill under a name that predates the standard, as
-// an older gantry did.
-func (h *harness) legacySkill(t *testing.T, tenantID, name string) {
-	t.Helper()
-	err := storetest.Exec(h.st, `INSERT INTO skills (tenant_id, name, version, description, language, body, content_hash)
-		VALUES ($1, $2, 1, 'old', 'python', 'body', '\x00')`, tenantID, name)
-	if err != nil {
-		t.Fatal(err)
 	}
 }

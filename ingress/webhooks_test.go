@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/webhook"
@@ -147,7 +148,7 @@ func TestWebhookURLChecks(t *testing.T) {
 		{`{"language":"python","code":"x","webhook_url":"ftp://example.com/"}`, "http or https"},
 	} {
 		r := h.do(t, h.keyA, "POST", "/v1/jobs", c.body)
-		var e struct{ Error ingress.APIError }
+		var e struct{ Error service.Error }
 		_ = json.Unmarshal(r.body, &e)
 		if r.status != 400 || e.Error.Field != "webhook_url" || !strings.Contains(e.Error.Message, c.want) {
 			t.Errorf("%s: %d %s", c.body, r.status, r.body)

@@ -54,20 +54,25 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Error codes carried in Job.Error.
+// ErrorCode says why a job did not succeed (ErrorInfo.Code).
+type ErrorCode string
+
+// The codes of Job.Error.
 const (
-	ErrCodeTimedOut       = "timed_out"
-	ErrCodeOOMKilled      = "oom_killed"
-	ErrCodeOutputLimit    = "output_limit"
-	ErrCodeCancelled      = "cancelled"
-	ErrCodeInfrastructure = "infrastructure"
+	ErrCodeTimedOut       ErrorCode = "timed_out"
+	ErrCodeOOMKilled      ErrorCode = "oom_killed"
+	ErrCodeCancelled      ErrorCode = "cancelled"
+	ErrCodeInfrastructure ErrorCode = "infrastructure"
 )
+
+// ErrorCodes lists every ErrorCode.
+var ErrorCodes = []ErrorCode{ErrCodeTimedOut, ErrCodeOOMKilled, ErrCodeCancelled, ErrCodeInfrastructure}
 
 // ErrorInfo says why a job did not succeed: a limit it hit, or why gantry
 // could not run it.
 type ErrorInfo struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
 }
 
 // Artifact is a file the job produced and gantry stored.

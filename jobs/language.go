@@ -37,6 +37,15 @@ var Languages = []Language{
 		Description: "TypeScript, transpiled by esbuild and run by Node.js 18 (no type checking)"},
 }
 
+// LanguageNames lists the languages' names, in the order of Languages.
+func LanguageNames() []string {
+	names := make([]string, len(Languages))
+	for i, l := range Languages {
+		names[i] = l.Name
+	}
+	return names
+}
+
 // LookupLanguage returns the language with the given name.
 func LookupLanguage(name string) (Language, bool) {
 	for _, l := range Languages {

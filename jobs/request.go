@@ -22,7 +22,7 @@ type Request struct {
 	Command        []string          `json:"command,omitempty"`
 	Files          []File            `json:"files,omitempty"`
 	Stdin          string            `json:"stdin,omitempty"`
-	StdinEncoding  string            `json:"stdin_encoding,omitempty"` // "utf8" (default) or "base64"
+	StdinEncoding  string            `json:"stdin_encoding,omitempty"` // one of Encodings (default utf8)
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutMS      int               `json:"timeout_ms,omitempty"`
 	Limits         *Limits           `json:"limits,omitempty"`
@@ -35,11 +35,24 @@ type Request struct {
 	WebhookURL string `json:"webhook_url,omitempty"`
 }
 
+// The encodings of a request's file contents and stdin: text, or base64
+// of the bytes. "utf-8" is read as EncodingUTF8, the default.
+const (
+	EncodingUTF8   = "utf8"
+	EncodingBase64 = "base64"
+)
+
+// Encodings lists the encodings a request may name, as the contract lists
+// them.
+var Encodings = []string{EncodingUTF8, EncodingBase64}
+
+func encodingNames() string { return strings.Join(Encodings, " or ") }
+
 // File is an input file placed in the job's workspace before it runs.
 type File struct {
 	Path     string `json:"path"`
 	Content  string `json:"content"`
-	Encoding string `json:"encoding,omitempty"` // "utf8" (default) or "base64"
+	Encoding string `json:"encoding,omitempty"` // one of Encodings (default utf8)
 }
 
 // Limits are the resources a job may use. A zero field means the default.
@@ -377,18 +390,18 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 // (Postgres cannot store them in text); binary input comes base64-encoded.
 func (p Policy) normalizeStdin(stdin, encoding string) (string, error) {
 	switch encoding {
-	case "", "utf8", "utf-8":
+	case "", EncodingUTF8, "utf-8":
 		if strings.ContainsRune(stdin, 0) {
 			return "", fieldErr("stdin", "must not contain NUL bytes; send binary input base64-encoded with \"stdin_encoding\": \"base64\"")
 		}
-	case "base64":
+	case EncodingBase64:
 		b, err := base64.StdEncoding.DecodeString(stdin)
 		if err != nil {
 			return "", fieldErr("stdin", "is not valid base64: %v", err)
 		}
 		stdin = string(b)
 	default:
-		return "", fieldErr("stdin_encoding", "must be utf8 or base64, not %q", encoding)
+		return "", fieldErr("stdin_encoding", "must be %s, not %q", encodingNames(), encoding)
 	}
 	if len(stdin) > p.MaxStdinBytes {
 		return "", fieldErr("stdin", "is %d bytes; at most %d", len(stdin), p.MaxStdinBytes)
@@ -437,15 +450,15 @@ func (p Policy) normalizeFiles(in []File) ([]SpecFile, error) {
 		seen[clean] = true
 		var content []byte
 		switch f.Encoding {
-		case "", "utf8", "utf-8":
+		case "", EncodingUTF8, "utf-8":
 			content = []byte(f.Content)
-		case "base64":
+		case EncodingBase64:
 			content, err = base64.StdEncoding.DecodeString(f.Content)
 			if err != nil {
 				return nil, fieldErr(fmt.Sprintf("files[%d].content", i), "is not valid base64: %v", err)
 			}
 		default:
-			return nil, fieldErr(fmt.Sprintf("files[%d].encoding", i), "must be utf8 or base64, not %q", f.Encoding)
+			return nil, fieldErr(fmt.Sprintf("files[%d].encoding", i), "must be %s, not %q", encodingNames(), f.Encoding)
 		}
 		total += len(content)
 		if total > p.MaxFilesBytes {
@@ -489,10 +502,21 @@ func (p Policy) normalizeLimits(in *Limits) (Limits, error) {
 		{"limits.output_bytes", float64(l.OutputBytes), float64(p.MinLimits.OutputBytes), float64(p.MaxLimits.OutputBytes)},
 		{"limits.tool_calls", float64(l.ToolCalls), float64(p.MinLimits.ToolCalls), float64(p.MaxLimits.ToolCalls)},
 	}
+	if in == nil || in.DiskMB == 0 {
+		// The workspace is held in memory: by default it is no larger
+		// than the memory the job has.
+		l.DiskMB = min(l.DiskMB, l.MemoryMB)
+	}
 	for _, c := range checks {
+		if c.field == "limits.disk_mb" {
+			c.v = float64(l.DiskMB)
+		}
 		if c.v < c.min || c.v > c.max {
 			return Limits{}, fieldErr(c.field, "must be between %g and %g", c.min, c.max)
 		}
+	}
+	if l.DiskMB > l.MemoryMB {
+		return Limits{}, fieldErr("limits.disk_mb", "must be at most limits.memory_mb (%d): the workspace is held in memory and counts against the job's memory", l.MemoryMB)
 	}
 	return l, nil
 }
@@ -536,10 +560,7 @@ func RequestHash(req Request) []byte {
 }
 
 func languageNames() string {
-	names := make([]string, len(Languages))
-	for i, l := range Languages {
-		names[i] = l.Name
-	}
+	names := LanguageNames()
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }

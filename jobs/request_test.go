@@ -33,6 +33,12 @@ func TestNormalizeDefaults(t *testing.T) {
 	if got := spec.Argv(); strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
 		t.Errorf("argv = %v", got)
 	}
+	// The workspace is held in memory: by default it is no larger than
+	// the job's memory.
+	spec, err = decodeAndNormalize(`{"language":"python","code":"print(1)","limits":{"memory_mb":256}}`)
+	if err != nil || spec.Limits.DiskMB != 256 {
+		t.Errorf("disk_mb by default with memory_mb 256: %+v %v", spec.Limits, err)
+	}
 }
 
 func TestNormalizeFiles(t *testing.T) {
@@ -68,6 +74,7 @@ func TestBadRequests(t *testing.T) {
 		{"timeout negative", `{"language":"python","code":"x","timeout_ms":-5}`, "timeout_ms", "between"},
 		{"memory too small", `{"language":"python","code":"x","limits":{"memory_mb":1}}`, "limits.memory_mb", "between"},
 		{"cpus too many", `{"language":"python","code":"x","limits":{"cpus":64}}`, "limits.cpus", "between"},
+		{"disk over memory", `{"language":"python","code":"x","limits":{"memory_mb":256,"disk_mb":512}}`, "limits.disk_mb", "at most limits.memory_mb (256)"},
 		{"pids negative", `{"language":"python","code":"x","limits":{"pids":-1}}`, "limits.pids", "between"},
 		{"traversal", `{"language":"python","code":"x","files":[{"path":"../x","content":""}]}`, "files[0].path", "leaves the workspace"},
 		{"deep traversal", `{"language":"python","code":"x","files":[{"path":"a/../../x","content":""}]}`, "files[0].path", "leaves the workspace"},

@@ -3,7 +3,6 @@ package runner
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,8 +12,8 @@ import (
 	"net/http"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
@@ -49,7 +48,8 @@ func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim Art
 	if err != nil {
 		return nil, nil, fmt.Errorf("list workspace: %w", err)
 	}
-	selected, omitted := selectArtifacts(parseListing(listing), globs, lim)
+	files, odd := parseListing(listing)
+	selected, omitted := selectArtifacts(files, odd, globs, lim)
 	if len(selected) == 0 {
 		return nil, omitted, nil
 	}
@@ -70,7 +70,7 @@ func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim Art
 	return arts, append(omitted, late...), readErr
 }
 
-// workspace gives the files a job left: a listing ("size path\0" records)
+// workspace gives the files a job left: a listing (see agent.ParseListing)
 // and a tar of chosen paths. Both come from the sandbox and are untrusted.
 type workspace interface {
 	list(ctx context.Context) ([]byte, error)
@@ -92,42 +92,65 @@ func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, fun
 	return w.conn.Tar(ctx, paths, false)
 }
 
-// parseListing parses find's "%s %P\0" output.
-func parseListing(b []byte) []workspaceFile {
-	var out []workspaceFile
-	for _, rec := range bytes.Split(b, []byte{0}) {
-		sp := bytes.IndexByte(rec, ' ')
-		if sp <= 0 {
-			continue
+// parseListing reads the agent's listing: the regular files whose paths
+// can be kept as they are (clean, valid UTF-8), and the other entries
+// (symlinks, fifos and the like, and files whose names cannot be kept),
+// each with why it cannot be collected.
+func parseListing(b []byte) ([]workspaceFile, []jobs.OmittedArtifact) {
+	var files []workspaceFile
+	var odd []jobs.OmittedArtifact
+	for _, e := range agent.ParseListing(b) {
+		shown := strings.ToValidUTF8(e.Path, "\uFFFD")
+		p, err := jobs.CleanPath(e.Path)
+		switch {
+		case err == nil && p == e.Path && e.Kind == agent.EntryFile:
+			files = append(files, workspaceFile{path: p, size: e.Size})
+		case !utf8.ValidString(e.Path):
+			odd = append(odd, jobs.OmittedArtifact{Path: shown, Size: e.Size, Reason: "its name is not valid UTF-8 (rename it to collect it)"})
+		case err != nil || p != e.Path:
+			odd = append(odd, jobs.OmittedArtifact{Path: shown, Size: e.Size, Reason: "its path cannot be kept: " + errText(err)})
+		case e.Kind == agent.EntrySymlink:
+			odd = append(odd, jobs.OmittedArtifact{Path: p, Reason: "a symbolic link (links are not followed; write the file itself)"})
+		default:
+			odd = append(odd, jobs.OmittedArtifact{Path: p, Reason: "not a regular file (a fifo, socket or device)"})
 		}
-		size, err := strconv.ParseInt(string(rec[:sp]), 10, 64)
-		if err != nil || size < 0 {
-			continue
-		}
-		p, err := jobs.CleanPath(string(rec[sp+1:]))
-		if err != nil || p != string(rec[sp+1:]) {
-			continue // a name tar could not round-trip safely
-		}
-		out = append(out, workspaceFile{path: p, size: size})
 	}
-	return out
+	return files, odd
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "it is not in clean form"
+	}
+	return err.Error()
 }
 
 // selectArtifacts keeps the files matching any glob, in path order, while
-// they fit the caps; the others are returned as omitted, with the reason.
-func selectArtifacts(files []workspaceFile, globs []string, lim ArtifactLimits) ([]workspaceFile, []jobs.OmittedArtifact) {
+// they fit the caps; the others are returned as omitted, with the reason,
+// as are the matching entries that cannot be collected (odd).
+func selectArtifacts(files []workspaceFile, odd []jobs.OmittedArtifact, globs []string, lim ArtifactLimits) ([]workspaceFile, []jobs.OmittedArtifact) {
+	match := func(p string) bool {
+		for _, g := range globs {
+			if jobs.MatchGlob(g, p) {
+				return true
+			}
+		}
+		return false
+	}
 	var matched []workspaceFile
 	for _, f := range files {
-		for _, g := range globs {
-			if jobs.MatchGlob(g, f.path) {
-				matched = append(matched, f)
-				break
-			}
+		if match(f.path) {
+			matched = append(matched, f)
 		}
 	}
 	sort.Slice(matched, func(i, j int) bool { return matched[i].path < matched[j].path })
 	var kept []workspaceFile
 	var omitted []jobs.OmittedArtifact
+	for _, o := range odd {
+		if match(o.Path) {
+			omitted = append(omitted, o)
+		}
+	}
 	var total int64
 	for _, f := range matched {
 		reason := ""

@@ -72,16 +72,26 @@ func TestReadArtifactTarCaps(t *testing.T) {
 }
 
 func TestSelectArtifacts(t *testing.T) {
-	files := parseListing([]byte("5 out/a.png\x0012 out/x/b.csv\x003 main.py\x004 out/../../x\x00bad\x00"))
-	if len(files) != 3 {
-		t.Fatalf("parsed %+v", files)
+	// Every entry a glob matches is accounted for: collected, or omitted
+	// with why (a symlink, a fifo, a name that is not UTF-8 or not clean).
+	files, odd := parseListing([]byte("5 out/a.png\x0012 out/x/b.csv\x003 main.py\x004 out/../../x\x00bad\x00" +
+		"L out/link\x00X out/fifo\x007 out/caf\xe9.txt\x00L tmp/link\x00"))
+	if len(files) != 3 || len(odd) != 5 {
+		t.Fatalf("parsed %+v %+v", files, odd)
 	}
-	sel, omitted := selectArtifacts(files, []string{"out/**"}, testLimits)
-	if len(sel) != 2 || len(omitted) != 0 {
+	sel, omitted := selectArtifacts(files, odd, []string{"out/**"}, testLimits)
+	want := map[string]string{"out/link": "symbolic link", "out/fifo": "not a regular file", "out/caf\uFFFD.txt": "not valid UTF-8",
+		"out/../../x": "leaves the workspace"}
+	if len(sel) != 2 || len(omitted) != 4 {
 		t.Fatalf("selected %+v omitted %+v", sel, omitted)
 	}
+	for _, o := range omitted {
+		if !strings.Contains(o.Reason, want[o.Path]) || want[o.Path] == "" {
+			t.Errorf("omitted %+v", o)
+		}
+	}
 	// What fits is kept, in path order; the rest is omitted with the reason.
-	sel, omitted = selectArtifacts([]workspaceFile{{"out/c", 60}, {"out/a", 101}, {"out/b", 100}}, []string{"out/**"}, testLimits)
+	sel, omitted = selectArtifacts([]workspaceFile{{"out/c", 60}, {"out/a", 101}, {"out/b", 100}}, nil, []string{"out/**"}, testLimits)
 	if len(sel) != 1 || sel[0].path != "out/b" || len(omitted) != 2 ||
 		omitted[0].Path != "out/a" || !strings.Contains(omitted[0].Reason, "per file") ||
 		omitted[1].Path != "out/c" || !strings.Contains(omitted[1].Reason, "all files") {
@@ -91,7 +101,7 @@ func TestSelectArtifacts(t *testing.T) {
 	for i := range many {
 		many[i] = workspaceFile{fmt.Sprintf("out/%02d", i), 1}
 	}
-	if sel, omitted := selectArtifacts(many, []string{"out/**"}, testLimits); len(sel) != 10 || len(omitted) != 2 || !strings.Contains(omitted[0].Reason, "10 files") {
+	if sel, omitted := selectArtifacts(many, nil, []string{"out/**"}, testLimits); len(sel) != 10 || len(omitted) != 2 || !strings.Contains(omitted[0].Reason, "10 files") {
 		t.Errorf("file cap: %d kept, omitted %+v", len(sel), omitted)
 	}
 }

@@ -326,16 +326,26 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	reusable := rr.Exit.OOMKills == 0
 
 	// Collecting is bounded in time and ignores cancel requests: the
-	// program is done, its result stands.
-	artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
-	defer cancelArt()
-	arts, omitted, err := collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
-		return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
+	// program is done, its result stands. While S3 is unavailable the
+	// container and the outcome are held and collecting tried again.
+	var arts []jobs.Artifact
+	var omitted []jobs.OmittedArtifact
+	err = a.r.throughS3Outage(a.jobCtx, a.log, "the job's files and result", func() error {
+		artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
+		defer cancelArt()
+		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
+		})
+		if err != nil && ctr.conn.Err() != nil {
+			// The container broke: no second try can read it.
+			return fmt.Errorf("%v (and the sandbox's connection broke: %v)", err, ctr.conn.Err())
+		}
+		return err
 	})
 	switch {
 	case err != nil && a.jobCtx.Err() != nil:
 		a.handOn(ctr, false, "shutdown")
-		return jobs.Result{}, nil, fmt.Errorf("the runner stopped collecting artifacts: %w", context.Cause(a.jobCtx))
+		return jobs.Result{}, nil, fmt.Errorf("the runner stopped collecting artifacts: %w", err)
 	case err != nil:
 		// The program ran; running it again could repeat what it did.
 		a.handOn(ctr, false, "artifacts failed")

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
@@ -18,25 +20,24 @@ import (
 	"github.com/gantryhq/gantry/secret"
 )
 
-func TestMain(m *testing.M) {
-	// The test binary doubles as the stdio MCP server the tests register.
-	codemodetest.MaybeServeStdio()
-	os.Exit(m.Run())
-}
-
 // withCodeMode gives the runner a code-mode registry and registers, for the
 // harness's tenant, the CRM fixture over streamable HTTP (crm, with
-// list_* denied when deny is set) and the billing fixture over stdio.
+// list_* denied when deny is set) and the billing fixture over stdio, in a
+// container of its own (the Python fixture, an operator's command of the
+// sandbox image).
 func withCodeMode(t *testing.T, deny ...string) func(*harness, *Config) {
 	return func(h *harness, c *Config) {
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
 		box, _ := secret.New(bytes.Repeat([]byte{9}, secret.KeySize))
 		log := slog.New(slog.DiscardHandler)
-		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true, Commands: []string{self}}, log)
-		t.Cleanup(up.Close)
+		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true, Commands: [][]string{codemodetest.StdioCommand()},
+			Env: []string{"CRM_TOKEN"}, Launcher: NewMCPLauncher(h.sb, MCPConfig{})}, log)
+		t.Cleanup(func() {
+			up.Close()
+			// Closing removed every server's container.
+			if n := countContainers(t, h.sb, LabelMCP); n != 0 {
+				t.Errorf("%d MCP server containers left after Close", n)
+			}
+		})
 		reg := codemode.NewRegistry(h.st, box, up, log)
 		ctx := context.Background()
 		if _, err := reg.Register(ctx, h.tenant, codemode.Registration{Name: "crm", Description: "Customers and orders",
@@ -45,11 +46,84 @@ func withCodeMode(t *testing.T, deny ...string) func(*harness, *Config) {
 			t.Fatal(err)
 		}
 		if _, err := reg.Register(ctx, h.tenant, codemode.Registration{Name: "billing", Description: "Invoices",
-			Command: []string{self}, Env: map[string]string{codemodetest.StdioEnv: "billing"}}); err != nil {
+			Command: codemodetest.StdioCommand(), Env: map[string]string{"CRM_TOKEN": codemodetest.Token}}); err != nil {
 			t.Fatal(err)
 		}
 		c.CodeMode = reg
 		c.Privacy = pii.New(h.st, box, time.Hour)
+	}
+}
+
+// countContainers counts the runner's containers (any state) that carry
+// label.
+func countContainers(t *testing.T, sb *Sandbox, label string) int {
+	t.Helper()
+	res, err := sb.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelRunner+"="+sb.cfg.RunnerID).Add("label", label)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Items)
+}
+
+// TestStdioServerInItsOwnContainer: a tenant's stdio MCP server runs in a
+// hardened container of its own, not in the runner's process: uid 1000
+// with no capabilities, no_new_privs, a seccomp filter, no network, no
+// Docker socket, a read-only root, and only gantry's PATH and HOME and the
+// tenant's allowed names in its environment.
+func TestStdioServerInItsOwnContainer(t *testing.T) {
+	h := newHarness(t, 1, withCodeMode(t))
+	j := h.run(t, jobs.Request{Language: "python", Code: `
+import json
+from servers.billing import facts, whoami
+print(json.dumps({"facts": facts(), "whoami": whoami()}))
+`})
+	if j.Status != jobs.StatusSucceeded {
+		t.Fatalf("%s: %s %s", j.Status, j.Stdout, j.Stderr)
+	}
+	var got struct {
+		Facts struct {
+			UID          int      `json:"uid"`
+			CapEff       string   `json:"cap_eff"`
+			CapBnd       string   `json:"cap_bnd"`
+			NoNewPrivs   string   `json:"no_new_privs"`
+			Seccomp      string   `json:"seccomp"`
+			Net          []string `json:"net"`
+			DockerSock   bool     `json:"docker_sock"`
+			Env          []string `json:"env"`
+			RootWritable bool     `json:"root_writable"`
+		} `json:"facts"`
+		Whoami struct {
+			Authorized bool `json:"authorized"`
+		} `json:"whoami"`
+	}
+	if err := json.Unmarshal([]byte(j.Stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, j.Stdout)
+	}
+	f := got.Facts
+	if f.UID != 1000 || f.CapEff != "0000000000000000" || f.CapBnd != "0000000000000000" || f.NoNewPrivs != "1" ||
+		(testRuntime() != "runsc" && f.Seccomp != "2") || !slices.Equal(f.Net, []string{"lo"}) || f.DockerSock || f.RootWritable {
+		t.Errorf("the stdio server's sandbox: %+v", f)
+	}
+	// The image's own ENV (the operator's), Docker's HOSTNAME (the
+	// container's id), gantry's PATH and HOME, the tenant's allowed name;
+	// nothing of the runner's environment.
+	want := []string{"CRM_TOKEN", "HOME", "HOSTNAME", "PATH"}
+	img, err := h.sb.docker.ImageInspect(context.Background(), testImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range img.Config.Env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(want, k) {
+			want = append(want, k)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(f.Env, want) || !got.Whoami.Authorized {
+		t.Errorf("the stdio server's environment: %v (want %v), credential through: %v", f.Env, want, got.Whoami.Authorized)
+	}
+	if n := countContainers(t, h.sb, LabelMCP); n != 1 {
+		t.Errorf("%d MCP server containers, want the one kept for the next call", n)
 	}
 }
 

@@ -14,6 +14,7 @@ type Metrics struct {
 	finished *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	queued   prometheus.Histogram
+	s3Holds  prometheus.Counter
 }
 
 // NewMetrics registers the runner's metrics with reg.
@@ -33,8 +34,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_job_queue_seconds", Help: "Time from publish to a runner taking the job.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 120},
 		}),
+		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
+		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds)
 	return m
 }
 
@@ -45,4 +49,11 @@ func (m *Metrics) observe(language string, r jobs.Result) {
 
 func (m *Metrics) queueLatency(published time.Time) {
 	m.queued.Observe(time.Since(published).Seconds())
+}
+
+// s3Hold counts one wait for the object store; m may be nil.
+func (m *Metrics) s3Hold() {
+	if m != nil {
+		m.s3Holds.Inc()
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
@@ -93,6 +94,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, id string, attempt int) (cancelRequested bool, err error)
 	FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (bool, error)
 	RequeueJob(ctx context.Context, id string, attempt int) error
+	ReleaseJob(ctx context.Context, id string, attempt int) error
 	FailJob(ctx context.Context, id string, attempt int, message string) (bool, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 	SessionStore
@@ -230,6 +232,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer closedSub.Unsubscribe() //nolint:errcheck
+	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
+		// The ingresses have no sandbox to start a stdio MCP server in:
+		// they ask a runner for its tools.
+		stopTools, err := codemode.ServeTools(ctx, r.nc, r.cfg.CodeMode, r.log)
+		if err != nil {
+			return err
+		}
+		defer stopTools()
+	}
 
 	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	// jobCtx outlives ctx by the drain timeout so that running jobs can
@@ -358,6 +369,15 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	a := &attempt{r: r, log: log, ex: ex, claim: claim, jobCtx: ctx}
 	res, _, err := r.runAttempt(execCtx, log, a)
 
+	if errors.Is(err, errS3Held) {
+		// Held for S3 until the runner stopped: the attempt is not spent.
+		log.Warn("job given back to the queue unspent: the object store stayed unavailable", "err", err)
+		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
+			log.Error("give back job", "err", err)
+		}
+		r.handBack(msg, rm.TenantID, time.Second)
+		return
+	}
 	if err != nil {
 		if errors.Is(context.Cause(execCtx), errShutdown) || claim.Attempt < r.cfg.Queue.MaxAttempts {
 			log.Warn("job attempt abandoned; returning it to the queue", "err", err)
@@ -386,8 +406,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		// Stopped past the drain timeout with the result unrecorded: the
-		// job runs again elsewhere.
+		// job runs again elsewhere. If it was S3 that kept it (Postgres
+		// answers), the attempt is not spent.
 		log.Error("result not recorded; the job will run again", "err", err)
+		if blob.Unavailable(err) {
+			if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
+				log.Error("give back job", "err", err)
+			}
+		}
 		r.handBack(msg, rm.TenantID, time.Second)
 		return
 	}
@@ -524,17 +550,27 @@ func (r *Runner) record(ctx context.Context, log *slog.Logger, finish func(ctx c
 		cancel()
 		if err == nil {
 			if waiting {
-				log.Info("database back: result recorded")
+				log.Info("result recorded after the wait")
 			}
 			return applied, nil
 		}
-		if !store.Unavailable(err) {
+		switch {
+		case store.Unavailable(err):
+			if !waiting {
+				log.Warn("database unavailable; keeping the result until it is back", "err", err)
+				waiting = true
+			}
+		case blob.Unavailable(err):
+			// A long output goes to S3 as it is recorded (history).
+			if !waiting {
+				log.Warn("object store unavailable; keeping the result until it is back", "err", err)
+				waiting = true
+				r.metrics.s3Hold()
+			}
+		default:
 			if failures++; failures == 3 {
 				return false, err
 			}
-		} else if !waiting {
-			log.Warn("database unavailable; keeping the result until it is back", "err", err)
-			waiting = true
 		}
 		if !sleep(ctx, retry.next()) {
 			return false, err

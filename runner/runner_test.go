@@ -38,6 +38,8 @@ type harness struct {
 	r      *Runner
 	tenant string
 	owners sync.Map // job id -> tenant, for jobs of other tenants
+	// stop stops the runner (draining as it does) and waits; idempotent.
+	stop func()
 }
 
 func testImage() string {
@@ -96,12 +98,16 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	})
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("runner: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
 	return h
 }
 
@@ -330,7 +336,7 @@ test -S /var/run/docker.sock && echo docker-socket`})
 
 	t.Run("an artifact over the cap is omitted, the rest kept", func(t *testing.T) {
 		t.Parallel()
-		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; head -c 2000000 /dev/zero > out/big.bin; echo ok > out/small.txt"})
+		j := h.run(t, jobs.Request{Language: "bash", Code: "head -c 2000000 /dev/zero > out/big.bin; echo ok > out/small.txt"})
 		if j.Status != jobs.StatusSucceeded || j.Error != nil || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/small.txt" ||
 			len(j.ArtifactsOmitted) != 1 || j.ArtifactsOmitted[0].Path != "out/big.bin" || j.ArtifactsOmitted[0].Size != 2000000 ||
 			!strings.Contains(j.ArtifactsOmitted[0].Reason, "per file") {
@@ -351,9 +357,19 @@ test -S /var/run/docker.sock && echo docker-socket`})
 
 	t.Run("symlinks out of the workspace are not collected", func(t *testing.T) {
 		t.Parallel()
-		j := h.run(t, jobs.Request{Language: "bash", Code: "mkdir out; ln -s /etc/passwd out/passwd; echo ok > out/real.txt"})
+		// ... and every entry under out/ is accounted for: collected, or
+		// omitted with why (a symlink, a fifo, a name not in UTF-8).
+		j := h.run(t, jobs.Request{Language: "bash", Code: "ln -s /etc/passwd out/passwd; echo ok > out/real.txt; mkfifo out/pipe; echo x > $'out/caf\\xe9.txt'"})
 		if j.Status != jobs.StatusSucceeded || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/real.txt" {
-			t.Errorf("artifacts = %+v", j.Artifacts)
+			t.Errorf("artifacts = %+v (%s)", j.Artifacts, j.Stderr)
+		}
+		reasons := map[string]string{}
+		for _, o := range j.ArtifactsOmitted {
+			reasons[o.Path] = o.Reason
+		}
+		if !strings.Contains(reasons["out/passwd"], "symbolic link") || !strings.Contains(reasons["out/pipe"], "not a regular file") ||
+			!strings.Contains(reasons["out/caf\uFFFD.txt"], "not valid UTF-8") || len(reasons) != 3 {
+			t.Errorf("omitted = %+v", j.ArtifactsOmitted)
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
@@ -29,6 +30,8 @@ type SessionStore interface {
 // Blobs is what the runner needs of the object store.
 type Blobs interface {
 	Uploader
+	// Ping answers when the store can be reached.
+	Ping(ctx context.Context) error
 	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
@@ -205,9 +208,16 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	r.publishStatus(sj.JobID, jobs.StatusRunning)
 	log.Info("session job started")
 
-	work := &sessionWork{r: r, id: sessionID, state: st, at: at}
+	work := &sessionWork{r: r, log: log, id: sessionID, state: st, at: at}
 	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
 	res, ctr, err := r.runAttempt(execCtx, log, a)
+	if errors.Is(err, errS3Held) {
+		// Nothing of it ran, or what ran was never recorded: the job goes
+		// back to the session's queue without spending its attempt.
+		if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
+			log.Error("give back a session job", "err", rerr)
+		}
+	}
 	if err != nil {
 		if work.retired != "" && st.Stateful {
 			// The container holding the live state is gone (the job goes
@@ -222,9 +232,24 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// the session stays at the version before this job.
 	var snap *store.Snapshot
 	if ctr != nil {
-		snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
-		snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
-		cancelSnap()
+		// While S3 is unavailable the container, the result and the lease
+		// are held: every write of the session is kept.
+		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
+			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
+			defer cancelSnap()
+			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
+			return err
+		})
+		if errors.Is(err, errS3Held) {
+			r.fleet.release(ctr, false, "runner stopping")
+			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
+				log.Error("give back a session job", "err", rerr)
+			}
+			if st.Stateful {
+				at.live = store.Live{Lost: "the runner stopped during job " + sj.JobID}
+			}
+			return at, err
+		}
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
 			r.fleet.release(ctr, false, "snapshot failed")
@@ -262,6 +287,12 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		if ctr != nil {
 			r.fleet.release(ctr, false, "record failed")
 		}
+		if blob.Unavailable(err) {
+			// S3 kept the result (its long output): the attempt is not spent.
+			if rerr := r.store.ReleaseJob(commitCtx, sj.JobID, sj.Attempt); rerr != nil {
+				log.Error("give back a session job", "err", rerr)
+			}
+		}
 		return at, fmt.Errorf("record session job: %w", err)
 	}
 	if snap != nil && !snapApplied {
@@ -298,6 +329,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 // live state was before it.
 type sessionWork struct {
 	r     *Runner
+	log   *slog.Logger
 	id    string
 	state store.SessionState
 	at    sessionAt
@@ -328,15 +360,22 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		}
 		w.r.fleet.release(c, false, "stale")
 	}
-	c, err := w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim)
-	if err != nil {
-		return nil, err
-	}
-	if err := w.restore(ctx, c); err != nil {
-		w.r.fleet.release(c, false, "restore failed")
-		return nil, err
-	}
-	return c, nil
+	var c *Container
+	// A restore that fails because S3 is unavailable waits for it: none
+	// of the program ran, and the job keeps its attempt.
+	err := w.r.throughS3Outage(ctx, w.log, "a session's workspace to restore", func() error {
+		var err error
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim); err != nil {
+			return err
+		}
+		if err := w.restore(ctx, c); err != nil {
+			w.r.fleet.release(c, false, "restore failed")
+			c = nil
+			return err
+		}
+		return nil
+	})
+	return c, err
 }
 
 // restore puts the session's current workspace version into c (a new

@@ -51,7 +51,7 @@ func TestSessions(t *testing.T) {
 			func(j jobs.Job) bool { return j.Status.Terminal() }); j.Status != jobs.StatusTimedOut {
 			t.Fatalf("job 3: %+v", j)
 		}
-		if j := run("ls; cat result.txt"); j.Stdout != "result.txt\nsrc\n42\n" {
+		if j := run("ls; cat result.txt"); j.Stdout != "out\nresult.txt\nsrc\n42\n" {
 			t.Fatalf("workspace after a timed-out job: %q", j.Stdout)
 		}
 		// The replaced snapshot is deleted just after the result is
@@ -120,4 +120,34 @@ func TestSessions(t *testing.T) {
 		}
 		rc.Close()
 	})
+}
+
+// TestOutExists: out/, where artifacts are collected from by default, is
+// there (empty) when every job starts, in sessions too, so that
+// plt.savefig("out/plot.png") works as the README shows it.
+func TestOutExists(t *testing.T) {
+	h := newHarness(t, 1)
+	j := h.run(t, jobs.Request{Language: "python", Code: `
+import os
+print(sorted(os.listdir(".")), sorted(os.listdir("out")))
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3])
+plt.savefig("out/plot.png")
+`})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "['out'] []\n" || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/plot.png" {
+		t.Fatalf("a plain job: %s %q %q %+v", j.Status, j.Stdout, j.Stderr, j.Artifacts)
+	}
+	sid := h.session(t)
+	for i, code := range []string{"rm -r out && echo gone", "ls -d out && echo x > out/a.txt", "rm -r out; echo file > out", "cat out"} {
+		j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: code}), func(j jobs.Job) bool { return j.Status.Terminal() })
+		if j.Status != jobs.StatusSucceeded {
+			t.Fatalf("session job %d (%s): %s %q %q", i+1, code, j.Status, j.Stdout, j.Stderr)
+		}
+		// A session's own file named out stays as it is.
+		if i == 3 && j.Stdout != "file\n" {
+			t.Errorf("the session's file named out: %q", j.Stdout)
+		}
+	}
 }

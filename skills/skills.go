@@ -16,9 +16,12 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gantryhq/gantry/jobs"
 )
 
 // Skill is one version of a skill. The first six fields are the Agent
@@ -64,11 +67,11 @@ func (f File) Binary() bool {
 func (f File) MarshalJSON() ([]byte, error) {
 	type wire File
 	w := wire{Path: f.Path, Content: f.Content}
-	if f.Encoding == "base64" || f.Binary() {
-		if f.Encoding != "base64" {
+	if f.Encoding == jobs.EncodingBase64 || f.Binary() {
+		if f.Encoding != jobs.EncodingBase64 {
 			w.Content = base64.StdEncoding.EncodeToString([]byte(f.Content))
 		}
-		w.Encoding = "base64"
+		w.Encoding = jobs.EncodingBase64
 	}
 	return json.Marshal(w)
 }
@@ -76,15 +79,15 @@ func (f File) MarshalJSON() ([]byte, error) {
 // Decode turns content given as base64 into its bytes. It is idempotent.
 func (f *File) Decode() error {
 	switch f.Encoding {
-	case "", "utf8":
-	case "base64":
+	case "", jobs.EncodingUTF8:
+	case jobs.EncodingBase64:
 		b, err := base64.StdEncoding.DecodeString(f.Content)
 		if err != nil {
 			return fmt.Errorf("is not valid base64: %w", err)
 		}
 		f.Content = string(b)
 	default:
-		return fmt.Errorf("must be utf8 or base64, not %q", f.Encoding)
+		return fmt.Errorf("must be %s, not %q", strings.Join(jobs.Encodings, " or "), f.Encoding)
 	}
 	f.Encoding = ""
 	return nil
@@ -127,16 +130,17 @@ func errf(field, format string, args ...any) *Error {
 	return &Error{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// NamePattern is the standard's skill name (of at most MaxNameLen
+// characters): lowercase letters, digits and single hyphens between them.
+const NamePattern = `^[a-z0-9]+(-[a-z0-9]+)*$`
+
+// Languages are the languages a skill's examples and code may be in.
+var Languages = []string{"python", "bash", "node"}
+
 var (
-	// nameRE is the standard's name: lowercase letters, digits and single
-	// hyphens between them.
-	nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	// legacyNameRE is the name skills had before gantry followed the
-	// standard (a lowercase identifier); such skills can still be read,
-	// listed and deleted, and are imported as they are named.
-	legacyNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-	tagRE        = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,31}$`)
-	packageRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,63}$`)
+	nameRE    = regexp.MustCompile(NamePattern)
+	tagRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,31}$`)
+	packageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,63}$`)
 )
 
 // CheckName says why name is not a valid skill name, or returns nil. The
@@ -154,17 +158,11 @@ func CheckName(name string) error {
 		return errf("name", "%q must not start or end with a hyphen", name)
 	case strings.Contains(name, "--"):
 		return errf("name", "%q must not contain two hyphens in a row", name)
-	case legacyNameRE.MatchString(name):
+	case strings.Contains(name, "_") && nameRE.MatchString(strings.ReplaceAll(name, "_", "-")):
 		return errf("name", "%q: skill names use hyphens, not underscores (%q); Python still imports it as skills.%s",
 			name, strings.ReplaceAll(name, "_", "-"), name)
 	}
 	return errf("name", "%q may hold only lowercase letters, digits and hyphens", truncate(name, 80))
-}
-
-// KnownName reports whether name can name a stored skill: a valid name, or
-// one of the identifiers gantry used before it followed the standard.
-func KnownName(name string) bool {
-	return (len(name) <= MaxNameLen && nameRE.MatchString(name)) || legacyNameRE.MatchString(name)
 }
 
 // ImportName is the name Python imports the skill by: skills.<ImportName>.
@@ -216,8 +214,8 @@ func (s *Skill) Validate() error {
 	if s.Language == "" {
 		s.Language = "python"
 	}
-	if s.Language != "python" && s.Language != "bash" && s.Language != "node" {
-		return errf("language", "must be one of python, bash, node, not %q", s.Language)
+	if !slices.Contains(Languages, s.Language) {
+		return errf("language", "must be one of %s, not %q", strings.Join(Languages, ", "), s.Language)
 	}
 	if len(s.Tags) > MaxTags {
 		return errf("tags", "has %d tags; at most %d", len(s.Tags), MaxTags)

@@ -567,7 +567,8 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 	}
 	var code, msg *string
 	if r.Error != nil {
-		code, msg = &r.Error.Code, &r.Error.Message
+		c := string(r.Error.Code)
+		code, msg = &c, &r.Error.Message
 	}
 	var value []byte
 	if r.Value != nil {
@@ -596,6 +597,16 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 func (s *Store) RequeueJob(ctx context.Context, id string, attempt int) error {
 	_, err := s.pool.Exec(ctx,
 		`UPDATE jobs SET status = 'queued' WHERE id = $1 AND attempt = $2 AND status = 'running'`, id, attempt)
+	return err
+}
+
+// ReleaseJob gives a running job back to the queue without spending the
+// attempt its runner claimed: the runner held it through an outage of
+// gantry's own (the object store) and stopped before it could finish it.
+// It applies only while the job is still running that attempt.
+func (s *Store) ReleaseJob(ctx context.Context, id string, attempt int) error {
+	_, err := s.pool.Exec(ctx,
+		`UPDATE jobs SET status = 'queued', attempt = attempt - 1 WHERE id = $1 AND attempt = $2 AND status = 'running'`, id, attempt)
 	return err
 }
 
@@ -646,7 +657,7 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		return jobs.Job{}, fmt.Errorf("decode tool calls: %w", err)
 	}
 	if errCode != nil {
-		j.Error = &jobs.ErrorInfo{Code: *errCode, Message: deref(errMsg)}
+		j.Error = &jobs.ErrorInfo{Code: jobs.ErrorCode(*errCode), Message: deref(errMsg)}
 	}
 	if webhook != nil {
 		if j.Webhook, err = decodeDelivery(webhook); err != nil {

@@ -213,7 +213,7 @@ func TestCLICommands(t *testing.T) {
 		}
 		return r
 	}
-	done := d.job(t, "POST", "/v1/execute", `{"language":"bash","code":"echo out; echo err >&2; mkdir out; echo x > out/f.txt","metadata":{"who":"cli"}}`)
+	done := d.job(t, "POST", "/v1/execute", `{"language":"bash","code":"echo out; echo err >&2; echo x > out/f.txt","metadata":{"who":"cli"}}`)
 	ls := ok(d.gantryCLI(t, dir, "", nil, "jobs", "ls", "--status", "succeeded"))
 	if !strings.Contains(ls.stdout, done.ID) || !strings.HasPrefix(ls.stdout, "ID ") {
 		t.Errorf("jobs ls:\n%s", ls.stdout)

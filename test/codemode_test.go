@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -13,12 +15,6 @@ import (
 
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 )
-
-func TestMain(m *testing.M) {
-	// This test binary is also the stdio MCP server the tests register.
-	codemodetest.MaybeServeStdio()
-	os.Exit(m.Run())
-}
 
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
@@ -31,11 +27,7 @@ func mustJSON(v any) string {
 // search_tools and runs a program that calls two upstream tools and prints
 // a one-line answer; the upstream results never reach the agent.
 func TestCodeModeAgentFlow(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := startDev(t, "GANTRY_RUNNER_SLOTS=2", "GANTRY_MCP_COMMANDS="+self)
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=2", "GANTRY_MCP_COMMANDS="+mcpCommands(), "GANTRY_MCP_ENV=CRM_TOKEN")
 	crmURL := codemodetest.ServeHTTP(t, codemodetest.CRM(codemodetest.CredentialOK))
 
 	// Registration over HTTP, with its errors.
@@ -49,6 +41,7 @@ func TestCodeModeAgentFlow(t *testing.T) {
 		{`{"name":"crm","url":"` + crmURL + `","headers":{"Authorization":"Bearer wrong"}}`, 502, "upstream_error"},
 		{`{"name":"sh","command":["/bin/sh"]}`, 400, "invalid_argument"},
 	}
+	bad = append(bad, stdioAttacks()...)
 	for _, c := range bad {
 		r := d.call(t, "POST", "/v1/mcp-servers", c.body)
 		if r.status != c.status || !strings.Contains(string(r.body), `"code":"`+c.code+`"`) {
@@ -64,7 +57,7 @@ func TestCodeModeAgentFlow(t *testing.T) {
 		t.Errorf("duplicate: %d %s", r.status, r.body)
 	}
 	r = d.call(t, "POST", "/v1/mcp-servers", mustJSON(map[string]any{"name": "billing", "description": "Invoices",
-		"command": []string{self}, "env": map[string]string{codemodetest.StdioEnv: "billing"}}))
+		"command": codemodetest.StdioCommand()}))
 	if r.status != 201 {
 		t.Fatalf("register billing (stdio): %d %s", r.status, r.body)
 	}
@@ -157,4 +150,95 @@ func agentPrompt(t *testing.T, c *client.Client) string {
 		}
 	}
 	return b.String()
+}
+
+// pwnedPath is what the attacks below would write on a host where they
+// worked.
+const pwnedPath = "/tmp/gantry-e2e-pwned"
+
+// mcpCommands is the operator's GANTRY_MCP_COMMANDS of these tests: the
+// Python fixture, and a Node command (never started: it is there so that
+// the attacks on a Node server have one to aim at).
+func mcpCommands() string {
+	return mustJSON([][]string{codemodetest.StdioCommand(), {"node", "/opt/mcp/server.js"}})
+}
+
+// stdioAttacks are registrations that would run the tenant's own code on
+// gantry's hosts if a stdio server's env or arguments were taken as sent:
+// each must be refused before anything starts.
+func stdioAttacks() []struct {
+	body   string
+	status int
+	code   string
+} {
+	node := []string{"node", "/opt/mcp/server.js"}
+	write := "require('fs').writeFileSync('" + pwnedPath + "','pwned')"
+	var out []struct {
+		body   string
+		status int
+		code   string
+	}
+	for _, reg := range []map[string]any{
+		{"name": "p", "command": node, "env": map[string]string{"NODE_OPTIONS": "--import=data:text/javascript," + write}},
+		{"name": "p", "command": codemodetest.StdioCommand(), "env": map[string]string{"LD_PRELOAD": "/tmp/evil.so"}},
+		{"name": "p", "command": codemodetest.StdioCommand(), "env": map[string]string{"PYTHONSTARTUP": "/tmp/evil.py"}},
+		{"name": "p", "command": codemodetest.StdioCommand(), "env": map[string]string{"PATH": "/tmp"}},
+		{"name": "p", "command": codemodetest.StdioCommand(), "env": map[string]string{"BASH_ENV": "/tmp/evil.sh"}},
+		{"name": "p", "command": []string{"node", "-e", write}},
+		{"name": "p", "command": []string{"python3", "-c", "open('" + pwnedPath + "','w')"}},
+	} {
+		out = append(out, struct {
+			body   string
+			status int
+			code   string
+		}{mustJSON(reg), 400, "invalid_argument"})
+	}
+	return out
+}
+
+// TestStdioServerThroughARunner: the ingress never starts a stdio MCP
+// server (it runs no code): registering one asks a runner, which starts it
+// in a container of its own; with no runner the registration is refused as
+// unavailable. The server runs as uid 1000 without network, and its
+// container goes when its runner stops.
+func TestStdioServerThroughARunner(t *testing.T) {
+	os.Remove(pwnedPath)
+	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_MCP_COMMANDS="+mcpCommands(), "GANTRY_MCP_ENV=CRM_TOKEN")
+	reg := mustJSON(map[string]any{"name": "billing", "command": codemodetest.StdioCommand(), "env": map[string]string{"CRM_TOKEN": codemodetest.Token}})
+	if r := d.call(t, "POST", "/v1/mcp-servers", reg); r.status != 503 || !strings.Contains(string(r.body), "no runner") {
+		t.Fatalf("no runner: %d %s", r.status, r.body)
+	}
+	runnerID := "e2e-mcp-" + uniqueSuffix()
+	p := start(t, append(d.env, "GANTRY_RUNNER_ID="+runnerID, "GANTRY_RUNNER_SLOTS=1"), "runner")
+	p.waitOutput(t, regexp.MustCompile(`runner started`), 30*time.Second)
+	for _, c := range stdioAttacks() {
+		if r := d.call(t, "POST", "/v1/mcp-servers", c.body); r.status != c.status || !strings.Contains(string(r.body), `"code":"`+c.code+`"`) {
+			t.Errorf("POST %s: %d %s", c.body, r.status, r.body)
+		}
+	}
+	if r := d.call(t, "POST", "/v1/mcp-servers", reg); r.status != 201 || !strings.Contains(string(r.body), `"tools":3`) {
+		t.Fatalf("register through a runner: %d %s", r.status, r.body)
+	}
+	j := d.job(t, "POST", "/v1/execute", mustJSON(map[string]any{"language": "python",
+		"code": "import json\nfrom servers.billing import facts, whoami\nprint(json.dumps([facts(), whoami()]))"}))
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(j.Stdout), &got); err != nil || len(got) != 2 {
+		t.Fatalf("%s: %s %s", j.Status, j.Stdout, j.Stderr)
+	}
+	if f := got[0]; f["uid"] != 1000.0 || f["cap_eff"] != "0000000000000000" || mustJSON(f["net"]) != `["lo"]` || f["docker_sock"] != false {
+		t.Errorf("the stdio server's sandbox: %v", f)
+	}
+	if got[1]["authorized"] != true {
+		t.Errorf("the credential did not reach the server: %v", got[1])
+	}
+	if n := len(dockerContainers(t, "dev.gantry.runner="+runnerID, "dev.gantry.mcp")); n != 1 {
+		t.Errorf("%d stdio server containers, want 1", n)
+	}
+	p.stop()
+	if n := len(dockerContainers(t, "dev.gantry.runner="+runnerID, "dev.gantry.mcp")); n != 0 {
+		t.Errorf("%d stdio server containers outlived their runner", n)
+	}
+	if _, err := os.Stat(pwnedPath); err == nil {
+		t.Fatal("an attack wrote " + pwnedPath + " on this host")
+	}
 }

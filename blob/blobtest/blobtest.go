@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gantryhq/gantry/blob"
@@ -73,4 +75,67 @@ func versityGWBin() string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// Restartable is an S3 server a test can stop and start again at the same
+// address with the same data, for outages.
+type Restartable struct {
+	// Store is a Store on a fresh bucket of the server.
+	Store *blob.Store
+
+	t    testing.TB
+	bin  string
+	dir  string
+	addr string
+	key  string
+	sec  string
+
+	mu  sync.Mutex
+	cur *devstack.S3
+}
+
+// NewRestartable starts versitygw (stopped when the test ends) and returns
+// it with a Store on a fresh bucket.
+func NewRestartable(t testing.TB) *Restartable {
+	t.Helper()
+	r := &Restartable{t: t, bin: Bin(t), dir: t.TempDir()}
+	s3, err := devstack.StartS3(context.Background(), r.bin, r.dir, "127.0.0.1:0", "", "")
+	if err != nil {
+		t.Fatalf("start versitygw: %v", err)
+	}
+	r.cur, r.key, r.sec = s3, s3.AccessKey, s3.SecretKey
+	r.addr = strings.TrimPrefix(s3.Endpoint, "http://")
+	t.Cleanup(r.Stop)
+	if r.Store, err = blob.New(blob.Config{Endpoint: s3.Endpoint, AccessKey: r.key, SecretKey: r.sec, Bucket: "gantry-test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Store.EnsureBucket(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Stop kills the server; a stopped one stays stopped.
+func (r *Restartable) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur != nil {
+		r.cur.Stop()
+		r.cur = nil
+	}
+}
+
+// Start starts the server again at its address, with its data.
+func (r *Restartable) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur != nil {
+		return
+	}
+	s3, err := devstack.StartS3(context.Background(), r.bin, r.dir, r.addr, r.key, r.sec)
+	if err != nil {
+		r.t.Errorf("start versitygw again: %v", err)
+		return
+	}
+	r.cur = s3
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -237,7 +237,7 @@ func runKeys(ctx context.Context, cfg config, args []string) error {
 		fmt.Println("revoked", args[1])
 		if err := announceRevocation(cfg.NATSURL, rk); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the key is revoked, but the ingresses could not be told through NATS at %s (%v): "+
-				"an ingress that checked the key in the last %s may accept it until that check expires\n", cfg.NATSURL, err, ingress.KeyCacheTTL)
+				"an ingress that checked the key in the last %s may accept it until that check expires\n", cfg.NATSURL, err, service.KeyCacheTTL)
 		}
 		return nil
 	}

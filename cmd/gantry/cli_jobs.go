@@ -245,7 +245,7 @@ func printJob(j jobs.Job) {
 	}
 	row("status", status)
 	if j.Error != nil {
-		row("error", j.Error.Code+": "+j.Error.Message)
+		row("error", string(j.Error.Code)+": "+j.Error.Message)
 	}
 	row("language", j.Language)
 	row("created", j.CreatedAt.Local().Format(time.RFC3339))

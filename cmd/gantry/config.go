@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
@@ -69,8 +73,14 @@ type config struct {
 	LogFormat string
 
 	// Code mode and privacy tokens.
-	SecretKey       []byte // nil: not set
-	MCPCommands     []string
+	SecretKey []byte // nil: not set
+	// TrustedProxies are load balancers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+
+	MCPCommands     [][]string
+	MCPEnv          []string
+	MCPImage        string
+	MCPNetwork      string
 	MCPAllowPrivate *bool // nil: on in dev, off otherwise
 	MCPToolsTTL     time.Duration
 	PIITTL          time.Duration
@@ -331,11 +341,36 @@ func loadConfig() (config, error) {
 		}
 		c.SecretKey = k
 	}
-	for _, cmd := range strings.Split(e.str("GANTRY_MCP_COMMANDS", ""), ",") {
-		if cmd = strings.TrimSpace(cmd); cmd != "" {
-			c.MCPCommands = append(c.MCPCommands, cmd)
+	var err error
+	if c.MCPCommands, err = parseCommands(e.str("GANTRY_MCP_COMMANDS", "")); err != nil {
+		e.errs = append(e.errs, "GANTRY_MCP_COMMANDS: "+err.Error())
+	}
+	for _, p := range strings.Split(e.str("GANTRY_MCP_ENV", ""), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.MCPEnv = append(c.MCPEnv, p)
 		}
 	}
+	if err := codemode.CheckEnvPatterns(c.MCPEnv); err != nil {
+		e.errs = append(e.errs, "GANTRY_MCP_ENV: "+err.Error())
+	}
+	for _, v := range strings.Split(e.str("GANTRY_TRUSTED_PROXIES", ""), ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if !strings.Contains(v, "/") {
+			if a, err := netip.ParseAddr(v); err == nil {
+				v = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_TRUSTED_PROXIES: %q is not an address or a CIDR prefix", v))
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+	}
+	c.MCPImage = e.str("GANTRY_MCP_IMAGE", "")
+	c.MCPNetwork = e.str("GANTRY_MCP_NETWORK", "")
 	if v := e.str("GANTRY_MCP_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_MCP_ALLOW_PRIVATE", false)
 		c.MCPAllowPrivate = &b
@@ -424,4 +459,33 @@ func newLogger(c config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// parseCommands reads GANTRY_MCP_COMMANDS: a JSON array of argv arrays
+// (`[["npx", "-y", "@scope/server"], ["/opt/mcp/billing"]]`), or commands
+// separated by commas, each split at spaces (`npx -y @scope/server,
+// /opt/mcp/billing`). A tenant's registration must equal one exactly.
+func parseCommands(v string) ([][]string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, nil
+	}
+	var out [][]string
+	if strings.HasPrefix(v, "[") {
+		if err := json.Unmarshal([]byte(v), &out); err != nil {
+			return nil, fmt.Errorf("not a JSON array of argv arrays: %w", err)
+		}
+	} else {
+		for _, cmd := range strings.Split(v, ",") {
+			if f := strings.Fields(cmd); len(f) > 0 {
+				out = append(out, f)
+			}
+		}
+	}
+	for _, argv := range out {
+		if len(argv) == 0 || argv[0] == "" {
+			return nil, errors.New("an empty command")
+		}
+	}
+	return out, nil
 }

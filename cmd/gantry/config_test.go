@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -81,5 +82,31 @@ func TestQuotaSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name+"=") {
 			t.Errorf("the error does not name %s: %v", name, err)
 		}
+	}
+}
+
+func TestMCPSettings(t *testing.T) {
+	t.Setenv("GANTRY_MCP_COMMANDS", "npx -y @scope/server, /opt/mcp/billing")
+	t.Setenv("GANTRY_MCP_ENV", "GITHUB_TOKEN, *_API_KEY")
+	c, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.MCPCommands, [][]string{{"npx", "-y", "@scope/server"}, {"/opt/mcp/billing"}}) ||
+		!reflect.DeepEqual(c.MCPEnv, []string{"GITHUB_TOKEN", "*_API_KEY"}) {
+		t.Errorf("commands %q, env %q", c.MCPCommands, c.MCPEnv)
+	}
+	// Arguments with spaces or commas: the JSON form.
+	t.Setenv("GANTRY_MCP_COMMANDS", `[["python3", "-c", "print(1, 2)"]]`)
+	if c, err = loadConfig(); err != nil || !reflect.DeepEqual(c.MCPCommands, [][]string{{"python3", "-c", "print(1, 2)"}}) {
+		t.Errorf("JSON form: %q %v", c.MCPCommands, err)
+	}
+	for name, v := range map[string]string{"GANTRY_MCP_COMMANDS": `[["x"], []]`, "GANTRY_MCP_ENV": "*"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%s: %v", name, v, err)
+			}
+		})
 	}
 }

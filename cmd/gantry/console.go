@@ -8,13 +8,13 @@ import (
 
 	"github.com/gantryhq/gantry/chat"
 	"github.com/gantryhq/gantry/console"
-	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/secret"
 )
 
 // newAgent makes the agent loop when a model is configured; without
 // GANTRY_LLM_URL it returns nil and the agent's route says how to set one.
-func newAgent(cfg config, log *slog.Logger) (ingress.Agent, error) {
+func newAgent(cfg config, log *slog.Logger) (httpapi.ChatAgent, error) {
 	if cfg.LLMURL == "" {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func withConsole(cfg config, log *slog.Logger, api http.Handler) (http.Handler, 
 	}
 	c, err := console.New(console.Config{
 		SessionKey: key, SessionTTL: 12 * time.Hour, ImageOrigins: origins, Model: model, Version: version,
-		Guard: func(h http.Handler) http.Handler { return ingress.BodyDeadline(cfg.BodyTimeout, h) },
+		Guard: func(h http.Handler) http.Handler { return httpapi.BodyDeadline(cfg.BodyTimeout, h) },
 	}, log.With("component", "console"), api)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
 	"github.com/gantryhq/gantry/runner"
@@ -95,11 +96,6 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	} else {
 		log.Warn("GANTRY_SECRET_KEY is not set: code mode (upstream MCP servers), privacy tokens and webhooks are off, and jobs' env values are stored unsealed")
 	}
-	d.upstreams = codemode.NewUpstreams(codemode.Config{
-		Commands: cfg.MCPCommands, AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL,
-	}, log)
-	go d.upstreams.Run(ctx)
-	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	if d.box.Enabled() {
 		d.privacy = pii.New(d.store, d.box, cfg.PIITTL)
 	}
@@ -121,7 +117,22 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	)
-	return err
+	if err != nil {
+		return err
+	}
+	// The ingress's code mode has no Launcher: it starts no stdio MCP
+	// server itself but asks a runner for their tools.
+	mcp := codeModeConfig(cfg)
+	mcp.Remote = codemode.NewRemoteTools(d.nc)
+	d.upstreams = codemode.NewUpstreams(mcp, log)
+	go d.upstreams.Run(ctx)
+	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
+	return nil
+}
+
+func codeModeConfig(cfg config) codemode.Config {
+	return codemode.Config{Commands: cfg.MCPCommands, Env: cfg.MCPEnv,
+		AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL}
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
@@ -130,23 +141,26 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		return nil, err
 	}
 	srv, err := ingress.New(ingress.Config{
-		Policy:        cfg.Policy,
-		Queue:         cfg.Queue,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		BodyTimeout:   cfg.BodyTimeout,
-		PresignExpiry: cfg.PresignExpiry,
-		Version:       version,
-		CodeMode:      d.codeMode,
-		Privacy:       d.box.Enabled(),
-		Box:           d.box,
-		Webhooks: webhook.Config{
-			AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
-			Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+		Config: service.Config{
+			Policy:        cfg.Policy,
+			Queue:         cfg.Queue,
+			PresignExpiry: cfg.PresignExpiry,
+			Version:       version,
+			CodeMode:      d.codeMode,
+			Privacy:       d.box.Enabled(),
+			Box:           d.box,
+			Webhooks: webhook.Config{
+				AllowPrivate: cfg.WebhookAllowPrivate != nil && *cfg.WebhookAllowPrivate,
+				Timeout:      cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, RetryFor: cfg.WebhookRetryFor,
+			},
+			BatchMax:     cfg.BatchMax,
+			TenantLimits: cfg.TenantLimits,
+			History:      d.history,
 		},
-		BatchMax:     cfg.BatchMax,
-		TenantLimits: cfg.TenantLimits,
-		History:      d.history,
-		Agent:        agent,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		BodyTimeout:    cfg.BodyTimeout,
+		TrustedProxies: cfg.TrustedProxies,
+		Agent:          agent,
 	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -159,8 +173,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 
 // startMaintenance makes and starts the background work of the ingress
 // srv; the caller stops it (Stop waits for its loops to exit).
-func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*ingress.Maintenance, error) {
-	m, err := ingress.NewMaintenance(ingress.MaintenanceConfig{
+func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Server) (*service.Maintenance, error) {
+	m, err := service.NewMaintenance(service.MaintenanceConfig{
 		Interval:     cfg.SweepInterval,
 		Queue:        cfg.Queue,
 		TenantLimits: cfg.TenantLimits,
@@ -178,7 +192,10 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 	return m, nil
 }
 
-func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
+// newRunner makes a runner. Its code mode starts stdio MCP servers in
+// containers of their own through the returned Upstreams, which the caller
+// closes (removing them) before the Sandbox.
+func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.Upstreams, error) {
 	runtime := cfg.Runtime
 	if runtime == "runc" {
 		runtime = "" // Docker's default
@@ -188,8 +205,11 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Warm: cfg.WarmPreload, WarmMB: cfg.WarmMB,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	mcp := codeModeConfig(cfg)
+	mcp.Launcher = runner.NewMCPLauncher(sb, runner.MCPConfig{Image: cfg.MCPImage, Network: cfg.MCPNetwork})
+	up := codemode.NewUpstreams(mcp, d.log)
 	policy := jobs.DefaultPolicy()
 	r, err := runner.New(runner.Config{
 		ID:           cfg.RunnerID,
@@ -203,12 +223,12 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, error) {
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
-		CodeMode:     d.codeMode,
+		CodeMode:     codemode.NewRegistry(d.store, d.box, up, d.log),
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
-	return r, sb, err
+	return r, sb, up, err
 }
 
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
@@ -285,11 +305,13 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err := d.connect(ctx, cfg, false); err != nil {
 		return err
 	}
-	r, sb, err := newRunner(cfg, d)
+	r, sb, up, err := newRunner(cfg, d)
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
+	defer up.Close()
+	go up.Run(ctx)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
 	}, func() float64 { return float64(cfg.Slots) }))
@@ -414,10 +436,13 @@ func runDev(ctx context.Context, cfg config) error {
 	var r *runner.Runner
 	if cfg.DevRunner {
 		var sb *runner.Sandbox
-		if r, sb, err = newRunner(cfg, d); err != nil {
+		var up *codemode.Upstreams
+		if r, sb, up, err = newRunner(cfg, d); err != nil {
 			return err
 		}
 		defer sb.Close()
+		defer up.Close()
+		go up.Run(ctx)
 		if err := r.Check(ctx); err != nil {
 			return err
 		}

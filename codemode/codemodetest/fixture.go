@@ -180,7 +180,7 @@ func CredentialOK(ctx context.Context) bool {
 
 // StdioEnv is the environment variable that makes a test binary serve the
 // CRM fixture over stdio instead of running tests (see MaybeServeStdio).
-const StdioEnv = "GANTRY_FIXTURE_STDIO"
+const StdioEnv = "MCP_FIXTURE"
 
 // MaybeServeStdio serves the named fixture ("crm" or "billing") on
 // stdin/stdout and exits when StdioEnv names it: call it first in TestMain,

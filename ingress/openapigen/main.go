@@ -1,14 +1,14 @@
-// Command openapigen writes ingress/openapi.json from the route table and
-// the Go types of the API (ingress.OpenAPI). `go generate ./ingress` and
-// `make openapi` run it; TestOpenAPIUpToDate fails when the committed file
-// is not what it writes.
+// Command openapigen writes ingress/openapi.json from the HTTP API's route
+// table, its Go types and its prose (httpapi.OpenAPI). `go generate
+// ./ingress` and `make openapi` run it; TestOpenAPIUpToDate fails when the
+// committed file is not what it writes.
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/httpapi"
 )
 
 func main() {
@@ -16,7 +16,7 @@ func main() {
 	if len(os.Args) > 1 {
 		out = os.Args[1]
 	}
-	doc, err := ingress.OpenAPI()
+	doc, err := httpapi.OpenAPI()
 	if err == nil {
 		err = os.WriteFile(out, doc, 0o644)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/blob"
-	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -29,6 +28,7 @@ type cluster struct {
 	pg       *postgres
 	nats     *natsCluster
 	s3       blob.Config
+	objects  *objectStore
 	ingress  [2]*proc
 	urls     [2]string
 	runners  [2]*proc
@@ -105,6 +105,28 @@ func TestChaos(t *testing.T) {
 			if err := c.pg.ctl("start"); err != nil {
 				t.Fatal(err)
 			}
+			f.back = time.Now()
+		}, after: 20 * time.Second},
+		{name: "S3 stopped 20 s", inject: func(f *fault) {
+			f.at = time.Now()
+			c.objects.stop()
+			time.Sleep(20 * time.Second)
+			c.objects.start(t)
+			f.back = time.Now()
+		}, after: 20 * time.Second},
+		{name: "S3 stopped 60 s", inject: func(f *fault) {
+			f.at = time.Now()
+			c.objects.stop()
+			time.Sleep(60 * time.Second)
+			c.objects.start(t)
+			f.back = time.Now()
+		}, after: 20 * time.Second},
+		{name: "S3 disk full 20 s", inject: func(f *fault) {
+			f.at = time.Now()
+			n := c.objects.fill(t)
+			f.detail = fmt.Sprintf("%d MiB written to fill it", n>>20)
+			time.Sleep(20 * time.Second)
+			c.objects.unfill(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
 		{name: "ingress kill -9 mid-request", inject: func(f *fault) {
@@ -246,7 +268,8 @@ func startCluster(t *testing.T) *cluster {
 	c := &cluster{dir: dir}
 	c.pg = startPostgres(t)
 	c.nats = startNATS(t, dir, natsBin)
-	s3 := blobtest.Server(t)
+	c.objects = startObjectStore(t, dir)
+	s3 := c.objects.cur
 	c.s3 = blob.Config{Endpoint: s3.Endpoint, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Bucket: "chaos"}
 	secretKey := strings.Repeat("5a", 32)
 	env := []string{

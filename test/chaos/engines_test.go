@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/devstack"
 )
 
 // proc is one process of the cluster, restartable with the same command.
@@ -351,4 +354,84 @@ func metric(url, series string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// objectStore is the cluster's S3 server (versitygw), stoppable and
+// startable at the same address with its data, its data on a tmpfs of its
+// own so that its disk can be filled.
+type objectStore struct {
+	bin, dir, addr, key, secret string
+	cur                         *devstack.S3
+}
+
+// objectStoreMB is the size of the S3 server's disk: room for a chaos
+// run's artifacts and snapshots many times over.
+const objectStoreMB = 256
+
+func startObjectStore(t *testing.T, dir string) *objectStore {
+	t.Helper()
+	o := &objectStore{bin: blobtest.Bin(t), dir: filepath.Join(dir, "s3")}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0700", objectStoreMB), "tmpfs", o.dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs for S3's data (the chaos test runs as root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		o.stop()
+		if out, err := exec.Command("umount", o.dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", o.dir, err, out)
+		}
+	})
+	s3, err := devstack.StartS3(context.Background(), o.bin, o.dir, fmt.Sprintf("127.0.0.1:%d", freePort(t)), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.cur, o.key, o.secret = s3, s3.AccessKey, s3.SecretKey
+	o.addr = strings.TrimPrefix(s3.Endpoint, "http://")
+	return o
+}
+
+func (o *objectStore) stop() {
+	if o.cur != nil {
+		o.cur.Stop()
+		o.cur = nil
+	}
+}
+
+func (o *objectStore) start(t *testing.T) {
+	t.Helper()
+	s3, err := devstack.StartS3(context.Background(), o.bin, o.dir, o.addr, o.key, o.secret)
+	if err != nil {
+		t.Fatalf("start S3 again: %v", err)
+	}
+	o.cur = s3
+}
+
+func (o *objectStore) fillPath() string { return filepath.Join(o.dir, "fill") }
+
+// fill writes a file until S3's disk is full; it returns how many bytes.
+func (o *objectStore) fill(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Create(o.fillPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	var n int64
+	for {
+		w, err := f.Write(chunk)
+		n += int64(w)
+		if err != nil {
+			return n // ENOSPC: full
+		}
+	}
+}
+
+func (o *objectStore) unfill(t *testing.T) {
+	t.Helper()
+	if err := os.Remove(o.fillPath()); err != nil {
+		t.Error(err)
+	}
 }

@@ -125,7 +125,7 @@ func errText(j jobs.Job) string {
 	if j.Error == nil {
 		return ""
 	}
-	return j.Error.Code + ": " + j.Error.Message
+	return string(j.Error.Code) + ": " + j.Error.Message
 }
 
 // report prints the per-job costs and a row per fault.

@@ -259,7 +259,7 @@ export interface ErrorDetail {
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
 export interface ErrorInfo {
-  code: "timed_out" | "oom_killed" | "output_limit" | "cancelled" | "infrastructure";
+  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure";
   message: string;
 }
 
@@ -583,7 +583,11 @@ export interface Limits {
    * Docker refuses more CPUs than a host has.
    */
   cpus?: number;
-  /** Size in MiB of the tmpfs holding /workspace. */
+  /**
+   * Size in MiB of the tmpfs holding /workspace. It is held in memory and counts
+   * against memory_mb, so it must be at most memory_mb (by default the smaller
+   * of 512 and memory_mb). In a session, the session's disk_mb applies instead.
+   */
   disk_mb?: number;
   /** Memory limit in MiB (no swap). */
   memory_mb?: number;
@@ -764,10 +768,12 @@ export interface McpServerRegistration {
    */
   allow_tools?: string[];
   /**
-   * A stdio MCP server: a non-empty argv whose first element is exactly one of
-   * the commands the operator allows (GANTRY_MCP_COMMANDS; none by default). At
-   * most 64 arguments of at most 4096 bytes, without NUL. gantry runs it with
-   * only PATH, HOME and env. Exclusive with url.
+   * A stdio MCP server: exactly one of the commands the operator allows
+   * (GANTRY_MCP_COMMANDS; none by default), every argument included. At most 64
+   * arguments of at most 4096 bytes, without NUL. gantry runs it on a runner, in
+   * a hardened container of its own (uid 1000 without capabilities, a read-only
+   * root, no network unless the operator gives the servers one), with only
+   * gantry's PATH and HOME and env. Exclusive with url.
    */
   command?: string[];
   /**
@@ -781,10 +787,14 @@ export interface McpServerRegistration {
    */
   description?: string;
   /**
-   * Environment for a stdio server (command only), e.g. an API token.
+   * Environment for a stdio server (command only), e.g. an API token. Only names
+   * the operator allows (GANTRY_MCP_ENV; none by default), and never one that
+   * changes what the server loads or runs or where its traffic goes (LD_*,
+   * NODE_OPTIONS and NODE_*, PYTHON*, PATH, HOME, BASH_ENV, *_PROXY, SSL_* and
+   * the like), whatever the operator allows: such a name is a 400 naming env.
    * Write-only: stored sealed with GANTRY_SECRET_KEY, never returned (responses
-   * list the variable names only) and never placed in a sandbox. At most 32;
-   * values at most 8192 bytes without line breaks or NUL.
+   * list the variable names only) and never placed in a job's sandbox. At most
+   * 32; values at most 8192 bytes without line breaks or NUL.
    */
   env?: Record<string, string>;
   /**
@@ -949,8 +959,11 @@ export interface SessionList {
 export interface SessionRequest {
   /**
    * Size in MiB of the session's /workspace, for jobs and for files written
-   * through the API. Absent or 0 means the default. At most 4096, and at most
-   * the operator's GANTRY_MAX_DISK_MB.
+   * through the API. Absent or 0 means the default. At most 4096, the operator's
+   * GANTRY_MAX_DISK_MB and GANTRY_MAX_MEMORY_MB: the workspace is held in memory
+   * and counts against its jobs' memory, so a job of the session that does not
+   * set limits.memory_mb gets at least disk_mb of memory, and one that sets less
+   * is refused (400 naming limits.memory_mb).
    */
   disk_mb?: number;
   /**

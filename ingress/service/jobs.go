@@ -1,0 +1,366 @@
+package service
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/store"
+)
+
+// SubmitJob validates a request, records the job and queues it. It is the
+// one path by which jobs enter gantry, from every adapter alike. created
+// is false when the request's idempotency key named an existing job, which
+// is returned instead.
+func (s *Service) SubmitJob(ctx context.Context, p Principal, req jobs.Request) (job jobs.Job, created bool, err error) {
+	return s.submitJob(ctx, p, req, "")
+}
+
+// submitJob is SubmitJob for a job of a batch ("" for none).
+func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, batchID string) (jobs.Job, bool, error) {
+	spec, err := s.cfg.Policy.Normalize(req)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
+		return jobs.Job{}, false, err
+	}
+	sessionID := ""
+	if req.SessionID != nil {
+		sessionID = *req.SessionID
+		if !jobs.ValidID("ses", sessionID) {
+			return jobs.Job{}, false, sessionNotFound(sessionID)
+		}
+		if err := s.fitSession(ctx, p, req, &spec); err != nil {
+			return jobs.Job{}, false, err
+		}
+	}
+	hash, err := requestHash(s.cfg.Box, p.TenantID, req)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	// The id is chosen here: the sealed env is bound to it.
+	id := jobs.NewID("job")
+	if err := sealEnv(s.cfg.Box, &spec, p.TenantID, id); err != nil {
+		return jobs.Job{}, false, err
+	}
+	limits := s.limits(p)
+	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
+		ID:             id,
+		TenantID:       p.TenantID,
+		Spec:           spec,
+		SessionID:      req.SessionID,
+		IdempotencyKey: req.IdempotencyKey,
+		RequestHash:    hash,
+		Metadata:       req.Metadata,
+		BatchID:        batchID,
+		WebhookURL:     req.WebhookURL,
+		MaxQueued:      limits.MaxQueued,
+	}, func(ctx context.Context, jobID string) (uint64, error) {
+		return s.queue.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+	})
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return jobs.Job{}, false, sessionNotFound(sessionID)
+	}
+	if errors.Is(err, store.ErrTooManyQueued) {
+		return jobs.Job{}, false, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("%v (%d): wait for some to finish", err, limits.MaxQueued)}
+	}
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if created {
+		s.metrics.submitted.WithLabelValues(spec.Language).Inc()
+	}
+	return job, created, nil
+}
+
+// fitSession fits a session job's memory to the session's workspace,
+// which is held in memory and counts against it: a job that does not say
+// how much memory it needs gets at least the session's disk_mb; one that
+// asks for less is refused.
+func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request, spec *jobs.Spec) error {
+	sess, err := s.store.GetSession(ctx, p.TenantID, *req.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return sessionNotFound(*req.SessionID)
+	}
+	if err != nil {
+		return err
+	}
+	if spec.Limits.MemoryMB >= sess.DiskMB {
+		return nil
+	}
+	if req.Limits != nil && req.Limits.MemoryMB != 0 {
+		return BadRequest("limits.memory_mb", "must be at least the session's disk_mb (%d): its workspace is held in memory and counts against the job's memory", sess.DiskMB)
+	}
+	spec.Limits.MemoryMB = sess.DiskMB
+	return nil
+}
+
+// BatchItem is one job of a batch: its request, or why it could not be
+// read.
+type BatchItem struct {
+	Request jobs.Request
+	Err     error
+}
+
+// Submitted is the outcome of one job of a batch: the queued job (as View
+// shows it), or the error it would have had on its own.
+type Submitted struct {
+	Job jobs.Job
+	Err *Error
+}
+
+// SubmitBatch queues up to Config.BatchMax jobs under one new batch id,
+// each validated and queued on its own, in order (so that jobs of one
+// session keep their order): an item's failure is its own. There is no
+// batch-wide idempotency.
+func (s *Service) SubmitBatch(ctx context.Context, p Principal, items []BatchItem) (batchID string, out []Submitted, err error) {
+	switch {
+	case len(items) == 0:
+		return "", nil, BadRequest("jobs", "must hold at least one job")
+	case len(items) > s.cfg.BatchMax:
+		return "", nil, BadRequest("jobs", "has %d jobs; at most %d in one batch", len(items), s.cfg.BatchMax)
+	}
+	batchID = jobs.NewID("bat")
+	out = make([]Submitted, len(items))
+	for i, it := range items {
+		err := it.Err
+		var job jobs.Job
+		if err == nil {
+			job, _, err = s.submitJob(ctx, p, it.Request, batchID)
+		}
+		if err != nil {
+			e, internal := ToError(err)
+			if internal {
+				s.log.Error("batch item failed", "index", i, "err", err)
+			}
+			out[i] = Submitted{Err: e}
+			continue
+		}
+		out[i] = Submitted{Job: View(job)}
+	}
+	return batchID, out, nil
+}
+
+// queue puts run messages on the job stream: the service for submissions
+// and session edits, the maintenance for stranded jobs and stalled
+// sessions.
+type queue struct {
+	pub *jobs.Publisher
+	// limits reads a tenant's quotas; defaults stand where it set none.
+	limits   limitsReader
+	defaults jobs.TenantLimits
+	log      *slog.Logger
+}
+
+// limitsReader reads a tenant's quotas (the store).
+type limitsReader interface {
+	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
+}
+
+// publish puts the job on its tenant's queue (capped at maxRunning running
+// jobs) and waits for JetStream's ack, and returns the message's stream
+// sequence. msgID (the job id for a job's first message) lets the stream
+// deduplicate a retried publish.
+func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
+	if errors.Is(err, jobs.ErrQueueFull) {
+		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		e := Unavailable("the job queue is full; the job was not accepted, retry later")
+		e.RetryAfter = 5
+		return 0, e
+	}
+	if err != nil {
+		q.log.Error("publish job", "job_id", m.JobID, "err", err)
+		return 0, Unavailable("the job queue is unavailable; the job was not accepted, retry later")
+	}
+	return seq, nil
+}
+
+// publishFor publishes for a tenant whose quotas are not at hand.
+func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+	l, err := q.limits.TenantLimits(ctx, m.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return q.publish(ctx, m, msgID, l.Or(q.defaults).MaxRunning)
+}
+
+// kickSession announces that a session has jobs to run.
+func (q *queue) kickSession(ctx context.Context, sessionID, tenantID string) {
+	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
+	if _, err := q.publishFor(ctx, m, m.JobID); err != nil {
+		q.log.Error("announce session jobs", "session_id", sessionID, "err", err)
+	}
+}
+
+// Job returns the tenant's job; another tenant's job, like a missing one,
+// is not found. Finished jobs are served from a cache.
+func (s *Service) Job(ctx context.Context, p Principal, id string) (jobs.Job, error) {
+	if !jobs.ValidID("job", id) {
+		return jobs.Job{}, NotFound("job " + strconv.Quote(id))
+	}
+	if job, ok := s.done.get(p.TenantID, id); ok {
+		return job, nil
+	}
+	job, err := s.store.GetJob(ctx, p.TenantID, id)
+	if err == store.ErrNotFound {
+		return jobs.Job{}, NotFound("job " + strconv.Quote(id))
+	}
+	if err == nil {
+		s.done.put(p.TenantID, job)
+	}
+	return job, err
+}
+
+// CancelJob cancels the tenant's job: a queued one at once, a running one
+// by telling its runner, waiting up to 5 s so that the answer usually shows
+// the final state. A finished job is returned as it is. It is idempotent.
+func (s *Service) CancelJob(ctx context.Context, p Principal, id string) (jobs.Job, error) {
+	job, err := s.Job(ctx, p, id)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	outcome, err := s.store.CancelJob(ctx, p.TenantID, job.ID, s.cfg.Queue.AckWait)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	switch outcome {
+	case store.CancelledQueued, store.CancelledOrphan:
+		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
+		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
+		if outcome == store.CancelledOrphan {
+			// In case its runner is alive after all: it must stop.
+			_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		}
+	case store.CancelRequested:
+		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		return s.WaitJob(ctx, p, job, Watch{Until: time.Now().Add(5 * time.Second)})
+	}
+	return s.store.GetJob(ctx, p.TenantID, job.ID)
+}
+
+// PresignedURL is a download URL that needs no credentials, and when it
+// stops working.
+type PresignedURL struct {
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ArtifactURL presigns a download URL for one of the tenant's artifacts
+// (rawPath is cleaned first).
+func (s *Service) ArtifactURL(ctx context.Context, p Principal, jobID, rawPath string) (PresignedURL, error) {
+	job, err := s.Job(ctx, p, jobID)
+	if err != nil {
+		return PresignedURL{}, err
+	}
+	path, err := jobs.CleanPath(rawPath)
+	if err != nil {
+		return PresignedURL{}, BadRequest("path", "%v", err)
+	}
+	found := false
+	for _, a := range job.Artifacts {
+		if a.Path == path {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return PresignedURL{}, NotFound("artifact " + strconv.Quote(path) + " of job " + job.ID)
+	}
+	expires := time.Now().Add(s.cfg.PresignExpiry).UTC().Truncate(time.Second)
+	u, err := s.blobs.PresignGet(ctx, blob.ArtifactKey(p.TenantID, job.ID, path), s.cfg.PresignExpiry, lastSegment(path))
+	if err != nil {
+		return PresignedURL{}, err
+	}
+	return PresignedURL{URL: u.String(), ExpiresAt: expires}, nil
+}
+
+// ReadArtifact reads the first size bytes of one of a job's artifacts (a
+// path of its manifest) from the object store.
+func (s *Service) ReadArtifact(ctx context.Context, p Principal, job jobs.Job, path string, size int64) ([]byte, error) {
+	rc, err := s.blobs.Get(ctx, blob.ArtifactKey(p.TenantID, job.ID, path))
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, size))
+}
+
+// View is a job as the API shows it: its artifacts' URLs filled in and
+// its metadata an object even when empty. Webhook events show it too.
+func View(j jobs.Job) jobs.Job {
+	arts := make([]jobs.Artifact, len(j.Artifacts))
+	for i, a := range j.Artifacts {
+		a.URL = "/v1/jobs/" + j.ID + "/artifacts/" + escapePath(a.Path)
+		arts[i] = a
+	}
+	j.Artifacts = arts
+	if j.Metadata == nil {
+		j.Metadata = map[string]string{}
+	}
+	return j
+}
+
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+func lastSegment(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+func sessionNotFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Field: "session_id",
+		Message: fmt.Sprintf("session %q not found (it may have expired or been closed)", id)}
+}
+
+// sealEnv seals the spec's env values for the job about to be stored
+// under jobID. Without a key they stay as they are (see sealPlainEnv).
+func sealEnv(box *secret.Box, spec *jobs.Spec, tenantID, jobID string) error {
+	if !box.Enabled() {
+		return nil
+	}
+	return spec.SealEnv(box, tenantID, jobID)
+}
+
+// requestHash is the hash an idempotency key's request is known by. With
+// a key, env values enter it as keyed hashes: a hash over the whole
+// request, stored beside a spec that shows all the rest, would let a
+// reader of the database try guesses of a short value offline.
+func requestHash(box *secret.Box, tenantID string, req jobs.Request) ([]byte, error) {
+	if len(req.Env) > 0 && box.Enabled() {
+		keyed := make(map[string]string, len(req.Env))
+		for k, v := range req.Env {
+			h, err := box.Hash([]byte(v), "job-env-hash:"+tenantID)
+			if err != nil {
+				return nil, err
+			}
+			keyed[k] = hex.EncodeToString(h)
+		}
+		req.Env = keyed
+	}
+	return jobs.RequestHash(req), nil
+}

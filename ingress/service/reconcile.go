@@ -1,0 +1,71 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// reconcileRecheck is how often the reconciler looks at one unfinished
+// job, and how old a job must be before it looks at all.
+const reconcileRecheck = time.Minute
+
+// reconcile finds jobs that nobody will ever end — queued or running, no
+// runner's heartbeat for the ack wait, and no run message left in the
+// stream (lost with a NATS node, acked by a runner that then lost the job,
+// or spent by an older gantry's delivery limit) — and publishes a new
+// message for each, or ends it as error when its runners were lost as
+// often as it may be tried. A job whose message is still in the stream is
+// left alone: JetStream will deliver it. Safe on every replica at once.
+func (m *Maintenance) reconcile(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stream, err := m.js.Stream(ctx, jobs.StreamName)
+	if err != nil {
+		m.log.Warn("reconcile jobs: job stream unavailable", "err", err)
+		return
+	}
+	n, err := m.store.ReconcileJobs(ctx, store.ReconcileOptions{Stale: m.cfg.Queue.AckWait, Recheck: reconcileRecheck, Limit: 200},
+		func(ctx context.Context, u store.Unfinished) (store.Repair, error) {
+			return m.repairJob(ctx, stream, u)
+		})
+	if err != nil {
+		m.log.Warn("reconcile jobs", "err", err)
+	}
+	if n > 0 {
+		m.log.Warn("reconciled stranded jobs", "count", n)
+	}
+}
+
+// repairJob decides what becomes of one job that shows no sign of life in
+// Postgres.
+func (m *Maintenance) repairJob(ctx context.Context, stream jetstream.Stream, u store.Unfinished) (store.Repair, error) {
+	_, err := stream.GetMsg(ctx, u.MsgSeq)
+	switch {
+	case err == nil:
+		return store.Repair{}, nil // JetStream will deliver it
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return store.Repair{}, fmt.Errorf("look up message %d: %w", u.MsgSeq, err)
+	}
+	log := m.log.With("job_id", u.ID, "tenant_id", u.TenantID, "status", u.Status, "attempt", u.Attempt)
+	if u.Status == jobs.StatusRunning && u.Attempt >= m.cfg.Queue.MaxAttempts {
+		log.Warn("stranded job given up: its runner is gone and it has no attempt left")
+		m.metrics.reconciled.WithLabelValues("failed").Inc()
+		return store.Repair{Fail: store.GaveUpMessage(u.Attempt)}, nil
+	}
+	// The id names the message it replaces, so that a repair whose commit
+	// failed and is done again publishes no second message.
+	seq, err := m.queue.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
+	if err != nil {
+		return store.Repair{}, err
+	}
+	log.Warn("stranded job: its run message was gone; published a new one", "old_seq", u.MsgSeq, "seq", seq)
+	m.metrics.reconciled.WithLabelValues("republished").Inc()
+	return store.Repair{Republished: seq}, nil
+}

@@ -1,0 +1,115 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/store"
+)
+
+// Session returns the tenant's session; another tenant's, a closed or an
+// expired one is not found.
+func (s *Service) Session(ctx context.Context, p Principal, id string) (jobs.Session, error) {
+	if !jobs.ValidID("ses", id) {
+		return jobs.Session{}, NotFound("session " + strconv.Quote(id))
+	}
+	sess, err := s.store.GetSession(ctx, p.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return sess, NotFound("session " + strconv.Quote(id) + " (it may have expired or been closed)")
+	}
+	return sess, err
+}
+
+// CreateSession starts a session for the tenant.
+func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.SessionRequest) (jobs.Session, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return jobs.Session{}, err
+	}
+	if maxMB := s.cfg.Policy.MaxLimits.DiskMB; req.DiskMB > maxMB {
+		return jobs.Session{}, BadRequest("disk_mb", "must be between 1 and %d", maxMB)
+	}
+	// The workspace is held in memory: its jobs need at least disk_mb of
+	// it, which no job could have past the operator's maximum.
+	if maxMB := s.cfg.Policy.MaxLimits.MemoryMB; req.DiskMB > maxMB {
+		return jobs.Session{}, BadRequest("disk_mb", "must be at most %d, the most memory a job may have (GANTRY_MAX_MEMORY_MB): the workspace is held in memory and counts against its jobs' memory", maxMB)
+	}
+	return s.store.CreateSession(ctx, p.TenantID, req)
+}
+
+// SessionPage is a page of the tenant's sessions, newest first.
+type SessionPage struct {
+	Sessions []jobs.Session
+	// NextCursor continues the listing ("": this was the last page).
+	NextCursor string
+}
+
+// ListSessions lists the tenant's open sessions, limit (1-100; 0: 20) at a
+// time, after the page cursor names.
+func (s *Service) ListSessions(ctx context.Context, p Principal, limit int, cursor string) (SessionPage, error) {
+	limit, before, err := page(limit, cursor, "ses")
+	if err != nil {
+		return SessionPage{}, err
+	}
+	list, next, err := s.store.ListSessions(ctx, p.TenantID, limit, before)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	return SessionPage{Sessions: list, NextCursor: Cursor(next)}, nil
+}
+
+// CloseSession closes the tenant's session: its queued jobs are cancelled,
+// its running one stopped, and what it held is reclaimed.
+func (s *Service) CloseSession(ctx context.Context, p Principal, id string) error {
+	if !jobs.ValidID("ses", id) {
+		return NotFound("session " + strconv.Quote(id))
+	}
+	ref, err := s.store.CloseSession(ctx, p.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return NotFound("session " + strconv.Quote(id))
+	}
+	if err != nil {
+		return err
+	}
+	s.closer.reclaim(context.WithoutCancel(ctx), ref)
+	return nil
+}
+
+// closer finishes closing sessions: the service after a close, the
+// maintenance for expired sessions and closings left half done.
+type closer struct {
+	log   *slog.Logger
+	nc    *nats.Conn
+	blobs SessionObjects
+	store interface {
+		FinishClosing(ctx context.Context, id string) (bool, error)
+	}
+}
+
+// reclaim finishes closing a session: stops its running job and any warm
+// container, deletes its objects and, once no runner holds it, its row.
+// What fails here is retried by the maintenance's sweep.
+func (c *closer) reclaim(ctx context.Context, ref store.SessionRef) {
+	log := c.log.With("session_id", ref.ID)
+	for _, jobID := range ref.RunningJobs {
+		_ = c.nc.Publish(jobs.CancelSubject(jobID), nil)
+	}
+	_ = c.nc.Publish(jobs.SessionClosedSubject(ref.ID), nil)
+	if _, err := c.blobs.DeletePrefix(ctx, jobs.SessionPrefix(ref.TenantID, ref.ID)); err != nil {
+		log.Warn("delete session objects; the sweeper will retry", "err", err)
+		return
+	}
+	done, err := c.store.FinishClosing(ctx, ref.ID)
+	if err != nil {
+		log.Warn("delete session row; the sweeper will retry", "err", err)
+		return
+	}
+	if !done {
+		log.Info("session still held by a runner; the sweeper will finish closing it")
+	}
+}
