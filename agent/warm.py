@@ -385,9 +385,6 @@ def _job_env(spec):
 
 def _run_job(spec):
     env = _job_env(spec)
-    figures = sys.modules.get("gantry_figures")
-    if figures is not None:
-        figures._on = env.get("GANTRY_FIGURES", "1") not in ("0", "false", "no", "off")
     _seed_mplconfig(env)
     sys.orig_argv = list(spec["argv"])
     try:
@@ -783,7 +780,10 @@ def _main():
             importlib.import_module(m)
             loaded.append(m)
         if "matplotlib.pyplot" in sys.modules:
-            sys.modules["matplotlib.pyplot"]._get_backend_mod()  # the backend (gantry_figures) too
+            # What drawing needs; the backend itself (gantry_figures, whose
+            # import registers saving figures at exit) is chosen by the job,
+            # as in a new interpreter.
+            importlib.import_module("matplotlib.backends.backend_agg")
         _find_generators()
         # Collections in the forks leave the loaded libraries alone: fewer
         # pages copied, less work per job.
