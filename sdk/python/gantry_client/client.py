@@ -332,9 +332,14 @@ class Gantry:
     # -- sessions and their files -------------------------------------------
 
     def create_session(self, language: str = "python", *, ttl_seconds: Optional[int] = None,
-                       disk_mb: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> t.Session:
-        """A stateful workspace: pass its id as session_id to run jobs in it."""
-        req = {"language": language, "ttl_seconds": ttl_seconds, "disk_mb": disk_mb, "metadata": metadata}
+                       disk_mb: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
+                       stateful: Optional[bool] = None) -> t.Session:
+        """A workspace whose files persist between jobs: pass its id as session_id to run jobs in it.
+        stateful=True also keeps its sandbox alive: Python jobs share one interpreter (like
+        notebook cells; each job's "value" is its last expression's), and /tmp and background
+        processes persist."""
+        req = {"language": language, "ttl_seconds": ttl_seconds, "disk_mb": disk_mb, "metadata": metadata,
+               "stateful": stateful}
         return self._request("POST", "/v1/sessions", json_body={k: v for k, v in req.items() if v is not None})
 
     def get_session(self, session_id: str) -> t.Session:

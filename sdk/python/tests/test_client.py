@@ -94,6 +94,18 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(NotFound):
             self.g.get_session(s["id"])
 
+    def test_stateful_session(self):
+        s = self.g.create_session("python", stateful=True)
+        try:
+            self.assertTrue(s["stateful"])
+            first = self.g.execute(language="python", session_id=s["id"], code="import math\nr = 2")
+            self.assertEqual(first["live_state"], "new", first["stderr"])
+            job = self.g.execute(language="python", session_id=s["id"], code="round(math.pi * r ** 2, 2)")
+            self.assertEqual(job["live_state"], "kept")
+            self.assertEqual(job["value"]["text/plain"], "12.57")
+        finally:
+            self.g.close_session(s["id"])
+
     def test_skills(self):
         name = "py-sdk-" + uuid.uuid4().hex[:8]
         md = f"---\nname: {name}\ndescription: Convert furlongs to metres for the Python SDK test.\n---\n# Furlongs\n"

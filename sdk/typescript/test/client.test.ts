@@ -104,6 +104,21 @@ describe("against gantry", { skip }, () => {
     await assert.rejects(c.getSession(s.id), NotFound);
   });
 
+  test("stateful session", async () => {
+    const c = g();
+    const s = await c.createSession({ language: "python", stateful: true });
+    try {
+      assert.equal(s.stateful, true);
+      const first = await c.execute({ language: "python", session_id: s.id, code: "import math\nr = 2" });
+      assert.equal(first.live_state, "new", first.stderr);
+      const job = await c.execute({ language: "python", session_id: s.id, code: "round(math.pi * r ** 2, 2)" });
+      assert.equal(job.live_state, "kept");
+      assert.equal(job.value?.["text/plain"], "12.57");
+    } finally {
+      await c.closeSession(s.id);
+    }
+  });
+
   test("skills", async () => {
     const c = g();
     const name = "ts-sdk-" + Math.random().toString(16).slice(2, 10);
