@@ -94,8 +94,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if warm {
 		p, err = s.runWarm(req, env)
 		if errors.Is(err, errWarmTooLarge) {
-			warm = false
-			p, err = s.handOver(nil, req, env)
+			p, err = s.handOver(nil, req, env) // a sandbox of its own
 		}
 	} else {
 		p, err = s.handOver(sp, req, env)
