@@ -474,9 +474,17 @@ func newClient(url, key string) *client {
 	return &client{url: url, key: key, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 }
 
-func (c *client) execute(program string) (timedJob, error) {
+func (c *client) execute(program string) (timedJob, error) { return c.executeIn("", program) }
+
+// executeIn runs a Python program (in a session, if sessionID is set) and
+// waits for it.
+func (c *client) executeIn(sessionID, program string) (timedJob, error) {
+	req := map[string]any{"language": "python", "code": program}
+	if sessionID != "" {
+		req["session_id"] = sessionID
+	}
 	start := time.Now()
-	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(map[string]any{"language": "python", "code": program})))
+	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(req)))
 	wall := time.Since(start)
 	if err != nil {
 		return timedJob{}, err

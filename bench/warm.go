@@ -144,24 +144,6 @@ func (c *client) session(stateful bool) (string, error) {
 	return s.ID, nil
 }
 
-// executeIn runs a Python program in a session and waits for it.
-func (c *client) executeIn(sessionID, program string) (timedJob, error) {
-	start := time.Now()
-	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(map[string]any{"language": "python", "code": program, "session_id": sessionID})))
-	wall := time.Since(start)
-	if err != nil {
-		return timedJob{}, err
-	}
-	var j struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(b, &j); err != nil || status != 200 || j.Status != "succeeded" {
-		return timedJob{}, fmt.Errorf("execute in a session answered %d: %s", status, b)
-	}
-	return timedJob{id: j.ID, wall: wall}, nil
-}
-
 // warmMemory finds each running container's warm interpreter (as the host
 // sees it) and returns the mean of its resident memory and of its private
 // memory (what it alone holds), in MB, and how many it measured.
