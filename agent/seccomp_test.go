@@ -96,26 +96,3 @@ func TestJobFilter(t *testing.T) {
 		}
 	}
 }
-
-func TestWarmEligible(t *testing.T) {
-	prog := []string{"python3", ProgramDir + "/main.py"}
-	for _, tc := range []struct {
-		argv []string
-		env  map[string]string
-		want bool
-	}{
-		{prog, nil, true},
-		{prog, map[string]string{"SEED": "1", "PYTHONPATH": "/tmp/gantry/gen/python", "GANTRY_FIGURES": "0"}, true},
-		{prog, map[string]string{"PYTHONHASHSEED": "0"}, false},
-		{prog, map[string]string{"MPLBACKEND": "Agg"}, false},
-		{prog, map[string]string{"OPENBLAS_NUM_THREADS": "4"}, false},
-		{prog, map[string]string{"OMP_NUM_THREADS": "4"}, false},
-		{prog, map[string]string{"LANG": "C"}, false},
-		{[]string{"python3", "-c", "print(1)"}, nil, false},
-		{[]string{"bash", ProgramDir + "/main.sh"}, nil, false},
-	} {
-		if got := warmEligible(tc.argv, tc.env); got != tc.want {
-			t.Errorf("warmEligible(%q, %v) = %v", tc.argv, tc.env, got)
-		}
-	}
-}

@@ -24,28 +24,37 @@ func TestHeader(t *testing.T) {
 	}
 }
 
+// TestInProcess says which Python jobs a spare's interpreter runs in
+// process (inProcess) and which a fork of the warm interpreter runs
+// (warmEligible: also nothing the preloaded libraries read at import).
 func TestInProcess(t *testing.T) {
 	prog := []string{"python3", ProgramDir + "/main.py"}
 	for _, tc := range []struct {
-		argv []string
-		env  map[string]string
-		want bool
+		argv        []string
+		env         map[string]string
+		spare, fork bool
 	}{
-		{prog, nil, true},
-		{prog, map[string]string{"SEED": "1", "PYTHONPATH": "/tmp/gantry/gen/python", "GANTRY_BRIDGE": "x"}, true},
-		{prog, map[string]string{"PYTHONHASHSEED": "0"}, false},
-		{prog, map[string]string{"PYTHONIOENCODING": "latin-1"}, false},
-		{prog, map[string]string{"LANG": "de_DE.UTF-8"}, false},
-		{prog, map[string]string{"LC_ALL": "C"}, false},
-		{prog, map[string]string{"HOME": "/workspace"}, false},
-		{prog, map[string]string{"PATH": "/opt/bin"}, false},
-		{prog, map[string]string{"LD_PRELOAD": "/x.so"}, false},
-		{[]string{"python3", "main.py"}, nil, false},
-		{[]string{"python3", "-c", "print(1)"}, nil, false},
-		{[]string{"node", ProgramDir + "/main.js"}, nil, false},
+		{prog, nil, true, true},
+		{prog, map[string]string{"SEED": "1", "PYTHONPATH": "/tmp/gantry/gen/python", "GANTRY_BRIDGE": "x", "GANTRY_FIGURES": "0"}, true, true},
+		{prog, map[string]string{"PYTHONHASHSEED": "0"}, false, false},
+		{prog, map[string]string{"PYTHONIOENCODING": "latin-1"}, false, false},
+		{prog, map[string]string{"LANG": "de_DE.UTF-8"}, false, false},
+		{prog, map[string]string{"LC_ALL": "C"}, false, false},
+		{prog, map[string]string{"HOME": "/workspace"}, false, false},
+		{prog, map[string]string{"PATH": "/opt/bin"}, false, false},
+		{prog, map[string]string{"LD_PRELOAD": "/x.so"}, false, false},
+		{prog, map[string]string{"MPLBACKEND": "Agg"}, true, false},
+		{prog, map[string]string{"OPENBLAS_NUM_THREADS": "4"}, true, false},
+		{prog, map[string]string{"OMP_NUM_THREADS": "4"}, true, false},
+		{[]string{"python3", "main.py"}, nil, false, false},
+		{[]string{"python3", "-c", "print(1)"}, nil, false, false},
+		{[]string{"node", ProgramDir + "/main.js"}, nil, false, false},
 	} {
-		if got := inProcess(tc.argv, tc.env); got != tc.want {
+		if got := inProcess(tc.argv, tc.env); got != tc.spare {
 			t.Errorf("inProcess(%q, %v) = %v", tc.argv, tc.env, got)
+		}
+		if got := warmEligible(tc.argv, tc.env); got != tc.fork {
+			t.Errorf("warmEligible(%q, %v) = %v", tc.argv, tc.env, got)
 		}
 	}
 }
