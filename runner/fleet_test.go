@@ -461,13 +461,7 @@ print(plt.get_backend())`},
 // interpreter in a spare sandbox); with the warm interpreter off, the
 // spare sandbox's own interpreter (started with -c).
 func TestWarmIsUsed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Docker, Postgres, NATS and S3")
-	}
-	h := newHarness(t, 1)
-	if h.sb.Isolation() != agent.Namespaces {
-		t.Skip("no warm interpreter under the container isolation")
-	}
+	h := warmHarness(t, 1)
 	code := "import sys\nprint('pandas' in sys.modules, sys.orig_argv[:2])"
 	for i := 0; i < 3; i++ {
 		j := h.run(t, jobs.Request{Language: "python", Code: code})

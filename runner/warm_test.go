@@ -10,18 +10,26 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
+// warmHarness is a harness whose containers have a warm interpreter (the
+// test is skipped under the container isolation, which has none).
+func warmHarness(t *testing.T, slots int) *harness {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, slots)
+	if h.sb.Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	return h
+}
+
 // TestWarmSandbox holds a job forked from the warm interpreter to every
 // property of the sandbox bubblewrap makes for other programs, and to what
 // forking from one interpreter must not give away: state of the
 // interpreter or of other jobs.
 func TestWarmSandbox(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Docker, Postgres, NATS and S3")
-	}
-	h := newHarness(t, 2)
-	if h.sb.Isolation() != agent.Namespaces {
-		t.Skip("no warm interpreter under the container isolation")
-	}
+	h := warmHarness(t, 2)
 	// Each check prints one line; each line must be as listed.
 	check := func(t *testing.T, lang, code string, want ...string) {
 		t.Helper()
@@ -142,13 +150,7 @@ unshare -U true 2>/dev/null; echo "unshare -U $?"`,
 // forked from one warm interpreter: none may see what another did to its
 // copy of the interpreter, or draw the same random values.
 func TestWarmJobsShareNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Docker, Postgres, NATS and S3")
-	}
-	h := newHarness(t, 1)
-	if h.sb.Isolation() != agent.Namespaces {
-		t.Skip("no warm interpreter under the container isolation")
-	}
+	h := warmHarness(t, 1)
 	draw := `import random, os, uuid, tempfile, secrets, multiprocessing
 import numpy as np
 print(random.random(), random.getrandbits(64), np.random.random(), np.random.randint(1 << 62),
@@ -203,13 +205,7 @@ print(hasattr(builtins, "LEAK"), json.dumps(1), "leaked_module" in sys.modules, 
 // interpreter died never runs another job; the job that finds it so runs
 // elsewhere, once.
 func TestWarmInterpreterDeathRetiresTheContainer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Docker, Postgres, NATS and S3")
-	}
-	h := newHarness(t, 1)
-	if h.sb.Isolation() != agent.Namespaces {
-		t.Skip("no warm interpreter under the container isolation")
-	}
+	h := warmHarness(t, 1)
 	j, c1 := h.host(t, h.tenant, jobs.Request{Language: "python", Code: "print('first')"})
 	if j.Stdout != "first\n" {
 		t.Fatalf("first job: %s %q %q", j.Status, j.Stdout, j.Stderr)
