@@ -76,8 +76,8 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) exec bin/gantry dev
 
 # The runner tests that also run under gVisor: hardening, escapes, program
-# faults, sessions.
-RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions)$$
+# faults, sessions, stateful sessions (their interpreter runs in the container there).
+RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestStatefulSessions)$$
 
 .PHONY: test
 test: deps chromium runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
