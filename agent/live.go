@@ -64,6 +64,10 @@ type liveSandbox struct {
 	// closed); code is then its exit status (-1: unknown).
 	gone chan struct{}
 	kill func()
+	// exited is closed once code is known (the sandbox's last process is
+	// gone).
+	exited   chan struct{}
+	exitOnce sync.Once
 
 	mu     sync.Mutex
 	code   int
@@ -87,9 +91,12 @@ func (l *liveSandbox) ended() string {
 }
 
 func (l *liveSandbox) setCode(code int) {
-	l.mu.Lock()
-	l.code = code
-	l.mu.Unlock()
+	l.exitOnce.Do(func() {
+		l.mu.Lock()
+		l.code = code
+		l.mu.Unlock()
+		close(l.exited)
+	})
 }
 
 // isGone reports whether the sandbox has ended.
@@ -118,7 +125,8 @@ func (s *server) newLive() (*liveSandbox, error) {
 		return nil, err
 	}
 	s.lives++
-	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}), code: -1}
+	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
+		exited: make(chan struct{}), code: -1}
 	if s.cfg.Isolation == Container {
 		err = s.startLiveDirect(l, theirs)
 	} else {
@@ -300,18 +308,17 @@ func (s *server) runLive(req Request) (Exit, error) {
 }
 
 // exitCode waits briefly for the ended sandbox's exit status (it comes
-// from the warm interpreter once the sandbox's last process is gone).
+// once the sandbox's last process is gone), -1 if it does not come.
 func (l *liveSandbox) exitCode() int {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		l.mu.Lock()
-		code := l.code
-		l.mu.Unlock()
-		if code >= 0 || time.Now().After(deadline) {
-			return code
-		}
-		time.Sleep(5 * time.Millisecond)
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case <-l.exited:
+	case <-t.C:
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.code
 }
 
 // read takes the interpreter's answers until its socket ends or breaks the
