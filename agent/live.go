@@ -175,6 +175,7 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 				l.setCode(ev.Code)
 			}
 		}
+		l.setCode(-1) // the warm interpreter died first: unknown
 	}()
 	return nil
 }
