@@ -223,7 +223,7 @@ func (s *server) setup() error {
 		return err
 	}
 	if len(s.cfg.Warm) > 0 {
-		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), s.cfg.Warm, filter); err != nil {
+		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), int(capacity(Workspace)>>20), s.cfg.Warm, filter); err != nil {
 			return err
 		}
 	}

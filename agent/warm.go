@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,7 +79,7 @@ type warm struct {
 
 // startWarm starts the warm interpreter with the modules to import. It
 // returns at once; the interpreter loads in the background.
-func startWarm(stateDir, runDir, skillsDir string, modules []string, filter []byte) (*warm, error) {
+func startWarm(stateDir, runDir, skillsDir string, tmpMB int, modules []string, filter []byte) (*warm, error) {
 	src := filepath.Join(stateDir, "warm.py")
 	bpf := filepath.Join(stateDir, "job.bpf")
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
@@ -103,7 +104,7 @@ func startWarm(stateDir, runDir, skillsDir string, modules []string, filter []by
 	// No thread may run in the interpreter when it forks: BLAS libraries
 	// start theirs only when asked for more than one.
 	w.cmd.Env = append(environ(nil), "GANTRY_WARM_FILTER="+bpf, "GANTRY_WARM_PRELOAD="+strings.Join(modules, ","),
-		"GANTRY_WARM_RUN_DIR="+runDir, "GANTRY_WARM_SKILLS_DIR="+skillsDir,
+		"GANTRY_WARM_RUN_DIR="+runDir, "GANTRY_WARM_SKILLS_DIR="+skillsDir, "GANTRY_WARM_TMP_MB="+strconv.Itoa(tmpMB),
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
 	w.cmd.Dir = Workspace
 	w.cmd.ExtraFiles = []*os.File{theirs} // fd 3

@@ -25,7 +25,11 @@
 #                the session's jobs until the session ends.
 #
 # The interpreter itself never runs a job's code and reads nothing a job
-# writes: it only forks, reaps and reports to the agent.
+# writes: it only forks, reaps and reports to the agent. It keeps the next
+# job's sandbox made ahead (a spare: the three processes above, the job
+# process locked down and waiting on a socket for its request and
+# streams), so a job's start costs none of it; a job takes the spare and
+# the next one is made while it runs.
 import json, socket, selectors, signal, ctypes, struct, errno
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -294,16 +298,44 @@ def _job(spec):
         _name("python3")
         _prctl(PR_SET_DUMPABLE, 1)
         _lock_down(_FILTER)
+    except BaseException as e:
+        _fail("lock down", e)
+    if spec.get("kind") == "spare":
+        spec = _await_job()
+    try:
         _reseed()
         os.write(3, b"S")
         os.close(3)
     except BaseException as e:
-        _fail("lock down", e)
+        _fail("start", e)
     if spec.get("kind") == "session":
         _kernel(4, _job_env(spec))
     if spec.get("kind") == "probe":
         os._exit(0)
     _run_job(spec)
+
+
+def _await_job():
+    """A spare sandbox's job process waits, locked down, for its job: the
+    request and its three streams come on fd 4 (from the interpreter)."""
+    sock = socket.socket(fileno=4)
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+    except OSError:
+        os._exit(0)
+    if not msg:
+        os._exit(0)  # the interpreter went away before a job came
+    sock.close()
+    try:
+        spec = json.loads(msg)
+        if len(fds) != 3:
+            raise ValueError("%d descriptors with the job" % len(fds))
+        for i, f in enumerate(fds):
+            os.dup2(f, i)
+            os.close(f)
+    except BaseException as e:
+        _fail("take the job", e)
+    return spec
 
 
 # Generators whose state fork copies, found once the libraries are loaded
@@ -653,32 +685,72 @@ def _bundle(obj):
 _FILTER = b""
 
 
-def _serve(ctl):
+def _serve(ctl, spare_spec):
+    """Serves the agent's requests until it goes away. A job's sandbox is
+    made ahead of it (a spare: forked, namespaces, mounts and lock-down
+    done, its job process waiting for the request); a job takes it, and the
+    next one is made while the job runs."""
     zygote = os.getpid()
     sel = selectors.DefaultSelector()
     sel.register(ctl, selectors.EVENT_READ, None)
-    jobs = {}  # pidfd or status fd -> job
+    spare = None
 
     def report(obj):
         ctl.send(json.dumps(obj).encode())
 
-    def settle(job):
+    def settle(rec):
         # The status pipe ended: the sandbox reported (S) or failed (E...).
-        if job["status"] is not None:
-            sel.unregister(job["status"])
-            data = job["buf"]
-            while True:
-                chunk = os.read(job["status"], 4096)
-                if not chunk:
-                    break
-                data += chunk
-            os.close(job["status"])
-            job["status"] = None
-            if data.startswith(b"S"):
-                report({"id": job["id"], "event": "started", "pid": job["pid"]})
-            else:
-                report({"id": job["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
+        if rec["status"] is None:
+            return
+        sel.unregister(rec["status"])
+        data = rec["buf"]
+        while True:
+            chunk = os.read(rec["status"], 4096)
+            if not chunk:
+                break
+            data += chunk
+        os.close(rec["status"])
+        rec["status"] = None
+        if rec["id"] is None:
+            return  # a spare that died before a job came
+        if data.startswith(b"S"):
+            report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
+        else:
+            report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
 
+    def start(spec, streams, extra=None):
+        """Forks a sandbox with these stdin, stdout and stderr (and extra as
+        its fd 4); OSError if it cannot."""
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # the container's pids limit, say
+            os.close(r)
+            os.close(w)
+            raise
+        if pid == 0:
+            os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
+            _sandbox(spec, list(streams) + [w] + ([extra] if extra is not None else []), zygote)
+        os.close(w)
+        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
+        sel.register(r, selectors.EVENT_READ, ("status", rec))
+        sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
+        return rec
+
+    def make_spare():
+        nonlocal spare
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        null = os.open("/dev/null", os.O_RDWR)
+        try:
+            spare = start(spare_spec, [null, null, null], theirs.fileno())
+            spare["sock"] = ours
+        except OSError:
+            ours.close()
+        finally:
+            os.close(null)
+            theirs.close()
+
+    make_spare()
     while True:
         for key, _ in sel.select():
             if key.data is None:
@@ -692,59 +764,67 @@ def _serve(ctl):
                 if len(os.listdir("/proc/self/task")) != 1:
                     report({"id": req.get("id"), "event": "bad", "error": "the warm interpreter has more than one thread: it cannot fork safely"})
                     os._exit(1)
-                want = 1 if req.get("kind") == "session" else 3
-                if len(fds) != want:
+                session = req.get("kind") == "session"
+                if len(fds) != (1 if session else 3):
                     for f in fds:
                         os.close(f)
                     report({"id": req.get("id"), "event": "failed", "error": "%d descriptors for a %s" % (len(fds), req.get("kind"))})
                     continue
-                r, w = os.pipe()
-                try:
-                    pid = os.fork()
-                except OSError as e:  # the container's pids limit, say
-                    for f in fds + [r, w]:
-                        os.close(f)
-                    report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
-                    continue
-                if pid == 0:
-                    os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
-                    if want == 1:
-                        # The session's interpreter reads its jobs on fd 4;
-                        # its own streams lead nowhere.
-                        null = os.open("/dev/null", os.O_RDWR)
-                        fds = [null, null, null, w] + fds
-                    else:
-                        fds = fds + [w]
-                    _sandbox(req, fds, zygote)
+                rec = None
+                if not session and spare is not None:
+                    cand, spare = spare, None
+                    try:
+                        socket.send_fds(cand["sock"], [msg], fds)
+                        rec = cand
+                    except OSError:
+                        pass  # it died: the sandbox is made now
+                    cand["sock"].close()
+                if rec is not None:
+                    rec["id"] = req["id"]
+                else:
+                    try:
+                        if session:
+                            # The session's interpreter reads its jobs on fd
+                            # 4; its own streams lead nowhere.
+                            null = os.open("/dev/null", os.O_RDWR)
+                            try:
+                                rec = start(req, [null, null, null], fds[0])
+                            finally:
+                                os.close(null)
+                        else:
+                            rec = start(req, fds)
+                        rec["id"] = req["id"]
+                    except OSError as e:
+                        report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
                 for f in fds:
                     os.close(f)
-                os.close(w)
-                job = {"id": req["id"], "pid": pid, "status": r, "buf": b""}
-                pidfd = os.pidfd_open(pid)
-                job["pidfd"] = pidfd
-                sel.register(r, selectors.EVENT_READ, ("status", job))
-                sel.register(pidfd, selectors.EVENT_READ, ("exit", job))
+                if not session and spare is None:
+                    make_spare()  # for the next job, while this one runs
             elif key.data[0] == "status":
-                job = key.data[1]
-                chunk = os.read(job["status"], 4096)
+                rec = key.data[1]
+                chunk = os.read(rec["status"], 4096)
                 if chunk:
-                    job["buf"] += chunk
+                    rec["buf"] += chunk
                 else:
-                    settle(job)
+                    settle(rec)
             else:
-                job = key.data[1]
-                sel.unregister(job["pidfd"])
-                os.close(job["pidfd"])
-                _, st = os.waitpid(job["pid"], 0)
-                settle(job)
-                report({"id": job["id"], "event": "exit", "code": _status(st)})
+                rec = key.data[1]
+                sel.unregister(rec["pidfd"])
+                os.close(rec["pidfd"])
+                _, st = os.waitpid(rec["pid"], 0)
+                settle(rec)
+                if rec["id"] is not None:
+                    report({"id": rec["id"], "event": "exit", "code": _status(st)})
+                elif rec is spare:
+                    rec["sock"].close()
+                    spare = None  # the next job makes its sandbox itself
 
 
 def _probe():
     """Makes one empty sandbox, as the agent's probe does with bubblewrap:
     a host that cannot build one is found here, not by every job."""
-    spec = {"kind": "probe", "env": [], "tmp_mb": 1, "run_dir": os.environ.pop("GANTRY_WARM_RUN_DIR"),
-            "skills_dir": os.environ.pop("GANTRY_WARM_SKILLS_DIR")}
+    spec = {"kind": "probe", "env": [], "tmp_mb": 1, "run_dir": os.environ["GANTRY_WARM_RUN_DIR"],
+            "skills_dir": os.environ["GANTRY_WARM_SKILLS_DIR"]}
     r, w = os.pipe()
     zygote = os.getpid()
     pid = os.fork()
@@ -794,8 +874,10 @@ def _main():
     except BaseException as e:
         ctl.send(json.dumps({"event": "failed", "error": "%s: %s" % (type(e).__name__, e)}).encode())
         os._exit(1)
+    spare = {"kind": "spare", "env": [], "tmp_mb": int(os.environ.pop("GANTRY_WARM_TMP_MB")),
+             "run_dir": os.environ.pop("GANTRY_WARM_RUN_DIR"), "skills_dir": os.environ.pop("GANTRY_WARM_SKILLS_DIR")}
     ctl.send(json.dumps({"event": "ready", "modules": loaded, "seconds": round(time.monotonic() - start, 3)}).encode())
-    _serve(ctl)
+    _serve(ctl, spare)
 
 
 if __name__ == "__main__":

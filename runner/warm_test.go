@@ -211,13 +211,20 @@ func TestWarmInterpreterDeathRetiresTheContainer(t *testing.T) {
 		t.Fatalf("first job: %s %q %q", j.Status, j.Stdout, j.Stderr)
 	}
 	// Kill the warm interpreter from outside, as a crash would.
-	out, err := exec.Command("docker", "exec", c1, "ps", "-eo", "pid=,args=").CombinedOutput()
+	// The warm interpreter is the agent's child (its sandboxes' processes
+	// are its own children and grandchildren).
+	out, err := exec.Command("docker", "exec", c1, "ps", "-eo", "pid=,ppid=,comm=,args=").CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker exec ps: %v %s", err, out)
 	}
-	pid := ""
+	agentPid, pid := "", ""
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[1] == "python3" && strings.HasSuffix(f[2], "/warm.py") {
+		if f := strings.Fields(line); len(f) >= 3 && f[1] == "1" && f[2] == "gantry-agent" { // docker-init's child
+			agentPid = f[0]
+		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[1] == agentPid && f[3] == "python3" && strings.HasSuffix(f[4], "/warm.py") {
 			pid = f[0]
 		}
 	}
