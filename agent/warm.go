@@ -33,9 +33,10 @@ var warmMain string
 // runner, then its own part.
 var warmSource = pyrunSource + "\n" + warmMain
 
-// maxWarmMessage bounds a request to the warm interpreter (it reads 64 KiB
-// at most); a job with a larger environment runs in a spare sandbox.
-const maxWarmMessage = 60 << 10
+// maxWarmSpec bounds a job's description (argv and environment): it must
+// fit in a pipe's buffer, written before the job's process reads it. A
+// larger job runs in a sandbox of bubblewrap's.
+const maxWarmSpec = 60 << 10
 
 // warmEvent is what the warm interpreter reports.
 type warmEvent struct {
@@ -50,16 +51,24 @@ type warmEvent struct {
 }
 
 // warmRequest asks the warm interpreter for a sandbox: a job's (kind
-// "job", with the job's stdin, stdout and stderr) or a stateful session's
-// (kind "session", with the socket its interpreter serves jobs on).
+// "job", with the job's stdin, stdout and stderr, and a pipe holding its
+// warmJobSpec) or a stateful session's (kind "session", with the socket
+// its interpreter serves jobs on). It holds nothing of the job itself:
+// what the interpreter reads stays in what it forks for later jobs.
 type warmRequest struct {
-	ID        int64    `json:"id"`
-	Kind      string   `json:"kind"`
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	TmpMB     int      `json:"tmp_mb"`
-	RunDir    string   `json:"run_dir"`
-	SkillsDir string   `json:"skills_dir"`
+	ID        int64  `json:"id"`
+	Kind      string `json:"kind"`
+	TmpMB     int    `json:"tmp_mb"`
+	RunDir    string `json:"run_dir"`
+	SkillsDir string `json:"skills_dir"`
+	// Env is the image's environment, for a session's interpreter.
+	Env []string `json:"env,omitempty"`
+}
+
+// warmJobSpec is what a forked job runs, read only by its own process.
+type warmJobSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
 }
 
 type warm struct {
@@ -224,9 +233,6 @@ func (w *warm) start(req warmRequest, fds ...int) (<-chan warmEvent, error) {
 	w.waiting[req.ID] = ch
 	w.mu.Unlock()
 	msg, err := json.Marshal(req)
-	if err == nil && len(msg) > maxWarmMessage {
-		err = errWarmTooLarge
-	}
 	if err == nil {
 		_, _, err = w.conn.WriteMsgUnix(msg, syscall.UnixRights(fds...), nil)
 	}
@@ -332,33 +338,59 @@ var errWarmLost = errors.New("the warm interpreter died while a job ran")
 // runWarm starts the job in a fork of the warm interpreter, relaying its
 // output.
 func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
-	stdinR, stdinW, err := os.Pipe()
+	spec, err := json.Marshal(warmJobSpec{Argv: req.Argv, Env: env})
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return nil, err
+	if len(spec) > maxWarmSpec {
+		return nil, errWarmTooLarge
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		for _, f := range []*os.File{stdinR, stdinW, outR, outW} {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
 			f.Close()
 		}
+	}
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err := pipe()
+	if err != nil {
 		return nil, err
 	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	specR, specW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if _, err := specW.Write(spec); err != nil { // within the pipe's buffer
+		closeAll()
+		return nil, err
+	}
+	specW.Close()
 	j := &warmJob{outR: outR, errR: errR, exited: make(chan struct{}), oomBefore: oomKills()}
-	events, err := s.warm.start(warmRequest{Kind: "job", Argv: req.Argv, Env: env, TmpMB: int(capacity(Workspace) >> 20),
-		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()))
-	stdinR.Close()
-	outW.Close()
-	errW.Close()
+	events, err := s.warm.start(warmRequest{Kind: "job", TmpMB: int(capacity(Workspace) >> 20),
+		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), int(specR.Fd()))
+	// The interpreter has its own copies now (or failed).
+	for _, f := range []*os.File{stdinR, outW, errW, specR} {
+		f.Close()
+	}
 	if err != nil {
-		for _, f := range []*os.File{stdinW, outR, errR} {
-			f.Close()
-		}
+		closeAll()
 		return nil, err
 	}
 	s.announceStart() // the program can act once the interpreter has its request

@@ -300,9 +300,14 @@ def _job(spec):
         _lock_down(_FILTER)
     except BaseException as e:
         _fail("lock down", e)
-    if spec.get("kind") == "spare":
-        spec = _await_job()
     try:
+        if spec.get("kind") == "spare":
+            _await_job()
+        if spec.get("kind") in ("spare", "job"):
+            # What the job is (argv, environment) comes from the agent on
+            # its own pipe, fd 4: the interpreter never reads it, so no
+            # job's data is ever in what it forks.
+            spec = dict(spec, **json.loads(_read_all(4)))
         _reseed()
         os.write(3, b"S")
         os.close(3)
@@ -316,26 +321,33 @@ def _job(spec):
 
 
 def _await_job():
-    """A spare sandbox's job process waits, locked down, for its job: the
-    request and its three streams come on fd 4 (from the interpreter)."""
+    """A spare sandbox's job process waits, locked down, for its job: its
+    stdin, stdout, stderr and the pipe its description comes on arrive on
+    fd 4 (from the interpreter), and take fds 0 to 4."""
     sock = socket.socket(fileno=4)
     try:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 4)
     except OSError:
         os._exit(0)
     if not msg:
         os._exit(0)  # the interpreter went away before a job came
-    sock.close()
-    try:
-        spec = json.loads(msg)
-        if len(fds) != 3:
-            raise ValueError("%d descriptors with the job" % len(fds))
-        for i, f in enumerate(fds):
-            os.dup2(f, i)
-            os.close(f)
-    except BaseException as e:
-        _fail("take the job", e)
-    return spec
+    sock.close()  # fd 4
+    if len(fds) != 4:
+        raise ValueError("%d descriptors with the job" % len(fds))
+    for i, f in zip((0, 1, 2, 4), fds):
+        os.dup2(f, i)
+        os.close(f)
+
+
+def _read_all(fd):
+    data = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data
 
 
 # Generators whose state fork copies, found once the libraries are loaded
@@ -765,7 +777,7 @@ def _serve(ctl, spare_spec):
                     report({"id": req.get("id"), "event": "bad", "error": "the warm interpreter has more than one thread: it cannot fork safely"})
                     os._exit(1)
                 session = req.get("kind") == "session"
-                if len(fds) != (1 if session else 3):
+                if len(fds) != (1 if session else 4):
                     for f in fds:
                         os.close(f)
                     report({"id": req.get("id"), "event": "failed", "error": "%d descriptors for a %s" % (len(fds), req.get("kind"))})
@@ -774,7 +786,7 @@ def _serve(ctl, spare_spec):
                 if not session and spare is not None:
                     cand, spare = spare, None
                     try:
-                        socket.send_fds(cand["sock"], [msg], fds)
+                        socket.send_fds(cand["sock"], [b"job"], fds)
                         rec = cand
                     except OSError:
                         pass  # it died: the sandbox is made now
@@ -792,7 +804,7 @@ def _serve(ctl, spare_spec):
                             finally:
                                 os.close(null)
                         else:
-                            rec = start(req, fds)
+                            rec = start(req, fds[:3], fds[3])
                         rec["id"] = req["id"]
                     except OSError as e:
                         report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})

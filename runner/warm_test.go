@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -267,4 +270,70 @@ func TestWarmCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "No module named 'no_such_module'") || !strings.Contains(err.Error(), "GANTRY_WARM_PRELOAD") {
 		t.Errorf("check with a module that does not exist: %v", err)
 	}
+}
+
+// TestWarmInterpreterHoldsNoJobData: a job's environment (its secrets,
+// say) never enters the warm interpreter, nor the spare sandbox forked from
+// it for the next job: the host reads their memory after the job, looking
+// for the job's secret.
+func TestWarmInterpreterHoldsNoJobData(t *testing.T) {
+	h := warmHarness(t, 1)
+	secret := jobs.NewID("secret")
+	j, c := h.host(t, h.tenant, jobs.Request{Language: "python", Env: map[string]string{"API_TOKEN": secret},
+		Code: "import os\nprint(len(os.environ['API_TOKEN']))"})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != fmt.Sprintf("%d\n", len(secret)) {
+		t.Fatalf("job: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	out, err := exec.Command("docker", "top", c, "-o", "pid,comm").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker top: %v %s", err, out)
+	}
+	searched := 0
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) != 2 || (f[1] != "python3" && f[1] != "gantry-job" && f[1] != "sandbox-init") {
+			continue
+		}
+		n, found, err := memoryHolds(f[0], []byte(secret))
+		if err != nil {
+			t.Skipf("cannot read process memory from here: %v", err)
+		}
+		if found {
+			t.Errorf("process %s (%s) holds the job's secret", f[0], f[1])
+		}
+		searched += n
+	}
+	if searched == 0 {
+		t.Fatal("no warm interpreter process searched")
+	}
+}
+
+// memoryHolds searches the readable memory of host process pid for b.
+func memoryHolds(pid string, b []byte) (int, bool, error) {
+	maps, err := os.ReadFile("/proc/" + pid + "/maps")
+	if err != nil {
+		return 0, false, err
+	}
+	mem, err := os.Open("/proc/" + pid + "/mem")
+	if err != nil {
+		return 0, false, err
+	}
+	defer mem.Close()
+	regions := 0
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1][0] != 'r' {
+			continue
+		}
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil || hi-lo > 1<<30 {
+			continue
+		}
+		buf := make([]byte, hi-lo)
+		if n, _ := mem.ReadAt(buf, int64(lo)); n > 0 && bytes.Contains(buf[:n], b) {
+			return regions, true, nil
+		}
+		regions++
+	}
+	return regions, false, nil
 }
