@@ -137,6 +137,13 @@ sys.exit(3)
 	if r := d.gantryCLI(t, dir, "cat note.txt", nil, "run", "--lang", "bash", "--session", sid, "-"); r.stdout != "kept\n" {
 		t.Errorf("session run: %+v", r)
 	}
+	// In a stateful session, Python's state persists, and run prints the
+	// last expression's value.
+	sid = strings.TrimSpace(d.gantryCLI(t, dir, "", nil, "sessions", "create", "--stateful").stdout)
+	d.gantryCLI(t, dir, "x = 41", nil, "run", "--lang", "python", "--session", sid, "-")
+	if r := d.gantryCLI(t, dir, "x + 1", nil, "run", "--lang", "python", "--session", sid, "-"); r.stdout != "42\n" {
+		t.Errorf("stateful session run: %+v", r)
+	}
 }
 
 // TestCLIStreamsLive: output reaches the terminal while the job runs, not

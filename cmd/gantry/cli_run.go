@@ -233,6 +233,15 @@ func (r *jobRun) run(ctx context.Context) error {
 		if err := printJSON(r.job); err != nil {
 			return err
 		}
+	} else {
+		// A stateful session's Python job: its last expression's value,
+		// as a REPL prints it.
+		if r.job.Value != nil {
+			fmt.Println(r.job.Value.Text)
+		}
+		if r.job.LiveState == jobs.LiveLost {
+			fmt.Fprintf(os.Stderr, "gantry: the session's live state was lost (%s); this job ran in a fresh interpreter\n", r.job.LiveStateReason)
+		}
 	}
 	if r.outDir != "" {
 		if err := r.api.downloadArtifacts(ctx, r.job, r.outDir, !r.asJSON); err != nil {
