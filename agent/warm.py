@@ -29,7 +29,7 @@
 # job's sandbox made ahead (a spare: the three processes above, the job
 # process locked down and waiting on a socket for its request and
 # streams), so a job's start costs none of it; a job takes the spare and
-# the next one is made while it runs.
+# the next one is made when it has ended.
 import json, socket, selectors, signal, ctypes, struct, errno
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -701,7 +701,8 @@ def _serve(ctl, spare_spec):
     """Serves the agent's requests until it goes away. A job's sandbox is
     made ahead of it (a spare: forked, namespaces, mounts and lock-down
     done, its job process waiting for the request); a job takes it, and the
-    next one is made while the job runs."""
+    next one is made when the job has ended (not while it runs: it would
+    take the job's CPU)."""
     zygote = os.getpid()
     sel = selectors.DefaultSelector()
     sel.register(ctl, selectors.EVENT_READ, None)
@@ -810,8 +811,8 @@ def _serve(ctl, spare_spec):
                         report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
                 for f in fds:
                     os.close(f)
-                if not session and spare is None:
-                    make_spare()  # for the next job, while this one runs
+                if rec is not None:
+                    rec["kind"] = req.get("kind")
             elif key.data[0] == "status":
                 rec = key.data[1]
                 chunk = os.read(rec["status"], 4096)
@@ -827,6 +828,8 @@ def _serve(ctl, spare_spec):
                 settle(rec)
                 if rec["id"] is not None:
                     report({"id": rec["id"], "event": "exit", "code": _status(st)})
+                    if rec.get("kind") == "job" and spare is None:
+                        make_spare()  # for the next job
                 elif rec is spare:
                     rec["sock"].close()
                     spare = None  # the next job makes its sandbox itself
