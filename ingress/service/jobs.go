@@ -109,7 +109,7 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 	if env == jobs.DefaultEnvironment {
 		env = ""
 	}
-	if spec.Environment != "" && spec.Environment != env {
+	if req.Environment != "" && spec.Environment != env {
 		return BadRequest("environment", "a session's jobs run in the session's environment (%s); leave environment out", sess.Environment)
 	}
 	spec.Environment = env
