@@ -87,10 +87,10 @@ func serve(t *testing.T, p *Proxy) (string, func() []Connection) {
 func TestProxy(t *testing.T) {
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		io.WriteString(w, "plain says hi to "+string(b))
+		_, _ = io.WriteString(w, "plain says hi to "+string(b))
 	}))
 	defer plain.Close()
-	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secure hello") }))
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "secure hello") }))
 	defer secure.Close()
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("the other server was reached") }))
 	defer other.Close()
@@ -192,7 +192,7 @@ func TestProxyRefusesWhatIsNotAProxyRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, req)
+		_, _ = io.WriteString(c, req)
 		b, _ := io.ReadAll(c)
 		c.Close()
 		if !strings.HasPrefix(string(b), "HTTP/1.1 400") {
