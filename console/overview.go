@@ -272,5 +272,3 @@ func fmtMS(v float64) string {
 	}
 	return fmt.Sprintf("%.1f s", v/1000)
 }
-
-
