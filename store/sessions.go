@@ -22,15 +22,18 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, stateful`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
 	var meta []byte
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Stateful)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful)
 	if err != nil {
 		return s, err
+	}
+	if s.Environment == "" {
+		s.Environment = jobs.DefaultEnvironment
 	}
 	if err := json.Unmarshal(meta, &s.Metadata); err != nil {
 		return s, err
@@ -43,10 +46,10 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error) {
 	meta, _ := json.Marshal(orEmpty(req.Metadata))
 	return scanSession(s.pool.QueryRow(ctx, `
-		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, expires_at, stateful)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $4::integer), $7)
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8)
 		RETURNING `+sessionColumns,
-		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Stateful))
+		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful))
 }
 
 // GetSession returns the tenant's active session, or ErrNotFound (also for
@@ -212,6 +215,8 @@ type SessionState struct {
 	Version     int64
 	SnapshotKey string
 	Queued      int
+	// Environment is the one its jobs run in ("": the runner's own image).
+	Environment string
 	// Stateful sessions keep a live sandbox: LiveID names the one the
 	// session's live state is in ("" for none), LiveLost says why the
 	// last one was lost (when its runner knew).
@@ -228,9 +233,9 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
 		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
-		RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+`, stateful, live_id, live_lost`,
+		RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+`, environment, stateful, live_id, live_lost`,
 		id, owner, lease.Seconds()).
-		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Stateful, &liveID, &liveLost)
+		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Environment, &st.Stateful, &liveID, &liveLost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
 		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {

@@ -32,9 +32,10 @@ type (
 	}
 	// createSessionArgs are create_session's.
 	createSessionArgs struct {
-		Language   string `json:"language,omitempty"`
-		TTLSeconds int    `json:"ttl_seconds,omitempty"`
-		Stateful   bool   `json:"stateful,omitempty"`
+		Language    string `json:"language,omitempty"`
+		TTLSeconds  int    `json:"ttl_seconds,omitempty"`
+		Environment string `json:"environment,omitempty"`
+		Stateful    bool   `json:"stateful,omitempty"`
 	}
 	// sessionCreated is create_session's answer.
 	sessionCreated struct {
@@ -101,6 +102,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		inputOf[createSessionArgs](toolNote{props: map[string]js{
 			"language":    {"enum": openapi.Enum(jobs.LanguageNames())},
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
+			"environment": {"description": "an environment the operator registered, for every job of the session; absent: the default"},
 			"stateful":    {"description": "keep variables, imports, /tmp and background processes between calls (like notebook cells); each Python call then also returns its last expression's value"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
@@ -175,7 +177,7 @@ func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest)
 	if res != nil || err != nil {
 		return res, err
 	}
-	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Stateful: args.Stateful})
+	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Environment: args.Environment, Stateful: args.Stateful})
 	if err != nil {
 		return toolError(err), nil
 	}

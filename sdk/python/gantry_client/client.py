@@ -333,13 +333,13 @@ class Gantry:
 
     def create_session(self, language: str = "python", *, ttl_seconds: Optional[int] = None,
                        disk_mb: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
-                       stateful: Optional[bool] = None) -> t.Session:
+                       environment: Optional[str] = None, stateful: Optional[bool] = None) -> t.Session:
         """A workspace whose files persist between jobs: pass its id as session_id to run jobs in it.
-        stateful=True also keeps its sandbox alive: Python jobs share one interpreter (like
-        notebook cells; each job's "value" is its last expression's), and /tmp and background
-        processes persist."""
+        environment names the image its jobs run in. stateful=True also keeps its sandbox alive:
+        Python jobs share one interpreter (like notebook cells; each job's "value" is its last
+        expression's), and /tmp and background processes persist."""
         req = {"language": language, "ttl_seconds": ttl_seconds, "disk_mb": disk_mb, "metadata": metadata,
-               "stateful": stateful}
+               "environment": environment, "stateful": stateful}
         return self._request("POST", "/v1/sessions", json_body={k: v for k, v in req.items() if v is not None})
 
     def get_session(self, session_id: str) -> t.Session:
@@ -424,6 +424,10 @@ class Gantry:
 
     def languages(self) -> t.LanguageList:
         return self._request("GET", "/v1/languages", idempotent=True)
+
+    def environments(self) -> t.EnvironmentList:
+        """The environments (sandbox images) this tenant's jobs may name in environment=."""
+        return self._request("GET", "/v1/environments", idempotent=True)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
