@@ -19,13 +19,31 @@ import (
 //
 // A Conn that failed mid-request is broken for good: every later request
 // fails at once, and the container should be retired.
+//
+// Live operations (Live) are the exception: any number may be in progress
+// at once, beside a request, and the live processes' output and ends
+// (KindProcessOutput, KindProcessExit) may come at any time; a goroutine
+// reads every frame and routes those, so they are read even while nothing
+// else is asked of the agent.
 type Conn struct {
 	fw    *frameWriter
-	fr    *frameReader
 	close func()
 	// diag, when set, returns what the agent printed on its stderr, to
 	// explain a stream that ended.
 	diag func() string
+
+	// frames carries every other frame to the request in progress; it is
+	// closed when the stream ends, with readErr set.
+	frames  chan frame
+	readErr error
+	// ended is closed when the stream has ended.
+	ended chan struct{}
+
+	liveMu   sync.Mutex
+	liveID   int64
+	waiting  map[int64]chan LiveReply
+	onEvent  func(kind byte, payload []byte)
+	liveOpen bool
 
 	broken atomic.Pointer[error]
 	once   sync.Once
@@ -34,7 +52,107 @@ type Conn struct {
 // NewConn speaks to an agent that reads w and writes r; closeFn ends the
 // stream (the agent then exits). diag may be nil.
 func NewConn(w io.Writer, r io.Reader, closeFn func(), diag func() string) *Conn {
-	return &Conn{fw: newFrameWriter(w), fr: newFrameReader(r, MaxFrame), close: closeFn, diag: diag}
+	c := &Conn{fw: newFrameWriter(w), close: closeFn, diag: diag, frames: make(chan frame, 16), ended: make(chan struct{}),
+		waiting: map[int64]chan LiveReply{}, liveOpen: true}
+	go c.read(newFrameReader(r, MaxFrame))
+	return c
+}
+
+// read reads every frame the agent sends: live replies and process events
+// are routed at once, the rest go to the request in progress.
+func (c *Conn) read(fr *frameReader) {
+	defer close(c.ended)
+	for {
+		kind, payload, err := fr.next()
+		if err != nil {
+			c.readErr = err
+			close(c.frames)
+			c.liveMu.Lock()
+			c.liveOpen = false
+			for id, ch := range c.waiting {
+				close(ch)
+				delete(c.waiting, id)
+			}
+			c.liveMu.Unlock()
+			return
+		}
+		switch kind {
+		case KindLive:
+			var r LiveReply
+			if json.Unmarshal(payload, &r) != nil {
+				_ = c.fail(errors.New("the sandbox agent sent a malformed live reply"))
+				continue
+			}
+			c.liveMu.Lock()
+			ch := c.waiting[r.ID]
+			delete(c.waiting, r.ID)
+			c.liveMu.Unlock()
+			if ch != nil {
+				ch <- r
+			}
+		case KindProcessOutput, KindProcessExit:
+			c.liveMu.Lock()
+			on := c.onEvent
+			c.liveMu.Unlock()
+			if on != nil {
+				on(kind, payload)
+			}
+		default:
+			c.frames <- frame{kind, payload}
+		}
+	}
+}
+
+// Done is closed once the agent's stream has ended.
+func (c *Conn) Done() <-chan struct{} { return c.ended }
+
+// OnProcessEvent sets what receives the live processes' output and ends
+// (KindProcessOutput, KindProcessExit frames, untrusted); nil drops them.
+// It is called on the connection's reading goroutine: it must not block
+// for long.
+func (c *Conn) OnProcessEvent(fn func(kind byte, payload []byte)) {
+	c.liveMu.Lock()
+	c.onEvent = fn
+	c.liveMu.Unlock()
+}
+
+// Live sends a live operation and waits for its reply (any number may be
+// in progress at once). The reply is untrusted. When ctx ends first, Live
+// returns ctx's error and the reply is dropped when it comes; the
+// connection stays usable.
+func (c *Conn) Live(ctx context.Context, op LiveOp) (LiveReply, error) {
+	if err := c.Err(); err != nil {
+		return LiveReply{}, err
+	}
+	ch := make(chan LiveReply, 1)
+	c.liveMu.Lock()
+	if !c.liveOpen {
+		c.liveMu.Unlock()
+		return LiveReply{}, errors.New("the sandbox agent stopped")
+	}
+	c.liveID++
+	op.ID = c.liveID
+	c.waiting[op.ID] = ch
+	c.liveMu.Unlock()
+	drop := func() {
+		c.liveMu.Lock()
+		delete(c.waiting, op.ID)
+		c.liveMu.Unlock()
+	}
+	if err := c.fw.json(KindLive, op); err != nil {
+		drop()
+		return LiveReply{}, c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return LiveReply{}, errors.New("the sandbox agent stopped")
+		}
+		return r, nil
+	case <-ctx.Done():
+		drop()
+		return LiveReply{}, ctx.Err()
+	}
 }
 
 // Close ends the stream: the agent sees it end and exits, which stops the
@@ -72,11 +190,11 @@ func (c *Conn) send(req Request) error {
 }
 
 func (c *Conn) next() (byte, []byte, error) {
-	kind, payload, err := c.fr.next()
-	if err != nil {
-		return 0, nil, c.fail(fmt.Errorf("the sandbox agent stopped: %w", err))
+	f, ok := <-c.frames
+	if !ok {
+		return 0, nil, c.fail(fmt.Errorf("the sandbox agent stopped: %w", c.readErr))
 	}
-	return kind, payload, nil
+	return f.kind, f.payload, nil
 }
 
 // unexpected breaks the connection over a frame that has no place here.

@@ -69,9 +69,17 @@ type liveSandbox struct {
 	exited   chan struct{}
 	exitOnce sync.Once
 
+	// rootPid is a process of the sandbox whose /proc/<pid>/root is the
+	// sandbox's root directory, for live file operations (0: the agent's
+	// own root, under the Container isolation).
+	rootPid int
+
 	mu     sync.Mutex
 	code   int
 	broken string // why the agent ended it, if it did
+	// procs is the sandbox's process service (processes.go), nil until it
+	// was started.
+	procs *processService
 }
 
 // ended says why the sandbox ended, for the next job's report.
@@ -164,6 +172,7 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 		return fmt.Errorf("the session's sandbox could not be set up: %s", ev.Error)
 	}
 	pid := ev.Pid
+	l.rootPid = pid
 	l.kill = func() {
 		if pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in it follow
@@ -226,7 +235,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 	if s.live != nil && s.live.isGone() {
 		ended = s.live.ended()
 		s.live.conn.Close()
-		s.live = nil
+		s.setLive(nil)
 	}
 	if s.live == nil {
 		if ended == "" {
@@ -236,11 +245,14 @@ func (s *server) runLive(req Request) (Exit, error) {
 		if err != nil {
 			return Exit{}, err
 		}
-		s.live, fresh = l, true
+		fresh = true
 		go l.read()
+		s.setLive(l)
 	}
 	l := s.live
 	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
+	// Its process service (live operations) runs before any job's code.
+	s.startProcesses(l)
 
 	br, cleanup, err := s.prepareRun(req)
 	if err != nil {
@@ -306,6 +318,14 @@ func (s *server) runLive(req Request) (Exit, error) {
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
 	return s.await(p, br)
+}
+
+// setLive replaces the container's live sandbox (only the serving
+// goroutine does; live operations read it under liveMu).
+func (s *server) setLive(l *liveSandbox) {
+	s.liveMu.Lock()
+	s.live = l
+	s.liveMu.Unlock()
 }
 
 // exitCode waits briefly for the ended sandbox's exit status (it comes
@@ -435,16 +455,24 @@ func (s *server) relayCell(outR, errR *os.File, cap int, ended <-chan struct{}) 
 // and what the pipe held then was sent, leaving a reader that drops the
 // rest.
 func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{}) {
-	buf := make([]byte, chunk)
 	sent := 0
-	forward := func(data []byte) {
+	drainUntil(f, ended, func(data []byte) {
 		// One byte past the cap tells the runner output was cut.
 		if room := cap + 1 - sent; room > 0 && len(data) > 0 {
 			take := min(room, len(data))
 			_ = s.fw.frame(kind, data[:take])
 			sent += take
 		}
-	}
+	})
+}
+
+// drainUntil hands forward what f yields, until f ends or ended is
+// closed: then it takes what the pipe holds at that moment without
+// waiting for more, and leaves a reader that drops the rest (so that
+// processes still writing neither block nor die of a broken pipe) until
+// they close it. forward may keep nothing of its argument.
+func drainUntil(f *os.File, ended <-chan struct{}, forward func([]byte)) {
+	buf := make([]byte, chunk)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -456,7 +484,9 @@ func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{})
 	}()
 	for {
 		n, err := f.Read(buf)
-		forward(buf[:n])
+		if n > 0 {
+			forward(buf[:n])
+		}
 		if err == nil {
 			continue
 		}
@@ -466,7 +496,7 @@ func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{})
 		}
 		break
 	}
-	// The job ended: what it wrote is in the pipe now. Take it without
+	// It ended: what was written is in the pipe now. Take it without
 	// waiting for more.
 	_ = f.SetReadDeadline(time.Time{})
 	if rc, err := f.SyscallConn(); err == nil {

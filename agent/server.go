@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -82,14 +83,21 @@ type server struct {
 	live      *liveSandbox
 	lives     int
 	liveEnded string
+	// liveMu guards live against live operations (liveops.go), served
+	// beside the requests; liveOps bounds those in progress.
+	liveMu  sync.Mutex
+	liveOps chan struct{}
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
 // (ErrRunnerGone) or the agent was idle for cfg.Idle (nil).
 func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	cfg = cfg.WithDefaults()
-	s := &server{cfg: cfg, fw: newFrameWriter(out)}
+	s := &server{cfg: cfg, fw: newFrameWriter(out), liveOps: make(chan struct{}, maxLiveOps)}
 	frames := make(chan frame, 16)
+	// A live operation is served at once, beside any request: it counts as
+	// activity, like a request.
+	active := make(chan struct{}, 1)
 	go func() {
 		fr := newFrameReader(in, MaxFrame)
 		for {
@@ -97,6 +105,14 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 			if err != nil {
 				close(frames)
 				return
+			}
+			if k == KindLive {
+				select {
+				case active <- struct{}{}:
+				default:
+				}
+				s.serveLive(p)
+				continue
 			}
 			frames <- frame{k, p}
 		}
@@ -127,6 +143,9 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 			}
 		case <-idle.C:
 			return nil
+		case <-active:
+			idle.Reset(cfg.Idle)
+			continue
 		}
 		if f.kind != KindRequest {
 			continue // the rest of a stream nobody waits for

@@ -511,6 +511,16 @@ def _kernel(fd, env):
             os._exit(0)
         head += _recv_exact(sock, 4 - len(head))
         req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
+        if req.get("mode") == "processes":
+            # The sandbox's process service, on the socket that came with
+            # the request (sent before any job, and again if it died).
+            code = 127
+            if len(fds) == 1:
+                code = _start_processes(fds[0], null)
+            for f in fds:
+                os.close(f)
+            _send(sock, {"event": "done", "code": code})
+            continue
         if len(fds) != 3:
             for f in fds:
                 os.close(f)
@@ -576,6 +586,162 @@ def _spawn(argv, env):
             return _status(st)
         except InterruptedError:
             continue
+
+
+# --- the live sandbox's process service ---------------------------------------
+#
+# Processes that live beside the session's jobs (E2B's commands, started in
+# the background or not) are started by a small service of their own in the
+# sandbox, forked from the session's interpreter before any job's code ran,
+# so that it never waits for a job and holds nothing of one. It serves the
+# agent on a stream socket in the interpreter's framing (4-byte big-endian
+# length, JSON; descriptors ride on the first bytes): "spawn" (argv, env,
+# cwd, with the process's stdin, stdout and stderr) answers the pid, or why
+# it could not start; "signal" signals a process it started (its process
+# group: each is the leader of a session of its own); an "exit" event
+# reports each one's end. The agent holds the other ends of the streams.
+
+
+def _start_processes(fd, null):
+    """Forks the process service (its parent exits at once, so the sandbox's
+    init adopts and reaps it); returns 0 once it runs."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.fork() != 0:
+                os._exit(0)
+            _arrange([null, null, null, fd])
+            _processes(socket.socket(fileno=3))
+        except BaseException:
+            pass
+        os._exit(1)
+    while True:
+        try:
+            _, st = os.waitpid(pid, 0)
+            return 0 if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0 else 127
+        except InterruptedError:
+            continue
+
+
+def _processes(sock):
+    """The process service's loop (never returns)."""
+    import fcntl
+
+    _name("gantry-procs")
+    sock.set_inheritable(False)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children = set()
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, "req")
+    sel.register(wake_r, selectors.EVENT_READ, "child")
+
+    def send(obj):
+        _send(sock, obj)
+
+    def spawn(req, fds):
+        if len(fds) != 3 or not req.get("argv"):
+            return {"error": "a spawn request needs argv and three streams"}
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+        except OSError as e:
+            os.close(status_r)
+            os.close(status_w)
+            return {"error": "fork: %s" % e.strerror}
+        if pid == 0:
+            what = "start"
+            try:
+                os.setsid()
+                for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD, signal.SIGTERM):
+                    signal.signal(s, signal.SIG_DFL)
+                signal.set_wakeup_fd(-1)
+                _arrange(list(fds) + [status_w])
+                fcntl.fcntl(3, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+                what = "cwd %s" % req.get("cwd", WORKSPACE)
+                os.chdir(req.get("cwd") or WORKSPACE)
+                what = req["argv"][0]
+                os.execvpe(req["argv"][0], req["argv"], dict(kv.split("=", 1) for kv in req.get("env", []) if "=" in kv))
+            except OSError as e:
+                try:
+                    os.write(3, ("%s: %s" % (what, e.strerror)).encode()[:1000])
+                except OSError:
+                    pass
+            except BaseException:
+                pass
+            os._exit(127)
+        os.close(status_w)
+        failed = b""
+        while True:
+            try:
+                chunk = os.read(status_r, 1024)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            failed += chunk
+        os.close(status_r)
+        children.add(pid)
+        if failed:
+            return {"error": failed.decode("utf-8", "replace")}
+        return {"pid": pid}
+
+    def reap():
+        while children:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                children.clear()
+                return
+            except InterruptedError:
+                continue
+            if pid == 0:
+                return
+            if pid in children:
+                children.discard(pid)
+                if os.WIFSIGNALED(st):
+                    send({"event": "exit", "pid": pid, "code": -1, "signal": os.WTERMSIG(st)})
+                else:
+                    send({"event": "exit", "pid": pid, "code": os.WEXITSTATUS(st)})
+
+    while True:
+        for key, _ in sel.select():
+            if key.data == "child":
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except (BlockingIOError, InterruptedError):
+                    pass
+                reap()
+                continue
+            head, fds, _, _ = socket.recv_fds(sock, 4, 3)
+            if not head:
+                os._exit(0)  # the agent went away
+            head += _recv_exact(sock, 4 - len(head))
+            req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
+            if req.get("op") == "spawn":
+                answer = spawn(req, fds)
+            elif req.get("op") == "signal":
+                pid, sig = req.get("pid"), req.get("signal")
+                if pid not in children or not isinstance(sig, int):
+                    answer = {"error": "no such process"}
+                else:
+                    answer = {"ok": True}
+                    try:
+                        os.killpg(pid, sig)
+                    except OSError:
+                        try:
+                            os.kill(pid, sig)
+                        except OSError as e:
+                            answer = {"error": e.strerror}
+            else:
+                answer = {"error": "unknown op %r" % req.get("op")}
+            for f in fds:
+                os.close(f)
+            answer["id"] = req.get("id")
+            send(answer)
+            reap()
 
 
 def _cell(path, n, ns):

@@ -26,6 +26,10 @@ type Session struct {
 	// Stateful: the session keeps a live sandbox between its jobs (see
 	// SessionRequest).
 	Stateful bool `json:"stateful"`
+	// Live names the live sandbox holding a stateful session's live state
+	// ("" while it has none), where its runner answers the live sandbox's
+	// operations (LiveSubject). Not part of the API.
+	Live string `json:"-"`
 }
 
 // SessionRequest creates a session.

@@ -316,6 +316,22 @@ func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Dur
 	f.retireLive(lost, "live limit", "the runner holding it kept too many live sessions; this one had waited longest")
 }
 
+// touch marks the session's parked container c as just used (a live
+// operation), and with keep holds it at least d from now.
+func (f *fleet) touch(sessionID string, c *Container, d time.Duration, keep bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.parked[sessionID]
+	if p == nil || p.ctr != c {
+		return
+	}
+	now := time.Now()
+	c.lastUsed = now
+	if until := now.Add(d); keep && until.After(p.until) {
+		p.until = until
+	}
+}
+
 // liveOverflowLocked takes out the least recently used stateful sessions'
 // containers beyond LiveMax.
 func (f *fleet) liveOverflowLocked() map[string]*parkedSession {

@@ -116,6 +116,9 @@ type Runner struct {
 	skills   *skillCache
 	envs     *environments
 	fleet    *fleet
+	// live answers the live operations of the stateful sessions whose
+	// sandboxes its containers hold (liveops.go).
+	live *liveServer
 
 	// stopping closes when Run is asked to stop: session owners finish
 	// their current job and hand the rest back.
@@ -145,6 +148,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
+	r.live = newLiveServer(nc, r.log, r.fleet)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -234,6 +238,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer closedSub.Unsubscribe() //nolint:errcheck
+	defer r.live.stop()
 	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
 		// The ingresses have no sandbox to start a stdio MCP server in:
 		// they ask a runner for its tools.

@@ -317,6 +317,9 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	}
 	if ctr != nil {
 		r.fleet.park(sessionID, ctr, at.version, time.Duration(st.TTLSeconds)*time.Second)
+		if st.Stateful && applied {
+			r.live.serve(sessionID, ctr)
+		}
 	}
 	if applied {
 		r.publishStatus(sj.JobID, res.Status)

@@ -22,13 +22,13 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, '')`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
 	var meta []byte
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live)
 	if err != nil {
 		return s, err
 	}
@@ -57,6 +57,16 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 func (s *Store) GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error) {
 	sess, err := scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()`, id, tenantID))
+	return sess, notFound(err)
+}
+
+// SetSessionTTL changes the tenant's active session's idle timeout and
+// makes it expire that long from now, or ErrNotFound.
+func (s *Store) SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, `UPDATE sessions
+		SET ttl_seconds = $3, expires_at = now() + make_interval(secs => $3::integer)
+		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()
+		RETURNING `+sessionColumns, id, tenantID, ttlSeconds))
 	return sess, notFound(err)
 }
 

@@ -104,6 +104,7 @@ type Store interface {
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
+	SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
 	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)

@@ -2,12 +2,15 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -43,6 +46,33 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 		return jobs.Session{}, err
 	}
 	return s.store.CreateSession(ctx, p.TenantID, req)
+}
+
+// SetSessionTTL changes the tenant's session's idle timeout to ttlSeconds
+// (within the session bounds) and makes it expire that long from now.
+func (s *Service) SetSessionTTL(ctx context.Context, p Principal, id string, ttlSeconds int) (jobs.Session, error) {
+	if ttlSeconds < jobs.MinSessionTTL || ttlSeconds > jobs.MaxSessionTTL {
+		return jobs.Session{}, BadRequest("ttl_seconds", "must be between %d and %d", jobs.MinSessionTTL, jobs.MaxSessionTTL)
+	}
+	if !jobs.ValidID("ses", id) {
+		return jobs.Session{}, NotFound("session " + strconv.Quote(id))
+	}
+	sess, err := s.store.SetSessionTTL(ctx, p.TenantID, id, ttlSeconds)
+	if errors.Is(err, store.ErrNotFound) {
+		return sess, NotFound("session " + strconv.Quote(id) + " (it may have expired or been closed)")
+	}
+	if err == nil && sess.Live != "" {
+		// The runner keeps the live sandbox's container until the session
+		// would expire, as it was when the container was parked: it is told
+		// (best effort: a runner that is gone has nothing to keep).
+		keep, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		body, _ := json.Marshal(agent.LiveOp{Op: agent.OpKeep, TimeoutMS: int64(ttlSeconds) * 1000})
+		if _, err := s.liveRequest(keep, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			s.log.Warn("keep a live sandbox for its session's new timeout", "session_id", sess.ID, "err", err)
+		}
+	}
+	return sess, err
 }
 
 // SessionPage is a page of the tenant's sessions, newest first.

@@ -1,0 +1,57 @@
+package jobs
+
+import (
+	"strconv"
+	"strings"
+)
+
+// A stateful session's live sandbox answers operations beside its jobs
+// (start a process that outlives them, write to its stdin, signal it,
+// list them; read and change files as the sandbox sees them): the ingress
+// sends each as a NATS request to LiveSubject, which only the runner
+// holding the sandbox's container (Session.Live) serves, and that runner
+// publishes the live processes' output and ends on ProcessSubject. The
+// operations and their replies are the sandbox agent's (package agent,
+// LiveOp and LiveReply, as JSON); the runner relays them.
+
+// LiveSubject is where the runner holding the live sandbox live (a
+// session's Session.Live) answers its operations.
+func LiveSubject(sessionID, live string) string {
+	return "gantry.live." + sessionID + ".ops." + liveToken(live)
+}
+
+// liveToken makes a live sandbox's name ("<container>/<number>") one
+// subject token.
+func liveToken(live string) string {
+	return strings.NewReplacer("/", "_", ".", "_", "*", "_", ">", "_", " ", "_").Replace(live)
+}
+
+// ProcessSubject carries a session's live process pid's output and end,
+// told apart by HeaderStream: HeaderStreamStdout and HeaderStreamStderr
+// carry bytes, HeaderStreamExit the end (agent.ProcessExit as JSON).
+func ProcessSubject(sessionID string, pid int) string {
+	return "gantry.live." + sessionID + ".proc." + strconv.Itoa(pid)
+}
+
+// ProcessSubjectAll matches every live process of the session.
+func ProcessSubjectAll(sessionID string) string { return "gantry.live." + sessionID + ".proc.*" }
+
+// PidFromSubject is the pid of a ProcessSubject (0 if it is not one).
+func PidFromSubject(subject string) int {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 || !strings.Contains(subject[:i], ".proc") {
+		return 0
+	}
+	pid, err := strconv.Atoi(subject[i+1:])
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// The values of HeaderStream on ProcessSubject.
+const (
+	HeaderStreamStdout = "stdout"
+	HeaderStreamStderr = "stderr"
+	HeaderStreamExit   = "exit"
+)

@@ -1,0 +1,163 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// liveServer answers the live operations of the stateful sessions whose
+// live sandboxes this runner's containers hold (see jobs.LiveSubject): it
+// subscribes to a session's subject once a job of the session has left
+// its live sandbox in a container, relays each operation to the
+// container's agent and its reply back, and publishes what the
+// sandbox's live processes write and how they end. A container is served
+// whether it waits for the session's next job or runs one, until its
+// agent's stream ends (the container retired) or another of its live
+// sandboxes takes over.
+type liveServer struct {
+	nc    *nats.Conn
+	log   *slog.Logger
+	fleet *fleet
+
+	mu       sync.Mutex
+	sessions map[string]*liveServed
+}
+
+// liveServed is a session's live sandbox this runner serves.
+type liveServed struct {
+	ctr  *Container
+	live string
+	sub  *nats.Subscription
+}
+
+// liveOpTimeout bounds one relayed operation (the agent bounds its own
+// waits, e.g. for a process's stdin, below it).
+const liveOpTimeout = 45 * time.Second
+
+func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet) *liveServer {
+	return &liveServer{nc: nc, log: log, fleet: f, sessions: map[string]*liveServed{}}
+}
+
+// serve answers the session's live operations on c's live sandbox (c.live,
+// which the session's attempt just left there).
+func (ls *liveServer) serve(sessionID string, c *Container) {
+	if ls == nil || ls.nc == nil || c.live == "" {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if cur := ls.sessions[sessionID]; cur != nil {
+		if cur.ctr == c && cur.live == c.live {
+			return
+		}
+		_ = cur.sub.Unsubscribe()
+		if cur.ctr != c {
+			cur.ctr.conn.OnProcessEvent(nil)
+		}
+	}
+	served := &liveServed{ctr: c, live: c.live}
+	sub, err := ls.nc.Subscribe(jobs.LiveSubject(sessionID, c.live), func(m *nats.Msg) { ls.relay(sessionID, served, m) })
+	if err != nil {
+		ls.log.Warn("serve a live sandbox", "session_id", sessionID, "err", err)
+		delete(ls.sessions, sessionID)
+		return
+	}
+	served.sub = sub
+	ls.sessions[sessionID] = served
+	c.conn.OnProcessEvent(func(kind byte, payload []byte) { ls.publish(sessionID, kind, payload) })
+	go func() {
+		<-c.conn.Done()
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.sessions[sessionID] == served {
+			_ = sub.Unsubscribe()
+			delete(ls.sessions, sessionID)
+		}
+	}()
+}
+
+// stop unsubscribes from every session.
+func (ls *liveServer) stop() {
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for id, s := range ls.sessions {
+		_ = s.sub.Unsubscribe()
+		delete(ls.sessions, id)
+	}
+}
+
+// relay answers one operation: OpKeep here (the container is kept for
+// the session TimeoutMS longer), the rest by the agent.
+func (ls *liveServer) relay(sessionID string, s *liveServed, m *nats.Msg) {
+	var op agent.LiveOp
+	if err := json.Unmarshal(m.Data, &op); err != nil {
+		ls.respond(m, agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrInvalid, Message: "malformed live operation"}})
+		return
+	}
+	ls.fleet.touch(sessionID, s.ctr, time.Duration(op.TimeoutMS)*time.Millisecond, op.Op == agent.OpKeep)
+	if op.Op == agent.OpKeep {
+		ls.respond(m, agent.LiveReply{})
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), liveOpTimeout)
+		defer cancel()
+		reply, err := s.ctr.conn.Live(ctx, op)
+		if err != nil {
+			reply = agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrNoSandbox, Message: "the sandbox's container did not answer: " + err.Error()}}
+		}
+		reply.ID = 0
+		ls.respond(m, reply)
+	}()
+}
+
+func (ls *liveServer) respond(m *nats.Msg, r agent.LiveReply) {
+	data, err := json.Marshal(r)
+	if err == nil && len(data) > int(ls.nc.MaxPayload()) {
+		data, _ = json.Marshal(agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrFailed, Message: "the answer is too large"}})
+	}
+	if err := m.Respond(data); err != nil {
+		ls.log.Warn("answer a live operation", "err", err)
+	}
+}
+
+// publish relays a live process's output or end (from the agent,
+// untrusted: malformed events are dropped).
+func (ls *liveServer) publish(sessionID string, kind byte, payload []byte) {
+	msg := &nats.Msg{Header: nats.Header{}}
+	switch kind {
+	case agent.KindProcessOutput:
+		pid, stream, data, err := agent.ParseProcessOutput(payload)
+		if err != nil || pid <= 0 {
+			return
+		}
+		msg.Subject, msg.Data = jobs.ProcessSubject(sessionID, pid), data
+		msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamStdout)
+		if stream == agent.KindStderr {
+			msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamStderr)
+		}
+	case agent.KindProcessExit:
+		var e agent.ProcessExit
+		if json.Unmarshal(payload, &e) != nil || e.Pid <= 0 {
+			return
+		}
+		msg.Subject, msg.Data = jobs.ProcessSubject(sessionID, e.Pid), payload
+		msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamExit)
+	default:
+		return
+	}
+	if err := ls.nc.PublishMsg(msg); err != nil {
+		ls.log.Warn("publish a live process's output", "session_id", sessionID, "err", err)
+	}
+}

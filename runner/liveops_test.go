@@ -1,0 +1,268 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// liveClient speaks to a session's live sandbox as the ingress does: NATS
+// requests to the runner holding it, events on the session's process
+// subjects.
+type liveClient struct {
+	t    *testing.T
+	nc   *nats.Conn
+	subj string
+
+	mu     sync.Mutex
+	out    map[int]*strings.Builder
+	exits  map[int]agent.ProcessExit
+	update chan struct{}
+}
+
+func (h *harness) live(t *testing.T, sid string) *liveClient {
+	t.Helper()
+	sess, err := h.st.GetSession(context.Background(), h.tenant, sid)
+	if err != nil || sess.Live == "" {
+		t.Fatalf("session %s holds no live sandbox (%v)", sid, err)
+	}
+	c := &liveClient{t: t, nc: h.nc, subj: jobs.LiveSubject(sid, sess.Live),
+		out: map[int]*strings.Builder{}, exits: map[int]agent.ProcessExit{}, update: make(chan struct{}, 1)}
+	sub, err := h.nc.Subscribe(jobs.ProcessSubjectAll(sid), func(m *nats.Msg) {
+		pid := jobs.PidFromSubject(m.Subject)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch m.Header.Get(jobs.HeaderStream) {
+		case jobs.HeaderStreamExit:
+			var e agent.ProcessExit
+			if err := json.Unmarshal(m.Data, &e); err != nil || e.Pid != pid {
+				t.Errorf("exit event %q on %s", m.Data, m.Subject)
+			}
+			c.exits[pid] = e
+		default:
+			if c.out[pid] == nil {
+				c.out[pid] = &strings.Builder{}
+			}
+			c.out[pid].WriteString(m.Header.Get(jobs.HeaderStream) + ":" + string(m.Data) + "|")
+		}
+		select {
+		case c.update <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c
+}
+
+func (c *liveClient) do(op agent.LiveOp) (agent.LiveReply, *agent.LiveError) {
+	c.t.Helper()
+	body, _ := json.Marshal(op)
+	msg, err := c.nc.Request(c.subj, body, 30*time.Second)
+	if err != nil {
+		c.t.Fatalf("%s: %v", op.Op, err)
+	}
+	var r agent.LiveReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		c.t.Fatalf("%s: reply %q", op.Op, msg.Data)
+	}
+	return r, r.Error
+}
+
+func (c *liveClient) ok(op agent.LiveOp) agent.LiveReply {
+	c.t.Helper()
+	r, err := c.do(op)
+	if err != nil {
+		c.t.Fatalf("%s %s: %s: %s", op.Op, op.Path, err.Code, err.Message)
+	}
+	return r
+}
+
+// waitExit waits for the process's end and returns it with its output, as
+// "stream:bytes|" records.
+func (c *liveClient) waitExit(pid int) (agent.ProcessExit, string) {
+	c.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		e, ok := c.exits[pid]
+		out := ""
+		if c.out[pid] != nil {
+			out = c.out[pid].String()
+		}
+		c.mu.Unlock()
+		if ok {
+			return e, out
+		}
+		select {
+		case <-c.update:
+		case <-deadline:
+			c.t.Fatalf("process %d did not end; output so far %q", pid, out)
+		}
+	}
+}
+
+// TestLiveOperations: processes started beside a stateful session's jobs
+// stream their output and end, take stdin and signals, and are listed;
+// files are read and changed as the sandbox sees them, /tmp included; a
+// live operation is answered while a job runs.
+func TestLiveOperations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 2)
+	sid := h.statefulSession(t)
+	if j := h.in(t, sid, py("x = 1")); j.Status != jobs.StatusSucceeded {
+		t.Fatalf("first job: %+v", j)
+	}
+	c := h.live(t, sid)
+
+	t.Run("a process's output, stdin and end", func(t *testing.T) {
+		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", `echo hi; read line; echo "got $line"; echo oops >&2; exit 3`},
+			Env: map[string]string{"E2B": "1"}, Cwd: "/workspace", Stdin: true, Tag: "t1"})
+		if r.Pid <= 0 {
+			t.Fatalf("spawn: %+v", r)
+		}
+		list := c.ok(agent.LiveOp{Op: agent.OpList})
+		if len(list.Processes) != 1 || list.Processes[0].Pid != r.Pid || list.Processes[0].Tag != "t1" || list.Processes[0].Env["E2B"] != "1" {
+			t.Errorf("list: %+v", list.Processes)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpInput, Pid: r.Pid, Data: []byte("abc\n")})
+		e, out := c.waitExit(r.Pid)
+		if e.Code != 3 || out != "stdout:hi\n|stdout:got abc\n|stderr:oops\n|" && out != "stdout:hi\n|stderr:oops\n|stdout:got abc\n|" &&
+			!strings.Contains(out, "got abc") {
+			t.Errorf("exit %+v, output %q", e, out)
+		}
+		if st := c.ok(agent.LiveOp{Op: agent.OpStatus, Pid: r.Pid}); st.Exit == nil || st.Exit.Code != 3 {
+			t.Errorf("status after the end: %+v", st)
+		}
+		if _, err := c.do(agent.LiveOp{Op: agent.OpInput, Pid: r.Pid, Data: []byte("x")}); err == nil || err.Code != agent.LiveErrNotFound {
+			t.Errorf("input to an ended process: %v", err)
+		}
+	})
+
+	t.Run("a signal ends a process and what it started", func(t *testing.T) {
+		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "sleep 300 & sleep 301"}})
+		c.ok(agent.LiveOp{Op: agent.OpSignal, Pid: r.Pid, Signal: 9})
+		if e, _ := c.waitExit(r.Pid); e.Code != -1 || e.Signal != 9 {
+			t.Errorf("exit after SIGKILL: %+v", e)
+		}
+		if j := h.in(t, sid, bash("pgrep -f 'sleep 30[01]' || echo none")); j.Stdout != "none\n" {
+			t.Errorf("the process group lives on: %q", j.Stdout)
+		}
+		if _, err := c.do(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/no/such/program"}}); err == nil || !strings.Contains(err.Message, "No such file") {
+			t.Errorf("spawning a missing program: %v", err)
+		}
+		if _, err := c.do(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"true"}, Cwd: "/nowhere"}); err == nil || !strings.Contains(err.Message, "/nowhere") {
+			t.Errorf("spawning in a missing directory: %v", err)
+		}
+	})
+
+	t.Run("a process outlives jobs and answers while one runs", func(t *testing.T) {
+		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done"}, TimeoutMS: 60000})
+		done := make(chan jobs.Job, 1)
+		go func() { done <- h.in(t, sid, py("import time\ntime.sleep(2)\nx + 1")) }()
+		time.Sleep(500 * time.Millisecond)
+		start := time.Now()
+		c.ok(agent.LiveOp{Op: agent.OpList})
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("a live operation took %s while a job ran", d)
+		}
+		e, out := c.waitExit(r.Pid)
+		if e.Code != 0 || strings.ReplaceAll(out, "stdout:", "") != "1\n|2\n|3\n|" {
+			t.Errorf("exit %+v output %q", e, out)
+		}
+		if j := <-done; j.Status != jobs.StatusSucceeded || j.Value == nil || j.Value.Text != "2" || j.LiveState != jobs.LiveKept {
+			t.Errorf("the job beside it: %+v", j)
+		}
+		// A timeout kills it.
+		r = c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"sleep", "60"}, TimeoutMS: 300})
+		if e, _ := c.waitExit(r.Pid); e.Signal != 9 {
+			t.Errorf("after its timeout: %+v", e)
+		}
+	})
+
+	t.Run("files as the sandbox sees them", func(t *testing.T) {
+		w := c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte("hello"), Truncate: true})
+		if w.Entry == nil || w.Entry.Type != "file" || w.Entry.Size != 5 || w.Entry.Path != "/workspace/dir/a.txt" {
+			t.Errorf("write: %+v", w.Entry)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte(" world"), Offset: 5})
+		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/a.txt"}); string(r.Data) != "hello world" || !r.EOF || r.Size != 11 {
+			t.Errorf("read: %+v", r)
+		}
+		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/a.txt", Offset: 6, Length: 3}); string(r.Data) != "wor" || r.EOF {
+			t.Errorf("read a part: %+v", r)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/tmp/t.txt", Data: []byte("in tmp"), Truncate: true})
+		if j := h.in(t, sid, bash("cat /tmp/t.txt dir/a.txt; echo changed > dir/b.txt")); j.Stdout != "in tmphello world" {
+			t.Errorf("a job sees the written files: %q %q", j.Stdout, j.Stderr)
+		}
+		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/b.txt"}); string(r.Data) != "changed\n" {
+			t.Errorf("a job's file: %q", r.Data)
+		}
+		list := c.ok(agent.LiveOp{Op: agent.OpListDir, Path: "/workspace", Depth: 2})
+		var names []string
+		for _, e := range list.Entries {
+			names = append(names, e.Path+":"+e.Type)
+		}
+		if got := strings.Join(names, ","); !strings.Contains(got, "/workspace/dir:dir,/workspace/dir/a.txt:file,/workspace/dir/b.txt:file") {
+			t.Errorf("list: %s", got)
+		}
+		if st := c.ok(agent.LiveOp{Op: agent.OpStat, Path: "/workspace/dir"}); st.Entry.Type != "dir" || st.Entry.Owner == "" {
+			t.Errorf("stat: %+v", st.Entry)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpMkdir, Path: "/workspace/x/y"})
+		if _, err := c.do(agent.LiveOp{Op: agent.OpMkdir, Path: "/workspace/x/y"}); err == nil || err.Code != agent.LiveErrExists {
+			t.Errorf("mkdir again: %v", err)
+		}
+		if m := c.ok(agent.LiveOp{Op: agent.OpMove, Path: "/workspace/dir/a.txt", Dest: "/workspace/x/a.txt"}); m.Entry.Path != "/workspace/x/a.txt" {
+			t.Errorf("move: %+v", m.Entry)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpRemove, Path: "/workspace/x"})
+		for _, p := range []string{"/workspace/x", "/workspace/dir/a.txt"} {
+			if _, err := c.do(agent.LiveOp{Op: agent.OpStat, Path: p}); err == nil || err.Code != agent.LiveErrNotFound {
+				t.Errorf("stat %s after it went: %v", p, err)
+			}
+		}
+		if _, err := c.do(agent.LiveOp{Op: agent.OpWrite, Path: "/etc/x", Data: []byte("x"), Truncate: true}); err == nil || err.Code != agent.LiveErrPermission {
+			t.Errorf("write to the read-only root: %v", err)
+		}
+		if _, err := c.do(agent.LiveOp{Op: agent.OpRead, Path: "/workspace"}); err == nil || err.Code != agent.LiveErrIsDir {
+			t.Errorf("read a directory: %v", err)
+		}
+		// A link is followed in the sandbox's view, never the agent's
+		// (whose state directory is in the container's own /tmp).
+		h.in(t, sid, bash("ln -s /tmp/.gantry-agent agentlink; ln -s ../../../tmp/.gantry-agent up"))
+		for _, p := range []string{"/workspace/agentlink", "/workspace/up"} {
+			if r, err := c.do(agent.LiveOp{Op: agent.OpListDir, Path: p}); err == nil {
+				t.Errorf("list through %s: %+v", p, r.Entries)
+			}
+		}
+	})
+
+	t.Run("a session whose sandbox ended", func(t *testing.T) {
+		h.in(t, sid, py("import os\nos._exit(0)"))
+		if _, err := c.do(agent.LiveOp{Op: agent.OpList}); err == nil || err.Code != agent.LiveErrNoSandbox {
+			t.Errorf("after the sandbox ended: %v", err)
+		}
+		j := h.in(t, sid, py("1"))
+		if j.LiveState != jobs.LiveLost {
+			t.Fatalf("next job: %+v", j)
+		}
+		c2 := h.live(t, sid)
+		if r, err := c2.do(agent.LiveOp{Op: agent.OpList}); err != nil || len(r.Processes) != 0 {
+			t.Errorf("the new sandbox's processes: %+v %v", r, err)
+		}
+	})
+}
