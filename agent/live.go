@@ -48,10 +48,12 @@ type liveRequest struct {
 
 // liveAnswer ends a job.
 type liveAnswer struct {
-	Event string          `json:"event"`
-	Code  int             `json:"code"`
-	Value json.RawMessage `json:"value,omitempty"`
-	Error string          `json:"error,omitempty"`
+	Event     string            `json:"event"`
+	Code      int               `json:"code"`
+	Value     json.RawMessage   `json:"value,omitempty"`
+	Exception json.RawMessage   `json:"exception,omitempty"`
+	Displays  []json.RawMessage `json:"displays,omitempty"`
+	Error     string            `json:"error,omitempty"`
 }
 
 // liveSandbox is the container's session sandbox.
@@ -412,7 +414,7 @@ func (j *liveJob) exit() (Exit, error) {
 	<-j.finished
 	e := Exit{Started: true, Live: j.info}
 	if j.answer != nil {
-		e.Code, e.Value = j.answer.Code, j.answer.Value
+		e.Code, e.Value, e.Exception, e.Displays = j.answer.Code, j.answer.Value, j.answer.Exception, j.answer.Displays
 	} else {
 		// The sandbox ended under the job: its exit status is the job's.
 		e.Code = j.l.exitCode()

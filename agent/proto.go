@@ -126,6 +126,12 @@ type Exit struct {
 	// session's cell, as a notebook shows it: a JSON object from MIME type
 	// to representation (see jobs.Value). Untrusted: the runner checks it.
 	Value json.RawMessage `json:"value,omitempty"`
+	// Exception is the exception that ended such a cell, as a notebook's
+	// error output has it (see jobs.Exception); Displays are what the cell
+	// displayed (MIME bundles, as Value), such as figures with
+	// GANTRY_FIGURES=display. Untrusted, as Value.
+	Exception json.RawMessage   `json:"exception,omitempty"`
+	Displays  []json.RawMessage `json:"displays,omitempty"`
 	// Live describes the session sandbox of a Stateful run.
 	Live *Live `json:"live,omitempty"`
 }

@@ -469,6 +469,9 @@ def _seed_mplconfig(env):
 # cut instead). jobs.MaxValueBytes checks it again.
 MAX_VALUE = 1 << 20
 MAX_TEXT = 64 << 10
+# What a cell's displays may take (jobs.MaxDisplays, MaxDisplayBytes).
+MAX_DISPLAYS = 32
+MAX_DISPLAY_BYTES = 4 << 20
 
 
 def _recv_exact(sock, n):
@@ -532,7 +535,7 @@ def _kernel(fd, env):
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
                                      encoding=sys.__stdin__.encoding, errors=sys.__stdin__.errors)
         env = _job_env(req)
-        value = None
+        value, exc, displays = None, None, []
         if req.get("mode") == "cell":
             cells += 1
             os.environ.update(env)
@@ -542,10 +545,13 @@ def _kernel(fd, env):
                 del sys.modules[m]
             figures = sys.modules.get("gantry_figures")
             if figures is not None:
-                figures._on = os.environ.get("GANTRY_FIGURES", "1") not in ("0", "false", "no", "off")
-            code, value = _cell(req["path"], cells, ns)
+                figures.configure()
+            code, value, exc = _cell(req["path"], cells, ns)
+            # The backend may have been loaded by this cell.
+            figures = sys.modules.get("gantry_figures")
             if figures is not None:
                 figures.save_figures(unsaved_only=True)
+                displays = figures.take_displayed()
             try:
                 import matplotlib.pyplot as plt
 
@@ -566,7 +572,24 @@ def _kernel(fd, env):
         answer = {"event": "done", "code": code}
         if value is not None:
             answer["value"] = value
+        if exc is not None:
+            answer["exception"] = exc
+        if displays:
+            answer["displays"] = _fit_displays(displays)
         _send(sock, answer)
+
+
+def _fit_displays(displays):
+    """The displays, first ones first, within MAX_DISPLAYS and MAX_DISPLAY_BYTES
+    in all (jobs.ParseDisplays checks it again)."""
+    out, size = [], 0
+    for d in displays[:MAX_DISPLAYS]:
+        n = len(json.dumps(d, ensure_ascii=True))
+        if size + n > MAX_DISPLAY_BYTES:
+            break
+        out.append(d)
+        size += n
+    return out
 
 
 def _spawn(argv, env):
@@ -745,7 +768,8 @@ def _processes(sock):
 
 
 def _cell(path, n, ns):
-    """Runs a file of Python as cell n in ns: its exit code and the bundle of its last expression's value."""
+    """Runs a file of Python as cell n in ns: its exit code, the bundle of its
+    last expression's value, and the exception that ended it (or None)."""
     import ast, linecache, tokenize, io
 
     name = "<cell %d>" % n
@@ -760,20 +784,40 @@ def _cell(path, n, ns):
             last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, name, "exec", dont_inherit=True), ns)
         if last is None:
-            return 0, None
+            return 0, None, None
         value = eval(compile(last, name, "eval", dont_inherit=True), ns)
     except SystemExit as e:
-        return _exit_code(e), None
+        return _exit_code(e), None, None
     except BaseException as e:
         tb = e.__traceback__
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell "):
             tb = tb.tb_next
         sys.excepthook(type(e), e.with_traceback(tb), tb)
-        return 1, None
+        return 1, None, _exception(e, tb)
     if value is None:
-        return 0, None
+        return 0, None, None
     ns["_"] = value
-    return 0, _bundle(value)
+    figures = sys.modules.get("gantry_figures")
+    if figures is not None:
+        figures.shown_as_value(value)
+    return 0, _bundle(value), None
+
+
+def _exception(e, tb):
+    """The exception that ended a cell, as a notebook's error output has it:
+    its type's name, its message, and the traceback as printed."""
+    import traceback
+
+    try:
+        text = "".join(traceback.format_exception(type(e), e, tb))
+    except Exception:
+        text = ""
+    try:
+        value = str(e)
+    except Exception:
+        value = ""
+    cut = lambda s, n: s if len(s) <= n else s[:n] + "…"
+    return {"name": cut(type(e).__name__, 256), "value": cut(value, MAX_TEXT), "traceback": cut(text, MAX_TEXT)}
 
 
 def _silenced(text, node):

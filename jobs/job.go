@@ -132,6 +132,12 @@ type Job struct {
 	// Value is the value of the last expression of a Python job in a
 	// stateful session, as a notebook shows it (absent otherwise).
 	Value *Value `json:"value,omitempty"`
+	// Displays are what such a job displayed besides its value, in order:
+	// the figures it showed or left open, with GANTRY_FIGURES=display in
+	// its env (absent otherwise).
+	Displays []Value `json:"displays,omitempty"`
+	// Exception is the exception that ended such a job (absent otherwise).
+	Exception *Exception `json:"exception,omitempty"`
 	// LiveState says, for a job of a stateful session that ran, whether it
 	// found the session's live state (absent for other jobs).
 	LiveState LiveState `json:"live_state,omitempty"`
@@ -182,9 +188,11 @@ type Result struct {
 	// empty.
 	StdoutKey string
 	StderrKey string
-	// Value, LiveState and LiveStateReason: a stateful session's job (see
-	// Job).
+	// Value, Displays, Exception, LiveState and LiveStateReason: a
+	// stateful session's job (see Job).
 	Value           *Value
+	Displays        []Value
+	Exception       *Exception
 	LiveState       LiveState
 	LiveStateReason string
 }

@@ -87,6 +87,76 @@ func ParseValue(raw []byte) (*Value, error) {
 	return v, nil
 }
 
+// Exception is the exception that ended a Python job of a stateful
+// session (a cell), as a notebook's error output has it: the exception's
+// type name, its message, and the traceback as Python prints it (the job's
+// stderr has it too).
+type Exception struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+// Bounds of what a cell reports beside its value: at most MaxDisplays
+// displays, MaxDisplayBytes of JSON in all.
+const (
+	MaxDisplays     = 32
+	MaxDisplayBytes = 4 << 20
+)
+
+// ParseException reads an exception a sandbox reported (untrusted): a JSON
+// object of three strings, valid UTF-8, each within MaxValueText (plus the
+// "…" the sandbox adds), the name within 256.
+func ParseException(raw []byte) (*Exception, error) {
+	if len(raw) > 3*(MaxValueText*4+1024) {
+		return nil, errors.New("exception is too large")
+	}
+	var e Exception
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, errors.New("exception is not a JSON object of strings")
+	}
+	for _, s := range []string{e.Name, e.Value, e.Traceback} {
+		if !utf8.ValidString(s) {
+			return nil, errors.New("exception is not UTF-8")
+		}
+		if utf8.RuneCountInString(s) > MaxValueText+1 {
+			return nil, errors.New("exception's text is over its limit")
+		}
+	}
+	if e.Name == "" || utf8.RuneCountInString(e.Name) > 257 {
+		return nil, errors.New("exception without a name, or with one over 256 characters")
+	}
+	return &e, nil
+}
+
+// ParseDisplays reads the displays a sandbox reported (untrusted): each as
+// ParseValue reads a value, at most MaxDisplays, MaxDisplayBytes in all.
+// Those that are not values are dropped (and said so in err, with the
+// rest returned).
+func ParseDisplays(raw []json.RawMessage) ([]Value, error) {
+	if len(raw) > MaxDisplays {
+		return nil, fmt.Errorf("%d displays; at most %d", len(raw), MaxDisplays)
+	}
+	total := 0
+	for _, r := range raw {
+		total += len(r)
+	}
+	if total > MaxDisplayBytes+MaxDisplays*1024 {
+		return nil, fmt.Errorf("displays of %d bytes are over the %d-byte limit", total, MaxDisplayBytes)
+	}
+	out := make([]Value, 0, len(raw))
+	var bad error
+	for _, r := range raw {
+		v, err := ParseValue(r)
+		if err != nil {
+			bad = err
+			continue
+		}
+		out = append(out, *v)
+	}
+	return out, bad
+}
+
 // LiveState is what a job of a stateful session found of the session's
 // live state: the interpreter's globals and imports, /tmp, and the
 // processes earlier jobs left running.

@@ -324,6 +324,20 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 			}
 			res.Value = v
 		}
+		if len(rr.Exit.Exception) > 0 {
+			e, err := jobs.ParseException(rr.Exit.Exception)
+			if err != nil {
+				a.log.Warn("the sandbox reported an exception that is not one; dropped", "err", err)
+			}
+			res.Exception = e
+		}
+		if len(rr.Exit.Displays) > 0 {
+			d, err := jobs.ParseDisplays(rr.Exit.Displays)
+			if err != nil {
+				a.log.Warn("the sandbox reported displays that are not; dropped", "err", err)
+			}
+			res.Displays = d
+		}
 	}
 	if code != 0 {
 		res.Status = jobs.StatusFailed

@@ -44,7 +44,7 @@ const jobColumns = `id, status, language, session_id, attempt, created_at, start
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
-	value, live_state, live_state_reason`
+	value, live_state, live_state_reason, displays, exception`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the
@@ -570,9 +570,19 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 		c := string(r.Error.Code)
 		code, msg = &c, &r.Error.Message
 	}
-	var value []byte
+	var value, displays, exception []byte
 	if r.Value != nil {
 		if value, err = json.Marshal(r.Value); err != nil {
+			return false, err
+		}
+	}
+	if len(r.Displays) > 0 {
+		if displays, err = json.Marshal(r.Displays); err != nil {
+			return false, err
+		}
+	}
+	if r.Exception != nil {
+		if exception, err = json.Marshal(r.Exception); err != nil {
 			return false, err
 		}
 	}
@@ -580,12 +590,13 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18
+			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18,
+			displays = $19, exception = $20
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
 		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey),
-		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason))
+		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -636,11 +647,12 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		outKey, errKey  *string
 		value           []byte
 		live, liveWhy   *string
+		displays, exc   []byte
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook,
-		&value, &live, &liveWhy)
+		&value, &live, &liveWhy, &displays, &exc)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -669,6 +681,17 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		j.Value = new(jobs.Value)
 		if err := json.Unmarshal(value, j.Value); err != nil {
 			return jobs.Job{}, fmt.Errorf("decode value: %w", err)
+		}
+	}
+	if displays != nil {
+		if err := json.Unmarshal(displays, &j.Displays); err != nil {
+			return jobs.Job{}, fmt.Errorf("decode displays: %w", err)
+		}
+	}
+	if exc != nil {
+		j.Exception = new(jobs.Exception)
+		if err := json.Unmarshal(exc, j.Exception); err != nil {
+			return jobs.Job{}, fmt.Errorf("decode exception: %w", err)
 		}
 	}
 	j.LiveState, j.LiveStateReason = jobs.LiveState(deref(live)), deref(liveWhy)

@@ -96,6 +96,7 @@ var componentTypes = []openapi.Component{
 	{Name: "Artifact", Type: typ[jobs.Artifact]()},
 	{Name: "Job", Type: typ[jobs.Job]()},
 	{Name: "Value", Type: typ[jobs.Value]()},
+	{Name: "Exception", Type: typ[jobs.Exception]()},
 	{Name: "LiveState", Type: typ[jobs.LiveState]()},
 	{Name: "JobSpec", Type: typ[jobs.JobSpec]()},
 	{Name: "JobSpecFile", Type: typ[jobs.FileInfo]()},

@@ -314,6 +314,20 @@ class ErrorInfo(TypedDict):
     message: str
 
 
+class Exception(TypedDict):
+    """The exception that ended a notebook cell: the exception type's name, its
+    message (`str` of it) and the traceback as Python prints it, each cut at
+    65536 characters (ending with …).
+    """
+
+    #: The exception type's name.
+    name: str
+    #: The traceback, as Python prints it.
+    traceback: str
+    #: Its message.
+    value: str
+
+
 class _FileInfoRequired(TypedDict):
     #: Modification time (UTC, as stored in the workspace snapshot: whole seconds).
     modified_at: str
@@ -420,6 +434,16 @@ class Job(_JobRequired, total=False):
     #: broke the runner's caps (by default 100 files, 100 MB each, 256 MB in all;
     #: kept in path order while they fit). Absent when none was.
     artifacts_omitted: List[JobArtifactsOmittedItem]
+    #: A Python job in a stateful session whose env has `GANTRY_FIGURES=display`:
+    #: what it displayed besides its value, in order, as a notebook's inline
+    #: backend shows it (each figure shown with `plt.show()` or left open at the
+    #: end, as image/png with its repr as text/plain), instead of files under out/.
+    #: At most 32, 4 MiB in all. Absent otherwise.
+    displays: List[Value]
+    #: A Python job in a stateful session that raised: the exception, as a
+    #: notebook's error output has it (its stderr has the traceback too). Absent
+    #: otherwise.
+    exception: Exception
     #: A job of a stateful session that ran: whether it found the session's live
     #: state (the interpreter's globals, /tmp, the processes earlier jobs left
     #: running). Absent for other jobs.
@@ -1316,4 +1340,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

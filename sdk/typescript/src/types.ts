@@ -282,6 +282,20 @@ export interface ErrorInfo {
   message: string;
 }
 
+/**
+ * The exception that ended a notebook cell: the exception type's name, its
+ * message (`str` of it) and the traceback as Python prints it, each cut at
+ * 65536 characters (ending with …).
+ */
+export interface Exception {
+  /** The exception type's name. */
+  name: string;
+  /** The traceback, as Python prints it. */
+  traceback: string;
+  /** Its message. */
+  value: string;
+}
+
 /** An entry of a session's workspace. */
 export interface FileInfo {
   /** Modification time (UTC, as stored in the workspace snapshot: whole seconds). */
@@ -355,9 +369,23 @@ export interface Job {
   /** The batch the job was submitted in (POST /v1/jobs/batch), or null. */
   batch_id: string | null;
   created_at: string;
+  /**
+   * A Python job in a stateful session whose env has `GANTRY_FIGURES=display`:
+   * what it displayed besides its value, in order, as a notebook's inline
+   * backend shows it (each figure shown with `plt.show()` or left open at the
+   * end, as image/png with its repr as text/plain), instead of files under out/.
+   * At most 32, 4 MiB in all. Absent otherwise.
+   */
+  displays?: Value[];
   /** How long the program ran, in milliseconds, once finished. */
   duration_ms: number | null;
   error: ErrorInfo | null;
+  /**
+   * A Python job in a stateful session that raised: the exception, as a
+   * notebook's error output has it (its stderr has the traceback too). Absent
+   * otherwise.
+   */
+  exception?: Exception;
   /** The program's exit code, once it has exited. */
   exit_code: number | null;
   finished_at: string | null;

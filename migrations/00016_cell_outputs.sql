@@ -1,0 +1,11 @@
+-- +goose Up
+-- A stateful session's Python job (a notebook cell) records, besides the
+-- value of its last expression, what it displayed (figures shown, with
+-- GANTRY_FIGURES=display: a list of MIME bundles) and the exception that
+-- ended it (name, value, traceback).
+ALTER TABLE jobs
+    ADD COLUMN displays  jsonb,
+    ADD COLUMN exception jsonb;
+
+-- +goose Down
+ALTER TABLE jobs DROP COLUMN exception, DROP COLUMN displays;
