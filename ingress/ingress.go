@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/compat/judge0"
 	"github.com/gantryhq/gantry/ingress/compat/sandboxfusion"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/mcpapi"
@@ -101,6 +102,7 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 		Agent: cfg.Agent, MCP: mcp, Document: openapiJSON,
 		Compat: map[string]http.Handler{
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"judge0":        judge0.New(judge0.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 		},
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil

@@ -141,6 +141,10 @@ func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal,
 	return p, nil
 }
 
+// Limits are the caller's tenant's quotas, the operator's defaults filled
+// in.
+func (s *Service) Limits(p Principal) jobs.TenantLimits { return s.limits(p) }
+
 // limits returns the tenant's quotas with the operator's defaults filled in.
 func (s *Service) limits(p Principal) jobs.TenantLimits { return p.Limits.Or(s.cfg.TenantLimits) }
 

@@ -2,12 +2,13 @@ package sandboxfusion
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gantryhq/gantry/ingress/compat"
 )
 
 // languages are SandboxFusion's Language literal (sandbox/runners/types.py),
@@ -147,7 +148,7 @@ func decodeRunCode(body []byte) (runCode, error) {
 				if content == nil || strings.Contains(name, "IGNORE_THIS_FILE") {
 					continue
 				}
-				b, err := laxBase64(*content)
+				b, err := compat.LaxBase64(*content)
 				if err != nil {
 					bad("files", "value_error", fmt.Sprintf("Value error, the content of %q is not base64: %v", name, err), raw, nil)
 					continue
@@ -221,18 +222,4 @@ func laxInt(raw json.RawMessage) (v int64, typ, msg string) {
 		return 0, "int_parsing_size", "Unable to parse input string as an integer, exceeded maximum size"
 	}
 	return int64(f), "", ""
-}
-
-// laxBase64 decodes base64 as Python's base64.b64decode does by default:
-// characters outside the alphabet are skipped.
-func laxBase64(s string) ([]byte, error) {
-	clean := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '+', r == '/', r == '=':
-			return r
-		}
-		return -1
-	}, s)
-	clean = strings.TrimRight(clean, "=")
-	return base64.RawStdEncoding.DecodeString(clean)
 }
