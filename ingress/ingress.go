@@ -39,6 +39,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/compat/judge0"
+	"github.com/gantryhq/gantry/ingress/compat/piston"
 	"github.com/gantryhq/gantry/ingress/compat/sandboxfusion"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/mcpapi"
@@ -103,6 +104,7 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 		Compat: map[string]http.Handler{
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 			"judge0":        judge0.New(judge0.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"piston":        piston.New(piston.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 		},
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil
