@@ -197,6 +197,8 @@ type Spec struct {
 	Artifacts []string   `json:"artifacts"`
 	// Compat is a compatible API's own data (Request.Compat).
 	Compat json.RawMessage `json:"compat,omitempty"`
+	// Environment names the sandbox image ("": the runner's own).
+	Environment string `json:"environment,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

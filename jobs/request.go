@@ -41,6 +41,9 @@ type Request struct {
 	// output: stored with the spec, never given to the program, and not
 	// part of the HTTP API (an adapter sets it in Go).
 	Compat json.RawMessage `json:"-"`
+	// Environment names the sandbox image the job runs in ("" or
+	// "default": the runner's own). A session's jobs run in the session's.
+	Environment string `json:"environment,omitempty"`
 }
 
 // MaxCompatBytes caps Request.Compat.
@@ -302,6 +305,9 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	spec := Spec{Language: lang.Name}
 	var err error
+	if spec.Environment, err = normalizeEnvironment(req.Environment); err != nil {
+		return Spec{}, err
+	}
 
 	switch {
 	case req.Code != "" && len(req.Command) > 0:

@@ -105,6 +105,9 @@ type JobSpec struct {
 	// Compat is a compatible API's own data (Request.Compat), for the
 	// adapter that stored it; not part of the HTTP API.
 	Compat json.RawMessage `json:"-"`
+	// Environment is the environment it ran in ("default": the runner's
+	// own image).
+	Environment string `json:"environment"`
 }
 
 // FileInfo names an input file of a job, with its size in bytes.
@@ -119,6 +122,10 @@ func (s *Spec) View() JobSpec {
 		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
 		TimeoutMS: s.TimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
+		Environment: DefaultEnvironment,
+	}
+	if s.Environment != "" {
+		v.Environment = s.Environment
 	}
 	for i, f := range s.Files {
 		v.Files[i] = FileInfo{Path: f.Path, Size: int64(len(f.Content))}

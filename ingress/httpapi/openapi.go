@@ -102,6 +102,8 @@ var componentTypes = []openapi.Component{
 	{Name: "PresignedURL", Type: typ[service.PresignedURL]()},
 	{Name: "Language", Type: typ[jobs.Language]()},
 	{Name: "LanguageList", Type: typ[languageList]()},
+	{Name: "Environment", Type: typ[jobs.Environment]()},
+	{Name: "EnvironmentList", Type: typ[environmentList]()},
 	{Name: "Health", Type: typ[health]()},
 	{Name: "Readiness", Type: typ[readiness]()},
 	{Name: "Error", Type: typ[errorBody]()},

@@ -105,6 +105,15 @@ func (s *Server) routeTable() []route {
 			},
 		},
 		{
+			Method: "GET", Path: "/v1/environments", ID: "listEnvironments",
+			handle:  s.handleEnvironments,
+			Tags:    []string{"jobs"},
+			Summary: "List the environments (sandbox images) this tenant's jobs and sessions may run in.",
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The environments, the default first.", Content: []openapi.Media{{Type: "application/json", Schema: typ[environmentList]()}}},
+			},
+		},
+		{
 			Method: "POST", Path: "/v1/jobs", ID: "submitJob",
 			handle:  s.handleSubmit,
 			Tags:    []string{"jobs"},

@@ -124,6 +124,8 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
+
+	Environments(ctx context.Context) ([]store.Environment, error)
 }
 
 // The store's records the service hands to its adapters as they are.
@@ -189,6 +191,7 @@ type Service struct {
 	webhooks *webhook.Dispatcher
 	// callbacks are the compatible APIs' (callbacks.go).
 	callbacks *callbacks
+	envs      environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
