@@ -25,3 +25,10 @@ func Version(lang string) string {
 	}
 	return "0.0.0"
 }
+
+// compiled are the gantry languages with a compile step.
+var compiled = map[string]bool{"c": true, "cpp": true, "c++": true, "go": true, "java": true, "rust": true}
+
+// Compiled says whether a gantry language has a compile step (its
+// compile_timeout applies).
+func Compiled(lang string) bool { return compiled[lang] }

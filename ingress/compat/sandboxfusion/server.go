@@ -36,10 +36,13 @@ import (
 type Config struct {
 	// MaxBodyBytes caps a request's body (413 beyond).
 	MaxBodyBytes int64
-	// QueueWait is how long a job may wait in the queue before it is
-	// withdrawn and the call answered 504 (verl's requests allow 10 s
-	// beyond the job's own timeouts).
-	QueueWait time.Duration
+	// ClientSlack is how long beyond compile_timeout + run_timeout a
+	// client waits for its answer (verl: 10 s), and Margin what a job
+	// needs beyond its run_timeout once started (a container, collecting
+	// its output). A job that has not started when the client could no
+	// longer get its answer in time is withdrawn and the call answered
+	// 504, which verl retries.
+	ClientSlack, Margin time.Duration
 	// MaxFetchBytes caps the bytes of one fetched file.
 	MaxFetchBytes int64
 }
@@ -49,8 +52,11 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 10 << 20
 	}
-	if c.QueueWait == 0 {
-		c.QueueWait = 8 * time.Second
+	if c.ClientSlack == 0 {
+		c.ClientSlack = 10 * time.Second
+	}
+	if c.Margin == 0 {
+		c.Margin = 3 * time.Second
 	}
 	if c.MaxFetchBytes == 0 {
 		c.MaxFetchBytes = 16 << 20
@@ -121,6 +127,7 @@ func sandboxError(msg string) runCodeResponse {
 }
 
 func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	p, err := compat.Authenticate(s.svc, r)
 	if err != nil {
 		s.writeServiceError(w, err)
@@ -148,7 +155,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gantry-Job-Id", job.ID)
-	job, err = s.await(r.Context(), p, job)
+	job, err = s.await(r.Context(), p, job, s.startBy(arrived, req, lang))
 	if err != nil {
 		s.writeServiceError(w, err)
 		return
@@ -207,11 +214,30 @@ func literalGlob(p string) (string, bool) {
 	return b.String(), jobs.ValidateGlob(b.String()) == nil
 }
 
-// await waits for the job to finish. A job that has not started within
-// QueueWait is withdrawn (cancelled), and returned unfinished for a 504,
+// startBy is when a job must have started for its answer to reach a client
+// that waits compile_timeout + run_timeout + ClientSlack from the request's
+// arrival: its run_timeout and Margin before that, and its compile_timeout
+// too for a language with a compile step.
+func (s *Server) startBy(arrived time.Time, req runCode, lang string) time.Time {
+	budget := s.cfg.ClientSlack - s.cfg.Margin
+	if !compat.Compiled(lang) {
+		budget += seconds(req.CompileTimeout) // the client allows for a compile that does not happen
+	}
+	return arrived.Add(max(budget, s.cfg.Margin))
+}
+
+func seconds(f float64) time.Duration {
+	if f <= 0 || f > 3600 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// await waits for the job to finish. A job that has not started by
+// startBy is withdrawn (cancelled), and returned unfinished for a 504,
 // unless it finished meanwhile.
-func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job) (jobs.Job, error) {
-	job, err := s.svc.WaitJob(ctx, p, job, service.Watch{Until: time.Now().Add(s.cfg.QueueWait)})
+func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job, startBy time.Time) (jobs.Job, error) {
+	job, err := s.svc.WaitJob(ctx, p, job, service.Watch{Until: startBy})
 	if err != nil || job.Status.Terminal() || ctx.Err() != nil {
 		return job, err
 	}
