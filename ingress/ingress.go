@@ -102,9 +102,9 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
 		Agent: cfg.Agent, MCP: mcp, Document: openapiJSON,
 		Compat: map[string]http.Handler{
-			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
-			"judge0":        judge0.New(judge0.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
-			"piston":        piston.New(piston.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
+			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"piston":        piston.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 		},
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil

@@ -93,12 +93,27 @@ func Key(r *http.Request) string {
 	return strings.TrimSpace(r.Header.Get("X-Auth-Token"))
 }
 
-type sourceKey struct{}
+type arrival struct {
+	source string
+	at     time.Time
+}
 
-// WithSource is ctx carrying the address a request's key attempts count
-// against (the HTTP API's, behind trusted proxies), for Authenticate.
-func WithSource(ctx context.Context, source string) context.Context {
-	return context.WithValue(ctx, sourceKey{}, source)
+type arrivalKey struct{}
+
+// Arrived is ctx carrying when a request arrived and the address its key
+// attempts count against (the HTTP API's, behind trusted proxies), for
+// Authenticate and ArrivedAt.
+func Arrived(ctx context.Context, source string) context.Context {
+	return context.WithValue(ctx, arrivalKey{}, arrival{source: source, at: time.Now()})
+}
+
+// ArrivedAt is when the request of ctx arrived (now, if not known): a
+// client's time starts then, before any wait for admission.
+func ArrivedAt(ctx context.Context) time.Time {
+	if a, ok := ctx.Value(arrivalKey{}).(arrival); ok {
+		return a.at
+	}
+	return time.Now()
 }
 
 // MaxAdmissionWait is how long a request of a compatible API waits for its
@@ -111,8 +126,8 @@ const MaxAdmissionWait = 30 * time.Second
 // (service.AuthenticateWaiting). Errors are the service's (*service.Error),
 // for the API to answer in its original's words.
 func Authenticate(svc *service.Service, r *http.Request) (service.Principal, error) {
-	source, _ := r.Context().Value(sourceKey{}).(string)
-	return svc.AuthenticateWaiting(r.Context(), Key(r), source, MaxAdmissionWait)
+	a, _ := r.Context().Value(arrivalKey{}).(arrival)
+	return svc.AuthenticateWaiting(r.Context(), Key(r), a.source, MaxAdmissionWait)
 }
 
 // Language is the first of names that gantry runs (""/false: none): the
@@ -153,4 +168,36 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// Config is what every compatible API takes.
+type Config struct {
+	// MaxBodyBytes caps a request's body (413 beyond).
+	MaxBodyBytes int64
+}
+
+// WithDefaults fills in zero fields.
+func (c Config) WithDefaults() Config {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 10 << 20
+	}
+	return c
+}
+
+// Handler serves a request of a compatible API for the caller p. An error
+// it returns is answered in the API's own words.
+type Handler func(w http.ResponseWriter, r *http.Request, p service.Principal) error
+
+// Authenticated admits the request under its key (Authenticate) and calls
+// h; answer words the error of either as the API's original would.
+func Authenticated(svc *service.Service, h Handler, answer func(http.ResponseWriter, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := Authenticate(svc, r)
+		if err == nil {
+			err = h(w, r, p)
+		}
+		if err != nil {
+			answer(w, err)
+		}
+	})
 }

@@ -113,7 +113,7 @@ func (s *Server) routes() {
 		// The route label is the API's name: a key sent in the path was
 		// taken out before (compat.PathKeys), and never names a series.
 		m.Handle(base+"/", s.instrument(base, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			h.ServeHTTP(w, r.WithContext(compat.WithSource(r.Context(), s.keySource(r))))
+			h.ServeHTTP(w, r.WithContext(compat.Arrived(r.Context(), s.keySource(r))))
 		})))
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -78,7 +78,7 @@ func known(f string) bool {
 
 // token is a job's id written as a UUID: the same 128 bits.
 func token(jobID string) string {
-	b, ok := jobBits(jobID)
+	b, ok := jobs.IDBits("job", jobID)
 	if !ok {
 		return jobID
 	}
@@ -86,62 +86,16 @@ func token(jobID string) string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
-
-// jobBits are the 128 bits of a job id's 26 base32 digits.
-func jobBits(id string) ([16]byte, bool) {
-	var b [16]byte
-	rest, ok := strings.CutPrefix(id, "job_")
-	if !ok || len(rest) != 26 || !jobs.ValidID("job", id) {
-		return b, false
-	}
-	var hi, lo uint64
-	for i := 0; i < 26; i++ {
-		v := uint64(strings.IndexByte(crockford, rest[i]))
-		hi = hi<<5 | lo>>59
-		lo = lo<<5 | v
-	}
-	if strings.IndexByte(crockford, rest[0]) > 7 {
-		return b, false // more than 128 bits: never a job id
-	}
-	for i := 0; i < 8; i++ {
-		b[i] = byte(hi >> (56 - 8*i))
-		b[8+i] = byte(lo >> (56 - 8*i))
-	}
-	return b, true
-}
-
 // jobID is the job id a token names (false: not a token).
 func jobID(tok string) (string, bool) {
-	h := strings.ReplaceAll(tok, "-", "")
-	if len(h) != 32 || len(tok) != 36 || tok[8] != '-' || tok[13] != '-' || tok[18] != '-' || tok[23] != '-' {
+	if len(tok) != 36 || tok[8] != '-' || tok[13] != '-' || tok[18] != '-' || tok[23] != '-' {
 		return "", false
 	}
-	raw, err := hex.DecodeString(h)
-	if err != nil {
+	raw, err := hex.DecodeString(strings.ReplaceAll(tok, "-", ""))
+	if err != nil || len(raw) != 16 {
 		return "", false
 	}
-	var hi, lo uint64
-	for i := 0; i < 8; i++ {
-		hi = hi<<8 | uint64(raw[i])
-		lo = lo<<8 | uint64(raw[8+i])
-	}
-	var sb strings.Builder
-	sb.WriteString("job_")
-	for i := 25; i >= 0; i-- {
-		shift := uint(i * 5)
-		var v uint64
-		switch {
-		case shift >= 64:
-			v = hi >> (shift - 64)
-		case shift > 59:
-			v = lo>>shift | hi<<(64-shift)
-		default:
-			v = lo >> shift
-		}
-		sb.WriteByte(crockford[v&31])
-	}
-	return sb.String(), true
+	return jobs.IDOf("job", [16]byte(raw)), true
 }
 
 // view is a job with what its submission shows of its spec.

@@ -32,32 +32,18 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-// Config is the adapter's configuration.
-type Config struct {
-	// MaxBodyBytes caps a request's body (413 beyond).
-	MaxBodyBytes int64
-}
-
-// WithDefaults fills in zero fields.
-func (c Config) WithDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 10 << 20
-	}
-	return c
-}
-
 // Server serves Judge0's API over the service.
 type Server struct {
-	cfg Config
+	cfg compat.Config
 	log *slog.Logger
 	svc *service.Service
 	mux *http.ServeMux
 }
 
 // New makes the adapter.
-func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
+func New(cfg compat.Config, log *slog.Logger, svc *service.Service) *Server {
 	s := &Server{cfg: cfg.WithDefaults(), log: log.With("api", "judge0"), svc: svc, mux: http.NewServeMux()}
-	routes := map[string]func(w http.ResponseWriter, r *http.Request, p service.Principal) error{
+	routes := map[string]compat.Handler{
 		"POST /submissions":         s.handleCreate,
 		"GET /submissions/{token}":  s.handleShow,
 		"POST /submissions/batch":   s.handleBatchCreate,
@@ -78,7 +64,7 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 		"POST /authorize": forbidden,
 	}
 	for pattern, h := range routes {
-		s.mux.Handle(pattern, s.authenticated(h))
+		s.mux.Handle(pattern, compat.Authenticated(svc, h, s.writeError))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { notFound(w) })
 	return s
@@ -86,20 +72,6 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 
 // Handler serves the API's paths, relative to its base URL.
 func (s *Server) Handler() http.Handler { return s.mux }
-
-// authenticated admits the request under its key (X-Auth-Token, or the
-// other forms compat reads) and answers the handler's error.
-func (s *Server) authenticated(h func(w http.ResponseWriter, r *http.Request, p service.Principal) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := compat.Authenticate(s.svc, r)
-		if err == nil {
-			err = h(w, r, p)
-		}
-		if err != nil {
-			s.writeError(w, err)
-		}
-	})
-}
 
 func forbidden(w http.ResponseWriter, _ *http.Request, _ service.Principal) error {
 	w.WriteHeader(http.StatusForbidden)
@@ -234,8 +206,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, p service.
 	if err != nil || r.Context().Err() != nil {
 		return err
 	}
-	spec := jobs.JobSpec{Code: string(sub.Source), Compat: req.Compat}
-	return s.writeSubmission(w, http.StatusCreated, view{job: job, spec: &spec}, o)
+	v, err := s.views(r.Context(), p, []jobs.Job{job})
+	if err != nil {
+		return err
+	}
+	return s.writeSubmission(w, http.StatusCreated, v[0], o)
 }
 
 // answerBad answers a malformed request or bad options with a 400.

@@ -30,20 +30,6 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-// Config is the adapter's configuration.
-type Config struct {
-	// MaxBodyBytes caps a request's body (413 beyond).
-	MaxBodyBytes int64
-}
-
-// WithDefaults fills in zero fields.
-func (c Config) WithDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 10 << 20
-	}
-	return c
-}
-
 // runtime is a Piston runtime gantry can offer.
 type runtime struct {
 	Language string
@@ -99,17 +85,17 @@ const (
 
 // Server serves Piston's API over the service.
 type Server struct {
-	cfg Config
+	cfg compat.Config
 	log *slog.Logger
 	svc *service.Service
 	mux *http.ServeMux
 }
 
 // New makes the adapter.
-func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
+func New(cfg compat.Config, log *slog.Logger, svc *service.Service) *Server {
 	s := &Server{cfg: cfg.WithDefaults(), log: log.With("api", "piston"), svc: svc, mux: http.NewServeMux()}
-	s.mux.Handle("GET /api/v2/runtimes", s.authenticated(s.handleRuntimes))
-	s.mux.Handle("POST /api/v2/execute", s.authenticated(s.handleExecute))
+	s.mux.Handle("GET /api/v2/runtimes", compat.Authenticated(svc, s.handleRuntimes, s.writeError))
+	s.mux.Handle("POST /api/v2/execute", compat.Authenticated(svc, s.handleExecute, s.writeError))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		compat.WriteJSON(w, http.StatusNotFound, message{Message: "Not Found"})
 	})
@@ -122,18 +108,6 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // message is Piston's error body.
 type message struct {
 	Message string `json:"message"`
-}
-
-func (s *Server) authenticated(h func(w http.ResponseWriter, r *http.Request, p service.Principal) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := compat.Authenticate(s.svc, r)
-		if err == nil {
-			err = h(w, r, p)
-		}
-		if err != nil {
-			s.writeError(w, err)
-		}
-	})
 }
 
 // writeError answers an error as Piston's clients read one: a message,

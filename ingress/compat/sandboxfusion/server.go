@@ -34,8 +34,7 @@ import (
 
 // Config is the adapter's configuration.
 type Config struct {
-	// MaxBodyBytes caps a request's body (413 beyond).
-	MaxBodyBytes int64
+	compat.Config
 	// ClientSlack is how long beyond compile_timeout + run_timeout a
 	// client waits for its answer (verl: 10 s), and Margin what a job
 	// needs beyond its run_timeout once started (a container, collecting
@@ -49,9 +48,7 @@ type Config struct {
 
 // WithDefaults fills in zero fields.
 func (c Config) WithDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 10 << 20
-	}
+	c.Config = c.Config.WithDefaults()
 	if c.ClientSlack == 0 {
 		c.ClientSlack = 10 * time.Second
 	}
@@ -75,7 +72,7 @@ type Server struct {
 // New makes the adapter.
 func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	s := &Server{cfg: cfg.WithDefaults(), log: log.With("api", "sandboxfusion"), svc: svc, mux: http.NewServeMux()}
-	s.mux.HandleFunc("POST /run_code", s.handleRunCode)
+	s.mux.Handle("POST /run_code", compat.Authenticated(svc, s.handleRunCode, s.writeServiceError))
 	s.mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, _ *http.Request) { compat.WriteJSON(w, http.StatusOK, "pong") })
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		compat.WriteJSON(w, http.StatusNotFound, detail{Detail: "Not Found"})
@@ -126,48 +123,37 @@ func sandboxError(msg string) runCodeResponse {
 	return runCodeResponse{Status: statusSandboxError, Message: msg, Files: map[string]string{}}
 }
 
-func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
-	arrived := time.Now()
-	p, err := compat.Authenticate(s.svc, r)
-	if err != nil {
-		s.writeServiceError(w, err)
-		return
-	}
+func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request, p service.Principal) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		s.writeServiceError(w, err)
-		return
+		return err
 	}
 	req, err := decodeRunCode(body)
 	if err != nil {
 		compat.WriteJSON(w, http.StatusUnprocessableEntity, err)
-		return
+		return nil
 	}
 	names, ok := gantryNames[req.Language]
 	lang, ok2 := compat.Language(names...)
 	if !ok || !ok2 {
 		compat.WriteJSON(w, http.StatusOK, sandboxError("language "+req.Language+" is not available on this gantry (it runs "+strings.Join(jobs.LanguageNames(), ", ")+")"))
-		return
+		return nil
 	}
 	job, _, err := s.svc.SubmitJob(r.Context(), p, s.jobRequest(req, lang))
 	if err != nil {
-		s.writeServiceError(w, err)
-		return
+		return err
 	}
 	w.Header().Set("X-Gantry-Job-Id", job.ID)
-	job, err = s.await(r.Context(), p, job, s.startBy(arrived, req, lang))
-	if err != nil {
-		s.writeServiceError(w, err)
-		return
-	}
-	if r.Context().Err() != nil {
-		return // the client went away
+	job, err = s.await(r.Context(), p, job, s.startBy(compat.ArrivedAt(r.Context()), req, lang))
+	if err != nil || r.Context().Err() != nil {
+		return err // or the client went away
 	}
 	if !job.Status.Terminal() {
 		compat.WriteJSON(w, http.StatusGatewayTimeout, detail{Detail: "the job " + job.ID + " did not finish in time; retry"})
-		return
+		return nil
 	}
 	compat.WriteJSON(w, http.StatusOK, s.response(r.Context(), p, job, req.FetchFiles))
+	return nil
 }
 
 // jobRequest is the gantry job that runs a /run_code request.
