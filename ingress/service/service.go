@@ -125,6 +125,8 @@ type Store interface {
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
 
+	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
+
 	Environments(ctx context.Context) ([]store.Environment, error)
 }
 

@@ -1161,6 +1161,56 @@ class ToolList(TypedDict):
     #: With q: the matches, best first, at most limit.
     tools: List[ToolInfo]
 
+_UsageRequired = TypedDict("_UsageRequired", {"buckets": "List[UsageBucket]", "by": "str", "from": "str", "to": "str", "total": "UsageFigures"})
+
+
+class Usage(_UsageRequired):
+    """What the tenant ran over a range, from its job history (so a job deleted by
+    the history's retention no longer counts): every bucket of the range in
+    order, empty ones included, and the range's total. A job counts in the
+    bucket it was submitted in, with its status now.
+    """
+
+    pass
+
+
+class UsageBucket(TypedDict):
+    """One bucket (a day or an hour, UTC) of a usage report."""
+
+    #: The size of the files the jobs produced that gantry kept (omitted ones
+    #: aside).
+    artifact_bytes: int
+    #: The median wall time of the programs that ran; null when none did.
+    duration_p50_ms: Optional[int]
+    #: The 95th percentile of the programs' wall time; null when none ran.
+    duration_p95_ms: Optional[int]
+    #: Jobs submitted, by their status now (every status present).
+    jobs: Dict[str, int]
+    #: All jobs submitted.
+    jobs_total: int
+    #: The sessions jobs were submitted to.
+    sessions: int
+    #: The bucket's first instant.
+    start: str
+
+
+class UsageFigures(TypedDict):
+    """The figures of a bucket, or of the whole range."""
+
+    #: The size of the files the jobs produced that gantry kept (omitted ones
+    #: aside).
+    artifact_bytes: int
+    #: The median wall time of the programs that ran; null when none did.
+    duration_p50_ms: Optional[int]
+    #: The 95th percentile of the programs' wall time; null when none ran.
+    duration_p95_ms: Optional[int]
+    #: Jobs submitted, by their status now (every status present).
+    jobs: Dict[str, int]
+    #: All jobs submitted.
+    jobs_total: int
+    #: The sessions jobs were submitted to.
+    sessions: int
+
 
 class _WebhookAttemptRequired(TypedDict):
     at: str
@@ -1223,4 +1273,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

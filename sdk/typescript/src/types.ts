@@ -1286,6 +1286,63 @@ export interface ToolList {
   tools: ToolInfo[];
 }
 
+/**
+ * What the tenant ran over a range, from its job history (so a job deleted by
+ * the history's retention no longer counts): every bucket of the range in
+ * order, empty ones included, and the range's total. A job counts in the
+ * bucket it was submitted in, with its status now.
+ */
+export interface Usage {
+  buckets: UsageBucket[];
+  /** day or hour. */
+  by: string;
+  /** The first bucket's start (the asked-for from, rounded down). */
+  from: string;
+  /** The last bucket's end (the asked-for to, rounded up). */
+  to: string;
+  total: UsageFigures;
+}
+
+/** One bucket (a day or an hour, UTC) of a usage report. */
+export interface UsageBucket {
+  /**
+   * The size of the files the jobs produced that gantry kept (omitted ones
+   * aside).
+   */
+  artifact_bytes: number;
+  /** The median wall time of the programs that ran; null when none did. */
+  duration_p50_ms: number | null;
+  /** The 95th percentile of the programs' wall time; null when none ran. */
+  duration_p95_ms: number | null;
+  /** Jobs submitted, by their status now (every status present). */
+  jobs: Record<string, number>;
+  /** All jobs submitted. */
+  jobs_total: number;
+  /** The sessions jobs were submitted to. */
+  sessions: number;
+  /** The bucket's first instant. */
+  start: string;
+}
+
+/** The figures of a bucket, or of the whole range. */
+export interface UsageFigures {
+  /**
+   * The size of the files the jobs produced that gantry kept (omitted ones
+   * aside).
+   */
+  artifact_bytes: number;
+  /** The median wall time of the programs that ran; null when none did. */
+  duration_p50_ms: number | null;
+  /** The 95th percentile of the programs' wall time; null when none ran. */
+  duration_p95_ms: number | null;
+  /** Jobs submitted, by their status now (every status present). */
+  jobs: Record<string, number>;
+  /** All jobs submitted. */
+  jobs_total: number;
+  /** The sessions jobs were submitted to. */
+  sessions: number;
+}
+
 /** One try at delivering a webhook. */
 export interface WebhookAttempt {
   at: string;
