@@ -130,18 +130,6 @@ func Authenticate(svc *service.Service, r *http.Request) (service.Principal, err
 	return svc.AuthenticateWaiting(r.Context(), Key(r), a.source, MaxAdmissionWait)
 }
 
-// Language is the first of names that gantry runs (""/false: none): the
-// compatible APIs name languages their own way, and list candidates so
-// that a language gantry adds later is found without a change here.
-func Language(names ...string) (string, bool) {
-	for _, n := range names {
-		if _, ok := jobs.LookupLanguage(n); ok {
-			return n, true
-		}
-	}
-	return "", false
-}
-
 // TimeoutMS is a time limit given in seconds, held within what the policy
 // allows (the originals take any; gantry keeps its bounds rather than
 // refusing).

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
@@ -51,9 +52,70 @@ type Stages struct {
 	Run     *Stage
 }
 
+// measured is what a job reports, by its JSON names, of a compile step and
+// of what its program used (see runtimes.go).
+type measured struct {
+	CPUTimeMS    *int64 `json:"cpu_time_ms"`
+	PeakMemoryKB *int64 `json:"peak_memory_kb"`
+	Compile      *struct {
+		Status       string `json:"status"` // succeeded, failed, timed_out
+		ExitCode     *int   `json:"exit_code"`
+		DurationMS   int64  `json:"duration_ms"`
+		CPUTimeMS    *int64 `json:"cpu_time_ms"`
+		PeakMemoryKB *int64 `json:"peak_memory_kb"`
+	} `json:"compile"`
+	CompileOutput string `json:"compile_output"`
+}
+
+func ms(p *int64) *time.Duration {
+	if p == nil {
+		return nil
+	}
+	d := time.Duration(*p) * time.Millisecond
+	return &d
+}
+
 // StagesOf reads a finished job's stages.
 func StagesOf(j jobs.Job) Stages {
-	run := &Stage{Stdout: j.Stdout, Stderr: j.Stderr}
+	var m measured
+	if b, err := json.Marshal(j); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return stagesOf(j, m)
+}
+
+func stagesOf(j jobs.Job, m measured) Stages {
+	var st Stages
+	if c := m.Compile; c != nil {
+		st.Compile = &Stage{Stderr: m.CompileOutput, // compilers write their diagnostics to stderr
+			Wall: time.Duration(c.DurationMS) * time.Millisecond,
+			CPU:  ms(c.CPUTimeMS), MemoryKB: c.PeakMemoryKB}
+		switch c.Status {
+		case "timed_out":
+			st.Compile.Outcome = TimedOut
+		default:
+			code := 0
+			if c.ExitCode != nil {
+				code = *c.ExitCode
+			} else if c.Status != "succeeded" {
+				code = 1
+			}
+			st.Compile.ExitCode = &code
+			if code > 128 && code < 128+65 {
+				st.Compile.Signal = code - 128
+			}
+		}
+		if c.Status != "succeeded" {
+			return st // the program never ran
+		}
+	}
+	st.Run = runStage(j, m)
+	return st
+}
+
+// runStage is the program's run.
+func runStage(j jobs.Job, m measured) *Stage {
+	run := &Stage{Stdout: j.Stdout, Stderr: j.Stderr, CPU: ms(m.CPUTimeMS), MemoryKB: m.PeakMemoryKB}
 	if j.DurationMS != nil {
 		run.Wall = time.Duration(*j.DurationMS) * time.Millisecond
 	}
@@ -78,7 +140,7 @@ func StagesOf(j jobs.Job) Stages {
 			run.Message = j.Error.Message
 		}
 	}
-	return Stages{Run: run}
+	return run
 }
 
 // Waiting says whether a job has not started yet.

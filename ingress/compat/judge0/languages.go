@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/jobs"
 )
 
 // language is a Judge0 language gantry runs.
@@ -52,13 +53,13 @@ var aliases = map[int]int{
 
 // lookup finds the language of an id or alias that gantry runs now, with
 // the gantry language it runs as.
-func lookup(id int) (language, string, bool) {
+func lookup(p jobs.Policy, id int) (language, string, bool) {
 	if to, ok := aliases[id]; ok {
 		id = to
 	}
 	for _, l := range languages {
 		if l.ID == id {
-			name, ok := compat.Language(l.Gantry...)
+			name, ok := compat.Language(p, l.Gantry...)
 			return l, name, ok
 		}
 	}
@@ -83,10 +84,10 @@ type languageRef struct {
 
 // available lists the languages gantry runs, by name as Judge0 orders
 // them.
-func available() []languageRef {
+func available(p jobs.Policy) []languageRef {
 	var out []languageRef
 	for _, l := range languages {
-		if g, ok := compat.Language(l.Gantry...); ok {
+		if g, ok := compat.Language(p, l.Gantry...); ok {
 			out = append(out, languageRef{ID: l.ID, Name: l.name(g)})
 		}
 	}

@@ -205,7 +205,7 @@ const rubySpace = " \t\n\v\f\r\x00"
 // marshalSubmission writes the submission's requested attributes, in
 // Judge0's order and forms: texts null when empty (base64 as Ruby's
 // encode64 writes it with base64_encoded), decimals as strings.
-func marshalSubmission(v view, o options) ([]byte, error) {
+func marshalSubmission(v view, o options, policy jobs.Policy) ([]byte, error) {
 	var st stored
 	spec := v.spec
 	if spec == nil {
@@ -231,7 +231,7 @@ func marshalSubmission(v view, o options) ([]byte, error) {
 	if spec.StdinEncoding == jobs.EncodingBase64 {
 		stdin, _ = base64.StdEncoding.DecodeString(spec.Stdin)
 	}
-	lang, gantry, _ := lookup(st.LanguageID)
+	lang, gantry, _ := lookup(policy, st.LanguageID)
 	var buf bytes.Buffer
 	buf.WriteByte('{')
 	for i, f := range o.fields {

@@ -179,7 +179,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, p service.
 	if err := s.readBody(w, r, &raw); err != nil {
 		return s.answerBad(w, err)
 	}
-	sub, err := decodeSubmission(raw, o.base64)
+	sub, err := decodeSubmission(raw, o.base64, s.svc.Policy())
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (s *Server) callback(p service.Principal, job jobs.Job, st stored) {
 			if err != nil {
 				return nil, err
 			}
-			return marshalSubmission(v[0], options{base64: true, fields: defaultFields})
+			return marshalSubmission(v[0], options{base64: true, fields: defaultFields}, s.svc.Policy())
 		},
 	})
 }
@@ -271,7 +271,8 @@ func (s *Server) jobRequest(sub submission) (jobs.Request, error) {
 	if len(sub.Stdin) > 0 {
 		req.Stdin, req.StdinEncoding = b64(sub.Stdin), jobs.EncodingBase64
 	}
-	return req, nil
+	// Judge0 compiles within its largest limits (MAX_WALL_TIME_LIMIT).
+	return compat.WithCompileTimeout(req, compat.TimeoutMS(maxWallTimeLimit, policy)), nil
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -311,7 +312,7 @@ func (s *Server) views(ctx context.Context, p service.Principal, list []jobs.Job
 }
 
 func (s *Server) writeSubmission(w http.ResponseWriter, status int, v view, o options) error {
-	body, err := marshalSubmission(v, o)
+	body, err := marshalSubmission(v, o, s.svc.Policy())
 	if err != nil {
 		return err
 	}
@@ -348,7 +349,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request, p ser
 	var at []int      // where each item's answer goes
 	var subs []stored // each item's stored attributes
 	for i, raw := range b.Submissions {
-		sub, err := decodeSubmission(raw, o.base64)
+		sub, err := decodeSubmission(raw, o.base64, s.svc.Policy())
 		if err == nil && sub.Stored.CallbackURL != nil {
 			if cerr := s.svc.CheckCallbackURL("callback_url", *sub.Stored.CallbackURL); cerr != nil {
 				err = fieldErrors{"callback_url": {strings.TrimPrefix(cerr.Error(), "callback_url ")}}
@@ -447,7 +448,7 @@ func (s *Server) handleBatchShow(w http.ResponseWriter, r *http.Request, p servi
 		out[i] = json.RawMessage("null")
 	}
 	for k, v := range views {
-		b, err := marshalSubmission(v, o)
+		b, err := marshalSubmission(v, o, s.svc.Policy())
 		if err != nil {
 			return err
 		}
@@ -458,7 +459,7 @@ func (s *Server) handleBatchShow(w http.ResponseWriter, r *http.Request, p servi
 }
 
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ service.Principal) error {
-	list := available()
+	list := available(s.svc.Policy())
 	if strings.HasSuffix(r.URL.Path, "/all") {
 		type withArchived struct {
 			languageRef
@@ -477,7 +478,7 @@ func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ servi
 
 func (s *Server) handleLanguage(w http.ResponseWriter, r *http.Request, _ service.Principal) error {
 	id, err := strconv.Atoi(r.PathValue("id"))
-	l, gantry, ok := lookup(id)
+	l, gantry, ok := lookup(s.svc.Policy(), id)
 	if err != nil || !ok {
 		notFound(w)
 		return nil

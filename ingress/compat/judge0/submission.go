@@ -94,7 +94,7 @@ func (e fieldErrors) Error() string {
 // (numbers may come as strings; unknown attributes are ignored), decodes
 // the texts when base64 is set, fills in the defaults and validates as
 // Judge0's Submission model does. A bad attribute is a fieldErrors.
-func decodeSubmission(raw map[string]json.RawMessage, base64Encoded bool) (submission, error) {
+func decodeSubmission(raw map[string]json.RawMessage, base64Encoded bool, policy jobs.Policy) (submission, error) {
 	errs := fieldErrors{}
 	var sub submission
 	st := &sub.Stored
@@ -219,7 +219,7 @@ func decodeSubmission(raw map[string]json.RawMessage, base64Encoded bool) (submi
 	if hasLang && strings.TrimSpace(*langID) != "" {
 		id := leadingInt(*langID)
 		st.LanguageID = id
-		if sub.Lang, sub.Gantry, ok = lookup(id); !ok {
+		if sub.Lang, sub.Gantry, ok = lookup(policy, id); !ok {
 			errs.add("language_id", fmt.Sprintf("language with id %d doesn't exist", id))
 		}
 	}

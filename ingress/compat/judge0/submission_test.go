@@ -69,7 +69,7 @@ func decode(t *testing.T, body string, b64 bool) (submission, error) {
 	if err := json.Unmarshal([]byte(body), &raw); err != nil {
 		t.Fatal(err)
 	}
-	return decodeSubmission(raw, b64)
+	return decodeSubmission(raw, b64, jobs.DefaultPolicy())
 }
 
 func TestDecodeSubmission(t *testing.T) {
@@ -145,7 +145,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 		if json.Unmarshal(body, &raw) != nil {
 			return
 		}
-		sub, err := decodeSubmission(raw, b64)
+		sub, err := decodeSubmission(raw, b64, jobs.DefaultPolicy())
 		if err != nil {
 			var fe fieldErrors
 			if !errors.As(err, &fe) || len(fe) == 0 {

@@ -65,11 +65,11 @@ type runtimeInfo struct {
 
 // available lists the runtimes gantry runs now, with the gantry language
 // of each.
-func available() ([]runtimeInfo, []string) {
+func available(p jobs.Policy) ([]runtimeInfo, []string) {
 	var out []runtimeInfo
 	var names []string
 	for _, rt := range runtimes {
-		if g, ok := compat.Language(rt.Gantry...); ok {
+		if g, ok := compat.Language(p, rt.Gantry...); ok {
 			out = append(out, runtimeInfo{Language: rt.Language, Version: compat.Version(g), Aliases: rt.Aliases, Runtime: rt.Runtime})
 			names = append(names, g)
 		}
@@ -142,7 +142,7 @@ type badRequest string
 func (b badRequest) Error() string { return string(b) }
 
 func (s *Server) handleRuntimes(w http.ResponseWriter, _ *http.Request, _ service.Principal) error {
-	list, _ := available()
+	list, _ := available(s.svc.Policy())
 	compat.WriteJSON(w, http.StatusOK, list)
 	return nil
 }
@@ -172,20 +172,22 @@ type execute struct {
 
 // parsed is a checked execute request.
 type parsed struct {
-	rt         runtimeInfo
-	gantry     string
-	main       []byte
-	files      []jobs.File
-	args       []string
-	stdin      string
-	runTimeout int     // ms
-	runCPU     int     // ms
-	runMemory  float64 // bytes, -1 for none
+	rt             runtimeInfo
+	gantry         string
+	main           []byte
+	files          []jobs.File
+	args           []string
+	stdin          string
+	runTimeout     int     // ms
+	compileTimeout int     // ms
+	runCPU         int     // ms
+	runMemory      float64 // bytes, -1 for none
 }
 
 // decodeExecute checks a request body as Piston's get_job does, in its
 // order and words.
-func decodeExecute(body []byte, maxMS int) (parsed, error) {
+func decodeExecute(body []byte, policy jobs.Policy) (parsed, error) {
+	maxMS := policy.MaxTimeoutMS
 	var req execute
 	var out parsed
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -210,7 +212,7 @@ func decodeExecute(body []byte, maxMS int) (parsed, error) {
 		}
 	}
 	var found bool
-	list, names := available()
+	list, names := available(policy)
 	for i, rt := range list {
 		if (rt.Language == lang || contains(runtimes[indexOf(rt.Language)].Aliases, lang)) && satisfies(rt.Version, ver) {
 			out.rt, out.gantry, found = rt, names[i], true
@@ -265,6 +267,7 @@ func decodeExecute(body []byte, maxMS int) (parsed, error) {
 		return def
 	}
 	out.runTimeout = msOr("run_timeout", defRunTimeout)
+	out.compileTimeout = min(msOr("compile_timeout", defCompileTimeout), msOr("compile_cpu_time", defCompileTimeout))
 	out.runCPU = msOr("run_cpu_time", defRunTimeout)
 	out.runMemory = -1
 	if n, ok := values["run_memory_limit"].(float64); ok {
@@ -367,7 +370,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 	// npm's piston-client sends its JSON as text/plain, so gantry reads
 	// any body as JSON.
 	policy := s.svc.Policy()
-	req, err := decodeExecute(body, policy.MaxTimeoutMS)
+	req, err := decodeExecute(body, policy)
 	if err != nil {
 		return err
 	}
@@ -387,6 +390,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 	if req.runMemory > 0 {
 		jr.Limits = &jobs.Limits{MemoryMB: compat.MemoryMB(int64(req.runMemory)>>20, policy)}
 	}
+	jr = compat.WithCompileTimeout(jr, compat.TimeoutMS(float64(req.compileTimeout)/1000, policy))
 	job, _, err := s.svc.SubmitJob(r.Context(), p, jr)
 	if err != nil {
 		return err

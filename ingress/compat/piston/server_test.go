@@ -3,6 +3,8 @@ package piston
 import (
 	"errors"
 	"testing"
+
+	"github.com/gantryhq/gantry/jobs"
 )
 
 func TestSatisfies(t *testing.T) {
@@ -23,7 +25,7 @@ func TestSatisfies(t *testing.T) {
 
 func TestDecodeExecute(t *testing.T) {
 	req, err := decodeExecute([]byte(`{"language": "py", "version": "3.x", "files": [{"content": "print(1)"}, {"name": "d.bin", "content": "AAE=", "encoding": "base64"}],
-		"args": ["1", 2], "stdin": "x", "run_timeout": 500, "compile_memory_limit": -1}`), 900000)
+		"args": ["1", 2], "stdin": "x", "run_timeout": 500, "compile_memory_limit": -1}`), jobs.DefaultPolicy())
 	if err != nil || req.gantry != "python" || string(req.main) != "print(1)" || len(req.files) != 1 || req.files[0].Path != "d.bin" ||
 		req.args[1] != "2" || req.stdin != "x\n" || req.runTimeout != 500 || req.runCPU != defRunTimeout {
 		t.Fatalf("%+v %v", req, err)
@@ -38,7 +40,7 @@ func TestDecodeExecute(t *testing.T) {
 		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": "1"}`: "If specified, run_timeout must be a number",
 		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 1e9}`: "run_timeout cannot exceed the configured limit of 900000",
 	} {
-		_, err := decodeExecute([]byte(body), 900000)
+		_, err := decodeExecute([]byte(body), jobs.DefaultPolicy())
 		var bad badRequest
 		if !errors.As(err, &bad) || string(bad) != want {
 			t.Errorf("%s: %v, want %s", body, err, want)
@@ -50,7 +52,7 @@ func FuzzDecodeExecute(f *testing.F) {
 	f.Add([]byte(`{"language": "python", "version": "3.11.2", "files": [{"name": "main.py", "content": "print(1)"}], "stdin": "", "args": ["1", "2", "3"], "compile_timeout": 10000, "run_timeout": 3000, "compile_memory_limit": -1, "run_memory_limit": -1}`))
 	f.Add([]byte(`{"language": "js", "version": "^18 || >=20", "files": [{"content": "AA", "encoding": "hex"}, {"content": "x"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeExecute(body, 900000)
+		req, err := decodeExecute(body, jobs.DefaultPolicy())
 		if err != nil {
 			var bad badRequest
 			if !errors.As(err, &bad) {

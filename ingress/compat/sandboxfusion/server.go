@@ -134,7 +134,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request, p service
 		return nil
 	}
 	names, ok := gantryNames[req.Language]
-	lang, ok2 := compat.Language(names...)
+	lang, ok2 := compat.Language(s.svc.Policy(), names...)
 	if !ok || !ok2 {
 		compat.WriteJSON(w, http.StatusOK, sandboxError("language "+req.Language+" is not available on this gantry (it runs "+strings.Join(jobs.LanguageNames(), ", ")+")"))
 		return nil
@@ -180,7 +180,7 @@ func (s *Server) jobRequest(req runCode, lang string) jobs.Request {
 			jr.Artifacts = append(jr.Artifacts, g)
 		}
 	}
-	return jr
+	return compat.WithCompileTimeout(jr, compat.TimeoutMS(req.CompileTimeout, policy))
 }
 
 // literalGlob is a glob that matches exactly the relative path p (false:
