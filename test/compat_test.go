@@ -70,6 +70,66 @@ func TestCompatibleAPIs(t *testing.T) {
 	})
 	t.Run("sandboxfusion: verl's 100 cases at once", func(t *testing.T) { verlLoad(t, sf) })
 
+	t.Run("beyond capacity each API answers what its clients retry", func(t *testing.T) {
+		capKey := key("compat-cap")
+		d.cli(t, "tenants", "set-limits", "compat-cap", "--rps", "2", "--max-queued", "2", "--max-running", "1")
+		statuses := func(n int, send func() (int, string)) map[int]int {
+			out := map[int]int{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code, retry := send()
+					mu.Lock()
+					defer mu.Unlock()
+					out[code]++
+					if code == 503 && retry == "" {
+						t.Errorf("503 without Retry-After")
+					}
+				}()
+			}
+			wg.Wait()
+			return out
+		}
+		post := func(url, body string, header ...string) (int, string) {
+			req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0, ""
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			return r.StatusCode, r.Header.Get("Retry-After")
+		}
+		// One runs, two wait, the rest are beyond the tenant's queue: verl
+		// gets 504, Judge0's clients 503 "queue is full", Piston's 503.
+		// A burst past the tenant's request rate (2/s) is admitted, not 429.
+		sf := statuses(8, func() (int, string) {
+			return post(d.url+"/compat/key/"+capKey+"/sandboxfusion/run_code", `{"code": "import time; time.sleep(2)", "language": "python", "run_timeout": 5}`)
+		})
+		if sf[504] == 0 || sf[200] == 0 || sf[200]+sf[504] != 8 {
+			t.Errorf("sandboxfusion: %v", sf)
+		}
+		j0 := statuses(6, func() (int, string) {
+			return post(d.url+"/compat/judge0/submissions", `{"source_code": "import time; time.sleep(2)", "language_id": 71}`, "X-Auth-Token", capKey)
+		})
+		if j0[503] == 0 || j0[201] == 0 || j0[201]+j0[503] != 6 {
+			t.Errorf("judge0: %v", j0)
+		}
+		ps := statuses(6, func() (int, string) {
+			return post(d.url+"/compat/key/"+capKey+"/piston/api/v2/execute", `{"language": "python", "version": "*", "files": [{"content": "print(1)"}]}`)
+		})
+		if ps[503] == 0 || ps[200]+ps[503] != 6 {
+			t.Errorf("piston: %v", ps)
+		}
+	})
+
 	t.Run("a submission is a gantry job of the tenant", func(t *testing.T) {
 		for _, api := range []string{"sandboxfusion", "judge0", "piston"} {
 			req, _ := http.NewRequest("GET", d.url+"/v1/jobs?limit=5&metadata.compat="+api, nil)
