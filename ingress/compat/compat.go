@@ -26,8 +26,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -188,4 +191,22 @@ func Authenticated(svc *service.Service, h Handler, answer func(http.ResponseWri
 			answer(w, err)
 		}
 	})
+}
+
+// ServiceError is err as the service words it, for an API to answer in its
+// original's words: nil when the client went away (there is no one to
+// answer). An internal error is logged, not shown; an error with a
+// Retry-After has it set on w.
+func ServiceError(w http.ResponseWriter, log *slog.Logger, err error) *service.Error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	e, internal := service.ToError(err)
+	if internal {
+		log.Error("request failed", "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	return e
 }

@@ -96,15 +96,9 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		compat.WriteJSON(w, http.StatusUnprocessableEntity, fe)
 		return
 	}
-	if errors.Is(err, context.Canceled) {
+	e := compat.ServiceError(w, s.log, err)
+	if e == nil {
 		return
-	}
-	e, internal := service.ToError(err)
-	if internal {
-		s.log.Error("request failed", "err", err)
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	switch e.Code {
 	case service.CodeUnauthenticated:

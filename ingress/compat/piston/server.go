@@ -13,7 +13,6 @@
 package piston
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -119,15 +118,9 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		compat.WriteJSON(w, http.StatusBadRequest, message{Message: string(bad)})
 		return
 	}
-	if errors.Is(err, context.Canceled) {
+	e := compat.ServiceError(w, s.log, err)
+	if e == nil {
 		return
-	}
-	e, internal := service.ToError(err)
-	if internal {
-		s.log.Error("request failed", "err", err)
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	status := e.Status
 	if e.Code == service.CodeRateLimited {

@@ -19,7 +19,6 @@ package sandboxfusion
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -309,12 +308,9 @@ func (s *Server) fetch(ctx context.Context, p service.Principal, job jobs.Job, f
 // is 401; a job gantry refuses is a SandboxError, as SandboxFusion reports
 // any failure to run code.
 func (s *Server) writeServiceError(w http.ResponseWriter, err error) {
-	if errors.Is(err, context.Canceled) {
+	e := compat.ServiceError(w, s.log, err)
+	if e == nil {
 		return
-	}
-	e, internal := service.ToError(err)
-	if internal {
-		s.log.Error("run_code failed", "err", err)
 	}
 	switch e.Code {
 	case service.CodeUnauthenticated:
