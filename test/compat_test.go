@@ -28,7 +28,8 @@ import (
 // requests and verdicts, compat_verl_test.go), Judge0's requests as its
 // docs show them, and npm's piston-client, unmodified.
 func TestCompatibleAPIs(t *testing.T) {
-	d := startDev(t, "GANTRY_RUNNER_SLOTS=32")
+	// Debug logs every request's path: none may hold a key.
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=32", "GANTRY_LOG_LEVEL=debug")
 	key := func(tenant string) string {
 		d.cli(t, "tenants", "create", tenant)
 		k := regexp.MustCompile(`gk_\S+`).FindString(d.cli(t, "keys", "create", tenant, "compat test"))
@@ -70,8 +71,8 @@ func TestCompatibleAPIs(t *testing.T) {
 	})
 	t.Run("sandboxfusion: verl's 100 cases at once", func(t *testing.T) { verlLoad(t, sf) })
 
+	capKey := key("compat-cap")
 	t.Run("beyond capacity each API answers what its clients retry", func(t *testing.T) {
-		capKey := key("compat-cap")
 		d.cli(t, "tenants", "set-limits", "compat-cap", "--rps", "2", "--max-queued", "2", "--max-running", "1")
 		statuses := func(n int, send func() (int, string)) map[int]int {
 			out := map[int]int{}
@@ -156,9 +157,14 @@ func TestCompatibleAPIs(t *testing.T) {
 		if !strings.Contains(metrics, `route="/compat/sandboxfusion"`) || !strings.Contains(metrics, `route="/compat/piston"`) {
 			t.Errorf("no compat routes in the metrics")
 		}
+		if !strings.Contains(d.output(), "path=/compat/sandboxfusion/run_code") {
+			t.Errorf("the debug log shows no request paths")
+		}
 		for name, text := range map[string]string{"the log": d.output(), "/metrics": metrics} {
-			if strings.Contains(text, pathKey) || strings.Contains(text, pathKey[3:15]) {
-				t.Errorf("%s holds the key", name)
+			for _, k := range []string{pathKey, capKey} {
+				if strings.Contains(text, k) || strings.Contains(text, k[3:15]) {
+					t.Errorf("%s holds a key", name)
+				}
 			}
 		}
 	})
