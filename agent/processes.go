@@ -35,9 +35,17 @@ type processService struct {
 
 	mu      sync.Mutex // one request at a time; the maps below
 	nextID  int64
-	replies map[int64]chan psAnswer
+	replies map[int64]pending
 	procs   map[int]*liveProc
 	exited  map[int]ProcessExit
+}
+
+// pending is a request waiting for its reply; a spawn's carries its
+// process, registered as soon as the reply names its pid (the process's
+// end may follow at once, and must find it).
+type pending struct {
+	ch   chan psAnswer
+	proc *liveProc
 }
 
 // psAnswer is what the process service sends: a reply (ID set) or an
@@ -57,6 +65,10 @@ type liveProc struct {
 	info    Process
 	stdinMu sync.Mutex
 	stdin   *os.File // nil: not taken, or closed
+	// started is closed once the spawn's reply came, pid set (0: it did
+	// not start).
+	started chan struct{}
+	pid     int
 	ended   chan struct{}
 	outputs sync.WaitGroup
 	timer   *time.Timer
@@ -64,7 +76,7 @@ type liveProc struct {
 
 func newProcessService(conn *net.UnixConn, fw *frameWriter) *processService {
 	ps := &processService{conn: conn, fw: fw, gone: make(chan struct{}),
-		replies: map[int64]chan psAnswer{}, procs: map[int]*liveProc{}, exited: map[int]ProcessExit{}}
+		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]ProcessExit{}}
 	go ps.read()
 	return ps
 }
@@ -118,22 +130,34 @@ func (ps *processService) read() {
 			continue
 		}
 		ps.mu.Lock()
-		ch := ps.replies[a.ID]
+		w, ok := ps.replies[a.ID]
 		delete(ps.replies, a.ID)
+		if ok && w.proc != nil && a.Error == "" && a.Pid > 0 {
+			if _, taken := ps.procs[a.Pid]; taken {
+				// A pid reused before its last holder's end was seen:
+				// cannot be, unless the service lies.
+				a.Error = "the process service reported a pid in use"
+			} else {
+				w.proc.pid = a.Pid
+				ps.procs[a.Pid] = w.proc
+				delete(ps.exited, a.Pid)
+			}
+		}
 		ps.mu.Unlock()
-		if ch != nil {
-			ch <- a
+		if ok {
+			w.ch <- a
 		}
 	}
 }
 
-// request sends one request (with descriptors) and waits for its reply.
-func (ps *processService) request(req map[string]any, fds []int) (psAnswer, error) {
+// request sends one request (with descriptors) and waits for its reply;
+// proc is the process a spawn starts.
+func (ps *processService) request(req map[string]any, fds []int, proc *liveProc) (psAnswer, error) {
 	ps.mu.Lock()
 	ps.nextID++
 	id := ps.nextID
 	ch := make(chan psAnswer, 1)
-	ps.replies[id] = ch
+	ps.replies[id] = pending{ch: ch, proc: proc}
 	ps.mu.Unlock()
 	req["id"] = id
 	body, err := json.Marshal(req)
@@ -175,13 +199,14 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 	if len(op.Argv) == 0 || op.Argv[0] == "" {
 		return 0, &LiveError{Code: LiveErrInvalid, Message: "a process needs a command"}
 	}
-	var files []*os.File
+	var files []*os.File // the process's ends, closed once sent
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
-	p := &liveProc{ended: make(chan struct{})}
+	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}),
+		info: Process{Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}}
 	var stdin *os.File
 	if op.Stdin {
 		r, w, err := os.Pipe()
@@ -211,8 +236,13 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 		return 0, err
 	}
 	files = append(files, errW)
+	// The pumps run from the start: a process that writes and ends at
+	// once is read whole.
+	p.outputs.Add(2)
+	go ps.pump(p, KindStdout, outR)
+	go ps.pump(p, KindStderr, errR)
 	a, err := ps.request(map[string]any{"op": "spawn", "argv": op.Argv, "env": env, "cwd": op.Cwd},
-		[]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())})
+		[]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())}, p)
 	if err == nil && (a.Error != "" || a.Pid <= 0) {
 		msg := a.Error
 		if msg == "" {
@@ -220,34 +250,26 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 		}
 		err = &LiveError{Code: LiveErrInvalid, Message: msg}
 	}
+	close(p.started)
 	if err != nil {
-		outR.Close()
-		errR.Close()
 		p.closeStdin()
+		close(p.ended)
 		return 0, err
 	}
-	pid := a.Pid
-	p.info = Process{Pid: pid, Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}
-	ps.mu.Lock()
-	if _, taken := ps.procs[pid]; taken {
-		// A pid reused before its last holder's end was seen: cannot be
-		// (the service reaps after it reports), unless the service lies.
-		ps.mu.Unlock()
-		outR.Close()
-		errR.Close()
-		p.closeStdin()
-		return 0, &LiveError{Code: LiveErrFailed, Message: "the process service reported a pid in use"}
-	}
-	ps.procs[pid] = p
-	delete(ps.exited, pid)
-	ps.mu.Unlock()
-	p.outputs.Add(2)
-	go ps.pump(p, pid, KindStdout, outR)
-	go ps.pump(p, pid, KindStderr, errR)
+	pid := p.pid
+	p.info.Pid = pid
 	if op.TimeoutMS > 0 {
-		p.timer = time.AfterFunc(time.Duration(op.TimeoutMS)*time.Millisecond, func() {
-			_, _ = ps.request(map[string]any{"op": "signal", "pid": pid, "signal": int(syscall.SIGKILL)}, nil)
+		timer := time.AfterFunc(time.Duration(op.TimeoutMS)*time.Millisecond, func() {
+			_, _ = ps.request(map[string]any{"op": "signal", "pid": pid, "signal": int(syscall.SIGKILL)}, nil, nil)
 		})
+		ps.mu.Lock()
+		p.timer = timer
+		ps.mu.Unlock()
+		select {
+		case <-p.ended: // it ended before the timer was set
+			timer.Stop()
+		default:
+		}
 	}
 	return pid, nil
 }
@@ -255,11 +277,28 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 // pump sends a process's output as it comes, until the stream ends or the
 // process has ended (then what the pipe holds is sent, and the rest, from
 // processes it left behind, read and dropped).
-func (ps *processService) pump(p *liveProc, pid int, stream byte, f *os.File) {
+func (ps *processService) pump(p *liveProc, stream byte, f *os.File) {
 	defer p.outputs.Done()
+	var held [][]byte // what came before the pid was known
 	drainUntil(f, p.ended, func(data []byte) {
-		_ = ps.fw.frame(KindProcessOutput, processOutput(pid, stream, data))
+		select {
+		case <-p.started:
+		default:
+			held = append(held, append([]byte(nil), data...))
+			return
+		}
+		for _, h := range held {
+			_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, h))
+		}
+		held = nil
+		_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, data))
 	})
+	<-p.started
+	if p.pid > 0 {
+		for _, h := range held {
+			_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, h))
+		}
+	}
 }
 
 // ended records a process's end and reports it after its output.
@@ -272,9 +311,10 @@ func (ps *processService) ended(e ProcessExit) {
 	}
 	delete(ps.procs, e.Pid)
 	ps.exited[e.Pid] = e
+	timer := p.timer
 	ps.mu.Unlock()
-	if p.timer != nil {
-		p.timer.Stop()
+	if timer != nil {
+		timer.Stop()
 	}
 	close(p.ended)
 	p.closeStdin()
@@ -345,7 +385,7 @@ func (ps *processService) signal(pid, sig int) error {
 	if sig <= 0 || sig > 64 {
 		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("signal %d", sig)}
 	}
-	a, err := ps.request(map[string]any{"op": "signal", "pid": pid, "signal": sig}, nil)
+	a, err := ps.request(map[string]any{"op": "signal", "pid": pid, "signal": sig}, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -151,15 +151,27 @@ func inProcess(argv []string, jobEnv map[string]string) bool {
 		return false
 	}
 	for k := range jobEnv {
-		switch {
-		case k == "PYTHONPATH":
-		case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
-			return false
-		case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
+		if StartupVariable(k) {
 			return false
 		}
 	}
 	return true
+}
+
+// StartupVariable says whether an interpreter reads the variable name
+// when it starts (PYTHON* but PYTHONPATH, LANG, LC_*, LD_*, HOME, TZ,
+// PATH, MPLCONFIGDIR): a Python job whose env sets one runs in a new
+// interpreter, never in an already running one.
+func StartupVariable(k string) bool {
+	switch {
+	case k == "PYTHONPATH":
+		return false
+	case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
+		return true
+	case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
+		return true
+	}
+	return false
 }
 
 // isPython says which spare suits the next run, going by the last one.

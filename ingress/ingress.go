@@ -14,7 +14,7 @@
 //     table;
 //   - mcpapi: MCP at /mcp (tools, tasks, a prompt, resources), an adapter
 //     over the service mounted behind the HTTP API's key check;
-//   - compat: the compatible APIs (SandboxFusion, Judge0, Piston), each an
+//   - compat: the compatible APIs (SandboxFusion, Judge0, Piston, E2B), each an
 //     adapter over the service in a package of its own, and the key forms
 //     their clients send;
 //   - openapi: the reflector of JSON Schemas from Go types and the writer
@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/compat/e2b"
 	"github.com/gantryhq/gantry/ingress/compat/judge0"
 	"github.com/gantryhq/gantry/ingress/compat/piston"
 	"github.com/gantryhq/gantry/ingress/compat/sandboxfusion"
@@ -105,6 +106,7 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
 			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 			"piston":        piston.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"e2b":           e2b.New(e2b.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
 		},
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil

@@ -369,21 +369,8 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	spec.Files = files
 
-	if len(req.Env) > 128 {
-		return Spec{}, fieldErr("env", "has %d variables; at most 128", len(req.Env))
-	}
-	envBytes := 0
-	for k, v := range req.Env {
-		if !envNameRE.MatchString(k) {
-			return Spec{}, fieldErr("env", "%q is not a valid variable name (letters, digits, _; not starting with a digit)", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return Spec{}, fieldErr("env."+k, "must not contain NUL bytes")
-		}
-		envBytes += len(k) + len(v)
-	}
-	if envBytes > 64<<10 {
-		return Spec{}, fieldErr("env", "is %d bytes; at most %d", envBytes, 64<<10)
+	if err := ValidateEnv(req.Env); err != nil {
+		return Spec{}, err
 	}
 	spec.Env = req.Env
 
@@ -447,6 +434,29 @@ func (p Policy) normalizeStdin(stdin, encoding string) (string, error) {
 		return "", fieldErr("stdin", "is %d bytes; at most %d", len(stdin), p.MaxStdinBytes)
 	}
 	return stdin, nil
+}
+
+// ValidateEnv checks a job's (or a session's) environment variables: at
+// most 128, names of letters, digits and _ not starting with a digit,
+// values without NUL bytes, 64 KiB in all.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > 128 {
+		return fieldErr("env", "has %d variables; at most 128", len(env))
+	}
+	n := 0
+	for k, v := range env {
+		if !envNameRE.MatchString(k) {
+			return fieldErr("env", "%q is not a valid variable name (letters, digits, _; not starting with a digit)", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fieldErr("env."+k, "must not contain NUL bytes")
+		}
+		n += len(k) + len(v)
+	}
+	if n > 64<<10 {
+		return fieldErr("env", "is %d bytes; at most %d", n, 64<<10)
+	}
+	return nil
 }
 
 // ValidateMetadata checks a job's or session's metadata: at most 32 keys of

@@ -26,6 +26,9 @@ type Session struct {
 	// Stateful: the session keeps a live sandbox between its jobs (see
 	// SessionRequest).
 	Stateful bool `json:"stateful"`
+	// SealedEnv is the session's env (SessionRequest.Env) as the store
+	// keeps it, sealed; the service opens it. Not part of the API.
+	SealedEnv []byte `json:"-"`
 	// Live names the live sandbox holding a stateful session's live state
 	// ("" while it has none), where its runner answers the live sandbox's
 	// operations (LiveSubject). Not part of the API.
@@ -48,6 +51,12 @@ type SessionRequest struct {
 	// state is lost with its runner or container, which the next job
 	// reports (Job.LiveState).
 	Stateful bool `json:"stateful,omitempty"`
+	// Env are variables every job of the session gets (a job's own env
+	// wins), and a stateful session's live processes: sealed at rest,
+	// never shown again.
+	Env map[string]string `json:"env,omitempty"`
+	// SealedEnv is Env sealed, as the service hands it to the store.
+	SealedEnv []byte `json:"-"`
 }
 
 // Session bounds.
@@ -81,6 +90,9 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	}
 	var err error
 	if r.Environment, err = normalizeEnvironment(r.Environment); err != nil {
+		return r, err
+	}
+	if err := ValidateEnv(r.Env); err != nil {
 		return r, err
 	}
 	return r, ValidateMetadata(r.Metadata)

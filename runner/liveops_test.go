@@ -151,6 +151,19 @@ func TestLiveOperations(t *testing.T) {
 		}
 	})
 
+	t.Run("processes that end at once are seen whole", func(t *testing.T) {
+		var pids []int
+		for i := range 20 {
+			r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/sh", "-c", "echo " + string(rune('a'+i)) + "; exit 7"}})
+			pids = append(pids, r.Pid)
+		}
+		for i, pid := range pids {
+			if e, out := c.waitExit(pid); e.Code != 7 || out != "stdout:"+string(rune('a'+i))+"\n|" {
+				t.Errorf("process %d: exit %+v output %q", i, e, out)
+			}
+		}
+	})
+
 	t.Run("a signal ends a process and what it started", func(t *testing.T) {
 		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "sleep 300 & sleep 301"}})
 		c.ok(agent.LiveOp{Op: agent.OpSignal, Pid: r.Pid, Signal: 9})

@@ -83,6 +83,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
     --customize-hook='chroot "$1" groupadd -g 1000 sandbox' \
     --customize-hook='chroot "$1" useradd -u 1000 -g 1000 -d /tmp -M -s /bin/bash sandbox' \
     --customize-hook='mkdir -p "$1/workspace" "$1/skills" && chown 1000:1000 "$1/workspace"' \
+    --customize-hook='mkdir -p "$1/home" && ln -s /workspace "$1/home/user"' \
     --customize-hook='ln -s /skills "$1/usr/lib/python3/dist-packages/skills"' \
     --customize-hook="cp '$DIR/sitecustomize.py' \"\$1/etc/python3.11/sitecustomize.py\"" \
     --customize-hook='chroot "$1" python3 -m compileall -q --invalidation-mode unchecked-hash /usr/lib/python3.11/sitecustomize.py' \

@@ -110,6 +110,13 @@ func Arrived(ctx context.Context, source string) context.Context {
 	return context.WithValue(ctx, arrivalKey{}, arrival{source: source, at: time.Now()})
 }
 
+// Source is the address the request of ctx counts its key attempts
+// against (Arrived), "" if not known.
+func Source(ctx context.Context) string {
+	a, _ := ctx.Value(arrivalKey{}).(arrival)
+	return a.source
+}
+
 // ArrivedAt is when the request of ctx arrived (now, if not known): a
 // client's time starts then, before any wait for admission.
 func ArrivedAt(ctx context.Context) time.Time {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
@@ -113,6 +114,26 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 		return BadRequest("environment", "a session's jobs run in the session's environment (%s); leave environment out", sess.Environment)
 	}
 	spec.Environment = env
+	// The session's env, under the job's own; a stateful session's Python
+	// jobs (cells of its interpreter) do not take the variables an
+	// interpreter reads when it starts, which would run them in a new one.
+	senv, err := s.sessionEnv(p.TenantID, sess)
+	if err != nil {
+		return err
+	}
+	if sess.Stateful && spec.Language == "python" {
+		for k := range senv {
+			if agent.StartupVariable(k) {
+				delete(senv, k)
+			}
+		}
+	}
+	if len(senv) > 0 {
+		spec.Env = underEnv(spec.Env, senv)
+		if err := jobs.ValidateEnv(spec.Env); err != nil {
+			return err
+		}
+	}
 	if spec.Limits.MemoryMB >= sess.DiskMB {
 		return nil
 	}

@@ -39,6 +39,13 @@ func (s *Service) LiveOp(ctx context.Context, p Principal, sessionID string, op 
 		return agent.LiveReply{}, BadRequest("session_id", "session %s is not stateful: only a stateful session keeps a live sandbox", sess.ID)
 	}
 	op.ID = 0
+	if op.Op == agent.OpSpawn {
+		senv, err := s.sessionEnv(p.TenantID, sess)
+		if err != nil {
+			return agent.LiveReply{}, err
+		}
+		op.Env = underEnv(op.Env, senv)
+	}
 	body, err := json.Marshal(op)
 	if err != nil {
 		return agent.LiveReply{}, err
@@ -187,3 +194,21 @@ func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 
 // Close ends the subscription.
 func (pe *ProcessEvents) Close() { _ = pe.sub.Unsubscribe() }
+
+// StartLive makes sure the tenant's stateful session holds a live
+// sandbox, running a job of the session that makes one when it does not
+// (as its next job would).
+func (s *Service) StartLive(ctx context.Context, p Principal, sessionID string) error {
+	sess, err := s.Session(ctx, p, sessionID)
+	if err != nil {
+		return err
+	}
+	if !sess.Stateful {
+		return BadRequest("session_id", "session %s is not stateful: only a stateful session keeps a live sandbox", sess.ID)
+	}
+	if sess.Live != "" {
+		return nil
+	}
+	_, err = s.wakeLive(ctx, p, sess)
+	return err
+}

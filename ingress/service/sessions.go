@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -45,7 +46,49 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if err := s.checkEnvironment(ctx, p, req.Environment); err != nil {
 		return jobs.Session{}, err
 	}
+	if len(req.Env) > 0 {
+		if !s.cfg.Box.Enabled() {
+			return jobs.Session{}, BadRequest("env", "a session's env is sealed at rest, which needs GANTRY_SECRET_KEY: this server was started without it")
+		}
+		plain, _ := json.Marshal(req.Env)
+		if req.SealedEnv, err = s.cfg.Box.Seal(plain, sessionEnvContext(p.TenantID)); err != nil {
+			return jobs.Session{}, err
+		}
+	}
 	return s.store.CreateSession(ctx, p.TenantID, req)
+}
+
+func sessionEnvContext(tenantID string) string { return "session-env:" + tenantID }
+
+// sessionEnv opens a session's env (nil: it has none).
+func (s *Service) sessionEnv(tenantID string, sess jobs.Session) (map[string]string, error) {
+	if len(sess.SealedEnv) == 0 {
+		return nil, nil
+	}
+	plain, err := s.cfg.Box.Open(sess.SealedEnv, sessionEnvContext(tenantID))
+	if err != nil {
+		return nil, fmt.Errorf("open session %s's env: %w", sess.ID, err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal(plain, &env); err != nil {
+		return nil, fmt.Errorf("decode session %s's env: %w", sess.ID, err)
+	}
+	return env, nil
+}
+
+// underEnv is own with the variables of base it does not set.
+func underEnv(own, base map[string]string) map[string]string {
+	if len(base) == 0 {
+		return own
+	}
+	out := make(map[string]string, len(own)+len(base))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	return out
 }
 
 // SetSessionTTL changes the tenant's session's idle timeout to ttlSeconds

@@ -1,0 +1,304 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/jobs"
+)
+
+// envd's process service over the session's live processes: each command
+// is a process of the session's live sandbox, started beside its jobs
+// (envd's Start is the same call whether the SDK then waits for it or
+// runs it in the background). A process lives until it ends, its
+// Connect-Timeout-Ms passes (as envd kills it), or the sandbox ends; a
+// client that goes away leaves it running.
+
+// processEventBuffer bounds the events one stream holds that its client
+// has not read yet (later ones are dropped).
+const processEventBuffer = 4096
+
+// requestUser is the user a call names (envd's Authorization: Basic with
+// the user's name), refusing any but E2B's "user": a gantry sandbox runs
+// everything as one unprivileged user.
+func requestUser(r *http.Request) *rpcError {
+	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Basic ")
+	if !ok {
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(auth))
+	if err != nil {
+		return errorf(codeInvalidArgument, "a malformed Authorization header")
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	if name != "" && name != username {
+		return errorf(codePermissionDenied, "user %q: a gantry sandbox runs everything as one unprivileged user (%q), never as root", name, username)
+	}
+	return nil
+}
+
+func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req startRequest
+	if e := decodeStreamRequest(r, &req); e != nil {
+		return e
+	}
+	if e := requestUser(r); e != nil {
+		return e
+	}
+	if len(req.Pty) > 0 && string(req.Pty) != "null" {
+		return errorf(codeUnimplemented, "PTYs are not offered by gantry: run the command without one")
+	}
+	if req.Process.Cmd == "" {
+		return errorf(codeInvalidArgument, "process.cmd is required")
+	}
+	timeout, e := connectTimeout(r)
+	if e != nil {
+		return e
+	}
+	cwd := ""
+	if req.Process.Cwd != nil {
+		cwd = *req.Process.Cwd
+	}
+	op := agent.LiveOp{Op: agent.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
+		Env: e2bEnv(req.Process.Envs), Cwd: toSandbox(cwd), Stdin: req.Stdin == nil || *req.Stdin, TimeoutMS: timeout.Milliseconds()}
+	if _, set := op.Env["PWD"]; !set {
+		// The shell names its directory as E2B's (/home/user links to the
+		// workspace).
+		op.Env["PWD"] = fromSandbox(op.Cwd)
+	}
+	if req.Tag != nil {
+		op.Tag = *req.Tag
+	}
+	ctx := r.Context()
+	// Following first: none of the process's output is missed.
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	defer events.Close()
+	reply, err := s.svc.LiveOp(ctx, c.p, c.session, op)
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	st := newStream(w)
+	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(reply.Pid)}}}) != nil {
+		return nil
+	}
+	s.followProcess(ctx, r, st, events, reply.Pid)
+	return nil
+}
+
+func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req connectRequest
+	if e := decodeStreamRequest(r, &req); e != nil {
+		return e
+	}
+	ctx := r.Context()
+	pid, e := s.selectProcess(ctx, c, req.Process)
+	if e != nil {
+		return e
+	}
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	defer events.Close()
+	status, err := s.svc.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpStatus, Pid: pid})
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	st := newStream(w)
+	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(pid)}}}) != nil {
+		return nil
+	}
+	if status.Exit != nil {
+		// It ended between the call and following it.
+		if st.send(eventResponse{Event: processEvent{End: endOf(*status.Exit)}}) == nil {
+			st.end(nil)
+		}
+		return nil
+	}
+	s.followProcess(ctx, r, st, events, pid)
+	return nil
+}
+
+// followProcess streams the process's output and end, with a keep-alive
+// event every Keepalive-Ping-Interval seconds, until it ends or the client
+// goes away.
+func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream, events *service.ProcessEvents, pid int) {
+	every := 50 * time.Second
+	if n, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
+		every = time.Duration(n) * time.Second
+	}
+	for {
+		wait, cancel := context.WithTimeout(ctx, every)
+		ev, ok := events.Next(wait)
+		cancel()
+		if !ok {
+			if ctx.Err() != nil {
+				return // the client went away: the process runs on
+			}
+			if st.send(eventResponse{Event: processEvent{Keepalive: &struct{}{}}}) != nil {
+				return
+			}
+			continue
+		}
+		if ev.Pid != pid {
+			continue
+		}
+		var out processEvent
+		switch ev.Stream {
+		case jobs.HeaderStreamStdout:
+			out.Data = &dataEvent{Stdout: ev.Data}
+		case jobs.HeaderStreamStderr:
+			out.Data = &dataEvent{Stderr: ev.Data}
+		default:
+			out.End = endOf(*ev.Exit)
+		}
+		if st.send(eventResponse{Event: out}) != nil {
+			return
+		}
+		if out.End != nil {
+			st.end(nil)
+			return
+		}
+	}
+}
+
+// endOf is envd's end event for a process's end (as Go's os.ProcessState
+// words it).
+func endOf(e agent.ProcessExit) *endEvent {
+	end := &endEvent{ExitCode: int32(e.Code), Exited: e.Signal == 0, Status: fmt.Sprintf("exit status %d", e.Code)}
+	if e.Signal != 0 {
+		end.ExitCode, end.Status = -1, "signal: "+syscall.Signal(e.Signal).String()
+	}
+	if end.ExitCode != 0 {
+		msg := end.Status
+		end.Error = &msg
+	}
+	return end
+}
+
+// connectTimeout is the call's Connect-Timeout-Ms (0: none): envd kills a
+// process when it passes.
+func connectTimeout(r *http.Request) (time.Duration, *rpcError) {
+	h := r.Header.Get("Connect-Timeout-Ms")
+	if h == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || ms < 0 || ms > 1<<40 {
+		return 0, errorf(codeInvalidArgument, "Connect-Timeout-Ms %q", h)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// selectProcess is the pid a selector names (a tag is looked up).
+func (s *Server) selectProcess(ctx context.Context, c caller, sel processSelector) (int, *rpcError) {
+	switch {
+	case sel.Pid != nil:
+		return int(*sel.Pid), nil
+	case sel.Tag != nil:
+		list, err := s.svc.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+		if err != nil {
+			return 0, s.rpcError(c, err)
+		}
+		for _, p := range list.Processes {
+			if p.Tag == *sel.Tag {
+				return p.Pid, nil
+			}
+		}
+		return 0, errorf(codeNotFound, "no process with tag %q", *sel.Tag)
+	}
+	return 0, errorf(codeInvalidArgument, "process: a pid or a tag is required")
+}
+
+func (s *Server) processList(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req struct{}
+	if e := decodeUnary(r, &req); e != nil {
+		return e
+	}
+	list, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	out := listResponse{Processes: []processInfo{}}
+	for _, p := range list.Processes {
+		if len(p.Argv) == 0 {
+			continue
+		}
+		cwd := fromSandbox(p.Cwd)
+		info := processInfo{Pid: uint32(p.Pid), Config: processConfig{Cmd: p.Argv[0], Args: p.Argv[1:], Envs: userEnvs(p.Env), Cwd: &cwd}}
+		if p.Tag != "" {
+			tag := p.Tag
+			info.Tag = &tag
+		}
+		out.Processes = append(out.Processes, info)
+	}
+	writeUnary(w, out, nil)
+	return nil
+}
+
+// userEnvs are a process's variables without the ones envd adds.
+func userEnvs(env map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if k != "HOME" && k != "USER" && k != "LOGNAME" && k != "PWD" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req sendInputRequest
+	if e := decodeUnary(r, &req); e != nil {
+		return e
+	}
+	if req.Input.Pty != nil {
+		return errorf(codeUnimplemented, "PTYs are not offered by gantry")
+	}
+	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpInput, Data: req.Input.Stdin})
+}
+
+func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req sendSignalRequest
+	if e := decodeUnary(r, &req); e != nil {
+		return e
+	}
+	if req.Signal <= 0 || req.Signal > 64 {
+		return errorf(codeInvalidArgument, "signal %d", req.Signal)
+	}
+	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpSignal, Signal: int(req.Signal)})
+}
+
+func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
+	var req closeStdinRequest
+	if e := decodeUnary(r, &req); e != nil {
+		return e
+	}
+	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpCloseInput})
+}
+
+// onProcess runs op on the selected process and answers the empty
+// message.
+func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op agent.LiveOp) *rpcError {
+	pid, e := s.selectProcess(r.Context(), c, sel)
+	if e != nil {
+		return e
+	}
+	op.Pid = pid
+	if _, err := s.svc.LiveOp(r.Context(), c.p, c.session, op); err != nil {
+		return s.rpcError(c, err)
+	}
+	writeUnary(w, struct{}{}, nil)
+	return nil
+}

@@ -1,0 +1,280 @@
+// Package sandbox is E2B's in-sandbox API over gantry's service, served
+// at /compat/e2b/sandbox (what E2B_SANDBOX_URL points at): envd's process
+// and filesystem services (Connect RPC, JSON codec) and its /files
+// uploads and downloads (port 49983), and the code interpreter's /execute
+// and /contexts (port 49999). E2B's SDKs send every call here with the
+// sandbox in the E2b-Sandbox-Id header and the service in
+// E2b-Sandbox-Port.
+//
+// An E2B sandbox is a gantry stateful session: code runs as the session's
+// jobs (cells of its interpreter, in its history); commands and files are
+// the session's live operations (service.LiveOp), which act on its live
+// sandbox beside its jobs. E2B's home directory, /home/user, is the
+// session's /workspace.
+//
+// Every call carries the sandbox's access token (X-Access-Token, or
+// E2B-Traffic-Access-Token, which the code interpreter's calls send): a
+// session token (service.SessionToken) for that sandbox, checked before
+// anything else. A sandbox that was killed or expired answers 502, as
+// E2B's proxy does for a sandbox that is gone.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/service"
+)
+
+// The ports E2B's SDKs name in E2b-Sandbox-Port.
+const (
+	envdPort        = "49983"
+	interpreterPort = "49999"
+)
+
+// Server serves E2B's in-sandbox API.
+type Server struct {
+	log  *slog.Logger
+	svc  *service.Service
+	envd *http.ServeMux
+	// interpreter serves the code interpreter's port.
+	interpreter *http.ServeMux
+}
+
+// New makes the in-sandbox API over svc.
+func New(log *slog.Logger, svc *service.Service) *Server {
+	s := &Server{log: log, svc: svc, envd: http.NewServeMux(), interpreter: http.NewServeMux()}
+	rpc := func(name string, h rpcHandler) { s.envd.Handle("POST /"+name, s.rpc(h)) }
+	rpc("process.Process/Start", s.processStart)
+	rpc("process.Process/Connect", s.processConnect)
+	rpc("process.Process/List", s.processList)
+	rpc("process.Process/SendInput", s.processSendInput)
+	rpc("process.Process/SendSignal", s.processSendSignal)
+	rpc("process.Process/CloseStdin", s.processCloseStdin)
+	rpc("process.Process/Update", unimplemented("resizing a PTY: gantry's commands have no terminal"))
+	rpc("process.Process/StreamInput", unimplemented("streaming stdin: send it with SendInput"))
+	rpc("filesystem.Filesystem/Stat", s.fsStat)
+	rpc("filesystem.Filesystem/ListDir", s.fsListDir)
+	rpc("filesystem.Filesystem/MakeDir", s.fsMakeDir)
+	rpc("filesystem.Filesystem/Move", s.fsMove)
+	rpc("filesystem.Filesystem/Remove", s.fsRemove)
+	for _, m := range []string{"WatchDir", "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"} {
+		rpc("filesystem.Filesystem/"+m, unimplemented("watching directories is not offered by gantry"))
+	}
+	s.envd.Handle("GET /health", s.plain(s.health))
+	s.envd.Handle("GET /files", s.plain(s.download))
+	s.envd.Handle("POST /files", s.plain(s.upload))
+	s.envd.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "gantry does not serve envd's "+r.Method+" "+r.URL.Path)
+	})
+	s.interpreter.Handle("GET /health", s.plain(func(w http.ResponseWriter, r *http.Request, _ caller) error {
+		_, _ = w.Write([]byte(`"OK"`))
+		return nil
+	}))
+	s.interpreter.Handle("POST /execute", s.plain(s.execute))
+	s.interpreter.Handle("GET /contexts", s.plain(s.listContexts))
+	s.interpreter.Handle("POST /contexts", s.plain(s.createContext))
+	s.interpreter.Handle("DELETE /contexts/{id}", s.plain(s.removeContext))
+	s.interpreter.Handle("POST /contexts/{id}/restart", s.plain(s.restartContext))
+	s.interpreter.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "gantry does not serve the code interpreter's "+r.Method+" "+r.URL.Path)
+	})
+	return s
+}
+
+// ServeHTTP routes a call to the service its E2b-Sandbox-Port names.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch port := r.Header.Get("E2b-Sandbox-Port"); port {
+	case interpreterPort:
+		s.interpreter.ServeHTTP(w, r)
+	case envdPort, "":
+		s.envd.ServeHTTP(w, r)
+	default:
+		writeError(w, http.StatusBadGateway, "port "+port+" of a gantry sandbox is not reachable: it serves only E2B's envd (49983) and code interpreter (49999)")
+	}
+}
+
+// caller is an authenticated in-sandbox call: the tenant and its session.
+type caller struct {
+	p       service.Principal
+	session string
+}
+
+// authenticate checks the call's access token for the sandbox it names.
+func (s *Server) authenticate(r *http.Request) (caller, error) {
+	sid := strings.TrimSpace(r.Header.Get("E2b-Sandbox-Id"))
+	token := r.Header.Get("X-Access-Token")
+	if token == "" {
+		token = r.Header.Get("E2B-Traffic-Access-Token")
+	}
+	if sid == "" {
+		return caller{}, &service.Error{Status: http.StatusBadRequest, Code: service.CodeInvalidArgument,
+			Message: "no E2b-Sandbox-Id header: set E2B_SANDBOX_URL to this URL (the SDKs then send it)"}
+	}
+	p, err := s.svc.AuthenticateSessionToken(r.Context(), strings.TrimSpace(token), sid, compat.Source(r.Context()))
+	return caller{p: p, session: sid}, err
+}
+
+// sandboxGone is the answer for a sandbox that was killed, expired, or is
+// not the caller's: E2B's proxy answers 502 for a sandbox it cannot reach,
+// which E2B's SDKs report as the sandbox's end.
+func sandboxGone(sid string) string {
+	return "sandbox " + sid + " was not found: it was killed, or its timeout ran out"
+}
+
+// plainHandler serves an authenticated call of the HTTP (non-RPC) routes.
+type plainHandler func(w http.ResponseWriter, r *http.Request, c caller) error
+
+// plain authenticates and answers errors as envd's HTTP API does:
+// {"code": status, "message": …}.
+func (s *Server) plain(h plainHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.authenticate(r)
+		if err == nil {
+			err = h(w, r, c)
+		}
+		if err != nil {
+			s.answerPlain(w, c, err)
+		}
+	})
+}
+
+func (s *Server) answerPlain(w http.ResponseWriter, c caller, err error) {
+	var le *agent.LiveError
+	if errors.As(err, &le) {
+		status := http.StatusInternalServerError
+		switch le.Code {
+		case agent.LiveErrNotFound:
+			status = http.StatusNotFound
+		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir, agent.LiveErrExists:
+			status = http.StatusBadRequest
+		case agent.LiveErrPermission:
+			status = http.StatusForbidden
+		case agent.LiveErrNoSpace:
+			status = http.StatusInsufficientStorage
+		case agent.LiveErrBusy:
+			status = http.StatusTooManyRequests
+		case agent.LiveErrNoSandbox:
+			status = http.StatusBadGateway
+		}
+		writeError(w, status, le.Message)
+		return
+	}
+	e := compat.ServiceError(w, s.log, err)
+	if e == nil {
+		return
+	}
+	status := e.Status
+	if e.Code == service.CodeNotFound && c.session != "" {
+		status, e.Message = http.StatusBadGateway, sandboxGone(c.session)
+	}
+	writeError(w, status, e.Message)
+}
+
+// writeError answers envd's error body.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	compat.WriteJSON(w, status, struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{status, msg})
+}
+
+// rpcHandler serves an authenticated Connect call; it answers the call
+// itself (unary or streaming), or returns the error to answer with.
+type rpcHandler func(w http.ResponseWriter, r *http.Request, c caller) *rpcError
+
+// rpc authenticates a Connect call. A call the token does not open
+// answers 401, one for a sandbox that is gone 502 (E2B's proxy's): both
+// before any of the stream, so that the SDKs see them as HTTP errors.
+func (s *Server) rpc(h rpcHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.authenticate(r)
+		if err != nil {
+			s.answerRPC(w, r, c, s.rpcError(c, err))
+			return
+		}
+		if e := h(w, r, c); e != nil {
+			s.answerRPC(w, r, c, e)
+		}
+	})
+}
+
+// answerRPC answers a call that has not started answering with e.
+func (s *Server) answerRPC(w http.ResponseWriter, r *http.Request, c caller, e *rpcError) {
+	switch {
+	case e.gone:
+		writeError(w, http.StatusBadGateway, e.Message)
+	case e.Code == codeUnauthenticated:
+		writeUnary(w, nil, e)
+	case mediaType(r.Header.Get("Content-Type")) == contentStream:
+		newStream(w).end(e)
+	default:
+		writeUnary(w, nil, e)
+	}
+}
+
+// rpcError words an error of the service or of a live operation as a
+// Connect error.
+func (s *Server) rpcError(c caller, err error) *rpcError {
+	var le *agent.LiveError
+	if errors.As(err, &le) {
+		switch le.Code {
+		case agent.LiveErrNotFound:
+			return errorf(codeNotFound, "%s", le.Message)
+		case agent.LiveErrExists:
+			return errorf(codeAlreadyExists, "%s", le.Message)
+		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir:
+			return errorf(codeInvalidArgument, "%s", le.Message)
+		case agent.LiveErrPermission:
+			return errorf(codePermissionDenied, "%s", le.Message)
+		case agent.LiveErrNoSpace, agent.LiveErrBusy:
+			return errorf(codeResourceExhausted, "%s", le.Message)
+		case agent.LiveErrNoSandbox:
+			return errorf(codeUnavailable, "%s", le.Message)
+		}
+		return errorf(codeInternal, "%s", le.Message)
+	}
+	if errors.Is(err, context.Canceled) {
+		return errorf(codeCanceled, "the call was cancelled")
+	}
+	e, internal := service.ToError(err)
+	if internal {
+		s.log.Error("e2b sandbox call failed", "err", err)
+	}
+	switch e.Code {
+	case service.CodeNotFound:
+		if c.session != "" {
+			return &rpcError{Code: codeUnavailable, Message: sandboxGone(c.session), gone: true}
+		}
+		return errorf(codeNotFound, "%s", e.Message)
+	case service.CodeUnauthenticated:
+		return errorf(codeUnauthenticated, "%s", e.Message)
+	case service.CodeInvalidArgument:
+		return errorf(codeFailedPrecondition, "%s", e.Message)
+	case service.CodeRateLimited:
+		return errorf(codeResourceExhausted, "%s", e.Message)
+	case service.CodeUnavailable:
+		return errorf(codeUnavailable, "%s", e.Message)
+	}
+	return errorf(codeInternal, "%s", e.Message)
+}
+
+func unimplemented(what string) rpcHandler {
+	return func(http.ResponseWriter, *http.Request, caller) *rpcError {
+		return errorf(codeUnimplemented, "%s", what)
+	}
+}
+
+// health answers 204 while the sandbox lives.
+func (s *Server) health(w http.ResponseWriter, r *http.Request, c caller) error {
+	if _, err := s.svc.Session(r.Context(), c.p, c.session); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

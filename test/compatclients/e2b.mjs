@@ -1,0 +1,163 @@
+// Drives E2B's SDKs, unmodified (npm e2b and @e2b/code-interpreter), against
+// an E2B-compatible server: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
+// point them at it, as a user would. argv[2] names the scenario; it prints
+// one JSON object of what the SDK calls returned (or threw), for
+// test/e2b_test.go to check. OTHER_E2B_API_KEY is another tenant's key.
+import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
+import { Sandbox } from "e2b";
+
+// thrown names an error the way the test reads it.
+const thrown = (e) => ({ error: e?.constructor?.name ?? "Error", message: String(e?.message ?? e), exitCode: e?.exitCode });
+
+async function attempt(fn) {
+  try {
+    return await fn();
+  } catch (e) {
+    return thrown(e);
+  }
+}
+
+const isPNG = (b64) => typeof b64 === "string" && Buffer.from(b64, "base64").subarray(0, 8).equals(Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
+
+const scenarios = {
+  // runCode: state across calls, the last expression's value, streamed
+  // output, a plot, a DataFrame, an error.
+  async code() {
+    const sbx = await CodeSandbox.create();
+    const out = { sandboxId: sbx.sandboxId };
+    const first = await sbx.runCode("x = 41\nx + 1");
+    out.first = { text: first.text, main: first.results.map((r) => r.isMainResult), error: first.error ?? null };
+    const second = await sbx.runCode("x += 1\nprint('x is', x)\nx");
+    out.second = { text: second.text, stdout: second.logs.stdout };
+    const chunks = [];
+    const started = Date.now();
+    const streamed = await sbx.runCode("import time\nprint('a', flush=True)\ntime.sleep(2)\nprint('b')", {
+      onStdout: (m) => chunks.push({ line: m.line, ms: Date.now() - started }),
+    });
+    out.streamed = { chunks, ms: Date.now() - started, stdout: streamed.logs.stdout };
+    const plot = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()");
+    out.plot = { results: plot.results.map((r) => ({ png: isPNG(r.png), text: r.text, main: r.isMainResult, formats: r.formats() })) };
+    const df = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2]})");
+    out.df = { text: df.text, html: (df.results[0]?.html ?? "").includes("<table") };
+    const err = await sbx.runCode("def f():\n    return 1 / 0\nf()");
+    out.error = err.error ? { name: err.error.name, value: err.error.value, traceback: err.error.traceback } : null;
+    out.afterError = (await sbx.runCode("x")).text;
+    out.js = await sbx.runCode("1 + 1", { language: "js" }).then((e) => e.error?.name, thrown);
+    out.contexts = await attempt(() => sbx.listCodeContexts());
+    out.killed = await sbx.kill();
+    return out;
+  },
+
+  // commands.run in the foreground, in the background, one that fails,
+  // stdin, kill, list; files.write/read/list, seen by code and commands.
+  async commands() {
+    const sbx = await CodeSandbox.create({ envs: { SANDBOX_WIDE: "everywhere" } });
+    const out = { sandboxId: sbx.sandboxId };
+    const fg = await sbx.commands.run("echo hello; echo oops >&2; echo $SANDBOX_WIDE $HOME; pwd");
+    out.foreground = { stdout: fg.stdout, stderr: fg.stderr, exitCode: fg.exitCode };
+    const seen = [];
+    const bg = await sbx.commands.run("sleep 1; echo done", { background: true, onStdout: (d) => seen.push(d) });
+    out.backgroundPid = bg.pid;
+    out.listed = (await sbx.commands.list()).map((p) => ({ pid: p.pid, cmd: p.cmd, args: p.args }));
+    // While it runs, other calls are answered.
+    out.meanwhile = (await sbx.commands.run("echo meanwhile")).stdout;
+    const done = await bg.wait();
+    out.background = { stdout: done.stdout, exitCode: done.exitCode, seen };
+    out.failing = await attempt(() => sbx.commands.run("echo partial; exit 3"));
+    out.failingIsExitError = out.failing.error === "CommandExitError";
+    const withStdin = await sbx.commands.run("read line; echo got $line", { background: true, stdin: true });
+    await withStdin.sendStdin("hi\n");
+    out.stdin = (await withStdin.wait()).stdout;
+    const sleeper = await sbx.commands.run("sleep 300", { background: true });
+    out.killedCommand = await sleeper.kill();
+    out.afterKill = await attempt(() => sleeper.wait());
+    out.root = await attempt(() => sbx.commands.run("id", { user: "root" }));
+
+    await sbx.files.write("/home/user/data.txt", "hello files");
+    await sbx.files.write("sub/dir/nested.txt", "nested");
+    out.read = await sbx.files.read("/home/user/data.txt");
+    out.list = (await sbx.files.list("/home/user")).map((e) => `${e.name}:${e.type}`).sort();
+    out.nested = await sbx.files.read("/home/user/sub/dir/nested.txt");
+    out.codeSees = (await sbx.runCode("open('/home/user/data.txt').read() + ' ' + open('data.txt').read()")).text;
+    out.commandSees = (await sbx.commands.run("cat data.txt")).stdout;
+    await sbx.commands.run("echo from a command > made.txt");
+    out.madeByCommand = await sbx.files.read("made.txt");
+    out.tmp = await sbx.files.write("/tmp/scratch.txt", "in tmp").then(() => sbx.files.read("/tmp/scratch.txt"), thrown);
+    out.exists = [await sbx.files.exists("data.txt"), await sbx.files.exists("nope.txt")];
+    out.missing = await attempt(() => sbx.files.read("nope.txt"));
+    out.makeDir = [await sbx.files.makeDir("newdir"), await sbx.files.makeDir("newdir")];
+    out.renamed = (await sbx.files.rename("data.txt", "renamed.txt")).path;
+    await sbx.files.remove("renamed.txt");
+    out.afterRemove = await sbx.files.exists("renamed.txt");
+    out.envInCode = (await sbx.runCode("import os\nos.environ['SANDBOX_WIDE']")).text;
+    await sbx.kill();
+    return out;
+  },
+
+  // Sandbox.connect to a sandbox made elsewhere; list with a metadata
+  // filter; getInfo; setTimeout; kill; what a killed sandbox answers.
+  async lifecycle() {
+    const tag = `run-${Date.now()}`;
+    const a = await CodeSandbox.create({ metadata: { test: tag }, timeoutMs: 120_000 });
+    const out = { sandboxId: a.sandboxId };
+    await a.runCode("y = 7");
+    const b = await CodeSandbox.connect(a.sandboxId);
+    out.connected = (await b.runCode("y * 6")).text;
+    const info = await a.getInfo();
+    out.info = { sandboxId: info.sandboxId, metadata: info.metadata, state: info.state, templateId: info.templateId };
+    await a.setTimeout(600_000);
+    out.endAfterTimeout = (await a.getInfo()).endAt.getTime() - Date.now();
+    const page = await Sandbox.list({ query: { metadata: { test: tag } } }).nextItems();
+    out.listed = page.map((s) => s.sandboxId);
+    out.running = await a.isRunning();
+    out.pause = await attempt(() => a.pause());
+    out.network = await attempt(() => CodeSandbox.create({ allowInternetAccess: true }));
+    out.template = await attempt(() => CodeSandbox.create("no-such-template"));
+    out.killed = await a.kill();
+    out.runningAfterKill = await a.isRunning();
+    out.codeAfterKill = await attempt(() => a.runCode("1"));
+    out.commandAfterKill = await attempt(() => a.commands.run("true"));
+    out.killAgain = await Sandbox.kill(a.sandboxId);
+    out.connectAfterKill = await attempt(() => CodeSandbox.connect(a.sandboxId));
+    return out;
+  },
+
+  // Another tenant's key and token get nothing of a sandbox.
+  async tenants() {
+    const other = process.env.OTHER_E2B_API_KEY;
+    const mine = await CodeSandbox.create();
+    await mine.runCode("secret = 'mine'");
+    const theirs = await CodeSandbox.create({ apiKey: other });
+    const out = { mine: mine.sandboxId, theirs: theirs.sandboxId };
+    out.connect = await attempt(() => CodeSandbox.connect(mine.sandboxId, { apiKey: other }));
+    out.info = await attempt(() => Sandbox.getInfo(mine.sandboxId, { apiKey: other }));
+    out.kill = await attempt(() => Sandbox.kill(mine.sandboxId, { apiKey: other }));
+    out.list = (await Sandbox.list({ apiKey: other }).nextItems()).map((s) => s.sandboxId);
+    // Their sandbox's token, presented for mine.
+    const forged = new CodeSandbox({ sandboxId: mine.sandboxId, envdAccessToken: theirs.envdAccessToken, trafficAccessToken: theirs.envdAccessToken,
+      envdVersion: "0.5.7", apiKey: other });
+    out.forgedCode = await attempt(() => forged.runCode("secret"));
+    out.forgedCommand = await attempt(() => forged.commands.run("cat /proc/self/environ"));
+    out.forgedFile = await attempt(() => forged.files.read("/home/user/x"));
+    out.noToken = await fetch(`${process.env.E2B_SANDBOX_URL}/health`, { headers: { "E2b-Sandbox-Id": mine.sandboxId } }).then((r) => r.status);
+    out.stillMine = (await mine.runCode("secret")).text;
+    await mine.kill();
+    await theirs.kill();
+    return out;
+  },
+};
+
+const name = process.argv[2];
+if (!scenarios[name]) {
+  console.error(`unknown scenario ${name}`);
+  process.exit(2);
+}
+let result;
+try {
+  result = await scenarios[name]();
+} catch (e) {
+  result = { fatal: thrown(e), stack: String(e?.stack ?? "") };
+}
+// The SDKs leave request timers behind that would hold the process for a
+// minute: the scenario is done.
+process.stdout.write(JSON.stringify(result), () => process.exit(0));
