@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func rawFrame(kind byte, payload string) []byte {
@@ -168,4 +169,78 @@ func TestDockerfileProtocol(t *testing.T) {
 	if !strings.Contains(string(b), want) {
 		t.Errorf("images/sandbox/Dockerfile lacks %q", want)
 	}
+}
+
+// TestLive: live operations are answered by id, beside the request in
+// progress, and process events reach their handler whenever they come.
+func TestLive(t *testing.T) {
+	pr, pw := io.Pipe()
+	var sent bytes.Buffer
+	c := NewConn(&sent, pr, func() { pr.Close() }, nil)
+	var events [][]byte
+	got := make(chan struct{}, 4)
+	c.OnProcessEvent(func(kind byte, payload []byte) {
+		events = append(events, append([]byte{kind}, payload...))
+		got <- struct{}{}
+	})
+	done := make(chan LiveReply, 1)
+	go func() {
+		r, err := c.Live(context.Background(), LiveOp{Op: OpList})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	// The reply to another id is dropped; the event is handed over.
+	go func() {
+		_, _ = pw.Write(frames(
+			rawFrame(KindProcessOutput, string(processOutput(7, KindStdout, []byte("hi")))),
+			rawFrame(KindLive, `{"id":99,"pid":1}`),
+			rawFrame(KindLive, `{"id":1,"processes":[{"pid":7,"argv":["sleep"],"cwd":"/"}]}`),
+		))
+	}()
+	r := <-done
+	<-got
+	if len(r.Processes) != 1 || r.Processes[0].Pid != 7 {
+		t.Errorf("reply %+v", r)
+	}
+	pid, stream, data, err := ParseProcessOutput(events[0][1:])
+	if err != nil || pid != 7 || stream != KindStdout || string(data) != "hi" {
+		t.Errorf("event %q", events[0])
+	}
+	if !bytes.Contains(sent.Bytes(), []byte(`"op":"list"`)) {
+		t.Errorf("sent %q", sent.Bytes())
+	}
+	// A stream that ends fails the operations waiting.
+	go func() { _, _ = c.Live(context.Background(), LiveOp{Op: OpList}) }()
+	pw.Close()
+	<-c.Done()
+	if _, err := c.Live(context.Background(), LiveOp{Op: OpList}); err == nil {
+		t.Error("an operation on an ended stream")
+	}
+}
+
+// FuzzLiveFrames feeds arbitrary bytes as the agent's answers to a live
+// operation and its events: no panic, no more event bytes than input.
+func FuzzLiveFrames(f *testing.F) {
+	f.Add(rawFrame(KindLive, `{"id":1,"pid":3}`))
+	f.Add(frames(rawFrame(KindProcessOutput, "\x00\x00\x00\x07ohi"), rawFrame(KindProcessExit, `{"pid":7,"code":1}`), rawFrame(KindLive, `{"id":1}`)))
+	f.Add(rawFrame(KindLive, `{"id":1,"entries":[{"name":"a","path":"/a","type":"file","size":1,"modified":"2026-01-01T00:00:00Z"}]}`))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		c, _ := scripted(stream)
+		n := 0
+		c.OnProcessEvent(func(kind byte, payload []byte) {
+			n += len(payload)
+			if kind == KindProcessOutput {
+				_, _, _, _ = ParseProcessOutput(payload)
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, _ = c.Live(ctx, LiveOp{Op: OpStat, Path: "/"})
+		<-c.Done()
+		if n > len(stream) {
+			t.Fatal("more event bytes than input")
+		}
+	})
 }

@@ -949,6 +949,14 @@ class SessionRequest(TypedDict, total=False):
     #: set limits.memory_mb gets at least disk_mb of memory, and one that sets less
     #: is refused (400 naming limits.memory_mb).
     disk_mb: int
+    #: Environment variables every job of the session gets (a job's own `env`
+    #: wins), and the processes of a stateful session's live sandbox, with the job
+    #: request's rules for names and values. Sealed at rest like a job's env
+    #: values, never shown again; they need GANTRY_SECRET_KEY. A stateful session's
+    #: Python jobs (cells of its interpreter) do not get the variables an
+    #: interpreter reads when it starts (PYTHON* but PYTHONPATH, LANG, LC_*, LD_*,
+    #: HOME, TZ, PATH, MPLCONFIGDIR), which would run them in a new interpreter.
+    env: Dict[str, str]
     #: The environment (GET /v1/environments) every job of the session runs in.
     #: Absent, empty or `default` means gantry's own sandbox image; an unknown one
     #: is a 400 naming `environment`.
