@@ -175,8 +175,8 @@ func TestDockerfileProtocol(t *testing.T) {
 // progress, and process events reach their handler whenever they come.
 func TestLive(t *testing.T) {
 	pr, pw := io.Pipe()
-	var sent bytes.Buffer
-	c := NewConn(&sent, pr, func() { pr.Close() }, nil)
+	reqR, reqW := io.Pipe()
+	c := NewConn(reqW, pr, func() { pr.Close(); reqW.Close() }, nil)
 	var events [][]byte
 	got := make(chan struct{}, 4)
 	c.OnProcessEvent(func(kind byte, payload []byte) {
@@ -191,12 +191,18 @@ func TestLive(t *testing.T) {
 		}
 		done <- r
 	}()
-	// The reply to another id is dropped; the event is handed over.
+	// The agent's side: it reads the operation, then sends an event, a
+	// reply to another id (dropped) and the reply.
+	kind, payload, err := newFrameReader(reqR, MaxFrame).next()
+	var op LiveOp
+	if err != nil || kind != KindLive || json.Unmarshal(payload, &op) != nil || op.Op != OpList || op.ID == 0 {
+		t.Fatalf("sent %q %q %v", kind, payload, err)
+	}
 	go func() {
 		_, _ = pw.Write(frames(
 			rawFrame(KindProcessOutput, string(processOutput(7, KindStdout, []byte("hi")))),
-			rawFrame(KindLive, `{"id":99,"pid":1}`),
-			rawFrame(KindLive, `{"id":1,"processes":[{"pid":7,"argv":["sleep"],"cwd":"/"}]}`),
+			rawFrame(KindLive, fmt.Sprintf(`{"id":%d,"pid":1}`, op.ID+100)),
+			rawFrame(KindLive, fmt.Sprintf(`{"id":%d,"processes":[{"pid":7,"argv":["sleep"],"cwd":"/"}]}`, op.ID)),
 		))
 	}()
 	r := <-done
@@ -208,13 +214,20 @@ func TestLive(t *testing.T) {
 	if err != nil || pid != 7 || stream != KindStdout || string(data) != "hi" {
 		t.Errorf("event %q", events[0])
 	}
-	if !bytes.Contains(sent.Bytes(), []byte(`"op":"list"`)) {
-		t.Errorf("sent %q", sent.Bytes())
+	// A stream that ends fails the operations waiting, and those after.
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := c.Live(context.Background(), LiveOp{Op: OpList})
+		waiting <- err
+	}()
+	if _, _, err := newFrameReader(reqR, MaxFrame).next(); err != nil {
+		t.Fatal(err)
 	}
-	// A stream that ends fails the operations waiting.
-	go func() { _, _ = c.Live(context.Background(), LiveOp{Op: OpList}) }()
 	pw.Close()
 	<-c.Done()
+	if err := <-waiting; err == nil {
+		t.Error("an operation waiting on an ended stream succeeded")
+	}
 	if _, err := c.Live(context.Background(), LiveOp{Op: OpList}); err == nil {
 		t.Error("an operation on an ended stream")
 	}

@@ -406,30 +406,26 @@ func writeChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
 }
 
 // owners names uids and gids from the sandbox's /etc/passwd and
-// /etc/group, read when first needed.
+// /etc/group, each read when first needed.
 type owners struct {
-	root          *os.Root
-	users, groups map[uint32]string
-	readU, readG  bool
+	root  *os.Root
+	names map[string]map[uint32]string // by file
 }
 
-func newOwners(root *os.Root) *owners { return &owners{root: root} }
-
-func (o *owners) user(id uint32) string {
-	if !o.readU {
-		o.users, o.readU = readIDs(o.root, "etc/passwd"), true
-	}
-	if n, ok := o.users[id]; ok {
-		return n
-	}
-	return strconv.FormatUint(uint64(id), 10)
+func newOwners(root *os.Root) *owners {
+	return &owners{root: root, names: map[string]map[uint32]string{}}
 }
 
-func (o *owners) group(id uint32) string {
-	if !o.readG {
-		o.groups, o.readG = readIDs(o.root, "etc/group"), true
+func (o *owners) user(id uint32) string  { return o.name("etc/passwd", id) }
+func (o *owners) group(id uint32) string { return o.name("etc/group", id) }
+
+func (o *owners) name(file string, id uint32) string {
+	names, ok := o.names[file]
+	if !ok {
+		names = readIDs(o.root, file)
+		o.names[file] = names
 	}
-	if n, ok := o.groups[id]; ok {
+	if n, ok := names[id]; ok {
 		return n
 	}
 	return strconv.FormatUint(uint64(id), 10)

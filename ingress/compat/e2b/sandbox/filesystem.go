@@ -27,7 +27,12 @@ func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op st
 	if e := requestUser(r); e != nil {
 		return e
 	}
-	reply, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: op, Path: toSandbox(req.Path)})
+	return s.answerEntry(w, r, c, agent.LiveOp{Op: op, Path: toSandbox(req.Path)})
+}
+
+// answerEntry runs a file operation that yields an entry and answers it.
+func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, op agent.LiveOp) *rpcError {
+	reply, err := s.svc.LiveOp(r.Context(), c.p, c.session, op)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -67,15 +72,7 @@ func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, c caller) *rpcEr
 	if e := requestUser(r); e != nil {
 		return e
 	}
-	reply, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
-	if err != nil {
-		return s.rpcError(c, err)
-	}
-	if reply.Entry == nil {
-		return errorf(codeInternal, "the sandbox answered no entry")
-	}
-	writeUnary(w, entryResponse{Entry: entryOf(*reply.Entry)}, nil)
-	return nil
+	return s.answerEntry(w, r, c, agent.LiveOp{Op: agent.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
 }
 
 func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
