@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -135,11 +134,11 @@ func warmRows(c *client, runnerID string, devPID int, n int) ([]row, error) {
 		_, _, _ = c.do("DELETE", "/v1/sessions/"+sid, "")
 	}
 
-	rss, private, count := warmMemory(runnerID)
+	rss, anon, count := warmMemory(runnerID)
 	if count > 0 {
 		rows = append(rows,
 			row{Name: fmt.Sprintf("warm interpreter per container: resident memory (mean of %d)", count), Gantry: fmt.Sprintf("%.1f MB", rss), Value: rss},
-			row{Name: "warm interpreter per container: memory of its own (private pages, not the libraries' shared files)", Gantry: fmt.Sprintf("%.1f MB", private), Value: private})
+			row{Name: "warm interpreter per container: its anonymous memory (its heap: what the libraries' import made, shared with its forks; not the files' pages)", Gantry: fmt.Sprintf("%.1f MB", anon), Value: anon})
 	}
 	return rows, nil
 }
@@ -160,14 +159,15 @@ func (c *client) session(stateful bool) (string, error) {
 // warmMemory finds each running container's warm interpreter (as the host
 // sees it: the agent's child running warm.py; its sandboxes' processes
 // share its command line) and returns the mean of its resident memory and
-// of its private memory (what it alone holds), in MB, and how many it
-// measured.
-func warmMemory(runnerID string) (rss, private float64, n int) {
+// of its anonymous memory (RssAnon: the heap its imports made, which its
+// forks share until they write; its pages are shared with the spare
+// sandbox forked from it, so "private" would not count them), in MB, and
+// how many it measured.
+func warmMemory(runnerID string) (rss, anon float64, n int) {
 	out, err := exec.Command("docker", "ps", "-q", "--no-trunc", "--filter", "label=dev.gantry.runner="+runnerID).Output()
 	if err != nil {
 		return 0, 0, 0
 	}
-	priv := regexp.MustCompile(`Private_(?:Clean|Dirty):\s+(\d+) kB`)
 	for _, id := range strings.Fields(string(out)) {
 		top, err := exec.Command("docker", "top", id, "-o", "pid,ppid,comm,args").Output()
 		if err != nil {
@@ -189,22 +189,17 @@ func warmMemory(runnerID string) (rss, private float64, n int) {
 				continue
 			}
 			pid, _ := strconv.Atoi(f[0])
-			smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-			if err != nil {
+			a := procStatus(pid, "RssAnon")
+			if a < 0 {
 				continue
 			}
-			var kb float64
-			for _, m := range priv.FindAllSubmatch(smaps, -1) {
-				v, _ := strconv.ParseFloat(string(m[1]), 64)
-				kb += v
-			}
 			rss += vmRSS(pid)
-			private += kb / 1024
+			anon += a
 			n++
 		}
 	}
 	if n == 0 {
 		return 0, 0, 0
 	}
-	return rss / float64(n), private / float64(n), n
+	return rss / float64(n), anon / float64(n), n
 }
