@@ -201,9 +201,15 @@ func (w *warm) Err() error {
 	return w.err
 }
 
-// warmWait bounds how long a job waits for the warm interpreter to load
-// before it starts an interpreter of its own.
-const warmWait = 30 * time.Second
+// jobWarmWait bounds how long a job waits for the warm interpreter of a
+// container just made (it loads in about half a second) before it starts
+// an interpreter of its own: the wait counts against the job's timeout.
+// Pooled containers are offered only once it has loaded.
+const jobWarmWait = 3 * time.Second
+
+// readyWarmWait bounds the warm op's wait (the runner's readiness check,
+// the pool's containers).
+const readyWarmWait = time.Minute
 
 // waitReady waits up to d for the interpreter to load, and reports whether
 // it serves.

@@ -75,10 +75,6 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
 	}
-	if a.session != nil && a.session.state.Stateful && a.r.sandbox.Isolation() == agent.Namespaces && !a.r.sandbox.Warm() {
-		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: "stateful sessions need the warm interpreter, which this runner has turned off (GANTRY_WARM_PRELOAD)"}}, nil, nil
-	}
 	claim, err := a.r.withEnv(a.claim, a.ex.jobID)
 	if err != nil {
 		return jobs.Result{}, nil, err

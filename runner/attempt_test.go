@@ -97,7 +97,7 @@ func (a *fakeAgent) serve(s script) {
 		case "clean":
 			a.cleaned++
 			a.frame(agent.KindOK, "")
-		case "skills", "restore":
+		case "skills", "restore", "warm":
 			a.frame(agent.KindOK, "")
 		case "tar":
 			a.frame(agent.KindDataEnd, "")

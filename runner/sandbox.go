@@ -78,7 +78,7 @@ type SandboxConfig struct {
 	// Warm lists the modules each container's warm interpreter imports
 	// (Namespaces only): Python jobs are forked from it. nil means
 	// DefaultWarm; an empty list turns the warm interpreter off (Python
-	// jobs then start their own, and stateful sessions are refused).
+	// jobs then start their own, a stateful session's in bubblewrap's sandbox).
 	Warm []string
 	// WarmMB is added to each container's memory limit for its warm
 	// interpreter, so that a job's memory_mb is not shrunk by it
@@ -144,10 +144,6 @@ func newSandbox(d dockerAPI, cfg SandboxConfig) *Sandbox {
 // Isolation is how this sandbox's containers run programs.
 func (s *Sandbox) Isolation() agent.Isolation { return s.cfg.Isolation }
 
-// Warm reports whether containers have a warm interpreter (which stateful
-// sessions need under the Namespaces isolation).
-func (s *Sandbox) Warm() bool { return len(s.cfg.Warm) > 0 }
-
 // Close releases the Docker client.
 func (s *Sandbox) Close() error { return s.docker.Close() }
 
@@ -174,7 +170,8 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 // Check makes one container and has its agent report in: the image holds
 // an agent of this runner's protocol, (under Namespaces) bubblewrap can
 // build a sandbox on this host, and the warm interpreter loads its
-// libraries and builds one too. It removes the container after.
+// libraries and builds one too (Create waits for it). It removes the
+// container after.
 func (s *Sandbox) Check(ctx context.Context) error {
 	if err := s.CheckImage(ctx); err != nil {
 		return err
@@ -183,16 +180,7 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(s.cfg.Warm) > 0 {
-		err = c.conn.Warm(ctx)
-		if err != nil {
-			err = fmt.Errorf("%w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", err)
-		}
-	}
-	if rerr := c.Remove(context.WithoutCancel(ctx)); err == nil {
-		err = rerr
-	}
-	return err
+	return c.Remove(context.WithoutCancel(ctx))
 }
 
 // ContainerSpec says what a container is for and what it may use.
@@ -260,6 +248,14 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 			errAgent, cmp.Or(cs.Image, s.cfg.Image), hello.Protocol, agent.Protocol)
 	case hello.Error != "":
 		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
+	}
+	// The warm interpreter loads (about half a second) before the
+	// container is handed out: no job waits for it, or spends its timeout
+	// on it.
+	if err == nil && len(s.cfg.Warm) > 0 {
+		if err = c.conn.Warm(ctx); err != nil {
+			err = fmt.Errorf("%w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, err)
+		}
 	}
 	if err == nil {
 		err = want.Err()

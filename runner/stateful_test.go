@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -199,6 +200,29 @@ func TestStatefulSessions(t *testing.T) {
 		j := h.in(t, sid, py("print(v, open('api.txt').read())"))
 		if j.Stdout != "5 from the API\n" || j.LiveState != jobs.LiveKept {
 			t.Errorf("after a files API write: %q %s %q", j.Stdout, j.LiveState, j.Stderr)
+		}
+	})
+
+	t.Run("without the warm interpreter, in bubblewrap's sandbox", func(t *testing.T) {
+		t.Parallel()
+		if h.sb.Isolation() != agent.Namespaces {
+			t.Skip("the container isolation has its own way")
+		}
+		cold := newHarness(t, 1, withoutWarm)
+		req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+		sess, err := cold.st.CreateSession(context.Background(), cold.tenant, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j := cold.in(t, sess.ID, py("import sys\nprint('pandas' in sys.modules)\nn = 2")); j.Stdout != "False\n" || j.LiveState != jobs.LiveNew {
+			t.Fatalf("job 1: %s %q %s %q", j.Status, j.Stdout, j.LiveState, j.Stderr)
+		}
+		j := cold.in(t, sess.ID, py("n * 21"))
+		if j.Value == nil || j.Value.Text != "42" || j.LiveState != jobs.LiveKept {
+			t.Errorf("job 2: %s %+v %s %q", j.Status, j.Value, j.LiveState, j.Stderr)
+		}
+		if j := cold.in(t, sess.ID, py("import subprocess\nprint(subprocess.run(['grep', 'Seccomp_filters', '/proc/self/status'], capture_output=True, text=True).stdout.split())")); j.Stdout != "['Seccomp_filters:', '2']\n" {
+			t.Errorf("job 3: %q %q", j.Stdout, j.Stderr)
 		}
 	})
 }
