@@ -320,14 +320,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			r.handBack(msg, rm.TenantID, 500*time.Millisecond)
+			r.handBack(msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
 		}
 		return
 	case err != nil:
 		// Handing the message back spends no attempt (those are counted
 		// by claims): it comes back when Postgres may answer again.
 		log.Error("claim job; handing it back to the queue", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
 		return
 	}
 	switch outcome {
@@ -340,7 +340,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	case store.ClaimBusy:
 		// Redelivered while its runner still beats: look again later.
-		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second))
+		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
 		return
 	case store.ClaimGaveUp:
 		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
@@ -377,7 +377,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 			log.Error("give back job", "err", err)
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "object_store")
 		return
 	}
 	if err != nil {
@@ -386,7 +386,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			r.handBack(msg, rm.TenantID, time.Second)
+			r.handBack(msg, rm.TenantID, time.Second, retryCause(execCtx))
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
@@ -395,9 +395,11 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}}
 	}
 
+	recordStart := time.Now()
 	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
 		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
 	})
+	r.metrics.stage("record", recordStart)
 	if err != nil && ctx.Err() == nil {
 		// Not an outage (those are waited out): say so in the job rather
 		// than run the program again.
@@ -416,7 +418,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 				log.Error("give back job", "err", err)
 			}
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "unrecorded")
 		return
 	}
 	if !applied {
@@ -430,10 +432,19 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	if applied {
 		r.publishStatus(rm.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(claim.Spec.Language, res)
+			r.metrics.observe(claim.Spec.Language, claim.TenantID, res)
 		}
 		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
 	}
+}
+
+// retryCause names why an attempt that did not finish went back to the
+// queue: the runner stopping, or a failure before its program started.
+func retryCause(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return "shutdown"
+	}
+	return "not_started"
 }
 
 // maxHold is how long a runner holds a message it cannot claim because
@@ -593,8 +604,10 @@ func (b *backoff) next() time.Duration {
 }
 
 // handBack returns a message to its queue, to be delivered again after d,
-// and announces it then, so that an idle runner takes it at once.
-func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
+// and announces it then, so that an idle runner takes it at once. cause
+// says why, for gantry_job_handbacks_total.
+func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
+	r.metrics.handBack(cause)
 	_ = msg.NakWithDelay(d)
 	if tenantID != "" && r.nc != nil {
 		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })

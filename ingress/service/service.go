@@ -191,7 +191,9 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
-	envs     environments // the registered environments, cached
+	// callbacks are the compatible APIs' (callbacks.go).
+	callbacks *callbacks
+	envs      environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
@@ -208,6 +210,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
 	}
@@ -219,9 +222,11 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
+	RegisterDependencyGauges(reg, s.checks)
 	if cfg.Box.Enabled() {
 		wc := s.cfg.Webhooks
 		wc.View = View
+		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
 		if wc.UserAgent == "" {
 			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
 		}
@@ -261,6 +266,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop releases the service's subscriptions.
 func (s *Service) Stop() {
+	s.callbacks.stop()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}
@@ -350,6 +356,7 @@ func (s *Service) checkQueue(ctx context.Context) error {
 // metrics are the service's own: what it accepted.
 type metrics struct {
 	submitted *prometheus.CounterVec
+	webhooks  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -357,7 +364,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_submitted_total", Help: "Jobs accepted, by language.",
 		}, []string{"language"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_webhook_attempts_total", Help: "Webhook delivery attempts, by the delivery's status after each: delivered, pending (to be retried), failed (given up).",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.submitted)
+	reg.MustRegister(m.submitted, m.webhooks)
 	return m
 }
