@@ -130,7 +130,7 @@ func (s *server) newLive() (*liveSandbox, error) {
 	switch {
 	case s.cfg.Isolation == Container:
 		err = s.startLiveDirect(l, theirs)
-	case s.warm != nil && s.warm.waitReady(jobWarmWait):
+	case s.warm != nil && s.warm.waitReady(liveWarmWait):
 		err = s.startLiveWarm(l, theirs)
 	default:
 		// No warm interpreter (turned off, or not loaded in time): the

@@ -69,12 +69,16 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if req.Stateful {
 		return s.runLive(req)
 	}
-	// A Python job waits for a warm interpreter still loading (a new
-	// container's first jobs): its imports would cost the job as much.
-	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(jobWarmWait)
+	// A Python job forks from the warm interpreter once it has loaded;
+	// until then (a container made on demand, in its first second or so)
+	// it runs as without one, rather than wait.
+	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
 	var sp *spare
 	if !warm {
 		sp = s.takeSpare()
+		if s.warm != nil {
+			defer s.warm.pauseLoading()()
+		}
 	}
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {

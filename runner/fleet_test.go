@@ -385,7 +385,7 @@ func TestZygoteIsFaithful(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarness(t, 2)
+	h := newHarness(t, 2, awaitingWarm)
 	cold := newHarness(t, 2, withoutWarm)
 	for name, tc := range map[string]struct {
 		code, stdin string
@@ -457,9 +457,10 @@ print(plt.get_backend())`},
 
 // TestWarmIsUsed checks which path Python jobs take: forked from the
 // warm interpreter, with its libraries already imported, unless their
-// environment sets what those libraries read when imported (then a fresh
-// interpreter in a spare sandbox); with the warm interpreter off, the
-// spare sandbox's own interpreter (started with -c).
+// environment sets what those libraries read when imported, or it is
+// still loading (then a fresh interpreter in a spare sandbox); with the
+// warm interpreter off, the spare sandbox's own interpreter (started with
+// -c).
 func TestWarmIsUsed(t *testing.T) {
 	h := warmHarness(t, 1)
 	code := "import sys\nprint('pandas' in sys.modules, sys.orig_argv[:2])"
@@ -472,6 +473,39 @@ func TestWarmIsUsed(t *testing.T) {
 	j := h.run(t, jobs.Request{Language: "python", Code: code, Env: map[string]string{"OPENBLAS_NUM_THREADS": "2"}})
 	if j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
 		t.Errorf("a job that sets OPENBLAS_NUM_THREADS ran in %q (stderr %q)", j.Stdout, j.Stderr)
+	}
+	// A container made on demand runs its first job at once, as without
+	// the warm interpreter, which is stopped while the job runs; once it
+	// has loaded, the jobs fork from it.
+	fresh := newHarness(t, 1)
+	id := fresh.submit(t, jobs.Request{Language: "python", Code: code + "\nimport time\ntime.sleep(3)"})
+	stopped := false
+	for deadline := time.Now().Add(10 * time.Second); !stopped && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if j, _ := fresh.st.GetJob(context.Background(), fresh.tenant, id); j.Status.Terminal() {
+			break
+		}
+		out, _ := exec.Command("sh", "-c", "for c in $(docker ps -q --filter label="+LabelRunner+"="+fresh.sb.cfg.RunnerID+
+			"); do docker top $c -o pid,stat,args; done").CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[2] == "python3" && strings.HasSuffix(f[3], "/warm.py") {
+				stopped = strings.HasPrefix(f[1], "T")
+			}
+		}
+	}
+	if !stopped {
+		t.Error("the warm interpreter was not seen stopped beside the first job of its container")
+	}
+	if j := fresh.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
+		t.Errorf("the first job of a container made for it ran in %q (stderr %q)", j.Stdout, j.Stderr)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		j := fresh.run(t, jobs.Request{Language: "python", Code: code})
+		if j.Stdout == "True ['python3', '/tmp/gantry/main.py']\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute on, jobs still run in %q (stderr %q)", j.Stdout, j.Stderr)
+		}
 	}
 	cold := newHarness(t, 1, withoutWarm)
 	for i := 0; i < 3; i++ {

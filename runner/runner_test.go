@@ -449,6 +449,11 @@ func withFleet(f FleetConfig) func(*harness, *Config) {
 	return func(_ *harness, c *Config) { c.Fleet = f }
 }
 
+// awaitingWarm has every container handed out only once its warm
+// interpreter has loaded (not only the pool's), so that each Python job
+// forks from it.
+func awaitingWarm(h *harness, _ *Config) { h.sb.awaitWarm = true }
+
 // withoutWarm turns the containers' warm interpreter off: Python jobs run
 // in spare sandboxes' own interpreters.
 func withoutWarm(h *harness, _ *Config) {

@@ -121,6 +121,9 @@ func (c SandboxConfig) WithDefaults() SandboxConfig {
 type Sandbox struct {
 	docker dockerAPI
 	cfg    SandboxConfig
+	// awaitWarm has Create wait for every container's warm interpreter
+	// (tests that need each Python job forked from it).
+	awaitWarm bool
 }
 
 // NewSandbox returns a Sandbox using the Docker engine at host ("" means the
@@ -170,8 +173,7 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 // Check makes one container and has its agent report in: the image holds
 // an agent of this runner's protocol, (under Namespaces) bubblewrap can
 // build a sandbox on this host, and the warm interpreter loads its
-// libraries and builds one too (Create waits for it). It removes the
-// container after.
+// libraries and builds one too. It removes the container after.
 func (s *Sandbox) Check(ctx context.Context) error {
 	if err := s.CheckImage(ctx); err != nil {
 		return err
@@ -180,7 +182,24 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Remove(context.WithoutCancel(ctx))
+	err = c.awaitWarm(ctx)
+	if rerr := c.Remove(context.WithoutCancel(ctx)); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// awaitWarm waits until the container's warm interpreter has loaded (at
+// once without one), so that its Python jobs fork from it: an error means
+// it failed to, and the container cannot serve.
+func (c *Container) awaitWarm(ctx context.Context) error {
+	if len(c.sb.cfg.Warm) == 0 {
+		return nil
+	}
+	if err := c.conn.Warm(ctx); err != nil {
+		return fmt.Errorf("%w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, err)
+	}
+	return nil
 }
 
 // ContainerSpec says what a container is for and what it may use.
@@ -249,13 +268,12 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	case hello.Error != "":
 		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
 	}
-	// The warm interpreter loads (about half a second) before the
-	// container is handed out: no job waits for it, or spends its timeout
-	// on it.
-	if err == nil && len(s.cfg.Warm) > 0 {
-		if err = c.conn.Warm(ctx); err != nil {
-			err = fmt.Errorf("%w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, err)
-		}
+	// A container made ahead of demand is handed out once its warm
+	// interpreter has loaded (half a second to a second). One made for a
+	// waiting job is not: the job runs at once, in a sandbox of
+	// bubblewrap's, the interpreter's loading paused while it runs.
+	if err == nil && (cs.Pool || s.awaitWarm) {
+		err = c.awaitWarm(ctx)
 	}
 	if err == nil {
 		err = want.Err()

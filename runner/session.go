@@ -381,6 +381,15 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 			c = nil
 			return err
 		}
+		// A stateful session's interpreter forks from the warm one, which
+		// loaded while the workspace was restored.
+		if w.state.Stateful {
+			if err := c.awaitWarm(ctx); err != nil {
+				w.r.fleet.release(c, false, "warm interpreter failed")
+				c = nil
+				return err
+			}
+		}
 		return nil
 	})
 	return c, err
