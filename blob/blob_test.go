@@ -93,3 +93,24 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestGetMissing: reading a key with no object fails with ErrNotFound,
+// and deleting one is no error.
+func TestGetMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the S3 server")
+	}
+	st := blobtest.New(t)
+	ctx := context.Background()
+	rc, err := st.Get(ctx, "no/such/object")
+	if err == nil {
+		_, err = io.ReadAll(rc)
+		rc.Close()
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("read of a missing object: %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(ctx, "no/such/object"); err != nil {
+		t.Errorf("delete of a missing object: %v", err)
+	}
+}

@@ -217,7 +217,7 @@ func TestEnvSealedAtRest(t *testing.T) {
 	j := r.job(t)
 	var spec string
 	var hash []byte
-	if err := h.st.QueryRowForTest(ctx, `SELECT spec::text, request_hash FROM jobs WHERE id = $1`, j.ID).Scan(&spec, &hash); err != nil {
+	if err := storetest.QueryRow(h.st, `SELECT spec::text, request_hash FROM jobs WHERE id = $1`, j.ID).Scan(&spec, &hash); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(spec, value) || !strings.Contains(spec, `"sealed_env"`) {
@@ -257,7 +257,7 @@ func TestEnvSealedAtRest(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var clear bool
-		if err := h.st.QueryRowForTest(ctx, `SELECT spec::text LIKE '%old-CLEAR-7%' FROM jobs WHERE id = $1`, old.ID).Scan(&clear); err != nil {
+		if err := storetest.QueryRow(h.st, `SELECT spec::text LIKE '%old-CLEAR-7%' FROM jobs WHERE id = $1`, old.ID).Scan(&clear); err != nil {
 			t.Fatal(err)
 		}
 		if !clear {

@@ -46,8 +46,7 @@ type harness struct {
 	// maint is the maintenance's own configuration (Interval,
 	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
 	maint service.MaintenanceConfig
-	// history is how the ingress's store keeps output and retention, as
-	// cmd/gantry wires it.
+	// history is the ingress's retention, as cmd/gantry wires it.
 	history history.Config
 }
 
@@ -58,7 +57,8 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	if testing.Short() {
 		t.Skip("needs Postgres, NATS and S3")
 	}
-	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), history: history.Config{InlineMax: history.DefaultInlineMax}}
+	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
+	h.st.KeepOutput(history.NewOutput(h.blobs, slog.New(slog.NewTextHandler(io.Discard, nil))), history.DefaultInlineMax)
 	h.nc = jobstest.Connect(t, jobstest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
@@ -78,11 +78,11 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 func (h *harness) serve(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hs := history.New(h.st, h.blobs, h.history, log)
+	hs := history.NewRetention(h.st, h.blobs, h.history)
 	cfg := h.cfg
 	cfg.History = hs
 	reg := prometheus.NewRegistry()
-	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, reg)
+	srv, err := ingress.New(cfg, log, h.st, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func (h *harness) serve(t *testing.T) string {
 	t.Cleanup(ts.Close)
 	mc := h.maint
 	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
-	maint, err := service.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
+	maint, err := service.NewMaintenance(mc, log, h.st, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -326,7 +326,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.st.ExecForTest(ctx, `UPDATE jobs SET created_at = now() - interval '5 minutes', heartbeat_at = now() - interval '5 minutes'`); err != nil {
+	if err := storetest.Exec(h.st, `UPDATE jobs SET created_at = now() - interval '5 minutes', heartbeat_at = now() - interval '5 minutes'`); err != nil {
 		t.Fatal(err)
 	}
 

@@ -129,11 +129,6 @@ type Job struct {
 	// Spec is what the job ran, when asked for (?include=spec); never its
 	// env values.
 	Spec *JobSpec `json:"spec,omitempty"`
-	// StdoutKey and StderrKey locate a stream's bytes in the object store
-	// when they were too long to keep in the row (Stdout or Stderr is then
-	// empty until the history layer reads them back). Not part of the API.
-	StdoutKey string `json:"-"`
-	StderrKey string `json:"-"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -168,11 +163,6 @@ type Result struct {
 	ArtifactsOmitted []OmittedArtifact
 	Error            *ErrorInfo
 	ToolCalls        []ToolCall
-	// StdoutKey and StderrKey, when set, say that the stream's bytes were
-	// moved to the object store under that key; Stdout or Stderr is then
-	// empty.
-	StdoutKey string
-	StderrKey string
 }
 
 // Spec is a validated, normalised job request: everything a runner needs to

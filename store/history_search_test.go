@@ -166,7 +166,7 @@ func TestJobSpecsAndSealedEnv(t *testing.T) {
 
 	rowHolds := func(id, value string) bool {
 		var n int
-		if err := st.QueryRowForTest(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND spec::text LIKE '%' || $2 || '%'`, id, value).Scan(&n); err != nil {
+		if err := storetest.QueryRow(st, `SELECT count(*) FROM jobs WHERE id = $1 AND spec::text LIKE '%' || $2 || '%'`, id, value).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0

@@ -88,7 +88,7 @@ func TestHeartbeatBringsCancel(t *testing.T) {
 	if _, ok, err := storetest.Claim(st, j.ID, "r"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if err := st.ExecForTest(ctx, `UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if yes, err := st.Heartbeat(ctx, j.ID, 1); yes || err != nil {
@@ -115,7 +115,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 	if _, ok, _ := storetest.Claim(st, j.ID, "r"); !ok {
 		t.Fatal("claim")
 	}
-	if err := st.ExecForTest(ctx, `UPDATE jobs SET heartbeat_at = now() - interval '2 minutes' WHERE id = $1`, j.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE jobs SET heartbeat_at = now() - interval '2 minutes' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := st.CancelJob(ctx, a, j.ID, time.Minute); out != store.CancelledOrphan || err != nil {
@@ -145,7 +145,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 	if out, _ := st.CancelJob(ctx, a, ids[0], time.Minute); out != store.CancelRequested {
 		t.Fatalf("cancel with a live owner: %v", out)
 	}
-	if err := st.ExecForTest(ctx, `UPDATE sessions SET owner_until = now() - interval '1 second' WHERE id = $1`, sess.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE sessions SET owner_until = now() - interval '1 second' WHERE id = $1`, sess.ID); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := st.CancelJob(ctx, a, ids[0], time.Minute); out != store.CancelledOrphan {
@@ -179,7 +179,7 @@ func TestReconcileJobs(t *testing.T) {
 	queueSessionJobs(t, st, a, sess.ID, &pubs, "x")
 	age := func(q string, args ...any) {
 		t.Helper()
-		if err := st.ExecForTest(ctx, q, args...); err != nil {
+		if err := storetest.Exec(st, q, args...); err != nil {
 			t.Fatal(err)
 		}
 	}

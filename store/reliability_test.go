@@ -31,8 +31,16 @@ func TestUnavailableTerminatedBackend(t *testing.T) {
 	}
 	t.Cleanup(func() { admin.Close(ctx) })
 
+	victim, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close(ctx) })
 	errc := make(chan error, 1)
-	go func() { errc <- st.ExecForTest(ctx, `SELECT pg_sleep(30) /* victim */`) }()
+	go func() {
+		_, err := victim.Exec(ctx, `SELECT pg_sleep(30) /* victim */`)
+		errc <- err
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int

@@ -37,9 +37,9 @@ import (
 type deps struct {
 	log   *slog.Logger
 	store *store.Store
-	// history is store with long output moved to blobs, and retention:
-	// what the ingress and the runner are given.
-	history *history.Store
+	// history deletes finished jobs past their retention, with their
+	// objects (the store keeps long output in blobs: history.Output).
+	history *history.Retention
 	blobs   *blob.Store
 	nc      *nats.Conn
 	reg     *prometheus.Registry
@@ -105,7 +105,8 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	if err := awaitBucket(ctx, log, d.blobs); err != nil {
 		return err
 	}
-	d.history = history.New(d.store, d.blobs, history.Config{InlineMax: cfg.OutputInlineBytes, TTL: cfg.HistoryTTL}, log)
+	d.store.KeepOutput(history.NewOutput(d.blobs, log), cfg.OutputInlineBytes)
+	d.history = history.NewRetention(d.store, d.blobs, history.Config{TTL: cfg.HistoryTTL})
 	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
@@ -161,7 +162,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 		Agent:          agent,
-	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
+	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 		History:      d.history,
 		Webhooks:     srv.Webhooks(),
 		Box:          d.box,
-	}, d.log, d.history, d.blobs, d.nc, d.reg)
+	}, d.log, d.store, d.blobs, d.nc, d.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
-	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
+	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
 }
 

@@ -137,7 +137,7 @@ type (
 )
 
 // Retention deletes finished jobs older than the history's TTL, with what
-// they stored (history.Store).
+// they stored (history.Retention).
 type Retention interface {
 	// Sweep deletes a bounded amount of expired history and returns how
 	// many jobs it deleted. Replicas may call it at once.
