@@ -56,7 +56,7 @@ func TestAgentRoute(t *testing.T) {
 	}
 
 	var agent echoAgent
-	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Agent = &agent })
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Chat = &agent })
 	agent.jobID = h.do(t, h.keyB, "POST", "/v1/jobs", pyJob).job(t).ID
 	if r := h.do(t, "", "POST", "/v1/agent/chat/completions", turn); r.status != 401 {
 		t.Errorf("no key: %d %s", r.status, r.body)

@@ -137,7 +137,7 @@ func codeModeConfig(cfg config) codemode.Config {
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
-	agent, err := newAgent(cfg, d.log)
+	chat, err := newChat(cfg, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-		Agent:          agent,
+		Chat:           chat,
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
