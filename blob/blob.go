@@ -286,6 +286,16 @@ func OutputKey(tenantID, jobID string, attempt int, stream string) string {
 	return "tenants/" + tenantID + "/jobs/" + jobID + "/output/" + strconv.Itoa(attempt) + "/" + stream
 }
 
+// SessionKey is where version v of a session's workspace snapshot is stored.
+func SessionKey(tenantID, sessionID string, version int64) string {
+	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
+}
+
+// SessionPrefix holds every object of a session.
+func SessionPrefix(tenantID, sessionID string) string {
+	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
+}
+
 // DeleteKeys removes the objects under keys, a thousand per request (S3's
 // multi-object delete); missing objects are not an error.
 func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {

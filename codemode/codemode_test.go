@@ -14,7 +14,7 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -511,8 +511,8 @@ func TestStdioToolsFromARunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := jobstest.Server(t)
-	ingressNC, runnerNC := jobstest.Connect(t, ns), jobstest.Connect(t, ns)
+	ns := queuetest.Server(t)
+	ingressNC, runnerNC := queuetest.Connect(t, ns), queuetest.Connect(t, ns)
 	cfg := codemode.Config{Commands: [][]string{{self}}, Env: []string{"CRM_TOKEN", codemodetest.StdioEnv}}
 	ingressCfg := cfg
 	ingressCfg.Remote = codemode.NewRemoteTools(ingressNC)

@@ -10,6 +10,7 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 type batchResponse struct {
@@ -61,7 +62,7 @@ func TestBatch(t *testing.T) {
 	}
 
 	// Each accepted job is on the queue, once.
-	stream, err := h.js.Stream(context.Background(), jobs.StreamName)
+	stream, err := h.js.Stream(context.Background(), queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestBatch(t *testing.T) {
 // leave no job behind.
 func TestBatchQueueDown(t *testing.T) {
 	h := newHarness(t)
-	if err := h.js.DeleteStream(context.Background(), jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(context.Background(), queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	var b batchResponse

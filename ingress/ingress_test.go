@@ -26,7 +26,8 @@ import (
 	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -59,7 +60,7 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	}
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
 	h.st.KeepOutput(history.NewOutput(h.blobs, slog.New(slog.NewTextHandler(io.Discard, nil))), history.DefaultInlineMax)
-	h.nc = jobstest.Connect(t, jobstest.Server(t))
+	h.nc = queuetest.Connect(t, queuetest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
@@ -168,8 +169,8 @@ func (h *harness) finish(t *testing.T, id string, res jobs.Result) {
 }
 
 func (h *harness) status(t *testing.T, id string, s jobs.Status) {
-	data, _ := json.Marshal(jobs.StatusEvent{JobID: id, Status: s})
-	if err := h.nc.Publish(jobs.StatusSubject(id), data); err != nil {
+	data, _ := json.Marshal(queue.StatusEvent{JobID: id, Status: s})
+	if err := h.nc.Publish(queue.StatusSubject(id), data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -266,11 +267,11 @@ func TestSubmitPollAndHistory(t *testing.T) {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
 	// The message is on the stream with the job id as its message id.
-	stream, err := h.js.Stream(context.Background(), jobs.StreamName)
+	stream, err := h.js.Stream(context.Background(), queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.TenantSubject(h.tenantA))
+	m, err := stream.GetLastMsgForSubject(context.Background(), queue.TenantSubject(h.tenantA))
 	if err != nil || m.Header.Get("Nats-Msg-Id") != j.ID {
 		t.Fatalf("queued message: %v", err)
 	}
@@ -319,8 +320,8 @@ func TestSubmitPollAndHistory(t *testing.T) {
 func TestExecute(t *testing.T) {
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -359,7 +360,7 @@ func TestIdempotencyKeys(t *testing.T) {
 
 func TestQueueDownLosesNothing(t *testing.T) {
 	h := newHarness(t)
-	if err := h.js.DeleteStream(context.Background(), jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(context.Background(), queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob)
@@ -467,8 +468,8 @@ func TestLogsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Play the runner: answer backlog requests with what was printed so far.
-	backlog, _ := h.nc.Subscribe(jobs.BacklogSubject(j.ID), func(m *nats.Msg) {
-		data, _ := json.Marshal(jobs.Backlog{Stdout: []byte("early\n")})
+	backlog, _ := h.nc.Subscribe(queue.BacklogSubject(j.ID), func(m *nats.Msg) {
+		data, _ := json.Marshal(queue.Backlog{Stdout: []byte("early\n")})
 		_ = m.Respond(data)
 	})
 	defer func() { _ = backlog.Unsubscribe() }()
@@ -498,9 +499,9 @@ func TestLogsStream(t *testing.T) {
 		t.Fatalf("backlog event %+v", ev)
 	}
 	chunk := func(stream string, off int, data string) {
-		m := nats.NewMsg(jobs.LogSubject(j.ID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(off))
+		m := nats.NewMsg(queue.LogSubject(j.ID))
+		m.Header.Set(queue.HeaderStream, stream)
+		m.Header.Set(queue.HeaderOffset, strconv.Itoa(off))
 		m.Data = []byte(data)
 		_ = h.nc.PublishMsg(m)
 	}

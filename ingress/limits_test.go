@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -89,7 +90,7 @@ func TestQueuedAndRunningCaps(t *testing.T) {
 	}
 
 	for tenant, want := range map[string]int{h.tenantA: 2, h.tenantB: 5} {
-		cons, err := h.js.Consumer(ctx, jobs.StreamName, jobs.TenantConsumer(tenant))
+		cons, err := h.js.Consumer(ctx, queue.StreamName, queue.TenantConsumer(tenant))
 		if err != nil {
 			t.Fatal(err)
 		}

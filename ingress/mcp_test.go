@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store/storetest"
 )
 
@@ -87,8 +88,8 @@ type mcpJob struct {
 // fakeRunner finishes every queued job: it prints two chunks of output on
 // the log subject, stores an artifact and records success.
 func (h *harness) fakeRunner(t *testing.T) {
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
 			ctx := context.Background()
@@ -106,9 +107,9 @@ func (h *harness) fakeRunner(t *testing.T) {
 			h.status(t, rm.JobID, jobs.StatusRunning)
 			time.Sleep(100 * time.Millisecond) // let the caller subscribe
 			for i, chunk := range []string{"hello\n", "world\n"} {
-				lm := nats.NewMsg(jobs.LogSubject(rm.JobID))
-				lm.Header.Set(jobs.HeaderStream, "stdout")
-				lm.Header.Set(jobs.HeaderOffset, strconv.Itoa(i*6))
+				lm := nats.NewMsg(queue.LogSubject(rm.JobID))
+				lm.Header.Set(queue.HeaderStream, "stdout")
+				lm.Header.Set(queue.HeaderOffset, strconv.Itoa(i*6))
 				lm.Data = []byte(chunk)
 				_ = h.nc.PublishMsg(lm)
 			}

@@ -21,7 +21,8 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -84,13 +85,13 @@ func TestReadyzFollowsTheJobStream(t *testing.T) {
 		t.Fatalf("readyz: %d %s", r.status, r.body)
 	}
 	ctx := context.Background()
-	if err := h.js.DeleteStream(ctx, jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(ctx, queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	if r := ready(); r.status != 503 || !strings.Contains(string(r.body), `"nats":"error: job stream GANTRY_JOBS`) {
 		t.Errorf("readyz without the job stream: %d %s", r.status, r.body)
 	}
-	if _, err := jobs.EnsureQueue(ctx, h.js, jobs.QueueConfig{}); err != nil {
+	if err := queue.Ensure(ctx, h.js, queue.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := ready(); r.status != 200 {
@@ -157,7 +158,7 @@ func TestReadyzWithoutQuorum(t *testing.T) {
 	var cluster []*server.Server
 	h := newHarness(t, func(h *harness, c *ingress.Config) {
 		cluster = natsCluster(t, 3)
-		h.nc = jobstest.Connect(t, cluster[0])
+		h.nc = queuetest.Connect(t, cluster[0])
 		h.js, _ = jetstream.New(h.nc)
 		c.Queue.Replicas = 3
 	})
@@ -253,8 +254,8 @@ func TestSlowBodies(t *testing.T) {
 	wg.Wait()
 
 	// Responses may take longer than the body timeout.
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
 			time.Sleep(2500 * time.Millisecond)
@@ -293,7 +294,7 @@ func TestSlowBodies(t *testing.T) {
 func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 	h := newHarness(t, func(h *harness, _ *ingress.Config) { h.maint.Interval = 100 * time.Millisecond })
 	ctx := context.Background()
-	stream, err := h.js.Stream(ctx, jobs.StreamName)
+	stream, err := h.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 		if r.status != 202 {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
+		m, err := stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 	var newSeq uint64
 	for {
 		got := h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
+		m, err := stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
 		if err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError {
 			if got.Error.Message != store.GaveUpMessage(3) {
 				t.Errorf("given up job: %+v", got.Error)

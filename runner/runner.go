@@ -27,6 +27,7 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 )
@@ -40,7 +41,7 @@ type Config struct {
 	// Slots is how many jobs run at once.
 	Slots int
 	// Queue shapes the stream and consumer.
-	Queue jobs.QueueConfig
+	Queue queue.Config
 	// Artifacts caps what a job may hand back.
 	Artifacts ArtifactLimits
 	// DrainTimeout is how long Run waits for running jobs after its
@@ -178,15 +179,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	} else if n > 0 {
 		r.log.Info("removed leftover containers from an earlier run", "count", n)
 	}
-	if _, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue); err != nil {
+	if err := queue.Ensure(ctx, r.js, r.cfg.Queue); err != nil {
 		return err
 	}
-	stream, err := r.js.Stream(ctx, jobs.StreamName)
+	stream, err := r.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		return err
 	}
 	queues := newPicker(r.js, stream, r.cfg.Queue, r.log, r.tenantMaxRunning)
-	readySub, err := r.nc.Subscribe(jobs.ReadySubject, func(m *nats.Msg) { queues.hint(string(m.Data)) })
+	readySub, err := r.nc.Subscribe(queue.ReadySubject, func(m *nats.Msg) { queues.hint(string(m.Data)) })
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Stopped after the drain below (defers run last-in first-out): it
 	// retires every container it holds.
 	defer func() { stopFleet(); <-fleetDone }()
-	cancelSub, err := r.nc.Subscribe(jobs.CancelSubjectAll, r.onCancel)
+	cancelSub, err := r.nc.Subscribe(queue.CancelSubjectAll, r.onCancel)
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer backlogSub.Unsubscribe() //nolint:errcheck
-	closedSub, err := r.nc.Subscribe(jobs.SessionClosedAll, func(m *nats.Msg) {
+	closedSub, err := r.nc.Subscribe(queue.SessionClosedAll, func(m *nats.Msg) {
 		sid := sessionIDFromSubject(m.Subject)
 		if sid == "" {
 			return
@@ -285,7 +286,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	var rm jobs.RunMessage
+	var rm queue.RunMessage
 	if err := json.Unmarshal(msg.Data(), &rm); err != nil || !(jobs.ValidID("job", rm.JobID) || jobs.ValidID("ses", rm.SessionID)) {
 		r.log.Error("malformed job message dropped", "data_len", len(msg.Data()))
 		_ = msg.TermWithReason("malformed job message")
@@ -588,7 +589,7 @@ func (b *backoff) next() time.Duration {
 func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
 	_ = msg.NakWithDelay(d)
 	if tenantID != "" && r.nc != nil {
-		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })
+		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(queue.ReadySubject, []byte(tenantID)) })
 	}
 }
 
@@ -703,7 +704,7 @@ func (r *Runner) lookup(jobID string) *execution {
 }
 
 func (r *Runner) onCancel(m *nats.Msg) {
-	if ex := r.lookup(jobs.JobIDFromSubject(m.Subject)); ex != nil {
+	if ex := r.lookup(queue.JobIDFromSubject(m.Subject)); ex != nil {
 		ex.cancel(errCancelled)
 	}
 }
@@ -715,7 +716,7 @@ func (r *Runner) onBacklog(m *nats.Msg) {
 		return
 	}
 	r.mu.Lock()
-	ex := r.running[jobs.JobIDFromSubject(m.Subject)]
+	ex := r.running[queue.JobIDFromSubject(m.Subject)]
 	var stdout, stderr *output
 	if ex != nil && !ex.private {
 		stdout, stderr = ex.stdout, ex.stderr
@@ -724,7 +725,7 @@ func (r *Runner) onBacklog(m *nats.Msg) {
 	if ex == nil {
 		return
 	}
-	var b jobs.Backlog
+	var b queue.Backlog
 	if stdout != nil {
 		b.Stdout, _ = stdout.snapshot()
 		b.Stderr, _ = stderr.snapshot()
@@ -734,8 +735,8 @@ func (r *Runner) onBacklog(m *nats.Msg) {
 }
 
 func (r *Runner) publishStatus(jobID string, s jobs.Status) {
-	data, _ := json.Marshal(jobs.StatusEvent{JobID: jobID, Status: s})
-	if err := r.nc.Publish(jobs.StatusSubject(jobID), data); err != nil {
+	data, _ := json.Marshal(queue.StatusEvent{JobID: jobID, Status: s})
+	if err := r.nc.Publish(queue.StatusSubject(jobID), data); err != nil {
 		r.log.Warn("publish status", "job_id", jobID, "err", err)
 	}
 }

@@ -22,7 +22,8 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -32,7 +33,7 @@ type harness struct {
 	st     *store.Store
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	pub    *jobs.Publisher
+	pub    *queue.Publisher
 	blobs  *blob.Store
 	sb     *Sandbox
 	r      *Runner
@@ -74,10 +75,10 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	t.Helper()
 	sb := testSandbox(t)
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
-	h.nc = jobstest.Connect(t, jobstest.Server(t))
+	h.nc = queuetest.Connect(t, queuetest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
-	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
+	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: queue.Config{AckWait: 5 * time.Second},
 		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second}
 	for _, o := range opts {
 		o(h, &cfg)
@@ -90,10 +91,10 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.EnsureQueue(context.Background(), h.js, cfg.Queue); err != nil {
+	if err := queue.Ensure(context.Background(), h.js, cfg.Queue); err != nil {
 		t.Fatal(err)
 	}
-	h.pub = jobs.NewPublisher(h.nc, h.js, cfg.Queue)
+	h.pub = queue.NewPublisher(h.nc, h.js, cfg.Queue)
 	h.r = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -135,7 +136,7 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 			if err != nil {
 				return 0, err
 			}
-			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
+			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +383,7 @@ test -S /var/run/docker.sock && echo docker-socket`})
 			t.Fatalf("cancel: %v %v", out, err)
 		}
 		start := time.Now()
-		if err := h.nc.Publish(jobs.CancelSubject(id), nil); err != nil {
+		if err := h.nc.Publish(queue.CancelSubject(id), nil); err != nil {
 			t.Fatal(err)
 		}
 		j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })

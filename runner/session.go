@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
 )
@@ -44,7 +45,7 @@ var errSessionLost = errors.New("session lost")
 // queued jobs, one at a time in submission order, and lets go only when
 // none is left. A runner that cannot become owner acks the message: the
 // owner cannot let go while the job it announced is queued.
-func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
+func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.RunMessage) {
 	log := r.log.With("session_id", rm.SessionID)
 	stopHolding := r.hold(msg)
 	defer stopHolding()
@@ -344,7 +345,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 
 // saveSnapshot uploads the container's workspace as the given version.
 func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
-	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
+	snap := &store.Snapshot{Version: version, Key: blob.SessionKey(tenantID, sessionID, version)}
 	n, err := snapshot.Put(ctx, r.blobs, snap.Key, diskMB, func(w io.Writer) error {
 		tr, wait, err := ctr.conn.Tar(ctx, nil, true)
 		if err != nil {

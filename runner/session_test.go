@@ -59,7 +59,7 @@ func TestSessions(t *testing.T) {
 		sess, _ := h.st.GetSession(context.Background(), h.tenant, sid)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			n, err := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenant, sid))
+			n, err := h.blobs.Count(context.Background(), blob.SessionPrefix(h.tenant, sid))
 			if err == nil && n == 1 && sess.Version == 3 {
 				break
 			}

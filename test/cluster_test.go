@@ -17,8 +17,8 @@ import (
 
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/migrations"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -36,7 +36,7 @@ func TestClusterStart(t *testing.T) {
 	dbURL := storetest.DatabaseURL(t)
 	// Postgres is reached through a port nothing listens on yet.
 	pgAddr, lateURL := lateAddress(t, dbURL)
-	nats := jobstest.NewCluster(t, 3)
+	nats := queuetest.NewCluster(t, 3)
 	s3 := blobtest.Server(t)
 	env := []string{
 		"GANTRY_DATABASE_URL=" + lateURL,

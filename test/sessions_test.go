@@ -183,7 +183,7 @@ func countSessionObjects(t *testing.T, d *dev, sid string) int {
 	defer conn.Close(context.Background())
 	var tenant string
 	_ = conn.QueryRow(context.Background(), `SELECT id FROM tenants WHERE name = 'default'`).Scan(&tenant)
-	n, err := d.blobs(t).Count(context.Background(), jobs.SessionPrefix(tenant, sid))
+	n, err := d.blobs(t).Count(context.Background(), blob.SessionPrefix(tenant, sid))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -326,9 +327,7 @@ func runRunner(ctx context.Context, cfg config) error {
 			if !d.nc.IsConnected() {
 				return errNATSDown
 			}
-			// The runners' consumer answers: the stream has a leader.
-			_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
-			return err
+			return queue.Ready(ctx, js)
 		}},
 		{"s3", d.blobs.Ping},
 	})

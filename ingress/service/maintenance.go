@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/webhook"
@@ -25,7 +26,7 @@ type MaintenanceConfig struct {
 	// Queue is the job stream's configuration: its ack wait says when a
 	// job or session shows no sign of life, MaxAttempts when a stranded
 	// job is given up.
-	Queue jobs.QueueConfig
+	Queue queue.Config
 	// TenantLimits are the quotas of tenants the operator set none for
 	// (the running cap of the messages the maintenance publishes).
 	TenantLimits jobs.TenantLimits
@@ -100,7 +101,7 @@ type Maintenance struct {
 	log     *slog.Logger
 	store   MaintenanceStore
 	js      jetstream.JetStream
-	queue   *queue
+	queue   *publisher
 	closer  *closer
 	metrics *maintenanceMetrics
 
@@ -119,7 +120,7 @@ func NewMaintenance(cfg MaintenanceConfig, log *slog.Logger, st MaintenanceStore
 	cfg = cfg.WithDefaults()
 	return &Maintenance{
 		cfg: cfg, log: log, store: st, js: js,
-		queue:   &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:   &publisher{pub: queue.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
 		closer:  &closer{log: log, nc: nc, blobs: blobs, store: st},
 		metrics: newMaintenanceMetrics(reg),
 	}, nil

@@ -28,6 +28,7 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
@@ -37,7 +38,7 @@ import (
 // Config is the service's configuration.
 type Config struct {
 	Policy jobs.Policy
-	Queue  jobs.QueueConfig
+	Queue  queue.Config
 	// MaxExecuteWait caps how long a caller may wait for a job to finish
 	// after submitting it (default: the policy's longest timeout and 30 s).
 	MaxExecuteWait time.Duration
@@ -173,7 +174,7 @@ type Service struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	queue   *queue
+	queue   *publisher
 	closer  *closer
 	editor  *editor
 	rates   *rateLimits
@@ -198,7 +199,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	cfg = cfg.WithDefaults()
 	s := &Service{
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
-		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:  &publisher{pub: queue.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
@@ -231,7 +232,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 // subscribes to job status events and key revocations. It returns once the
 // service is ready to serve.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
+	if err := queue.Ensure(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
 	}
 	builtins, err := skills.Builtins()
@@ -246,7 +247,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
-	revoked, err := s.nc.Subscribe(jobs.KeyRevokedSubject, s.onKeyRevoked)
+	revoked, err := s.nc.Subscribe(queue.KeyRevokedSubject, s.onKeyRevoked)
 	if err != nil {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
@@ -293,7 +294,7 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 // onKeyRevoked drops a revoked key from the cache at once, so that it stops
 // working on this ingress now rather than when its cache entry expires.
 func (s *Service) onKeyRevoked(m *nats.Msg) {
-	var ev jobs.KeyRevoked
+	var ev queue.KeyRevoked
 	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
 		s.log.Warn("malformed key revocation message", "err", err)
 		return
@@ -307,7 +308,7 @@ func (s *Service) onKeyRevoked(m *nats.Msg) {
 func (s *Service) queueDepth() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	stream, err := s.js.Stream(ctx, jobs.StreamName)
+	stream, err := s.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		return -1
 	}
@@ -322,24 +323,14 @@ func (s *Service) queueDepth() float64 {
 	return float64(n)
 }
 
-// checkQueue checks that the job stream can take a publish: NATS is
-// connected and the stream answers its info request, with a leader when it
-// is replicated. During a leader election, or with the stream gone, every
-// submission would fail: the ingress is not ready.
+// checkQueue checks that NATS is connected and the job stream answers
+// with a leader (queue.Ready): otherwise every submission would fail, and
+// the ingress is not ready.
 func (s *Service) checkQueue(ctx context.Context) error {
 	if !s.nc.IsConnected() {
 		return errors.New("not connected")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	stream, err := s.js.Stream(ctx, jobs.StreamName)
-	if err != nil {
-		return fmt.Errorf("job stream %s: %w", jobs.StreamName, err)
-	}
-	if c := stream.CachedInfo().Cluster; c != nil && c.Leader == "" {
-		return fmt.Errorf("job stream %s has no leader", jobs.StreamName)
-	}
-	return nil
+	return queue.Ready(ctx, s.js)
 }
 
 // metrics are the service's own: what it accepted.

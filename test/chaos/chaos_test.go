@@ -18,6 +18,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -339,7 +340,7 @@ func (c *cluster) streamLeader(t *testing.T) int {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, jobs.StreamName)
+	s, err := js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
