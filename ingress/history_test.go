@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -254,20 +255,13 @@ func TestEnvSealedAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the sweeper to seal the older job's env", func() bool {
 		var clear bool
 		if err := storetest.QueryRow(h.st, `SELECT spec::text LIKE '%old-CLEAR-7%' FROM jobs WHERE id = $1`, old.ID).Scan(&clear); err != nil {
 			t.Fatal(err)
 		}
-		if !clear {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not seal the older job's env")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return !clear
+	})
 	c, ok, err = storetest.Claim(h.st, old.ID, "r")
 	if err != nil || !ok {
 		t.Fatal(err)

@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +28,7 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
@@ -38,6 +42,7 @@ type harness struct {
 	url           string
 	handler       http.Handler // the ingress's own, unwrapped
 	st            *store.Store
+	ns            *server.Server // the NATS server (nil on a cluster)
 	nc            *nats.Conn
 	js            jetstream.JetStream
 	blobs         *blob.Store
@@ -60,7 +65,8 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	}
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
 	h.st.KeepOutput(history.NewOutput(h.blobs, slog.New(slog.NewTextHandler(io.Discard, nil))), history.DefaultInlineMax)
-	h.nc = queuetest.Connect(t, queuetest.Server(t))
+	h.ns = queuetest.Server(t)
+	h.nc = queuetest.Connect(t, h.ns)
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
@@ -139,7 +145,26 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string) response {
 	t.Helper()
-	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	r, err := h.request(nil, key, method, path, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// request sends a request and reads its answer; sent, if set, is closed
+// once the request is written. It calls no t.Fatal: goroutines use it.
+func (h *harness) request(sent chan<- struct{}, key, method, path, body string, hdr ...string) (response, error) {
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	if sent != nil {
+		var once sync.Once
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(sent) }) },
+		}))
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -148,30 +173,81 @@ func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string
 	}
 	resp, err := noRedirect.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	b, err := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}, err
+}
+
+// inFlight sends a request from a goroutine of its own, and returns once
+// the request is written; the answer comes on the channel.
+func (h *harness) inFlight(t *testing.T, key, method, path, body string) <-chan response {
+	t.Helper()
+	sent, out := make(chan struct{}), make(chan response, 1)
+	go func() {
+		r, err := h.request(sent, key, method, path, body)
+		if err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+		}
+		out <- r
+	}()
+	select {
+	case <-sent:
+	case r := <-out:
+		out <- r // it failed, or answered before its request was out
+	}
+	return out
 }
 
 // finish plays a runner finishing the job.
 func (h *harness) finish(t *testing.T, id string, res jobs.Result) {
 	t.Helper()
-	ctx := context.Background()
-	if _, ok, err := storetest.Claim(h.st, id, "fake"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
+	if err := h.play(id, res); err != nil {
+		t.Fatal(err)
 	}
-	if applied, err := h.st.FinishJob(ctx, id, 1, res); err != nil || !applied {
-		t.Fatalf("finish: %v %v", applied, err)
+}
+
+// play plays a runner running the job: it claims it as attempt 1 (its
+// message can be out before its row commits: the claim waits for the
+// row), records res and announces the status. It calls no t.Fatal.
+func (h *harness) play(id string, res jobs.Result) error {
+	var claimErr error
+	if !eventually.Within(10*time.Second, func() bool {
+		_, ok, err := storetest.Claim(h.st, id, "fake")
+		claimErr = err
+		return ok
+	}) {
+		return fmt.Errorf("claim %s: %v", id, claimErr)
 	}
-	h.status(t, id, res.Status)
+	if applied, err := h.st.FinishJob(context.Background(), id, 1, res); err != nil || !applied {
+		return fmt.Errorf("finish %s: %v %v", id, applied, err)
+	}
+	return h.announce(id, res.Status)
 }
 
 func (h *harness) status(t *testing.T, id string, s jobs.Status) {
-	data, _ := json.Marshal(queue.StatusEvent{JobID: id, Status: s})
-	if err := h.nc.Publish(queue.StatusSubject(id), data); err != nil {
+	t.Helper()
+	if err := h.announce(id, s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// announce publishes a job's new status, as a runner does.
+func (h *harness) announce(id string, s jobs.Status) error {
+	data, _ := json.Marshal(queue.StatusEvent{JobID: id, Status: s})
+	return h.nc.Publish(queue.StatusSubject(id), data)
+}
+
+// waitStatus waits until the job (of tenant A) has the status.
+func (h *harness) waitStatus(t *testing.T, id string, want jobs.Status) {
+	t.Helper()
+	var j jobs.Job
+	if !eventually.Within(10*time.Second, func() bool {
+		j = h.do(t, h.keyA, "GET", "/v1/jobs/"+id, "").job(t)
+		return j.Status == want
+	}) {
+		t.Fatalf("job %s is %s, want %s", id, j.Status, want)
 	}
 }
 
@@ -276,12 +352,11 @@ func TestSubmitPollAndHistory(t *testing.T) {
 		t.Fatalf("queued message: %v", err)
 	}
 
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		h.finish(t, j.ID, succeeded("42\n"))
-	}()
+	// The job finishes while the long poll waits.
 	start := time.Now()
-	got := h.do(t, h.keyA, "GET", "/v1/jobs/"+j.ID+"?wait=8s", "").job(t)
+	poll := h.inFlight(t, h.keyA, "GET", "/v1/jobs/"+j.ID+"?wait=8s", "")
+	h.finish(t, j.ID, succeeded("42\n"))
+	got := (<-poll).job(t)
 	if got.Status != jobs.StatusSucceeded || got.Stdout != "42\n" || *got.ExitCode != 0 || got.FinishedAt == nil {
 		t.Fatalf("polled %+v", got)
 	}
@@ -324,8 +399,9 @@ func TestExecute(t *testing.T) {
 		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
-			time.Sleep(100 * time.Millisecond)
-			h.finish(t, rm.JobID, succeeded("done\n"))
+			if err := h.play(rm.JobID, succeeded("done\n")); err != nil {
+				t.Error(err)
+			}
 		}()
 	})
 	if err != nil {

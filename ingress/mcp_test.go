@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -94,18 +95,22 @@ func (h *harness) fakeRunner(t *testing.T) {
 		go func() {
 			ctx := context.Background()
 			// The message can arrive before the row commits: retry briefly.
-			for i := 0; ; i++ {
-				_, ok, err := storetest.Claim(h.st, rm.JobID, "fake")
-				if ok {
-					break
-				}
-				if err == nil || i == 100 {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !eventually.Within(time.Second, func() bool {
+				_, ok, _ := storetest.Claim(h.st, rm.JobID, "fake")
+				return ok
+			}) {
+				return // not a job to run (a session's message, a cancelled job)
 			}
-			h.status(t, rm.JobID, jobs.StatusRunning)
-			time.Sleep(100 * time.Millisecond) // let the caller subscribe
+			if err := h.announce(rm.JobID, jobs.StatusRunning); err != nil {
+				t.Error(err)
+				return
+			}
+			// A call that streams its output follows the job's log subject
+			// once it knows the job: give it the chance (one that does not
+			// stream costs this wait).
+			eventually.Within(500*time.Millisecond, func() bool {
+				return h.ns.GlobalAccount().SubscriptionInterest(queue.LogSubject(rm.JobID))
+			})
 			for i, chunk := range []string{"hello\n", "world\n"} {
 				lm := nats.NewMsg(queue.LogSubject(rm.JobID))
 				lm.Header.Set(queue.HeaderStream, "stdout")
@@ -118,7 +123,9 @@ func (h *harness) fakeRunner(t *testing.T) {
 			code := 0
 			_, _ = h.st.FinishJob(ctx, rm.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code, Stdout: []byte("hello\nworld\n"),
 				Artifacts: []jobs.Artifact{{Path: "out/plot.png", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "image/png"}}})
-			h.status(t, rm.JobID, jobs.StatusSucceeded)
+			if err := h.announce(rm.JobID, jobs.StatusSucceeded); err != nil {
+				t.Error(err)
+			}
 		}()
 	})
 	if err != nil {
@@ -367,28 +374,15 @@ func TestMCPCancelledCallCancelsJob(t *testing.T) {
 		_, _ = c.CallTool(ctx, req)
 	}()
 	var id string
-	deadline := time.Now().Add(10 * time.Second)
-	for id == "" && time.Now().Before(deadline) {
+	eventually.True(t, 10*time.Second, "execute_code to queue a job", func() bool {
 		var list struct{ Jobs []jobs.Job }
 		h.do(t, h.keyA, "GET", "/v1/jobs", "").json(t, &list)
 		if len(list.Jobs) > 0 {
 			id = list.Jobs[0].ID
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if id == "" {
-		t.Fatal("execute_code queued no job")
-	}
+		return id != ""
+	})
 	cancel()
 	<-done
-	for {
-		j := h.do(t, h.keyA, "GET", "/v1/jobs/"+id, "").job(t)
-		if j.Status == jobs.StatusCancelled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job after the call was cancelled: %s", j.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.waitStatus(t, id, jobs.StatusCancelled)
 }

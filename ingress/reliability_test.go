@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
@@ -132,13 +133,9 @@ func natsCluster(t *testing.T, n int) []*server.Server {
 		}
 		servers[i] = ns
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !servers[0].JetStreamIsCurrent() || servers[0].JetStreamIsClustered() && !hasMetaLeader(servers) {
-		if time.Now().After(deadline) {
-			t.Fatal("the NATS cluster elected no JetStream leader")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the NATS cluster to elect a JetStream leader", func() bool {
+		return servers[0].JetStreamIsCurrent() && (!servers[0].JetStreamIsClustered() || hasMetaLeader(servers))
+	})
 	return servers
 }
 
@@ -171,16 +168,12 @@ func TestReadyzWithoutQuorum(t *testing.T) {
 	}
 	cluster[1].Shutdown()
 	cluster[2].Shutdown()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := ready()
-		if r.status == 503 && strings.Contains(string(r.body), `"nats":"error`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz with 1 of 3 nodes left: %d %s", r.status, r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var r response
+	if !eventually.Within(30*time.Second, func() bool {
+		r = ready()
+		return r.status == 503 && strings.Contains(string(r.body), `"nats":"error`)
+	}) {
+		t.Fatalf("readyz with 1 of 3 nodes left: %d %s", r.status, r.body)
 	}
 	if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 503 {
 		t.Errorf("submit without quorum: %d %s (readyz was right to say not ready)", r.status, r.body)
@@ -257,10 +250,12 @@ func TestSlowBodies(t *testing.T) {
 	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
 		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
-		go func() {
-			time.Sleep(2500 * time.Millisecond)
-			h.finish(t, rm.JobID, succeeded("late\n"))
-		}()
+		// The job takes 2.5 s, longer than the body timeout.
+		time.AfterFunc(2500*time.Millisecond, func() {
+			if err := h.play(rm.JobID, succeeded("late\n")); err != nil {
+				t.Error(err)
+			}
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -337,23 +332,22 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 		t.Errorf("cancel of a job whose runner is gone: %d %s", r.status, r.body)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	var newSeq uint64
-	for {
-		got := h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
-		m, err := stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
-		if err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError {
-			if got.Error.Message != store.GaveUpMessage(3) {
-				t.Errorf("given up job: %+v", got.Error)
-			}
-			newSeq = m.Sequence
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not repaired: spent job %s, last message %v %v", got.Status, err, m)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var (
+		newSeq uint64
+		got    jobs.Job
+		m      *jetstream.RawStreamMsg
+	)
+	if !eventually.Within(20*time.Second, func() bool {
+		got = h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
+		m, err = stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
+		return err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError
+	}) {
+		t.Fatalf("not repaired: spent job %s, last message %v %v", got.Status, err, m)
 	}
+	if got.Error.Message != store.GaveUpMessage(3) {
+		t.Errorf("given up job: %+v", got.Error)
+	}
+	newSeq = m.Sequence
 	// Runners accept the new message only.
 	req := store.ClaimRequest{JobID: lost.ID, MsgSeq: lostSeq, RunnerID: "r", MaxAttempts: 3}
 	if _, out, err := h.st.ClaimJob(ctx, req); out != store.ClaimStale || err != nil {

@@ -249,3 +249,16 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestIDsSortInOrder: ids made one after another sort in that order, also
+// within one millisecond.
+func TestIDsSortInOrder(t *testing.T) {
+	prev := NewID("job")
+	for range 10000 {
+		id := NewID("job")
+		if id <= prev {
+			t.Fatalf("%s made after %s sorts before it", id, prev)
+		}
+		prev = id
+	}
+}

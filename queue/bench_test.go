@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
@@ -83,9 +84,7 @@ func BenchmarkQueueR3(b *testing.B) {
 			}
 		}
 	})
-	for acked.Load() < int64(b.N) && b.Elapsed() < time.Duration(b.N)*time.Second {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Within(time.Duration(b.N)*time.Second, func() bool { return acked.Load() >= int64(b.N) })
 	b.StopTimer()
 	close(done)
 	wg.Wait()

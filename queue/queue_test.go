@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
 )
@@ -68,12 +69,8 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 	go func() {
 		done <- queue.Ensure(context.Background(), js, cfg)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for the JetStream cluster") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiting line in the log:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually.Within(30*time.Second, func() bool { return strings.Contains(logs.String(), "waiting for the JetStream cluster") }) {
+		t.Fatalf("no waiting line in the log:\n%s", logs.String())
 	}
 	select {
 	case err := <-done:

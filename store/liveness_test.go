@@ -233,21 +233,26 @@ func TestReconcileJobs(t *testing.T) {
 	age(`UPDATE jobs SET created_at = now() - interval '5 minutes', checked_at = NULL WHERE status = 'queued'`)
 	var mu sync.Mutex
 	counts := map[string]int{}
-	inside := make(chan struct{})
-	var once sync.Once
+	// Each reconciler waits in its first repair until the other is in its
+	// own: both hold their rows at once.
+	var both sync.WaitGroup
+	both.Add(2)
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			first := true
 			_, err := st.ReconcileJobs(ctx, store.ReconcileOptions{Stale: time.Minute, Recheck: time.Minute, Limit: 4},
 				func(_ context.Context, u store.Unfinished) (store.Repair, error) {
 					mu.Lock()
 					counts[u.ID]++
 					mu.Unlock()
-					once.Do(func() { close(inside) })
-					<-inside
-					time.Sleep(50 * time.Millisecond) // both hold their rows
+					if first {
+						first = false
+						both.Done()
+						both.Wait()
+					}
 					return store.Repair{}, nil
 				})
 			if err != nil {

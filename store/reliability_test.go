@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -41,21 +42,14 @@ func TestUnavailableTerminatedBackend(t *testing.T) {
 		_, err := victim.Exec(ctx, `SELECT pg_sleep(30) /* victim */`)
 		errc <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the victim's query to start (and be terminated)", func() bool {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND query LIKE '%/* victim */%' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the query never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n > 0
+	})
 	err = <-errc
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -111,19 +112,17 @@ func (f fixture) delivery(t *testing.T, jobID string) *jobs.WebhookDelivery {
 // runUntil runs rounds until the delivery settles.
 func (f fixture) runUntil(t *testing.T, jobID string, within time.Duration) *jobs.WebhookDelivery {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var w *jobs.WebhookDelivery
+	if !eventually.Within(within, func() bool {
 		if _, err := f.d.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if w := f.delivery(t, jobID); w.Settled() {
-			return w
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery not settled: %+v", f.delivery(t, jobID))
-		}
-		time.Sleep(10 * time.Millisecond)
+		w = f.delivery(t, jobID)
+		return w.Settled()
+	}) {
+		t.Fatalf("delivery not settled: %+v", w)
 	}
+	return w
 }
 
 func TestDeliverRetriesUntilAccepted(t *testing.T) {

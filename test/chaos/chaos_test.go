@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -81,7 +82,7 @@ func TestChaos(t *testing.T) {
 			f.at = time.Now()
 			c.runners[0].kill9()
 			orphans = runningJobs(c.runners[0].output())
-			time.Sleep(3 * time.Second)
+			eventually.Pause(t.Context(), 3*time.Second)
 			// Its containers outlive it (their agents stop when its
 			// connections close); its next life removes them.
 			f.detail = fmt.Sprintf("%d jobs running on it, %d containers left behind", len(orphans), countContainers(t, "dev.gantry.runner="+c.runnerID[0]))
@@ -93,7 +94,7 @@ func TestChaos(t *testing.T) {
 			f.detail = "leader " + c.nats.names[i]
 			f.at = time.Now()
 			c.nats.nodes[i].kill9()
-			time.Sleep(5 * time.Second)
+			eventually.Pause(t.Context(), 5*time.Second)
 			c.nats.nodes[i].start(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -102,7 +103,7 @@ func TestChaos(t *testing.T) {
 			if err := c.pg.ctl("stop", "-m", "fast"); err != nil {
 				t.Error(err)
 			}
-			time.Sleep(20 * time.Second)
+			eventually.Pause(t.Context(), 20*time.Second)
 			if err := c.pg.ctl("start"); err != nil {
 				t.Fatal(err)
 			}
@@ -111,14 +112,14 @@ func TestChaos(t *testing.T) {
 		{name: "S3 stopped 20 s", inject: func(f *fault) {
 			f.at = time.Now()
 			c.objects.stop()
-			time.Sleep(20 * time.Second)
+			eventually.Pause(t.Context(), 20*time.Second)
 			c.objects.start(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
 		{name: "S3 stopped 60 s", inject: func(f *fault) {
 			f.at = time.Now()
 			c.objects.stop()
-			time.Sleep(60 * time.Second)
+			eventually.Pause(t.Context(), 60*time.Second)
 			c.objects.start(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -126,7 +127,7 @@ func TestChaos(t *testing.T) {
 			f.at = time.Now()
 			n := c.objects.fill(t)
 			f.detail = fmt.Sprintf("%d MiB written to fill it", n>>20)
-			time.Sleep(20 * time.Second)
+			eventually.Pause(t.Context(), 20*time.Second)
 			c.objects.unfill(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -135,20 +136,20 @@ func TestChaos(t *testing.T) {
 			f.detail = fmt.Sprintf("%d requests in flight", cl.inflight[0].Load())
 			f.at = time.Now()
 			c.ingress[0].kill9()
-			time.Sleep(3 * time.Second)
+			eventually.Pause(t.Context(), 3*time.Second)
 			c.ingress[0].start(t)
 			f.back = time.Now()
 		}, after: 15 * time.Second},
 	}
 	steady := fault{name: "steady load, no fault", at: time.Now()}
-	time.Sleep(8 * time.Second) // steady state before the first fault
+	eventually.Pause(t.Context(), 8*time.Second) // steady state before the first fault
 	for i := range faults {
 		f := &faults[i]
 		f.start = time.Now()
-		time.Sleep(3 * time.Second)
+		eventually.Pause(t.Context(), 3*time.Second)
 		f.inject(f)
 		t.Logf("%s (%s) at +%s, undone after %s", f.name, f.detail, f.at.Sub(began).Round(100*time.Millisecond), f.back.Sub(f.at).Round(100*time.Millisecond))
-		time.Sleep(f.after)
+		eventually.Pause(t.Context(), f.after)
 	}
 	close(l.stop)
 	l.wg.Wait()
@@ -238,13 +239,8 @@ func phaseOf(r *record, ats []time.Time) int {
 
 func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Logf("condition not met within %s; injecting anyway", within)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !eventually.Within(within, cond) {
+		t.Logf("condition not met within %s; injecting anyway", within)
 	}
 }
 
