@@ -181,6 +181,8 @@ type Spec struct {
 	TimeoutMS int        `json:"timeout_ms"`
 	Limits    Limits     `json:"limits"`
 	Artifacts []string   `json:"artifacts"`
+	// Environment names the sandbox image ("": the runner's own).
+	Environment string `json:"environment,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

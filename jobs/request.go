@@ -35,6 +35,9 @@ type Request struct {
 	// WebhookURL is called when the job finishes (else the tenant's
 	// default, if any).
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// Environment names the sandbox image the job runs in ("" or
+	// "default": the runner's own). A session's jobs run in the session's.
+	Environment string `json:"environment,omitempty"`
 }
 
 // The encodings of a request's file contents and stdin: text, or base64
@@ -293,6 +296,9 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	spec := Spec{Language: lang.Name}
 	var err error
+	if spec.Environment, err = normalizeEnvironment(req.Environment); err != nil {
+		return Spec{}, err
+	}
 
 	switch {
 	case req.Code != "" && len(req.Command) > 0:

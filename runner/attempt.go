@@ -99,6 +99,9 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 			// What the job asks cannot be had here: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
 				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
+		case isEnv(err):
+			// Its environment cannot be had: say so, once.
+			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil, nil
 		case err != nil:
 			return jobs.Result{}, nil, err
 		}
@@ -179,7 +182,11 @@ func (a *attempt) obtain(ctx context.Context) (*Container, error) {
 	if a.session != nil {
 		return a.session.container(ctx, a.claim.Spec)
 	}
-	c, source, err := a.r.fleet.acquire(ctx, a.claim.TenantID, a.claim.KeyEpoch, a.claim.Spec.Limits)
+	image, err := a.r.envs.image(ctx, a.claim.TenantID, a.claim.Spec.Environment)
+	if err != nil {
+		return nil, err
+	}
+	c, source, err := a.r.fleet.acquire(ctx, a.claim.TenantID, a.claim.KeyEpoch, a.claim.Spec.Limits, image)
 	if err != nil {
 		return nil, err
 	}

@@ -71,13 +71,15 @@ sleep 0.3; test -s /workspace/loop.txt && echo looping`})
 	// (A spare sandbox made for Python has the image's matplotlib config
 	// in its /tmp: nothing of the first job's.)
 	j2, c2 := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: `
-ls -A /tmp /dev/shm /workspace | grep -vx matplotlib; env | grep -c LEFT_BEHIND; ps -e -o comm= | sort | tr '\n' ' '`})
+ls -A /tmp /dev/shm /workspace | grep -vx matplotlib; env | grep -c LEFT_BEHIND; ps -e -o comm= > /dev/shm/ps; sort /dev/shm/ps | tr '\n' ' '`})
 	if c1 != c2 {
 		t.Fatalf("two jobs of one tenant ran in containers %s and %s", c1, c2)
 	}
 	// The sandbox's pid 1 is bubblewrap's init; the workspace holds the
 	// empty out/ every job starts with.
-	want := "/dev/shm:\n\n/tmp:\ngantry\n\n/workspace:\nout\n0\nbash bwrap ps sort tr "
+	// (ps writes to a file first: in a pipeline it could see the next
+	// command before its exec.)
+	want := "/dev/shm:\n\n/tmp:\ngantry\n\n/workspace:\nout\n0\nbash bwrap ps "
 	if j2.Stdout != want {
 		t.Errorf("the second job saw %q, want %q (stderr %q)", j2.Stdout, want, j2.Stderr)
 	}

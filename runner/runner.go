@@ -100,6 +100,7 @@ type Store interface {
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 	SessionStore
 	SkillStore
+	EnvironmentStore
 }
 
 // Runner runs jobs from the queue.
@@ -114,6 +115,7 @@ type Runner struct {
 	sandbox  *Sandbox
 	metrics  *Metrics
 	skills   *skillCache
+	envs     *environments
 	fleet    *fleet
 
 	// stopping closes when Run is asked to stop: session owners finish
@@ -141,7 +143,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
-		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st),
+		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	return r, nil

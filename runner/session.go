@@ -322,7 +322,11 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 	// of the program ran, and the job keeps its attempt.
 	err := w.r.throughS3Outage(ctx, w.log, "a session's workspace to restore", func() error {
 		var err error
-		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim); err != nil {
+		image, err := w.r.envs.image(ctx, w.state.TenantID, w.state.Environment)
+		if err != nil {
+			return err
+		}
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image); err != nil {
 			return err
 		}
 		if w.version == 0 || w.key == "" {

@@ -125,6 +125,10 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
+
+	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
+
+	Environments(ctx context.Context) ([]store.Environment, error)
 }
 
 // The store's records the service hands to its adapters as they are.
@@ -188,6 +192,7 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
+	envs     environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
