@@ -47,7 +47,7 @@ func setup(t *testing.T, cfg codemode.Config) *env {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.AllowPrivate = true
 	up := codemode.NewUpstreams(cfg, log)
-	t.Cleanup(up.Close)
+	t.Cleanup(up.Stop)
 	e := &env{st: st, reg: codemode.NewRegistry(st, box, up, log), logs: logs,
 		crm: codemodetest.ServeHTTP(t, codemodetest.CRM(codemodetest.CredentialOK))}
 	e.a, _ = storetest.Tenant(t, st, "a")
@@ -536,7 +536,7 @@ func TestStdioToolsFromARunner(t *testing.T) {
 	runnerCfg.Launcher = launcher
 	runnerCfg.AllowPrivate = true
 	up := codemode.NewUpstreams(runnerCfg, slog.New(slog.DiscardHandler))
-	t.Cleanup(up.Close)
+	t.Cleanup(up.Stop)
 	box, _ := secret.New(bytes.Repeat([]byte{1}, secret.KeySize))
 	runnerReg := codemode.NewRegistry(e.st, box, up, slog.New(slog.DiscardHandler))
 	stop, err := codemode.ServeTools(ctx, runnerNC, runnerReg, slog.New(slog.DiscardHandler))

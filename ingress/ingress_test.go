@@ -49,8 +49,8 @@ type harness struct {
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
-	// maint is the maintenance's own configuration (Interval,
-	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
+	// maint is the maintenance's own configuration (Interval); the rest
+	// is taken from cfg as cmd/gantry does.
 	maint service.MaintenanceConfig
 	// history is the ingress's retention, as cmd/gantry wires it.
 	history history.Config

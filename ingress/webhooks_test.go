@@ -21,8 +21,7 @@ import (
 func withWebhooks(allowPrivate bool) func(*harness, *ingress.Config) {
 	return func(h *harness, c *ingress.Config) {
 		c.Box, _ = secret.New(make([]byte, 32))
-		c.Webhooks = webhook.Config{AllowPrivate: allowPrivate, Backoff: 20 * time.Millisecond}
-		h.maint.WebhookPoll = 20 * time.Millisecond
+		c.Webhooks = webhook.Config{AllowPrivate: allowPrivate, Backoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond}
 	}
 }
 

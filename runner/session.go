@@ -71,8 +71,10 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 	// (Postgres away) is retried every second, so that this owner holds
 	// the session again as soon as Postgres is back.
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
-	defer stopLoop(nil)
+	renewed := make(chan struct{})
+	defer func() { stopLoop(nil); <-renewed }()
 	go func() {
+		defer close(renewed)
 		every := lease / 3
 		t := time.NewTimer(every)
 		defer t.Stop()
@@ -188,20 +190,9 @@ func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, ow
 // the workspace it left. It returns the session's new version and snapshot.
 func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, version int64, key string, sj store.SessionJob) (int64, string, error) {
 	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
-	ex := &execution{jobID: sj.JobID, attempt: sj.Attempt}
-	execCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancel = cancel
-	r.track(ex)
-	defer r.untrack(ex)
-	if sj.Claim.CancelRequested {
-		cancel(errCancelled)
-	}
-	r.publishStatus(sj.JobID, jobs.StatusRunning)
-	log.Info("session job started")
-
 	work := &sessionWork{r: r, log: log, id: sessionID, state: st, version: version, key: key}
-	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
+	a, execCtx, end := r.begin(ctx, log, sj.JobID, sj.Claim, work)
+	defer end()
 	res, ctr, err := r.runAttempt(execCtx, log, a)
 	if errors.Is(err, errS3Held) {
 		// Nothing of it ran, or what ran was never recorded: the job goes

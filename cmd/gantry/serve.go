@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
@@ -53,7 +52,7 @@ type deps struct {
 
 func (d *deps) close() {
 	if d.upstreams != nil {
-		d.upstreams.Close()
+		d.upstreams.Stop()
 	}
 	if d.nc != nil {
 		d.nc.Close()
@@ -127,7 +126,9 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	mcp := codeModeConfig(cfg)
 	mcp.Remote = codemode.NewRemoteTools(d.nc)
 	d.upstreams = codemode.NewUpstreams(mcp, log)
-	go d.upstreams.Run(ctx)
+	if err := d.upstreams.Start(ctx); err != nil {
+		return err
+	}
 	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	return nil
 }
@@ -311,8 +312,10 @@ func runRunner(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer sb.Close()
-	defer up.Close()
-	go up.Run(ctx)
+	if err := up.Start(ctx); err != nil {
+		return err
+	}
+	defer up.Stop()
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
 	}, func() float64 { return float64(cfg.Slots) }))
@@ -331,8 +334,16 @@ func runRunner(ctx context.Context, cfg config) error {
 		}},
 		{"s3", d.blobs.Ping},
 	})
-	go func() { <-ctx.Done(); health.draining() }()
-	return r.Run(ctx)
+	if err := r.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before it started
+		}
+		return err
+	}
+	<-ctx.Done()
+	health.draining()
+	r.Stop() // drains: running jobs finish or go back to the queue
+	return nil
 }
 
 func runMigrate(ctx context.Context, cfg config) error {
@@ -440,8 +451,10 @@ func runDev(ctx context.Context, cfg config) error {
 			return err
 		}
 		defer sb.Close()
-		defer up.Close()
-		go up.Run(ctx)
+		if err := up.Start(ctx); err != nil {
+			return err
+		}
+		defer up.Stop()
 		if err := r.Check(ctx); err != nil {
 			return err
 		}
@@ -462,13 +475,17 @@ func runDev(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer maint.Stop()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, h) })
 	if r != nil {
-		g.Go(func() error { return r.Run(gctx) })
+		if err := r.Start(ctx); err != nil {
+			return err
+		}
+		// Stopped when ctx ends, beside the HTTP server's shutdown, and
+		// before the rest: its jobs finish (or go back) first.
+		stopRunner := context.AfterFunc(ctx, r.Stop)
+		defer func() { stopRunner(); r.Stop() }()
 	}
 	printBanner(cfg, ln.Addr().String(), key, s3)
-	err = g.Wait()
+	err = serveHTTP(ctx, ln, h)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

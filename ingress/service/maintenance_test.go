@@ -99,11 +99,11 @@ func TestMaintenanceStopWaitsForLoops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := webhook.New(webhook.Config{}, heldWebhooks{deliver}, box, log)
+	d, err := webhook.New(webhook.Config{Poll: 10 * time.Millisecond}, heldWebhooks{deliver}, box, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaintenance(MaintenanceConfig{Interval: 10 * time.Millisecond, Webhooks: d, WebhookPoll: 10 * time.Millisecond},
+	m, err := NewMaintenance(MaintenanceConfig{Interval: 10 * time.Millisecond, Webhooks: d},
 		log, heldStore{sweep}, nowhere{}, nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
