@@ -180,8 +180,10 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 // job's tenant and limits.
 func (a *attempt) obtain(ctx context.Context) (*Container, error) {
 	if a.session != nil {
+		defer a.r.metrics.stage("restore", time.Now())
 		return a.session.container(ctx, a.claim.Spec)
 	}
+	defer a.r.metrics.stage("acquire", time.Now())
 	image, err := a.r.envs.image(ctx, a.claim.TenantID, a.claim.Spec.Environment)
 	if err != nil {
 		return nil, err
@@ -322,6 +324,8 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	// container and the outcome are held and collecting tried again.
 	var arts []jobs.Artifact
 	var omitted []jobs.OmittedArtifact
+	collectStart := time.Now()
+	defer a.r.metrics.stage("collect", collectStart)
 	err = a.r.throughS3Outage(a.jobCtx, a.log, "the job's files and result", func() error {
 		artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
 		defer cancelArt()

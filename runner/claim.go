@@ -26,14 +26,14 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			r.handBack(msg, rm.TenantID, 500*time.Millisecond)
+			r.handBack(msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
 		}
 		return claim, false
 	case err != nil:
 		// Handing the message back spends no attempt (those are counted
 		// by claims): it comes back when Postgres may answer again.
 		log.Error("claim job; handing it back to the queue", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
 		return claim, false
 	}
 	switch outcome {
@@ -46,7 +46,7 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 		return claim, false
 	case store.ClaimBusy:
 		// Redelivered while its runner still beats: look again later.
-		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second))
+		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
 		return claim, false
 	case store.ClaimGaveUp:
 		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)

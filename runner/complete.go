@@ -27,7 +27,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 			log.Error("give back job", "err", err)
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "object_store")
 		return
 	}
 	if err != nil {
@@ -36,7 +36,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			r.handBack(msg, rm.TenantID, time.Second)
+			r.handBack(msg, rm.TenantID, time.Second, retryCause(cause))
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
@@ -45,9 +45,11 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 		}}
 	}
 
+	recordStart := time.Now()
 	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
 		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
 	})
+	r.metrics.stage("record", recordStart)
 	if err != nil && ctx.Err() == nil {
 		// Not an outage (those are waited out): say so in the job rather
 		// than run the program again.
@@ -66,7 +68,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 				log.Error("give back job", "err", err)
 			}
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "unrecorded")
 		return
 	}
 	if !applied {
@@ -80,10 +82,20 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 	if applied {
 		r.publishStatus(rm.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(claim.Spec.Language, res)
+			r.metrics.observe(claim.Spec.Language, claim.TenantID, res)
 		}
 		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
 	}
+}
+
+// retryCause names why an attempt that did not finish went back to the
+// queue, from why its context ended: the runner stopping, or a failure
+// before its program started.
+func retryCause(cause error) string {
+	if errors.Is(cause, errShutdown) {
+		return "shutdown"
+	}
+	return "not_started"
 }
 
 // record stores what finish writes, retrying until it is stored: a program
@@ -142,8 +154,10 @@ func (b *backoff) next() time.Duration {
 
 // handBack returns a message to its queue, to be delivered again after d,
 // and announces it then, so that an idle runner takes it at once (unless
-// this runner has stopped by then).
-func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
+// this runner has stopped by then). cause says why, for
+// gantry_job_handbacks_total.
+func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
+	r.metrics.handBack(cause)
 	_ = msg.NakWithDelay(d)
 	if tenantID == "" || r.nc == nil {
 		return

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/internal/eventually"
@@ -33,10 +31,10 @@ func TestS3Outage(t *testing.T) {
 	// held stops S3 and waits until the runner holds a job for it.
 	held := func() {
 		t.Helper()
-		holds := testutil.ToFloat64(h.r.metrics.s3Holds)
+		holds := h.metric(t, "gantry_runner_s3_holds_total", nil)
 		s3.Stop()
 		eventually.True(t, time.Minute, "the runner to hold a job for S3", func() bool {
-			return testutil.ToFloat64(h.r.metrics.s3Holds) > holds
+			return h.metric(t, "gantry_runner_s3_holds_total", nil) > holds
 		})
 	}
 	// outage stops S3 once the job runs, until the runner holds the job
@@ -85,12 +83,12 @@ print("x" * 100000)  # long output: recorded through S3 too
 		// The next job needs the workspace from S3: drop the container
 		// the runner kept, and stop S3.
 		h.r.fleet.dropSession(sid)
-		holds := testutil.ToFloat64(h.r.metrics.s3Holds)
+		holds := h.metric(t, "gantry_runner_s3_holds_total", nil)
 		s3.Stop()
 		id = h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "cat kept.txt"})
 		h.waitFor(t, id, running)
 		eventually.True(t, time.Minute, "the runner to hold the job for its workspace", func() bool {
-			return testutil.ToFloat64(h.r.metrics.s3Holds) > holds
+			return h.metric(t, "gantry_runner_s3_holds_total", nil) > holds
 		})
 		if j, _ := h.st.GetJob(ctx, h.tenant, id); j.Status != jobs.StatusRunning || j.Attempt != 1 {
 			t.Errorf("waiting for its workspace, the job is %s attempt %d (%v)", j.Status, j.Attempt, j.Error)
@@ -112,6 +110,12 @@ print("x" * 100000)  # long output: recorded through S3 too
 		}
 		if j.Status != jobs.StatusQueued || j.Attempt != 0 {
 			t.Fatalf("given back: %s attempt %d %v", j.Status, j.Attempt, j.Error)
+		}
+		if n := h.metric(t, "gantry_job_handbacks_total", map[string]string{"cause": "object_store"}); n != 1 {
+			t.Errorf("hand-backs for the object store: %v", n)
+		}
+		if n := h.metric(t, "gantry_runner_s3_holds_total", nil); n < 3 {
+			t.Errorf("S3 holds counted: %v (want one per wait, three or more)", n)
 		}
 		s3.Start()
 	})

@@ -60,7 +60,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
 		return
 	case !ok:
 		_ = msg.Ack()
@@ -112,7 +112,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "session_handover")
 	}
 }
 
@@ -212,12 +212,14 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if ctr != nil {
 		// While S3 is unavailable the container, the result and the lease
 		// are held: every write of the session is kept.
+		snapStart := time.Now()
 		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
 			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
 			defer cancelSnap()
 			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
 			return err
 		})
+		r.metrics.stage("snapshot", snapStart)
 		if errors.Is(err, errS3Held) {
 			r.fleet.release(ctr, false, "runner stopping")
 			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
@@ -238,6 +240,8 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// the session's lease is renewed as soon as it is back.
 	var snapApplied bool
 	var replaced string
+	recordStart := time.Now()
+	defer r.metrics.stage("record", recordStart)
 	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
 		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
 		return applied, err
@@ -278,7 +282,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if applied {
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(sj.Claim.Spec.Language, res)
+			r.metrics.observe(sj.Claim.Spec.Language, sj.Claim.TenantID, res)
 		}
 		log.Info("session job finished", "status", res.Status, "version", version)
 	}

@@ -83,3 +83,38 @@ func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time, 
 	rows.Close()
 	return u, rows.Err()
 }
+
+// LiveJobs is how many jobs are queued and running across tenants, and
+// how long the oldest of each has waited (queued: since it was submitted)
+// or run (running: since its attempt started), in seconds.
+type LiveJobs struct {
+	Queued, Running             int
+	OldestQueued, OldestRunning float64
+}
+
+// LiveJobs counts the unfinished jobs (jobs_live).
+func (s *Store) LiveJobs(ctx context.Context) (LiveJobs, error) {
+	var l LiveJobs
+	rows, err := s.pool.Query(ctx, `
+		SELECT status, count(*), coalesce(extract(epoch FROM now() - min(CASE WHEN status = 'running'
+			THEN coalesce(started_at, created_at) ELSE created_at END)), 0)::float8
+		FROM jobs WHERE status IN ('queued', 'running') GROUP BY status`)
+	if err != nil {
+		return l, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int
+		var age float64
+		if err := rows.Scan(&status, &n, &age); err != nil {
+			return l, err
+		}
+		if status == string(jobs.StatusRunning) {
+			l.Running, l.OldestRunning = n, age
+		} else {
+			l.Queued, l.OldestQueued = n, age
+		}
+	}
+	return l, rows.Err()
+}

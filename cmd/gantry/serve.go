@@ -323,16 +323,21 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	natsUp := func(ctx context.Context) error {
+		if !d.nc.IsConnected() {
+			return errNATSDown
+		}
+		return queue.Ready(ctx, js)
+	}
 	health.ready([]readyCheck{
 		{"docker", r.Check}, // the engine answers and has the sandbox image
 		{"postgres", d.store.Ping},
-		{"nats", func(ctx context.Context) error {
-			if !d.nc.IsConnected() {
-				return errNATSDown
-			}
-			return queue.Ready(ctx, js)
-		}},
+		{"nats", natsUp},
 		{"s3", d.blobs.Ping},
+	})
+	// The same, cheaper, for alerts (the engine answering is enough).
+	service.RegisterDependencyGauges(d.reg, []service.Check{
+		{Name: "docker", Fn: sb.Ping}, {Name: "postgres", Fn: d.store.Ping}, {Name: "nats", Fn: natsUp}, {Name: "s3", Fn: d.blobs.Ping},
 	})
 	if err := r.Start(ctx); err != nil {
 		if ctx.Err() != nil {

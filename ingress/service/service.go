@@ -220,9 +220,11 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
+	RegisterDependencyGauges(reg, s.checks)
 	if cfg.Box.Enabled() {
 		wc := s.cfg.Webhooks
 		wc.View = View
+		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
 		if wc.UserAgent == "" {
 			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
 		}
@@ -341,6 +343,7 @@ func (s *Service) checkQueue(ctx context.Context) error {
 // metrics are the service's own: what it accepted.
 type metrics struct {
 	submitted *prometheus.CounterVec
+	webhooks  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -348,7 +351,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_submitted_total", Help: "Jobs accepted, by language.",
 		}, []string{"language"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_webhook_attempts_total", Help: "Webhook delivery attempts, by the delivery's status after each: delivered, pending (to be retried), failed (given up).",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.submitted)
+	reg.MustRegister(m.submitted, m.webhooks)
 	return m
 }
