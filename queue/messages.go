@@ -1,6 +1,10 @@
 package queue
 
-import "github.com/gantryhq/gantry/jobs"
+import (
+	"strings"
+
+	"github.com/gantryhq/gantry/jobs"
+)
 
 // RunMessage is the body of the JetStream message that asks a runner to run
 // a job. It carries ids only: the spec is read from the store, so messages
@@ -33,3 +37,17 @@ func SessionClosedSubject(sessionID string) string { return "gantry.session." + 
 
 // SessionClosedAll matches every session-closed subject.
 const SessionClosedAll = "gantry.session.*.closed"
+
+// SessionIDFromSubject returns the session id in a
+// gantry.session.<id>.<kind> subject ("" for another subject).
+func SessionIDFromSubject(subject string) string {
+	rest, ok := strings.CutPrefix(subject, "gantry.session.")
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return id
+}

@@ -46,6 +46,9 @@ func LogSubject(jobID string) string { return "gantry.job." + jobID + ".log" }
 // far; only the runner running the job replies.
 func BacklogSubject(jobID string) string { return "gantry.job." + jobID + ".backlog" }
 
+// BacklogSubjectAll matches the backlog subjects of every job.
+const BacklogSubjectAll = "gantry.job.*.backlog"
+
 // CancelSubject asks the runner running a job to kill it.
 func CancelSubject(jobID string) string { return "gantry.job." + jobID + ".cancel" }
 

@@ -13,3 +13,13 @@ func TestJobIDFromSubject(t *testing.T) {
 		t.Error("JobIDFromSubject does not invert the subject builders")
 	}
 }
+
+func TestSessionIDFromSubject(t *testing.T) {
+	s := jobs.NewID("ses")
+	if got := queue.SessionIDFromSubject(queue.SessionClosedSubject(s)); got != s {
+		t.Errorf("SessionIDFromSubject(SessionClosedSubject(%s)) = %q", s, got)
+	}
+	if got := queue.SessionIDFromSubject(queue.StatusSubject(jobs.NewID("job"))); got != "" {
+		t.Errorf("a job's subject gave session %q", got)
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -210,10 +209,10 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 	}
 	queues := newPicker(r.js, stream, r.cfg.Queue, r.log, r.tenantMaxRunning)
 	for subject, handler := range map[string]nats.MsgHandler{
-		queue.ReadySubject:     func(m *nats.Msg) { queues.hint(string(m.Data)) },
-		queue.CancelSubjectAll: r.onCancel,
-		"gantry.job.*.backlog": r.onBacklog,
-		queue.SessionClosedAll: r.onSessionClosed,
+		queue.ReadySubject:      func(m *nats.Msg) { queues.hint(string(m.Data)) },
+		queue.CancelSubjectAll:  r.onCancel,
+		queue.BacklogSubjectAll: r.onBacklog,
+		queue.SessionClosedAll:  r.onSessionClosed,
 	} {
 		sub, err := r.nc.Subscribe(subject, handler)
 		if err != nil {
@@ -224,9 +223,14 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
 		// The ingresses have no sandbox to start a stdio MCP server in:
 		// they ask a runner for its tools.
-		if r.stopTools, err = codemode.ServeTools(ctx, r.nc, r.cfg.CodeMode, r.log); err != nil {
+		// Requests in flight run until Stop, which cancels them.
+		toolsCtx, cancelTools := context.WithCancel(context.WithoutCancel(ctx))
+		stop, err := codemode.ServeTools(toolsCtx, r.nc, r.cfg.CodeMode, r.log)
+		if err != nil {
+			cancelTools()
 			return err
 		}
+		r.stopTools = func() { cancelTools(); stop() }
 	}
 	if err := r.fleet.start(ctx); err != nil {
 		return err
@@ -354,7 +358,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 // onSessionClosed removes a closed session's containers, the one parked
 // here and any other this runner's host holds.
 func (r *Runner) onSessionClosed(m *nats.Msg) {
-	sid := sessionIDFromSubject(m.Subject)
+	sid := queue.SessionIDFromSubject(m.Subject)
 	if sid == "" {
 		return
 	}
@@ -397,14 +401,4 @@ func (r *Runner) isStopping() bool {
 	default:
 		return false
 	}
-}
-
-// sessionIDFromSubject returns the id in gantry.session.<id>.closed.
-func sessionIDFromSubject(subject string) string {
-	rest, ok := strings.CutPrefix(subject, "gantry.session.")
-	if !ok {
-		return ""
-	}
-	id, _, _ := strings.Cut(rest, ".")
-	return id
 }
