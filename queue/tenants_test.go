@@ -3,10 +3,13 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
 )
@@ -32,9 +35,15 @@ func TestTenantQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := cons.Info(ctx); info.NumPending != 2 || info.Config.MaxAckPending != 2 {
-		t.Errorf("tenant a's queue: %d pending, cap %d", info.NumPending, info.Config.MaxAckPending)
-	}
+	// A consumer counts what it has pending a moment after the stream
+	// stored it.
+	eventually.NoError(t, 10*time.Second, "tenant a's queue to hold its 2 messages", func() error {
+		info, err := cons.Info(ctx)
+		if err == nil && (info.NumPending != 2 || info.Config.MaxAckPending != 2) {
+			err = fmt.Errorf("%d pending, cap %d", info.NumPending, info.Config.MaxAckPending)
+		}
+		return err
+	})
 	// The stream holds 3: one more is refused.
 	if _, err := pub.Publish(ctx, queue.RunMessage{JobID: "job_c", TenantID: "ten_c"}, "c", 2); !errors.Is(err, queue.ErrFull) {
 		t.Errorf("publish to a full stream: %v, want ErrQueueFull", err)
