@@ -86,6 +86,7 @@ func ask(t *testing.T, b *codemode.Bridge, req any) reply {
 }
 
 func TestRegistryHTTP(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	ctx := context.Background()
 	srv := e.registerCRM(t, e.a, nil)
@@ -194,6 +195,7 @@ func containsTool(ts []codemode.ToolInfo, name string) bool {
 }
 
 func TestBridgeAbuse(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{MaxResultBytes: 64 << 10})
 	e.registerCRM(t, e.a, func(r *codemode.Registration) { r.TimeoutMS = 500 })
 	b := e.reg.NewBridge(e.a, 8)
@@ -259,6 +261,7 @@ func TestBridgeAbuse(t *testing.T) {
 }
 
 func TestStdioServer(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +297,7 @@ func TestStdioServer(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	ctx := context.Background()
 	bad := []struct {
@@ -338,6 +342,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestWrappers(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	e.registerCRM(t, e.a, nil)
 	files, err := e.reg.Wrappers(context.Background(), e.a)
@@ -370,6 +375,7 @@ func TestWrappers(t *testing.T) {
 // Tokens are estimated at 4 bytes each. docs/ARCHITECTURE.md quotes the
 // figures; the test checks each level is well below the next.
 func TestDiscoverySizes(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	srv := e.registerCRM(t, e.a, nil)
 	ctx := context.Background()
@@ -507,6 +513,7 @@ func TestStdioRunsNothingOfTheTenants(t *testing.T) {
 // with its own launcher and answers with the tool list. With no runner up
 // the registration is refused as unavailable, and nothing is stored.
 func TestStdioToolsFromARunner(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

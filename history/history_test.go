@@ -84,6 +84,7 @@ func (b *bundle) objects(t *testing.T, jobID string) int {
 // Output beyond the threshold lives in the object store, the row keeps its
 // key, and every read gives it back whole.
 func TestLongOutputMovesToTheObjectStore(t *testing.T) {
+	t.Parallel()
 	b := setup(t, 1024, history.Config{})
 	ctx := context.Background()
 	long := strings.Repeat("a line of output\n", 1000) // 17,000 bytes
@@ -147,6 +148,7 @@ func TestLongOutputMovesToTheObjectStore(t *testing.T) {
 // Output that is not UTF-8 is kept as written and read as the store reads
 // it from a row: invalid bytes as U+FFFD.
 func TestMovedOutputIsReadLikeTheRow(t *testing.T) {
+	t.Parallel()
 	b := setup(t, 4, history.Config{})
 	ctx := context.Background()
 	j := b.running(t, "")
@@ -163,6 +165,7 @@ func TestMovedOutputIsReadLikeTheRow(t *testing.T) {
 // artifacts and output (earlier attempts' too), in batches, and nothing
 // else; two replicas sweeping at once share the work.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	b := setup(t, 8, history.Config{TTL: time.Hour, Batch: 3})
 	ctx := context.Background()
 	put := func(key string) {
@@ -248,6 +251,7 @@ func TestSweep(t *testing.T) {
 
 // Without a TTL nothing is ever deleted.
 func TestNoTTLKeepsEverything(t *testing.T) {
+	t.Parallel()
 	b := setup(t, history.DefaultInlineMax, history.Config{})
 	ctx := context.Background()
 	j := b.running(t, "")

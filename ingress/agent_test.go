@@ -44,6 +44,7 @@ func (a echoAgent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, 
 }
 
 func TestAgentRoute(t *testing.T) {
+	t.Parallel()
 	const turn = `{"model": "any", "messages": [{"role": "user", "content": "hi"}]}`
 	off := newHarness(t)
 	r := off.do(t, off.keyA, "POST", "/v1/agent/chat/completions", turn)

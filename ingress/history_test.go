@@ -46,6 +46,7 @@ func ids(list []jobs.Job) []string {
 // metadata, alone and together, with the cursor, within the tenant only;
 // anything it does not understand is a 400 naming the parameter.
 func TestHistorySearch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	submit := func(key, body string) jobs.Job {
 		t.Helper()
@@ -203,6 +204,7 @@ func TestHistorySearch(t *testing.T) {
 // only, idempotent retries still work, and rows stored in the clear are
 // sealed by the sweeper.
 func TestEnvSealedAtRest(t *testing.T) {
+	t.Parallel()
 	box, err := secret.New(bytes.Repeat([]byte{3}, secret.KeySize))
 	if err != nil {
 		t.Fatal(err)

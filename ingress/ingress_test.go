@@ -259,6 +259,7 @@ func succeeded(stdout string) jobs.Result {
 const pyJob = `{"language":"python","code":"print(6*7)"}`
 
 func TestAuthAndHealth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, key := range []string{"", "gk_wrong_key_00000000"} {
 		r := h.do(t, key, "GET", "/v1/jobs", "")
@@ -287,6 +288,7 @@ func TestAuthAndHealth(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	foreign := h.do(t, h.keyB, "POST", "/v1/jobs", pyJob).job(t)
 	cases := []struct {
@@ -337,6 +339,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestSubmitPollAndHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"print(6*7)","metadata":{"agent":"t"}}`)
 	j := r.job(t)
@@ -394,6 +397,7 @@ func TestSubmitPollAndHistory(t *testing.T) {
 }
 
 func TestExecute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
 	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
@@ -420,6 +424,7 @@ func TestExecute(t *testing.T) {
 }
 
 func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","idempotency_key":"k-1"}`).job(t)
 	b := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x"}`, "Idempotency-Key", "k-1").job(t)
@@ -436,6 +441,7 @@ func TestIdempotencyKeys(t *testing.T) {
 }
 
 func TestQueueDownLosesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	if err := h.js.DeleteStream(context.Background(), queue.StreamName); err != nil {
 		t.Fatal(err)
@@ -452,6 +458,7 @@ func TestQueueDownLosesNothing(t *testing.T) {
 }
 
 func TestCancelQueued(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	for i := 0; i < 2; i++ { // idempotent
@@ -466,6 +473,7 @@ func TestCancelQueued(t *testing.T) {
 }
 
 func TestArtifacts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	content := "a,b\n1,2\n"
@@ -538,6 +546,7 @@ func readEvents(t *testing.T, body io.Reader, out chan<- sseEvent) {
 }
 
 func TestLogsStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	ctx := context.Background()

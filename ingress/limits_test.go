@@ -19,6 +19,7 @@ import (
 // Retry-After; another tenant, and the same one after waiting, does not. A
 // tenant's own limit overrides the default.
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.TenantLimits = jobs.TenantLimits{RequestsPerSecond: 2} })
 	many := 1000.0
 	if _, err := h.st.SetTenantLimits(context.Background(), h.tenantB, store.LimitsUpdate{RequestsPerSecond: &many}); err != nil {
@@ -65,6 +66,7 @@ func TestRateLimit(t *testing.T) {
 // 429 until one leaves the queue (a retry with an idempotency key still
 // returns its job); its queue in JetStream caps its running jobs.
 func TestQueuedAndRunningCaps(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.TenantLimits = jobs.TenantLimits{MaxQueued: 3, MaxRunning: 2} })
 	ctx := context.Background()
 	five := 5
@@ -108,6 +110,7 @@ func TestQueuedAndRunningCaps(t *testing.T) {
 // TestQueueFull: when the stream holds its maximum, a submission answers
 // 503 with Retry-After and leaves no job behind.
 func TestQueueFull(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Queue.MaxMsgs = 2 })
 	for i := range 2 {
 		if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 202 {

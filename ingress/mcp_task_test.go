@@ -200,6 +200,7 @@ func waitTask(t *testing.T, c *rawMCP, id string) taskView {
 // A task is its job: created on one replica, it is polled, read and listed
 // on another, as behind a load balancer without sticky routing.
 func TestMCPTaskAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := newHarness(t)
 	b := a.replica(t)
 	a.fakeRunner(t)
@@ -238,6 +239,7 @@ func TestMCPTaskAcrossReplicas(t *testing.T) {
 }
 
 func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := newHarness(t) // no runner: the job waits in the queue
 	b := a.replica(t)
 	ca := legacyClient(t, a)
@@ -262,6 +264,7 @@ func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
 // that ends quickly is answered inline; a longer one becomes a task that
 // any replica polls, and whose result tasks/get carries.
 func TestMCPTasksExtension(t *testing.T) {
+	t.Parallel()
 	ttl := 24 * time.Hour
 	a := newHarness(t, func(h *harness, c *ingress.Config) {
 		c.TaskInlineWait = 2 * time.Second

@@ -135,6 +135,7 @@ func (h *harness) fakeRunner(t *testing.T) {
 }
 
 func TestMCPUnauthenticated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, key := range []string{"", "gk_wrong_key_00000000"} {
 		req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -155,6 +156,7 @@ func TestMCPUnauthenticated(t *testing.T) {
 }
 
 func TestMCPMalformedJSONRPC(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":`))
 	req.Header.Set("Content-Type", "application/json")
@@ -172,6 +174,7 @@ func TestMCPMalformedJSONRPC(t *testing.T) {
 }
 
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.fakeRunner(t)
 	for _, version := range []string{mcp.ProtocolVersion20250326, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20251125, mcp.ProtocolVersion20260728} {
@@ -335,6 +338,7 @@ func testMCP(t *testing.T, h *harness, version string) {
 }
 
 func TestMCPTenantIsolation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	b := h.mcpClient(t, h.keyB, mcp.LATEST_PROTOCOL_VERSION)
@@ -362,6 +366,7 @@ func TestMCPTenantIsolation(t *testing.T) {
 }
 
 func TestMCPCancelledCallCancelsJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t) // no runner: the job stays queued until cancelled
 	c := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -32,6 +32,7 @@ import (
 // are not UTF-8 are refused with a 400 naming the field, never a 500; binary
 // stdin goes in base64-encoded and reaches the runner's claim exactly.
 func TestUntrustedStrings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	cases := []struct {
 		name, method, path, body string
@@ -80,6 +81,7 @@ func TestUntrustedStrings(t *testing.T) {
 // TestReadyzFollowsTheJobStream: /readyz is 503 whenever the job stream
 // cannot take a publish (it is gone), and 200 again once it can.
 func TestReadyzFollowsTheJobStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ready := func() response { return h.do(t, "", "GET", "/readyz", "") }
 	if r := ready(); r.status != 200 {
@@ -152,6 +154,7 @@ func hasMetaLeader(servers []*server.Server) bool {
 // with a replicated job stream: when two nodes are gone the stream has no
 // leader, every submission would fail, and /readyz says so.
 func TestReadyzWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	var cluster []*server.Server
 	h := newHarness(t, func(h *harness, c *ingress.Config) {
 		cluster = natsCluster(t, 3)
@@ -223,6 +226,7 @@ func slowPost(t *testing.T, base, key, method, path string) (string, time.Durati
 // timeout with 408 and a closed connection, while long responses (long
 // polls, execute, MCP calls) outlast it.
 func TestSlowBodies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.BodyTimeout = time.Second })
 	sess := h.do(t, h.keyA, "POST", "/v1/sessions", `{}`)
 	var s struct{ ID string }
@@ -287,6 +291,7 @@ func TestSlowBodies(t *testing.T) {
 // why. A job whose message is still in the stream is left alone. Cancel
 // ends a running job whose runner is gone at once.
 func TestReconcilerRepairsStrandedJobs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(h *harness, _ *ingress.Config) { h.maint.Interval = 100 * time.Millisecond })
 	ctx := context.Background()
 	stream, err := h.js.Stream(ctx, queue.StreamName)

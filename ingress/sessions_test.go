@@ -63,6 +63,7 @@ func (h *harness) plantSnapshot(t *testing.T, sessionID string, entries ...*tar.
 }
 
 func TestSessionsAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.newSession(t, h.keyA)
 
@@ -152,6 +153,7 @@ func TestSessionsAPI(t *testing.T) {
 }
 
 func TestSessionFileAttacks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.newSession(t, h.keyA)
 	h.plantSnapshot(t, s.ID,
@@ -219,6 +221,7 @@ func TestSessionFileAttacks(t *testing.T) {
 // stops the download there, and the handler's abort of the answer it could
 // not finish goes no further.
 func TestFileReadInProcessCutShort(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.MaxBodyBytes = 16 << 20 })
 	s := h.newSession(t, h.keyA)
 	content := strings.Repeat("0123456789abcdef", 1<<19) // 8 MiB
@@ -246,6 +249,7 @@ func TestFileReadInProcessCutShort(t *testing.T) {
 // the session's disk_mb, and one that asks for less is refused naming the
 // field.
 func TestSessionDiskFitsMemory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Policy.MaxLimits.MemoryMB = 2048 })
 	if r := h.do(t, h.keyA, "POST", "/v1/sessions", `{"disk_mb":4096}`); r.status != 400 || !strings.Contains(string(r.body), `"field":"disk_mb"`) {
 		t.Errorf("disk_mb over the memory maximum: %d %s", r.status, r.body)

@@ -63,6 +63,7 @@ func (h *harness) awaitWebhook(t *testing.T, key, id string) jobs.Job {
 }
 
 func TestWebhooks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withWebhooks(true))
 	srv, received := hookReceiver(t)
 
@@ -138,6 +139,7 @@ func TestWebhooks(t *testing.T) {
 }
 
 func TestWebhookURLChecks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withWebhooks(false))
 	for _, c := range []struct{ body, want string }{
 		{`{"language":"python","code":"x","webhook_url":"http://127.0.0.1:9/x"}`, "GANTRY_WEBHOOK_ALLOW_PRIVATE"},

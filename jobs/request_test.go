@@ -21,6 +21,7 @@ func decodeAndNormalize(body string) (Spec, error) {
 }
 
 func TestNormalizeDefaults(t *testing.T) {
+	t.Parallel()
 	spec, err := decodeAndNormalize(`{"language":"python","code":"print(1)"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestNormalizeDefaults(t *testing.T) {
 }
 
 func TestNormalizeFiles(t *testing.T) {
+	t.Parallel()
 	spec, err := decodeAndNormalize(`{"language":"bash","code":"cat a/b.txt","files":[
 		{"path":"./a//b.txt","content":"hi"},
 		{"path":"bin.dat","content":"AAEC","encoding":"base64"}]}`)
@@ -59,6 +61,7 @@ func TestNormalizeFiles(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, body, field, msg string
 	}{
@@ -121,6 +124,7 @@ func TestBadRequests(t *testing.T) {
 // spec's storage encoding (JSON that Postgres must accept: no NUL, valid
 // UTF-8) exactly.
 func TestBinaryStdin(t *testing.T) {
+	t.Parallel()
 	raw := "\x00\x01\xff\xfebinary\n"
 	body, _ := json.Marshal(map[string]any{"language": "python", "code": "x", "stdin": base64.StdEncoding.EncodeToString([]byte(raw)), "stdin_encoding": "base64"})
 	spec, err := decodeAndNormalize(string(body))
@@ -166,6 +170,7 @@ func mustDecode(t *testing.T, body []byte) Request {
 }
 
 func TestSessionMetadata(t *testing.T) {
+	t.Parallel()
 	_, err := SessionRequest{Language: "python", Metadata: map[string]string{"who": "a\x00b"}}.Normalize()
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "metadata.who" || !strings.Contains(fe.Message, "NUL") {
@@ -174,6 +179,7 @@ func TestSessionMetadata(t *testing.T) {
 }
 
 func TestOversizeCode(t *testing.T) {
+	t.Parallel()
 	big, _ := json.Marshal(map[string]any{"language": "python", "code": strings.Repeat("x", DefaultPolicy().MaxCodeBytes+1)})
 	_, err := decodeAndNormalize(string(big))
 	var fe *FieldError
@@ -183,6 +189,7 @@ func TestOversizeCode(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
+	t.Parallel()
 	a := NewID("job")
 	b := NewID("job")
 	if !ValidID("job", a) || !ValidID("job", b) || a == b {
@@ -194,6 +201,7 @@ func TestIDs(t *testing.T) {
 }
 
 func TestRequestHashIgnoresKey(t *testing.T) {
+	t.Parallel()
 	r := Request{Language: "python", Code: "x", IdempotencyKey: "a"}
 	r2 := r
 	r2.IdempotencyKey = "b"
@@ -253,6 +261,7 @@ func FuzzDecodeRequest(f *testing.F) {
 // TestIDsSortInOrder: ids made one after another sort in that order, also
 // within one millisecond.
 func TestIDsSortInOrder(t *testing.T) {
+	t.Parallel()
 	prev := NewID("job")
 	for range 10000 {
 		id := NewID("job")

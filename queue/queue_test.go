@@ -40,6 +40,7 @@ func (b *logBuffer) String() string {
 // the cluster has a leader and three peers. EnsureQueue waits, saying so,
 // and succeeds once the other nodes join.
 func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS cluster")
 	}
@@ -124,6 +125,7 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 // TestEnsureQueueRefusesAtOnce: a mistake that waiting cannot fix (three
 // replicas on a server without clustering) is reported at once.
 func TestEnsureQueueRefusesAtOnce(t *testing.T) {
+	t.Parallel()
 	js, err := jetstream.New(queuetest.Connect(t, queuetest.Server(t)))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestJobIDFromSubject(t *testing.T) {
+	t.Parallel()
 	a := jobs.NewID("job")
 	if queue.JobIDFromSubject(queue.StatusSubject(a)) != a || queue.JobIDFromSubject(queue.CancelSubject(a)) != a {
 		t.Error("JobIDFromSubject does not invert the subject builders")
@@ -15,6 +16,7 @@ func TestJobIDFromSubject(t *testing.T) {
 }
 
 func TestSessionIDFromSubject(t *testing.T) {
+	t.Parallel()
 	s := jobs.NewID("ses")
 	if got := queue.SessionIDFromSubject(queue.SessionClosedSubject(s)); got != s {
 		t.Errorf("SessionIDFromSubject(SessionClosedSubject(%s)) = %q", s, got)

@@ -18,6 +18,7 @@ import (
 // its running jobs, and a stream at its bound refuses a publish instead of
 // dropping an old message.
 func TestTenantQueues(t *testing.T) {
+	t.Parallel()
 	nc := queuetest.Connect(t, queuetest.Server(t))
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()

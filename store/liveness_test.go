@@ -19,6 +19,7 @@ import (
 // taken over as the next attempt, and the job is given up once its
 // attempts are spent.
 func TestClaimCountsRunsNotDeliveries(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -80,6 +81,7 @@ func TestClaimCountsRunsNotDeliveries(t *testing.T) {
 // TestHeartbeatBringsCancel: the heartbeat keeps the job alive and reports
 // a cancel request.
 func TestHeartbeatBringsCancel(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -107,6 +109,7 @@ func TestHeartbeatBringsCancel(t *testing.T) {
 // (no heartbeat; for a session's job, no owner) at once, with a message
 // that says so.
 func TestCancelOrphanedJob(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -158,6 +161,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 // session's, not a young one — oldest check first, and what it decides is
 // applied. Concurrent reconcilers see disjoint jobs.
 func TestReconcileJobs(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

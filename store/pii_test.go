@@ -14,6 +14,7 @@ import (
 )
 
 func TestTenantPIIFlag(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -50,6 +51,7 @@ func piiToken(t *testing.T, st *store.Store, tenantID, kind, value string, ttl t
 }
 
 func TestPIITokens(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -122,6 +124,7 @@ func TestPIITokens(t *testing.T) {
 }
 
 func TestPIIExpiry(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -192,6 +195,7 @@ func TestPIIExpiry(t *testing.T) {
 }
 
 func TestPIITokenConcurrent(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

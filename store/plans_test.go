@@ -20,6 +20,7 @@ import (
 // a scan of the table nor a sort of its rows. The statements are the
 // store's own, recorded as it runs them.
 func TestHistoryQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	start := time.Now()

@@ -19,6 +19,7 @@ import (
 // TestUnavailableTerminatedBackend: a query whose backend is terminated (as
 // in a fast shutdown: SQLSTATE 57P01) is an outage, not a failed query.
 func TestUnavailableTerminatedBackend(t *testing.T) {
+	t.Parallel()
 	url := storetest.DatabaseURL(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
@@ -73,6 +74,7 @@ func TestUnavailableTerminatedBackend(t *testing.T) {
 // TestBinaryStdinStored: stdin with NUL and invalid UTF-8 goes into the
 // jobs table and comes back to the runner's claim byte for byte.
 func TestBinaryStdinStored(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -95,6 +97,7 @@ func TestBinaryStdinStored(t *testing.T) {
 // TestSyncBuiltinsConcurrent: ingresses starting together store each
 // built-in skill once (ten rounds of eight at once, each on a fresh table).
 func TestSyncBuiltinsConcurrent(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	builtins, err := skills.Builtins()
@@ -143,6 +146,7 @@ func TestSyncBuiltinsConcurrent(t *testing.T) {
 // TestKeyEpoch: every revocation of one of a tenant's keys moves the
 // tenant's key epoch on, and claims (plain and session jobs) carry it.
 func TestKeyEpoch(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -202,6 +206,7 @@ func TestKeyEpoch(t *testing.T) {
 // whatever ends them: cancelled ones are not counted, so the owner's view
 // (acquire, release) and the API's agree with the jobs.
 func TestSessionQueuedExact(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

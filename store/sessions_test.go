@@ -48,6 +48,7 @@ func queueSessionJobs(t *testing.T, st *store.Store, tenantID, sessionID string,
 }
 
 func TestSessionQueueAndOwnership(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -104,6 +105,7 @@ func TestSessionQueueAndOwnership(t *testing.T) {
 }
 
 func TestSessionLostOwnerAndAttempts(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -133,6 +135,7 @@ func TestSessionLostOwnerAndAttempts(t *testing.T) {
 }
 
 func TestSessionCloseAndExpiry(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

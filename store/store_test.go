@@ -30,6 +30,7 @@ func published(ids *[]string) func(context.Context, string) (uint64, error) {
 }
 
 func TestAuthenticate(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, key := storetest.Tenant(t, st, "acme")
@@ -67,6 +68,7 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -82,6 +84,7 @@ func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -130,6 +133,7 @@ func TestIdempotency(t *testing.T) {
 }
 
 func TestTenantScoping(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -154,6 +158,7 @@ func TestTenantScoping(t *testing.T) {
 }
 
 func TestClaimFinishFencing(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -194,6 +199,7 @@ func TestClaimFinishFencing(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -219,6 +225,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestListPagination(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -263,6 +270,7 @@ func TestListPagination(t *testing.T) {
 // database: the migrations are applied once, every replica comes up, and
 // the schema version says so.
 func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := storetest.DatabaseURL(t)
 	const replicas = 3

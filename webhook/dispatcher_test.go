@@ -126,6 +126,7 @@ func (f fixture) runUntil(t *testing.T, jobID string, within time.Duration) *job
 }
 
 func TestDeliverRetriesUntilAccepted(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true, Backoff: 20 * time.Millisecond})
 	r := newReceiver(t, 500, 503, 200)
 	j := f.finishedJob(t, r.URL+"/hook?token=abc")
@@ -173,6 +174,7 @@ func TestDeliverRetriesUntilAccepted(t *testing.T) {
 }
 
 func TestDeliverGivesUp(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true, Backoff: 50 * time.Millisecond, RetryFor: 300 * time.Millisecond})
 	r := newReceiver(t, 500, 500, 500, 500, 500, 500, 500, 500)
 	j := f.finishedJob(t, r.URL)
@@ -185,6 +187,7 @@ func TestDeliverGivesUp(t *testing.T) {
 // TestPrivateAddressesRefused: without the operator's leave, a receiver on
 // a private address is never called, whether named by address or by name.
 func TestPrivateAddressesRefused(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{Backoff: time.Hour})
 	r := newReceiver(t)
 	for _, u := range []string{r.URL, strings.Replace(r.URL, "127.0.0.1", "localhost", 1)} {
@@ -206,6 +209,7 @@ func TestPrivateAddressesRefused(t *testing.T) {
 
 // TestRotation: after a rotation both secrets sign until the overlap ends.
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true})
 	ctx := context.Background()
 	old, err := f.d.Secret(ctx, f.tenantID)
