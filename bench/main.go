@@ -37,6 +37,8 @@ var (
 	runsc     = flag.Bool("runsc", true, "also measure under gVisor when dockerd has the runsc runtime")
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
+	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
+	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
 )
 
 const code = "print(6*7)"
@@ -282,6 +284,14 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, cm...)
+	}
+
+	if *burst > 0 {
+		cr, err := compatRows(c, *burst, *problems)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, cr...)
 	}
 
 	// Polling.

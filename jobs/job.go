@@ -166,10 +166,12 @@ type Result struct {
 // Spec is a validated, normalised job request: everything a runner needs to
 // run it, with every default filled in. It is stored with the job.
 type Spec struct {
-	Language string     `json:"language"`
-	Code     string     `json:"code,omitempty"`
-	Command  []string   `json:"command,omitempty"`
-	Files    []SpecFile `json:"files,omitempty"`
+	Language string   `json:"language"`
+	Code     string   `json:"code,omitempty"`
+	Command  []string `json:"command,omitempty"`
+	// Args follow the program on its command line.
+	Args  []string   `json:"args,omitempty"`
+	Files []SpecFile `json:"files,omitempty"`
 	// Stdin is the program's standard input, as raw bytes (it may be
 	// binary: see MarshalJSON).
 	Stdin string            `json:"stdin,omitempty"`
@@ -181,6 +183,8 @@ type Spec struct {
 	TimeoutMS int        `json:"timeout_ms"`
 	Limits    Limits     `json:"limits"`
 	Artifacts []string   `json:"artifacts"`
+	// Compat is a compatible API's own data (Request.Compat).
+	Compat json.RawMessage `json:"compat,omitempty"`
 	// Environment names the sandbox image ("": the runner's own).
 	Environment string `json:"environment,omitempty"`
 }

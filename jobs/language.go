@@ -62,5 +62,6 @@ func (s *Spec) Argv() []string {
 		return s.Command
 	}
 	l, _ := LookupLanguage(s.Language)
-	return append(append([]string(nil), l.Command...), ProgramDir+"/"+l.File)
+	argv := append(append([]string(nil), l.Command...), ProgramDir+"/"+l.File)
+	return append(argv, s.Args...)
 }

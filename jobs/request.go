@@ -19,9 +19,12 @@ import (
 
 // Request is a job submission as clients send it.
 type Request struct {
-	Language       string            `json:"language"`
-	Code           string            `json:"code,omitempty"`
-	Command        []string          `json:"command,omitempty"`
+	Language string   `json:"language"`
+	Code     string   `json:"code,omitempty"`
+	Command  []string `json:"command,omitempty"`
+	// Args are the program's arguments, after the program (with code;
+	// a command carries its own).
+	Args           []string          `json:"args,omitempty"`
 	Files          []File            `json:"files,omitempty"`
 	Stdin          string            `json:"stdin,omitempty"`
 	StdinEncoding  string            `json:"stdin_encoding,omitempty"` // one of Encodings (default utf8)
@@ -35,10 +38,18 @@ type Request struct {
 	// WebhookURL is called when the job finishes (else the tenant's
 	// default, if any).
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// Compat is what a compatible API (Judge0, SandboxFusion, Piston)
+	// keeps with the job for its own answers, such as Judge0's expected
+	// output: stored with the spec, never given to the program, and not
+	// part of the HTTP API (an adapter sets it in Go).
+	Compat json.RawMessage `json:"-"`
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
 }
+
+// MaxCompatBytes caps Request.Compat.
+const MaxCompatBytes = 4 << 20
 
 // The encodings of a request's file contents and stdin: text, or base64
 // of the bytes. "utf-8" is read as EncodingUTF8, the default.
@@ -327,6 +338,29 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 		spec.Code = req.Code
 	}
+	if len(req.Args) > 0 {
+		if len(spec.Command) > 0 {
+			return Spec{}, fieldErr("args", "give the arguments in command, not args")
+		}
+		if len(req.Args) > 256 {
+			return Spec{}, fieldErr("args", "has %d arguments; at most 256", len(req.Args))
+		}
+		n := 0
+		for i, a := range req.Args {
+			if strings.ContainsRune(a, 0) {
+				return Spec{}, fieldErr(fmt.Sprintf("args[%d]", i), "must not contain NUL bytes")
+			}
+			n += len(a)
+		}
+		if n > 64<<10 {
+			return Spec{}, fieldErr("args", "is %d bytes; at most %d", n, 64<<10)
+		}
+		spec.Args = req.Args
+	}
+	if len(req.Compat) > MaxCompatBytes {
+		return Spec{}, fieldErr("", "the compatible API's data is %d bytes; at most %d", len(req.Compat), MaxCompatBytes)
+	}
+	spec.Compat = req.Compat
 	if spec.Stdin, err = p.normalizeStdin(req.Stdin, req.StdinEncoding); err != nil {
 		return Spec{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -254,6 +255,34 @@ func temporary(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Healthy checks that the connection is up and the job stream answers
+// (Ready): what every process that submits or runs jobs needs of NATS.
+func Healthy(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+	if !nc.IsConnected() {
+		return ErrDisconnected
+	}
+	return Ready(ctx, js)
+}
+
+// ErrDisconnected is Healthy's answer while the connection is down (it
+// reconnects by itself).
+var ErrDisconnected = errors.New("not connected (reconnecting)")
+
+// Pending counts the messages no runner has taken yet, over every tenant's
+// queue.
+func Pending(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return 0, err
+	}
+	list := stream.ListConsumers(ctx)
+	var n uint64
+	for info := range list.Info() {
+		n += info.NumPending
+	}
+	return n, list.Err()
 }
 
 // Ready checks that the job stream can take a publish and deliver: it

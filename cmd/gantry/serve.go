@@ -323,12 +323,7 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	natsUp := func(ctx context.Context) error {
-		if !d.nc.IsConnected() {
-			return errNATSDown
-		}
-		return queue.Ready(ctx, js)
-	}
+	natsUp := func(ctx context.Context) error { return queue.Healthy(ctx, d.nc, js) }
 	health.ready([]readyCheck{
 		{"docker", r.Check}, // the engine answers and has the sandbox image
 		{"postgres", d.store.Ping},

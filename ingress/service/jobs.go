@@ -35,7 +35,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
-	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
+	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	if req.SessionID == nil {
@@ -62,7 +62,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err := sealEnv(s.cfg.Box, &spec, p.TenantID, id); err != nil {
 		return jobs.Job{}, false, err
 	}
-	limits := s.limits(p)
+	limits := s.Limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		ID:             id,
 		TenantID:       p.TenantID,

@@ -14,8 +14,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -192,7 +190,9 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
-	envs     environments // the registered environments, cached
+	// callbacks are the compatible APIs' (callbacks.go).
+	callbacks *callbacks
+	envs      environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
@@ -209,15 +209,25 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
-	}, s.queueDepth))
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := queue.Pending(ctx, js)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	}))
 	s.checks = append([]Check{
 		{"postgres", st.Ping},
-		{"nats", s.checkQueue},
+		// Otherwise every submission would fail: not ready.
+		{"nats", func(ctx context.Context) error { return queue.Healthy(ctx, nc, js) }},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
 	RegisterDependencyGauges(reg, s.checks)
@@ -254,7 +264,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
-	revoked, err := s.nc.Subscribe(queue.KeyRevokedSubject, s.onKeyRevoked)
+	revoked, err := s.nc.Subscribe(queue.KeyRevokedSubject, s.auth.onRevoked(s.log))
 	if err != nil {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
@@ -264,6 +274,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop releases the service's subscriptions.
 func (s *Service) Stop() {
+	s.callbacks.stop()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}
@@ -296,48 +307,6 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 		out[c.Name] = c.Fn(ctx)
 	}
 	return out
-}
-
-// onKeyRevoked drops a revoked key from the cache at once, so that it stops
-// working on this ingress now rather than when its cache entry expires.
-func (s *Service) onKeyRevoked(m *nats.Msg) {
-	var ev queue.KeyRevoked
-	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
-		s.log.Warn("malformed key revocation message", "err", err)
-		return
-	}
-	s.auth.dropKey(ev.KeyID)
-	s.log.Info("API key revoked", "key_id", ev.KeyID, "tenant_id", ev.TenantID)
-}
-
-// queueDepth counts the messages no runner has taken yet, over every
-// tenant's queue.
-func (s *Service) queueDepth() float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	stream, err := s.js.Stream(ctx, queue.StreamName)
-	if err != nil {
-		return -1
-	}
-	list := stream.ListConsumers(ctx)
-	var n uint64
-	for info := range list.Info() {
-		n += info.NumPending
-	}
-	if list.Err() != nil {
-		return -1
-	}
-	return float64(n)
-}
-
-// checkQueue checks that NATS is connected and the job stream answers
-// with a leader (queue.Ready): otherwise every submission would fail, and
-// the ingress is not ready.
-func (s *Service) checkQueue(ctx context.Context) error {
-	if !s.nc.IsConnected() {
-		return errors.New("not connected")
-	}
-	return queue.Ready(ctx, s.js)
 }
 
 // metrics are the service's own: what it accepted.

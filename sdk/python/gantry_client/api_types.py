@@ -444,6 +444,10 @@ class JobRequest(_JobRequestRequired, total=False):
     refused with 400 naming the field that holds the bad bytes.
     """
 
+    #: Arguments given to the program after its path (sys.argv[1:],
+    #: process.argv.slice(2), "$@"), with `code` only (a `command` carries its
+    #: own). At most 256, 65536 bytes in all, no NUL bytes.
+    args: List[str]
     #: Glob patterns, relative to /workspace, of files to collect after the run.
     #: Segments are path.Match patterns and a segment `**` matches any number of
     #: directories. No leading /, no `..`. At most 32; absent or empty means
@@ -541,6 +545,8 @@ class JobSpec(_JobSpecRequired, total=False):
     timeout, limits and artifact patterns.
     """
 
+    #: The program's arguments (absent when none were given).
+    args: List[str]
     #: The program (absent for a command).
     code: str
     #: The argv that ran (absent for code).

@@ -421,6 +421,12 @@ export interface JobList {
  */
 export interface JobRequest {
   /**
+   * Arguments given to the program after its path (sys.argv[1:],
+   * process.argv.slice(2), "$@"), with `code` only (a `command` carries its
+   * own). At most 256, 65536 bytes in all, no NUL bytes.
+   */
+  args?: string[];
+  /**
    * Glob patterns, relative to /workspace, of files to collect after the run.
    * Segments are path.Match patterns and a segment `**` matches any number of
    * directories. No leading /, no `..`. At most 32; absent or empty means
@@ -526,6 +532,8 @@ export interface JobRequest {
  * timeout, limits and artifact patterns.
  */
 export interface JobSpec {
+  /** The program's arguments (absent when none were given). */
+  args?: string[];
   /** The globs under /workspace whose files were collected. */
   artifacts: string[];
   /** The program (absent for a command). */
