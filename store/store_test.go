@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,8 +286,11 @@ func TestMigrateConcurrently(t *testing.T) {
 		stores[i] = st
 	}
 	files, _ := fs.Glob(migrations.FS, "*.sql")
+	// The newest version is the highest file's number (numbers may skip
+	// one another branch has taken).
+	newest, _ := strconv.ParseInt(strings.SplitN(files[len(files)-1], "_", 2)[0], 10, 64)
 	cur, want, err := stores[0].SchemaVersion(ctx)
-	if err != nil || cur != 0 || want != int64(len(files)) {
+	if err != nil || cur != 0 || want != newest {
 		t.Fatalf("fresh database: version %d of %d, %v", cur, want, err)
 	}
 	type result struct {
