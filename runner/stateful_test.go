@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -67,7 +68,7 @@ func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]stri
 		_, _ = tw.Write([]byte(content))
 	}
 	_ = tw.Close()
-	snap := store.Snapshot{Version: sess.Version + 1, Key: jobs.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
 	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
