@@ -137,10 +137,16 @@ func (s *server) newLive() (*liveSandbox, error) {
 	s.lives++
 	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
 		exited: make(chan struct{}), code: -1}
-	if s.cfg.Isolation == Container {
+	switch {
+	case s.cfg.Isolation == Container:
 		err = s.startLiveDirect(l, theirs)
-	} else {
+	case s.warm != nil && s.warm.waitReady(liveWarmWait):
 		err = s.startLiveWarm(l, theirs)
+	default:
+		// No warm interpreter (turned off, or not loaded in time): the
+		// same interpreter in a sandbox of bubblewrap's, without the
+		// preloaded libraries.
+		err = s.startLiveBwrap(l, theirs)
 	}
 	if err != nil {
 		l.conn.Close()
@@ -151,14 +157,6 @@ func (s *server) newLive() (*liveSandbox, error) {
 
 // startLiveWarm forks the session's sandbox from the warm interpreter.
 func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
-	if s.warm == nil {
-		return errors.New("stateful sessions need the warm interpreter, which this agent was started without")
-	}
-	select {
-	case <-s.warm.ready:
-	case <-time.After(2 * time.Minute):
-		return errors.New("the warm interpreter did not load within 2 minutes")
-	}
 	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil), TmpMB: int(capacity(Workspace) >> 20),
 		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(sock.Fd()))
 	if err != nil {
@@ -187,6 +185,35 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 			}
 		}
 		l.setCode(-1) // the warm interpreter died first: unknown
+	}()
+	return nil
+}
+
+// startLiveBwrap runs the session's interpreter in a sandbox of
+// bubblewrap's (its socket as fd 6).
+func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
+	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil), false, nil, sock)
+	if err != nil {
+		return fmt.Errorf("start the session's interpreter: %w", err)
+	}
+	// Its own streams: between jobs nothing should come; what does is
+	// dropped.
+	for _, f := range []*os.File{p.outR, p.errR} {
+		go func() {
+			_, _ = io.Copy(io.Discard, f)
+			f.Close()
+		}()
+	}
+	l.kill = func() { _ = p.cmd.Process.Kill() } // --die-with-parent: the sandbox follows
+	go func() {
+		<-p.exited
+		<-p.statusEnd
+		e := p.result()
+		code := e.Code
+		if !e.Started {
+			code = -1
+		}
+		l.setCode(code)
 	}()
 	return nil
 }

@@ -69,12 +69,16 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if req.Stateful {
 		return s.runLive(req)
 	}
-	// A Python job waits for a warm interpreter still loading (a new
-	// container's first jobs): its imports would cost the job as much.
-	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(warmWait)
+	// A Python job forks from the warm interpreter once it has loaded;
+	// until then (a container made on demand, in its first second or so)
+	// it runs as without one, rather than wait.
+	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
 	var sp *spare
 	if !warm {
 		sp = s.takeSpare()
+		if s.warm != nil {
+			defer s.warm.pauseLoading()()
+		}
 	}
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {
@@ -252,8 +256,9 @@ type process struct {
 // directly, through this binary's exec, which raises the OOM score first).
 // Its output is not read until relay. With stdin it returns the write end
 // of the program's stdin, else the program reads /dev/null. announce (if
-// not nil) is called just before argv can run.
-func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*process, *os.File, error) {
+// not nil) is called just before argv can run. Under Namespaces, extra
+// files are passed to the program from fd 6 on.
+func (s *server) launch(argv, env []string, withStdin bool, announce func(), extra ...*os.File) (*process, *os.File, error) {
 	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
 		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
 	var files []*os.File // ours, closed when launch fails
@@ -289,7 +294,7 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 			return nil, nil, err
 		}
 		files = append(files, filterR)
-		p.cmd.ExtraFiles = []*os.File{statusW, blockR, filterR}
+		p.cmd.ExtraFiles = append([]*os.File{statusW, blockR, filterR}, extra...) // extra from fd 6
 		childEnds = append(childEnds, statusW, blockR, filterR)
 		status, block = statusR, blockW
 	} else {

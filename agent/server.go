@@ -30,8 +30,8 @@ type Config struct {
 	// is gone (the runner retires idle containers well before).
 	Idle time.Duration
 	// Warm lists the modules the warm interpreter imports (Namespaces
-	// only); none: Python jobs start their own interpreter, and stateful
-	// sessions are refused.
+	// only); none: Python jobs start their own interpreter, and a stateful
+	// session's runs in a sandbox of bubblewrap's.
 	Warm []string
 }
 
@@ -196,11 +196,11 @@ func (s *server) warmReady() error {
 	if s.warm == nil {
 		return nil
 	}
-	if !s.warm.waitReady(warmWait) {
+	if !s.warm.waitReady(readyWarmWait) {
 		if err := s.warm.Err(); err != nil {
 			return err
 		}
-		return fmt.Errorf("the warm interpreter did not load within %s", warmWait)
+		return fmt.Errorf("the warm interpreter did not load within %s", readyWarmWait)
 	}
 	return nil
 }

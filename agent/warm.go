@@ -201,13 +201,30 @@ func (w *warm) Err() error {
 	return w.err
 }
 
-// warmWait bounds how long a job waits for the warm interpreter to load
-// before it starts an interpreter of its own.
-const warmWait = 30 * time.Second
+// liveWarmWait bounds how long a stateful session's first job waits for
+// the warm interpreter of a container just made (the runner waits for it
+// before such a job, and for the pool's containers) before the session's
+// interpreter starts in a sandbox of bubblewrap's: the wait counts against
+// the job's timeout. A plain job never waits: one that finds the
+// interpreter still loading (a container made on demand, in its first
+// second or so) runs in a sandbox of bubblewrap's, as without it.
+const liveWarmWait = 3 * time.Second
 
-// waitReady waits up to d for the interpreter to load, and reports whether
-// it serves.
+// readyWarmWait bounds the warm op's wait (the runner's readiness check,
+// the pool's containers, a stateful session's).
+const readyWarmWait = time.Minute
+
+// waitReady waits up to d (0: not at all) for the interpreter to load,
+// and reports whether it serves.
 func (w *warm) waitReady(d time.Duration) bool {
+	select {
+	case <-w.ready:
+		return w.Err() == nil
+	default:
+		if d <= 0 {
+			return false
+		}
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -216,6 +233,23 @@ func (w *warm) waitReady(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// pauseLoading stops the interpreter while it is still loading, so that a
+// job running beside it (a container made on demand runs its first jobs at
+// once) has the container's CPUs to itself; the function returned resumes
+// it. Loaded, it is left alone: it then only forks.
+func (w *warm) pauseLoading() (resume func()) {
+	select {
+	case <-w.ready:
+		return func() {}
+	default:
+	}
+	p := w.cmd.Process
+	if p.Signal(syscall.SIGSTOP) != nil {
+		return func() {}
+	}
+	return func() { _ = p.Signal(syscall.SIGCONT) }
 }
 
 // start asks for a sandbox and returns the channel its events come on,

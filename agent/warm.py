@@ -1106,8 +1106,10 @@ def _main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["kernel"]:
-        # A stateful session's interpreter started directly in the
-        # container (the container isolation: the container is the sandbox).
-        _kernel(3, dict(os.environ))
+    if sys.argv[1:2] == ["kernel"]:
+        # A stateful session's interpreter started without the warm
+        # interpreter: in a sandbox of bubblewrap's, or directly in the
+        # container (the container isolation: the container is the
+        # sandbox). Its socket is the descriptor named, or 3.
+        _kernel(int(sys.argv[2]) if len(sys.argv) > 2 else 3, dict(os.environ))
     _main()

@@ -14,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -74,10 +75,6 @@ type prepared struct {
 func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
-	}
-	if a.session != nil && a.session.state.Stateful && a.r.sandbox.Isolation() == agent.Namespaces && !a.r.sandbox.Warm() {
-		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: "stateful sessions need the warm interpreter, which this runner has turned off (GANTRY_WARM_PRELOAD)"}}, nil, nil
 	}
 	claim, err := a.r.withEnv(a.claim, a.ex.jobID)
 	if err != nil {
@@ -237,9 +234,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		if private || a.r.nc == nil {
 			return
 		}
-		m := nats.NewMsg(jobs.LogSubject(a.ex.jobID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
+		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
+		m.Header.Set(queue.HeaderStream, stream)
+		m.Header.Set(queue.HeaderOffset, strconv.Itoa(offset))
 		m.Data = chunk
 		_ = a.r.nc.PublishMsg(m)
 	}

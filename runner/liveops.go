@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/agent"
-	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // liveServer answers the live operations of the stateful sessions whose
-// live sandboxes this runner's containers hold (see jobs.LiveSubject): it
+// live sandboxes this runner's containers hold (see queue.LiveSubject): it
 // subscribes to a session's subject once a job of the session has left
 // its live sandbox in a container, relays each operation to the
 // container's agent and its reply back, and publishes what the
@@ -64,7 +64,7 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 		}
 	}
 	served := &liveServed{ctr: c, live: c.live}
-	sub, err := ls.nc.Subscribe(jobs.LiveSubject(sessionID, c.live), func(m *nats.Msg) { ls.relay(sessionID, served, m) })
+	sub, err := ls.nc.Subscribe(queue.LiveSubject(sessionID, c.live), func(m *nats.Msg) { ls.relay(sessionID, served, m) })
 	if err != nil {
 		ls.log.Warn("serve a live sandbox", "session_id", sessionID, "err", err)
 		delete(ls.sessions, sessionID)
@@ -142,18 +142,18 @@ func (ls *liveServer) publish(sessionID string, kind byte, payload []byte) {
 		if err != nil || pid <= 0 {
 			return
 		}
-		msg.Subject, msg.Data = jobs.ProcessSubject(sessionID, pid), data
-		msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamStdout)
+		msg.Subject, msg.Data = queue.ProcessSubject(sessionID, pid), data
+		msg.Header.Set(queue.HeaderStream, queue.HeaderStreamStdout)
 		if stream == agent.KindStderr {
-			msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamStderr)
+			msg.Header.Set(queue.HeaderStream, queue.HeaderStreamStderr)
 		}
 	case agent.KindProcessExit:
 		var e agent.ProcessExit
 		if json.Unmarshal(payload, &e) != nil || e.Pid <= 0 {
 			return
 		}
-		msg.Subject, msg.Data = jobs.ProcessSubject(sessionID, e.Pid), payload
-		msg.Header.Set(jobs.HeaderStream, jobs.HeaderStreamExit)
+		msg.Subject, msg.Data = queue.ProcessSubject(sessionID, e.Pid), payload
+		msg.Header.Set(queue.HeaderStream, queue.HeaderStreamExit)
 	default:
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // liveClient speaks to a session's live sandbox as the ingress does: NATS
@@ -34,14 +35,14 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 	if err != nil || sess.Live == "" {
 		t.Fatalf("session %s holds no live sandbox (%v)", sid, err)
 	}
-	c := &liveClient{t: t, nc: h.nc, subj: jobs.LiveSubject(sid, sess.Live),
+	c := &liveClient{t: t, nc: h.nc, subj: queue.LiveSubject(sid, sess.Live),
 		out: map[int]*strings.Builder{}, exits: map[int]agent.ProcessExit{}, update: make(chan struct{}, 1)}
-	sub, err := h.nc.Subscribe(jobs.ProcessSubjectAll(sid), func(m *nats.Msg) {
-		pid := jobs.PidFromSubject(m.Subject)
+	sub, err := h.nc.Subscribe(queue.ProcessSubjectAll(sid), func(m *nats.Msg) {
+		pid := queue.PidFromSubject(m.Subject)
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		switch m.Header.Get(jobs.HeaderStream) {
-		case jobs.HeaderStreamExit:
+		switch m.Header.Get(queue.HeaderStream) {
+		case queue.HeaderStreamExit:
 			var e agent.ProcessExit
 			if err := json.Unmarshal(m.Data, &e); err != nil || e.Pid != pid {
 				t.Errorf("exit event %q on %s", m.Data, m.Subject)
@@ -51,7 +52,7 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 			if c.out[pid] == nil {
 				c.out[pid] = &strings.Builder{}
 			}
-			c.out[pid].WriteString(m.Header.Get(jobs.HeaderStream) + ":" + string(m.Data) + "|")
+			c.out[pid].WriteString(m.Header.Get(queue.HeaderStream) + ":" + string(m.Data) + "|")
 		}
 		select {
 		case c.update <- struct{}{}:

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -66,7 +68,7 @@ func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]stri
 		_, _ = tw.Write([]byte(content))
 	}
 	_ = tw.Close()
-	snap := store.Snapshot{Version: sess.Version + 1, Key: jobs.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
 	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,13 @@ func TestStatefulSessions(t *testing.T) {
 				t.Fatalf("%s %s %q value %q (want %s %q %q) stderr %q %+v", j.Status, j.LiveState, j.Stdout, got, state, stdout, value, j.Stderr, j.Error)
 			}
 		}
-		want(h.in(t, sid, py("import pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\nprint('loaded')")), jobs.LiveNew, "loaded\n", "")
+		// The session's interpreter forks from the warm one (its container
+		// is handed out once that has loaded): the libraries are there
+		// before the first job imports them. Under the container isolation
+		// it is a new interpreter.
+		preloaded := map[bool]string{true: "True", false: "False"}[h.sb.Isolation() == agent.Namespaces]
+		want(h.in(t, sid, py("import sys\nprint('pandas' in sys.modules)\nimport pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})")),
+			jobs.LiveNew, preloaded+"\n", "")
 		want(h.in(t, sid, py("x + 1")), jobs.LiveKept, "", "42")
 		want(h.in(t, sid, py("x += 1\nprint(x)\nx;")), jobs.LiveKept, "42\n", "")
 		j := h.in(t, sid, py("df.a.sum()\ndf"))
@@ -199,6 +207,29 @@ func TestStatefulSessions(t *testing.T) {
 		j := h.in(t, sid, py("print(v, open('api.txt').read())"))
 		if j.Stdout != "5 from the API\n" || j.LiveState != jobs.LiveKept {
 			t.Errorf("after a files API write: %q %s %q", j.Stdout, j.LiveState, j.Stderr)
+		}
+	})
+
+	t.Run("without the warm interpreter, in bubblewrap's sandbox", func(t *testing.T) {
+		t.Parallel()
+		if h.sb.Isolation() != agent.Namespaces {
+			t.Skip("the container isolation has its own way")
+		}
+		cold := newHarness(t, 1, withoutWarm)
+		req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+		sess, err := cold.st.CreateSession(context.Background(), cold.tenant, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j := cold.in(t, sess.ID, py("import sys\nprint('pandas' in sys.modules)\nn = 2")); j.Stdout != "False\n" || j.LiveState != jobs.LiveNew {
+			t.Fatalf("job 1: %s %q %s %q", j.Status, j.Stdout, j.LiveState, j.Stderr)
+		}
+		j := cold.in(t, sess.ID, py("n * 21"))
+		if j.Value == nil || j.Value.Text != "42" || j.LiveState != jobs.LiveKept {
+			t.Errorf("job 2: %s %+v %s %q", j.Status, j.Value, j.LiveState, j.Stderr)
+		}
+		if j := cold.in(t, sess.ID, py("import subprocess\nprint(subprocess.run(['grep', 'Seccomp_filters', '/proc/self/status'], capture_output=True, text=True).stdout.split())")); j.Stdout != "['Seccomp_filters:', '2']\n" {
+			t.Errorf("job 3: %q %q", j.Stdout, j.Stderr)
 		}
 	})
 }

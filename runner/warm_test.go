@@ -13,14 +13,15 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-// warmHarness is a harness whose containers have a warm interpreter (the
-// test is skipped under the container isolation, which has none).
+// warmHarness is a harness whose containers are handed out with their
+// warm interpreter loaded (the test is skipped under the container
+// isolation, which has none).
 func warmHarness(t *testing.T, slots int) *harness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarness(t, slots)
+	h := newHarness(t, slots, awaitingWarm)
 	if h.sb.Isolation() != agent.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}

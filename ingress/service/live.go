@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // Live operations act on a stateful session's live sandbox beside its
@@ -19,7 +20,7 @@ import (
 // files as the sandbox sees them). They are not jobs: they are not in the
 // history and do not extend the session; the sandbox's limits hold them.
 // The runner holding the sandbox's container answers them (see
-// jobs.LiveSubject). A session whose live state is not held anywhere (never
+// queue.LiveSubject). A session whose live state is not held anywhere (never
 // made, or lost with its container) is given a new live sandbox first by a
 // job of its own, as its next job would.
 
@@ -79,7 +80,7 @@ func (s *Service) LiveOp(ctx context.Context, p Principal, sessionID string, op 
 func (s *Service) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (agent.LiveReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
-	msg, err := s.nc.RequestWithContext(ctx, jobs.LiveSubject(sess.ID, sess.Live), body)
+	msg, err := s.nc.RequestWithContext(ctx, queue.LiveSubject(sess.ID, sess.Live), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return agent.LiveReply{}, err
@@ -133,7 +134,7 @@ func (s *Service) wakeLive(ctx context.Context, p Principal, sess jobs.Session) 
 // ProcessEvent is a piece of a live process's output, or its end.
 type ProcessEvent struct {
 	Pid int
-	// Stream is jobs.HeaderStreamStdout or HeaderStreamStderr with Data,
+	// Stream is queue.HeaderStreamStdout or HeaderStreamStderr with Data,
 	// or HeaderStreamExit with Exit.
 	Stream string
 	Data   []byte
@@ -158,7 +159,7 @@ func (s *Service) WatchProcesses(ctx context.Context, p Principal, sessionID str
 		return nil, err
 	}
 	pe := &ProcessEvents{msgs: make(chan *nats.Msg, buffer)}
-	if pe.sub, err = s.nc.ChanSubscribe(jobs.ProcessSubjectAll(sess.ID), pe.msgs); err != nil {
+	if pe.sub, err = s.nc.ChanSubscribe(queue.ProcessSubjectAll(sess.ID), pe.msgs); err != nil {
 		return nil, Unavailable("cannot follow the sandbox's processes: %v", err)
 	}
 	return pe, nil
@@ -172,11 +173,11 @@ func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 		case <-ctx.Done():
 			return ProcessEvent{}, false
 		case m := <-pe.msgs:
-			ev := ProcessEvent{Pid: jobs.PidFromSubject(m.Subject), Stream: m.Header.Get(jobs.HeaderStream)}
+			ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject), Stream: m.Header.Get(queue.HeaderStream)}
 			switch ev.Stream {
-			case jobs.HeaderStreamStdout, jobs.HeaderStreamStderr:
+			case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
 				ev.Data = m.Data
-			case jobs.HeaderStreamExit:
+			case queue.HeaderStreamExit:
 				var e agent.ProcessExit
 				if json.Unmarshal(m.Data, &e) != nil {
 					continue

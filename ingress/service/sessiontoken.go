@@ -93,7 +93,7 @@ func (s *Service) AuthenticateSessionToken(ctx context.Context, token, sessionID
 		p = Principal{TenantID: tenantID, Limits: limits}
 		s.auth.put(token, p)
 	}
-	return p, s.rates.admit(p.TenantID, s.limits(p))
+	return p, s.rates.admit(p.TenantID, s.Limits(p))
 }
 
 // parseSessionToken returns the tenant id a token names, if it has the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/ingress/service"
-	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // envd's process service over the session's live processes: each command
@@ -156,9 +156,9 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 		}
 		var out processEvent
 		switch ev.Stream {
-		case jobs.HeaderStreamStdout:
+		case queue.HeaderStreamStdout:
 			out.Data = &dataEvent{Stdout: ev.Data}
-		case jobs.HeaderStreamStderr:
+		case queue.HeaderStreamStderr:
 			out.Data = &dataEvent{Stderr: ev.Data}
 		default:
 			out.End = endOf(*ev.Exit)
