@@ -72,9 +72,10 @@ type liveSandbox struct {
 	exitOnce sync.Once
 
 	// rootPid is a process of the sandbox whose /proc/<pid>/root is the
-	// sandbox's root directory, for live file operations (0: the agent's
-	// own root, under the Container isolation).
-	rootPid int
+	// sandbox's root directory, for live file operations; with agentRoot
+	// (the Container isolation) the sandbox's root is the agent's own.
+	rootPid   int
+	agentRoot bool
 
 	mu     sync.Mutex
 	code   int
@@ -192,9 +193,19 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 // startLiveBwrap runs the session's interpreter in a sandbox of
 // bubblewrap's (its socket as fd 6).
 func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
-	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil), false, nil, sock)
+	inited := make(chan struct{})
+	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil), false, func() { close(inited) }, sock)
 	if err != nil {
 		return fmt.Errorf("start the session's interpreter: %w", err)
+	}
+	select {
+	case <-inited:
+		// Its init is in the sandbox's namespaces: its root is the
+		// sandbox's, for live file operations.
+		p.mu.Lock()
+		l.rootPid = p.child
+		p.mu.Unlock()
+	case <-p.statusEnd:
 	}
 	// Its own streams: between jobs nothing should come; what does is
 	// dropped.
@@ -238,6 +249,7 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
 	l.kill = func() { _ = cmd.Process.Kill() }
+	l.agentRoot = true
 	go func() {
 		err := cmd.Wait()
 		code := 0

@@ -163,8 +163,11 @@ func (s *server) startProcesses(l *liveSandbox) {
 // outside it, with the agent's uid, which is the sandbox's.
 func (l *liveSandbox) files(op LiveOp) (LiveReply, error) {
 	dir := "/"
-	if l.rootPid > 0 {
+	switch {
+	case l.rootPid > 0:
 		dir = "/proc/" + strconv.Itoa(l.rootPid) + "/root"
+	case !l.agentRoot:
+		return LiveReply{}, &LiveError{Code: LiveErrNoSandbox, Message: "the sandbox's root is not known (its init was never reported)"}
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

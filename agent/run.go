@@ -248,6 +248,7 @@ type process struct {
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
+	child    int // Namespaces: the sandbox's init, as bwrap reported it
 	setupErr []byte // the first bytes of stderr, which name a setup failure
 	waitErr  error
 }
@@ -376,6 +377,9 @@ func (p *process) watchStatus(status, block *os.File) {
 			continue
 		}
 		if st.ChildPID != nil {
+			p.mu.Lock()
+			p.child = *st.ChildPID
+			p.mu.Unlock()
 			_ = os.WriteFile("/proc/"+strconv.Itoa(*st.ChildPID)+"/oom_score_adj", []byte("1000"), 0)
 			if p.announce != nil {
 				p.announce() // before the program can act

@@ -265,6 +265,31 @@ func TestLiveOperations(t *testing.T) {
 		}
 	})
 
+	t.Run("without a warm interpreter", func(t *testing.T) {
+		// The session's interpreter then runs in a sandbox of bubblewrap's:
+		// files are still the sandbox's view.
+		sb := testSandboxWith(t, []string{})
+		if sb.Isolation() != agent.Namespaces {
+			t.Skip("the container isolation has no warm interpreter to do without")
+		}
+		h2 := newHarnessOn(t, sb, 1)
+		sid2 := h2.statefulSession(t)
+		if j := h2.in(t, sid2, bash("echo in-tmp > /tmp/x; echo ws > y")); j.Status != jobs.StatusSucceeded {
+			t.Fatalf("first job: %+v", j)
+		}
+		c2 := h2.live(t, sid2)
+		if r := c2.ok(agent.LiveOp{Op: agent.OpRead, Path: "/tmp/x"}); string(r.Data) != "in-tmp\n" {
+			t.Errorf("the sandbox's /tmp: %q", r.Data)
+		}
+		if _, err := c2.do(agent.LiveOp{Op: agent.OpListDir, Path: "/tmp/.gantry-agent"}); err == nil {
+			t.Error("the agent's state directory is reachable")
+		}
+		r := c2.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"cat", "/workspace/y"}})
+		if e, out := c2.waitExit(r.Pid); e.Code != 0 || out != "stdout:ws\n|" {
+			t.Errorf("a process: %+v %q", e, out)
+		}
+	})
+
 	t.Run("a session whose sandbox ended", func(t *testing.T) {
 		h.in(t, sid, py("import os\nos._exit(0)"))
 		if _, err := c.do(agent.LiveOp{Op: agent.OpList}); err == nil || err.Code != agent.LiveErrNoSandbox {

@@ -57,11 +57,15 @@ func testImage() string {
 // GANTRY_TEST_RUNTIME=runsc runs them under gVisor.
 func testRuntime() string { return os.Getenv("GANTRY_TEST_RUNTIME") }
 
-func testSandbox(t *testing.T) *Sandbox {
+func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, nil) }
+
+// testSandboxWith is testSandbox with the warm interpreter importing warm
+// (nil: the default; empty: none).
+func testSandboxWith(t *testing.T, warm []string) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime()})
+	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime(), Warm: warm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,12 @@ func testSandbox(t *testing.T) *Sandbox {
 
 func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	sb := testSandbox(t)
+	return newHarnessOn(t, testSandbox(t), slots, opts...)
+}
+
+// newHarnessOn is newHarness on a sandbox of the test's.
+func newHarnessOn(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness, *Config)) *harness {
+	t.Helper()
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
 	h.nc = queuetest.Connect(t, queuetest.Server(t))
 	h.js, _ = jetstream.New(h.nc)

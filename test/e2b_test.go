@@ -170,6 +170,20 @@ func TestE2BSDKs(t *testing.T) {
 			Renamed            string    `json:"renamed"`
 			AfterRemove        bool      `json:"afterRemove"`
 			EnvInCode          string    `json:"envInCode"`
+			CallEnv            string    `json:"callEnv"`
+			BytesRoundTrip     bool      `json:"bytesRoundTrip"`
+			Streamed           string    `json:"streamed"`
+			Multi              []string  `json:"multi"`
+			FileInfo           struct {
+				Name, Type, Path string
+				Size             int
+			} `json:"fileInfo"`
+			Deep           []string `json:"deep"`
+			ConnectCommand struct {
+				Stdout   string `json:"stdout"`
+				ExitCode int    `json:"exitCode"`
+			} `json:"connectCommand"`
+			StderrSeen []string `json:"stderrSeen"`
 		}
 		drive(t, "commands", &got)
 		if f := got.Foreground; f.Stdout != "hello\neverywhere /home/user\n/home/user\n" || f.Stderr != "oops\n" || f.ExitCode != 0 {
@@ -210,8 +224,20 @@ func TestE2BSDKs(t *testing.T) {
 			got.Renamed != "/home/user/renamed.txt" || got.AfterRemove {
 			t.Errorf("exists %v, missing %+v, makeDir %v, renamed %q, after remove %v", got.Exists, got.Missing, got.MakeDir, got.Renamed, got.AfterRemove)
 		}
-		if got.EnvInCode != "everywhere" {
-			t.Errorf("the sandbox's envs in code: %q", got.EnvInCode)
+		if got.EnvInCode != "everywhere" || got.CallEnv != "for this call" {
+			t.Errorf("the sandbox's envs in code: %q; a call's: %q", got.EnvInCode, got.CallEnv)
+		}
+		if !got.BytesRoundTrip || got.Streamed != "a stream" || !slices.Equal(got.Multi, []string{"/home/user/m1.txt", "/home/user/m2.txt"}) {
+			t.Errorf("bytes %v, a stream %q, many files %v", got.BytesRoundTrip, got.Streamed, got.Multi)
+		}
+		if f := got.FileInfo; f.Name != "data.bin" || f.Type != "file" || f.Size != 300_000 || f.Path != "/home/user/bin/data.bin" {
+			t.Errorf("files.getInfo: %+v", f)
+		}
+		if !slices.Equal(got.Deep, []string{"/home/user/bin", "/home/user/bin/data.bin"}) {
+			t.Errorf("files.list at depth 2: %v", got.Deep)
+		}
+		if got.ConnectCommand.Stdout != "typed\nend\n" || got.ConnectCommand.ExitCode != 0 || strings.Join(got.StderrSeen, "") != "to-err\n" {
+			t.Errorf("commands.connect with stdin closed: %+v; onStderr %q", got.ConnectCommand, got.StderrSeen)
 		}
 	})
 

@@ -90,6 +90,32 @@ const scenarios = {
     await sbx.files.remove("renamed.txt");
     out.afterRemove = await sbx.files.exists("renamed.txt");
     out.envInCode = (await sbx.runCode("import os\nos.environ['SANDBOX_WIDE']")).text;
+    out.callEnv = (await sbx.runCode("os.environ['CALL_ENV']", { envs: { CALL_ENV: "for this call" } })).text;
+
+    // Bytes and streams both ways (a stream is sent raw, not as a form).
+    const bytes = Uint8Array.from({ length: 300_000 }, (_, i) => (i * 7) % 256);
+    await sbx.files.write("bin/data.bin", bytes.buffer);
+    const back = await sbx.files.read("bin/data.bin", { format: "bytes" });
+    out.bytesRoundTrip = back.length === bytes.length && back.every((b, i) => b === bytes[i]);
+    await sbx.files.write("streamed.txt", new Blob(["a stream"]).stream());
+    const chunks = [];
+    for await (const c of await sbx.files.read("streamed.txt", { format: "stream" })) chunks.push(Buffer.from(c));
+    out.streamed = Buffer.concat(chunks).toString();
+    const multi = await sbx.files.write([{ path: "m1.txt", data: "one" }, { path: "m2.txt", data: "two" }]);
+    out.multi = multi.map((e) => e.path);
+    const info = await sbx.files.getInfo("bin/data.bin");
+    out.fileInfo = { name: info.name, type: info.type, size: info.size, path: info.path };
+    out.deep = (await sbx.files.list("/home/user", { depth: 2 })).map((e) => e.path).filter((p) => p.includes("/bin"));
+
+    // Following a command from elsewhere, and closing its stdin.
+    const cat = await sbx.commands.run("cat; echo end", { background: true, stdin: true });
+    const follower = await sbx.commands.connect(cat.pid);
+    await sbx.commands.sendStdin(cat.pid, "typed\n");
+    await sbx.commands.closeStdin(cat.pid);
+    const followed = await follower.wait();
+    out.connectCommand = { stdout: followed.stdout, exitCode: followed.exitCode };
+    out.stderrSeen = [];
+    await sbx.commands.run("echo to-err >&2", { onStderr: (d) => out.stderrSeen.push(d) });
     await sbx.kill();
     return out;
   },
