@@ -626,74 +626,106 @@ def _spawn(argv, env):
 
 
 def _start_processes(fd, null):
-    """Forks the process service (its parent exits at once, so the sandbox's
-    init adopts and reaps it); returns 0 once it runs."""
-    pid = os.fork()
+    """Forks the process service; returns 0 once it runs. (It stays the
+    interpreter's child: reparenting it to the container's init, under the
+    container isolation, is what old gVisor handles worst.)"""
+    try:
+        pid = os.fork()
+    except OSError:
+        return 127
     if pid == 0:
         try:
-            if os.fork() != 0:
-                os._exit(0)
             _arrange([null, null, null, fd])
             _processes(socket.socket(fileno=3))
         except BaseException:
             pass
         os._exit(1)
-    while True:
-        try:
-            _, st = os.waitpid(pid, 0)
-            return 0 if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0 else 127
-        except InterruptedError:
-            continue
+    return 0
 
 
 def _processes(sock):
     """The process service's loop (never returns)."""
-    import fcntl
+    import fcntl, threading
 
     _name("gantry-procs")
     sock.set_inheritable(False)
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    children = set()
-    sel = selectors.DefaultSelector()
-    sel.register(sock, selectors.EVENT_READ, "req")
-    sel.register(wake_r, selectors.EVENT_READ, "child")
+    # What the processes leave behind when they end is reparented here,
+    # not to the sandbox's init or the container's, and reaped.
+    PR_SET_CHILD_SUBREAPER = 36
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    send_lock = threading.Lock()
+    # children: pid -> whether its start was answered; early: the ends of
+    # those that ended before (sent after the answer). Under lock.
+    lock = threading.Lock()
+    children, early = {}, {}
+    some = threading.Condition(lock)
 
     def send(obj):
-        _send(sock, obj)
+        with send_lock:
+            _send(sock, obj)
+
+    def ended(pid, st):
+        if os.WIFSIGNALED(st):
+            return {"event": "exit", "pid": pid, "code": -1, "signal": os.WTERMSIG(st)}
+        return {"event": "exit", "pid": pid, "code": os.WEXITSTATUS(st)}
+
+    def reap():
+        # One thread waits for every child (no signal handling, which not
+        # every kernel, gVisor's, gets right under load) and reports the
+        # ends of the processes the service started.
+        while True:
+            try:
+                pid, st = os.waitpid(-1, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                with some:
+                    some.wait(1)
+                continue
+            with lock:
+                if pid not in children:
+                    continue  # one a process left behind
+                if not children[pid]:
+                    early[pid] = ended(pid, st)
+                    continue
+                del children[pid]
+            send(ended(pid, st))
+
+    threading.Thread(target=reap, daemon=True).start()
 
     def spawn(req, fds):
         if len(fds) != 3 or not req.get("argv"):
-            return {"error": "a spawn request needs argv and three streams"}
+            return {"error": "a spawn request needs argv and three streams"}, 0
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        try:
-            pid = os.fork()
-        except OSError as e:
-            os.close(status_r)
-            os.close(status_w)
-            return {"error": "fork: %s" % e.strerror}
-        if pid == 0:
-            what = "start"
+        with lock:
             try:
-                os.setsid()
-                for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD, signal.SIGTERM):
-                    signal.signal(s, signal.SIG_DFL)
-                signal.set_wakeup_fd(-1)
-                _arrange(list(fds) + [status_w])
-                fcntl.fcntl(3, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-                what = "cwd %s" % req.get("cwd", WORKSPACE)
-                os.chdir(req.get("cwd") or WORKSPACE)
-                what = req["argv"][0]
-                os.execvpe(req["argv"][0], req["argv"], dict(kv.split("=", 1) for kv in req.get("env", []) if "=" in kv))
+                pid = os.fork()
             except OSError as e:
+                os.close(status_r)
+                os.close(status_w)
+                return {"error": "fork: %s" % e.strerror}, 0
+            if pid == 0:
+                what = "start"
                 try:
-                    os.write(3, ("%s: %s" % (what, e.strerror)).encode()[:1000])
-                except OSError:
+                    os.setsid()
+                    for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM):
+                        signal.signal(s, signal.SIG_DFL)
+                    _arrange(list(fds) + [status_w])
+                    fcntl.fcntl(3, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+                    what = "cwd %s" % req.get("cwd", WORKSPACE)
+                    os.chdir(req.get("cwd") or WORKSPACE)
+                    what = req["argv"][0]
+                    os.execvpe(req["argv"][0], req["argv"], dict(kv.split("=", 1) for kv in req.get("env", []) if "=" in kv))
+                except OSError as e:
+                    try:
+                        os.write(3, ("%s: %s" % (what, e.strerror)).encode()[:1000])
+                    except OSError:
+                        pass
+                except BaseException:
                     pass
-            except BaseException:
-                pass
-            os._exit(127)
+                os._exit(127)
+            children[pid] = False
+            some.notify()
         os.close(status_w)
         failed = b""
         while True:
@@ -705,66 +737,53 @@ def _processes(sock):
                 break
             failed += chunk
         os.close(status_r)
-        children.add(pid)
         if failed:
-            return {"error": failed.decode("utf-8", "replace")}
-        return {"pid": pid}
-
-    def reap():
-        while children:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                children.clear()
-                return
-            except InterruptedError:
-                continue
-            if pid == 0:
-                return
-            if pid in children:
-                children.discard(pid)
-                if os.WIFSIGNALED(st):
-                    send({"event": "exit", "pid": pid, "code": -1, "signal": os.WTERMSIG(st)})
-                else:
-                    send({"event": "exit", "pid": pid, "code": os.WEXITSTATUS(st)})
+            with lock:
+                children.pop(pid, None)
+                early.pop(pid, None)
+            return {"error": failed.decode("utf-8", "replace")}, 0
+        return {"pid": pid}, pid
 
     while True:
-        for key, _ in sel.select():
-            if key.data == "child":
-                try:
-                    while os.read(wake_r, 512):
-                        pass
-                except (BlockingIOError, InterruptedError):
-                    pass
-                reap()
-                continue
-            head, fds, _, _ = socket.recv_fds(sock, 4, 3)
-            if not head:
-                os._exit(0)  # the agent went away
-            head += _recv_exact(sock, 4 - len(head))
-            req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
-            if req.get("op") == "spawn":
-                answer = spawn(req, fds)
-            elif req.get("op") == "signal":
-                pid, sig = req.get("pid"), req.get("signal")
-                if pid not in children or not isinstance(sig, int):
-                    answer = {"error": "no such process"}
-                else:
-                    answer = {"ok": True}
-                    try:
-                        os.killpg(pid, sig)
-                    except OSError:
-                        try:
-                            os.kill(pid, sig)
-                        except OSError as e:
-                            answer = {"error": e.strerror}
+        head, fds, _, _ = socket.recv_fds(sock, 4, 3)
+        if not head:
+            os._exit(0)  # the agent went away
+        head += _recv_exact(sock, 4 - len(head))
+        req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
+        started = 0
+        if req.get("op") == "spawn":
+            answer, started = spawn(req, fds)
+        elif req.get("op") == "signal":
+            pid, sig = req.get("pid"), req.get("signal")
+            with lock:
+                known = pid in children
+            if not known or not isinstance(sig, int):
+                answer = {"error": "no such process"}
             else:
-                answer = {"error": "unknown op %r" % req.get("op")}
-            for f in fds:
-                os.close(f)
-            answer["id"] = req.get("id")
-            send(answer)
-            reap()
+                answer = {"ok": True}
+                try:
+                    os.killpg(pid, sig)
+                except OSError:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError as e:
+                        answer = {"error": e.strerror}
+        else:
+            answer = {"error": "unknown op %r" % req.get("op")}
+        for f in fds:
+            os.close(f)
+        answer["id"] = req.get("id")
+        send(answer)
+        if started:
+            # Its end goes after its start, if it came first.
+            with lock:
+                end = early.pop(started, None)
+                if end is None:
+                    children[started] = True
+                else:
+                    children.pop(started, None)
+            if end is not None:
+                send(end)
 
 
 def _cell(path, n, ns):

@@ -174,6 +174,13 @@ func TestLiveOperations(t *testing.T) {
 		if j := h.in(t, sid, bash("pgrep -f 'sleep 30[01]' || echo none")); j.Stdout != "none\n" {
 			t.Errorf("the process group lives on: %q", j.Stdout)
 		}
+		// What a process leaves behind is reaped when it ends: no zombies.
+		r = c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/sh", "-c", "sleep 0.2 & echo left"}})
+		c.waitExit(r.Pid)
+		time.Sleep(time.Second)
+		if j := h.in(t, sid, py("import os\nsum(open('/proc/%s/stat' % p).read().split(')')[-1].split()[0] == 'Z' for p in os.listdir('/proc') if p.isdigit())")); j.Value == nil || j.Value.Text != "0" {
+			t.Errorf("zombies: %+v %q", j.Value, j.Stderr)
+		}
 		if _, err := c.do(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/no/such/program"}}); err == nil || !strings.Contains(err.Message, "No such file") {
 			t.Errorf("spawning a missing program: %v", err)
 		}
