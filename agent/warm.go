@@ -379,19 +379,8 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 	if len(spec) > maxWarmSpec {
 		return nil, errWarmTooLarge
 	}
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
+	var files pipes
+	closeAll, pipe := files.closeAll, files.pipe
 	stdinR, stdinW, err := pipe()
 	if err != nil {
 		return nil, err
