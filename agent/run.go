@@ -253,6 +253,26 @@ type process struct {
 	waitErr  error
 }
 
+// pipes are the descriptors a launch makes, every one closed if it fails
+// (pointer methods: the method values see later additions).
+type pipes []*os.File
+
+func (p *pipes) pipe() (*os.File, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err == nil {
+		*p = append(*p, r, w)
+	}
+	return r, w, err
+}
+
+func (p *pipes) add(f *os.File) { *p = append(*p, f) }
+
+func (p *pipes) closeAll() {
+	for _, f := range *p {
+		f.Close()
+	}
+}
+
 // launch starts argv in a new sandbox (Namespaces: bubblewrap; Container:
 // directly, through this binary's exec, which raises the OOM score first).
 // Its output is not read until relay. With stdin it returns the write end
@@ -262,19 +282,8 @@ type process struct {
 func (s *server) launch(argv, env []string, withStdin bool, announce func(), extra ...*os.File) (*process, *os.File, error) {
 	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
 		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
-	var files []*os.File // ours, closed when launch fails
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
+	var files pipes // ours, closed when launch fails
+	closeAll, pipe := files.closeAll, files.pipe
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
 	if s.cfg.Isolation == Namespaces {
@@ -294,7 +303,7 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func(), ext
 			closeAll()
 			return nil, nil, err
 		}
-		files = append(files, filterR)
+		files.add(filterR)
 		p.cmd.ExtraFiles = append([]*os.File{statusW, blockR, filterR}, extra...) // extra from fd 6
 		childEnds = append(childEnds, statusW, blockR, filterR)
 		status, block = statusR, blockW

@@ -84,6 +84,7 @@ type warm struct {
 	err     error
 	nextID  int64
 	waiting map[int64]chan warmEvent
+	paused  time.Duration // its loading's pauses so far (pauseLoading)
 }
 
 // startWarm starts the warm interpreter with the modules to import. It
@@ -235,21 +236,45 @@ func (w *warm) waitReady(d time.Duration) bool {
 	}
 }
 
+// loadPauseBudget bounds how long, in all, an interpreter's loading is
+// paused for jobs running beside it: a stream of jobs back to back (whose
+// gaps are milliseconds) must not keep it from ever loading. Loading
+// takes 0.5-1 s of CPU.
+const loadPauseBudget = 2 * time.Second
+
 // pauseLoading stops the interpreter while it is still loading, so that a
 // job running beside it (a container made on demand runs its first jobs at
-// once) has the container's CPUs to itself; the function returned resumes
-// it. Loaded, it is left alone: it then only forks.
+// once) has the container's CPUs to itself, for at most what is left of
+// loadPauseBudget; the function returned resumes it. Loaded, it is left
+// alone: it then only forks.
 func (w *warm) pauseLoading() (resume func()) {
 	select {
 	case <-w.ready:
 		return func() {}
 	default:
 	}
+	w.mu.Lock()
+	left := loadPauseBudget - w.paused
+	w.mu.Unlock()
 	p := w.cmd.Process
-	if p.Signal(syscall.SIGSTOP) != nil {
+	if left <= 0 || p.Signal(syscall.SIGSTOP) != nil {
 		return func() {}
 	}
-	return func() { _ = p.Signal(syscall.SIGCONT) }
+	start := time.Now()
+	var once sync.Once
+	cont := func() {
+		once.Do(func() {
+			_ = p.Signal(syscall.SIGCONT)
+			w.mu.Lock()
+			w.paused += time.Since(start)
+			w.mu.Unlock()
+		})
+	}
+	budget := time.AfterFunc(left, cont)
+	return func() {
+		budget.Stop()
+		cont()
+	}
 }
 
 // start asks for a sandbox and returns the channel its events come on,
@@ -379,19 +404,8 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 	if len(spec) > maxWarmSpec {
 		return nil, errWarmTooLarge
 	}
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
+	var files pipes
+	closeAll, pipe := files.closeAll, files.pipe
 	stdinR, stdinW, err := pipe()
 	if err != nil {
 		return nil, err

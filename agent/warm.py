@@ -1077,13 +1077,7 @@ def _probe():
         null = os.open("/dev/null", os.O_RDWR)
         _sandbox(spec, [null, null, null, w], zygote)
     os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 4096)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
+    data = _read_all(r)
     _, st = os.waitpid(pid, 0)
     if not data.startswith(b"S") or _status(st) != 0:
         raise OSError(data[1:].decode("utf-8", "replace") or "the probe sandbox exited with status %d" % _status(st))
