@@ -248,7 +248,7 @@ type process struct {
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
-	child    int // Namespaces: the sandbox's init, as bwrap reported it
+	child    int    // Namespaces: the sandbox's init, as bwrap reported it
 	setupErr []byte // the first bytes of stderr, which name a setup failure
 	waitErr  error
 }

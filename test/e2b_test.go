@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -19,6 +20,27 @@ type e2bThrown struct {
 	Error    string `json:"error"`
 	Message  string `json:"message"`
 	ExitCode *int   `json:"exitCode"`
+}
+
+// jsCell is what e2b.mjs reports of a JavaScript or TypeScript cell.
+type jsCell struct {
+	Text   *string  `json:"text"`
+	Stdout []string `json:"stdout"`
+	Error  *string  `json:"error"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+func pretty(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // TestE2BSDKs drives E2B's own SDKs from npm (e2b 2.51 and
@@ -97,10 +119,17 @@ func TestE2BSDKs(t *testing.T) {
 			Error *struct {
 				Name, Value, Traceback string
 			} `json:"error"`
-			AfterError string          `json:"afterError"`
-			JS         string          `json:"js"`
-			Contexts   json.RawMessage `json:"contexts"`
-			Killed     bool            `json:"killed"`
+			AfterError  string   `json:"afterError"`
+			JS          []jsCell `json:"js"`
+			MadeContext struct {
+				Language, Cwd string
+			} `json:"madeContext"`
+			InContext     []jsCell  `json:"inContext"`
+			Contexts      []string  `json:"contexts"`
+			AfterRestart  jsCell    `json:"afterRestart"`
+			Removed       e2bThrown `json:"removed"`
+			PythonContext e2bThrown `json:"pythonContext"`
+			Killed        bool      `json:"killed"`
 		}
 		drive(t, "code", &got)
 		if got.First.Text != "42" || !slices.Equal(got.First.Main, []bool{true}) || string(got.First.Error) != "null" {
@@ -125,11 +154,32 @@ func TestE2BSDKs(t *testing.T) {
 		if got.AfterError != "42" {
 			t.Errorf("state after an error: %q", got.AfterError)
 		}
-		if got.JS != "UnsupportedLanguage" {
-			t.Errorf("JavaScript: %q", got.JS)
+		wantJS := []jsCell{
+			{Text: ptr("21"), Stdout: []string{"from js\n"}},
+			{Text: ptr("40"), Stdout: []string{}},
+			{Stdout: []string{}, Error: ptr("TypeError: Cannot read properties of null (reading 'x')")},
+			{Text: ptr("15"), Stdout: []string{}},
 		}
-		if !strings.Contains(string(got.Contexts), `"id":"python"`) || !got.Killed {
-			t.Errorf("contexts %s, killed %v", got.Contexts, got.Killed)
+		if !reflect.DeepEqual(got.JS, wantJS) {
+			t.Errorf("JavaScript and TypeScript cells: %s", pretty(got.JS))
+		}
+		if got.MadeContext.Language != "javascript" || got.MadeContext.Cwd != "/home/user" {
+			t.Errorf("a context made: %+v", got.MadeContext)
+		}
+		if len(got.InContext) != 2 || deref(got.InContext[0].Text) != "undefined" || deref(got.InContext[1].Text) != "mine" {
+			t.Errorf("a context of its own: %s", pretty(got.InContext))
+		}
+		if !slices.Equal(got.Contexts, []string{"javascript", "javascript", "python", "typescript"}) {
+			t.Errorf("contexts listed: %q", got.Contexts)
+		}
+		if deref(got.AfterRestart.Text) != "undefined" {
+			t.Errorf("a context restarted is a new kernel: %s", pretty(got.AfterRestart))
+		}
+		if got.Removed.Error != "NotFoundError" || got.PythonContext.Error != "SandboxError" || !strings.Contains(got.PythonContext.Message, "501") {
+			t.Errorf("a context removed: %+v; a Python context made: %+v", got.Removed, got.PythonContext)
+		}
+		if !got.Killed {
+			t.Errorf("not killed")
 		}
 	})
 

@@ -42,8 +42,26 @@ const scenarios = {
     const err = await sbx.runCode("def f():\n    return 1 / 0\nf()");
     out.error = err.error ? { name: err.error.name, value: err.error.value, traceback: err.error.traceback } : null;
     out.afterError = (await sbx.runCode("x")).text;
-    out.js = await sbx.runCode("1 + 1", { language: "js" }).then((e) => e.error?.name, thrown);
-    out.contexts = await attempt(() => sbx.listCodeContexts());
+    // JavaScript and TypeScript: the default contexts, and one made.
+    const js = async (code, opts) => {
+      const e = await sbx.runCode(code, opts);
+      return { text: e.text ?? null, stdout: e.logs.stdout, error: e.error ? `${e.error.name}: ${e.error.value}` : null };
+    };
+    out.js = [
+      await js("const n = 20; console.log('from js'); n + 1", { language: "js" }),
+      await js("n * 2", { language: "javascript" }),
+      await js("null.x", { language: "js" }),
+      await js("let t: number = 5; t * 3", { language: "ts" }),
+    ];
+    const ctx = await sbx.createCodeContext({ language: "js" });
+    out.madeContext = { language: ctx.language, cwd: ctx.cwd };
+    out.inContext = [await js("var own = 'mine'; typeof n", { context: ctx }), await js("own", { context: ctx })];
+    out.contexts = (await sbx.listCodeContexts()).map((c) => c.language).sort();
+    await sbx.restartCodeContext(ctx);
+    out.afterRestart = await js("typeof own", { context: ctx });
+    await sbx.removeCodeContext(ctx);
+    out.removed = await attempt(() => sbx.runCode("1", { context: ctx }));
+    out.pythonContext = await attempt(() => sbx.createCodeContext({ language: "python" }));
     out.killed = await sbx.kill();
     return out;
   },

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/agent"
-	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -59,13 +58,32 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
 		return nil
 	}
-	language := "python"
-	if req.Language != nil {
-		language = normalizeLanguage(*req.Language)
+	// The context the code runs in: Python's is the session's
+	// interpreter; the others are kernels of the sandbox's (jscontexts.go).
+	contextID := pythonContext
+	switch {
+	case req.ContextID != nil:
+		contextID = *req.ContextID
+	case req.Language != nil:
+		switch language := normalizeLanguage(*req.Language); language {
+		case "python", javascriptContext, typescriptContext:
+			contextID = language
+		default:
+			http.Error(w, fmt.Sprintf("language %q: gantry's code interpreter runs Python, JavaScript and TypeScript; run other code with commands.run", language), http.StatusNotImplemented)
+			return nil
+		}
 	}
-	if req.ContextID != nil && *req.ContextID != pythonContext {
-		http.Error(w, "Context "+*req.ContextID+" not found", http.StatusNotFound)
-		return nil
+	ctx := r.Context()
+	var k kernel
+	if contextID != pythonContext {
+		var ok bool
+		var err error
+		if k, ok, err = s.kernelFor(ctx, c, contextID); err != nil {
+			return err
+		} else if !ok {
+			http.Error(w, "Context "+contextID+" not found", http.StatusNotFound)
+			return nil
+		}
 	}
 	// As a notebook shows them: figures as results, not files. The
 	// variables an interpreter reads at its start would run the code in
@@ -85,9 +103,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		literal, _ := json.Marshal(startup)
 		code = "__import__('os').environ.update(" + string(literal) + ")\n" + code
 	}
-	ctx := r.Context()
 	var job jobs.Job
-	if language == "python" {
+	if contextID == pythonContext {
 		var err error
 		job, _, err = s.svc.SubmitJob(ctx, c.p, jobs.Request{Language: "python", Code: code, SessionID: &c.session, Env: env,
 			TimeoutMS: s.svc.Policy().MaxTimeoutMS, Metadata: map[string]string{"e2b": "run_code"}})
@@ -101,8 +118,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 	out := &ndjson{w: w, rc: http.NewResponseController(w)}
 	_ = out.rc.Flush()
 	defer out.event(map[string]string{"type": "end_of_execution"})
-	if language != "python" {
-		out.error("UnsupportedLanguage", fmt.Sprintf("language %q: gantry's code interpreter runs Python (its session's interpreter); run other code with commands.run", language), "")
+	if contextID != pythonContext {
+		s.runJS(ctx, c, out, k, req.Code, req.EnvVars)
 		return nil
 	}
 	// Output goes out a line at a time, as a notebook's kernel sends it
@@ -234,29 +251,4 @@ type codeContext struct {
 	ID       string `json:"id"`
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
-}
-
-func (s *Server) listContexts(w http.ResponseWriter, r *http.Request, c caller) error {
-	if _, err := s.svc.Session(r.Context(), c.p, c.session); err != nil {
-		return err
-	}
-	compat.WriteJSON(w, http.StatusOK, []codeContext{{ID: pythonContext, Language: "python", Cwd: home}})
-	return nil
-}
-
-const oneContext = "a gantry sandbox has one code context, Python, its session's interpreter (id \"python\"): it cannot make, remove or restart others"
-
-func (s *Server) createContext(w http.ResponseWriter, r *http.Request, c caller) error {
-	http.Error(w, oneContext, http.StatusNotImplemented)
-	return nil
-}
-
-func (s *Server) removeContext(w http.ResponseWriter, r *http.Request, c caller) error {
-	http.Error(w, oneContext, http.StatusNotImplemented)
-	return nil
-}
-
-func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, c caller) error {
-	http.Error(w, oneContext, http.StatusNotImplemented)
-	return nil
 }

@@ -1,0 +1,116 @@
+// gantry's JavaScript kernel for E2B's code interpreter: a Node process of
+// the sandbox that runs cells in one global scope, one after another. It
+// reads one JSON request a line on stdin ({"id", "code", "env"}), runs the
+// code as a script of this process (so that top-level declarations stay
+// for the next cells, as in Node's REPL), TypeScript first stripped of its
+// types by esbuild when the kernel was started with "ts", and writes on
+// stdout, around what the cell itself writes, "\x1e<id>:start\n" and
+// "\x1e<id>:end:<json>\x1e\n", where the JSON holds the value of the
+// cell's last expression ({"value": {"text/plain": ...}}) or its error
+// ({"error": {"name", "value", "traceback"}}). An id is the caller's and
+// unguessable: what a cell prints cannot end another's. The kernel's own
+// names are its function's, out of the cells' reach.
+(() => {
+  "use strict";
+  const vm = require("node:vm");
+  const util = require("node:util");
+  const readline = require("node:readline");
+  const { spawnSync } = require("node:child_process");
+
+  const typescript = process.argv.includes("ts");
+  const RS = "\x1e";
+  // Cells run as scripts of this process: what they require, they find.
+  globalThis.require = require;
+
+  function transpile(code) {
+    const r = spawnSync("esbuild", ["--loader=ts", "--log-level=error"], { input: code, encoding: "utf8" });
+    if (r.status !== 0) {
+      const e = new SyntaxError((r.stderr || "esbuild failed").trim());
+      e.name = "SyntaxError";
+      throw e;
+    }
+    return r.stdout;
+  }
+
+  function render(value) {
+    if (value === undefined) return null;
+    const bundle = { "text/plain": typeof value === "string" ? JSON.stringify(value) : util.inspect(value, { depth: 4 }) };
+    if (value !== null && typeof value === "object") {
+      try {
+        const json = JSON.parse(JSON.stringify(value));
+        if (json !== null && typeof json === "object") bundle["application/json"] = json;
+      } catch {}
+    }
+    return bundle;
+  }
+
+  function failure(e) {
+    if (e instanceof Error) {
+      // The cell's frames, not the kernel's.
+      const lines = String(e.stack || e).split("\n");
+      const cut = lines.findIndex((l) => l.includes("node:vm") || l.includes("[eval]"));
+      return { name: e.name, value: e.message, traceback: (cut > 0 ? lines.slice(0, cut) : lines).join("\n") };
+    }
+    return { name: "Error", value: util.inspect(e), traceback: util.inspect(e) };
+  }
+
+  // A cell's variables are the environment's while it runs, as in E2B's
+  // interpreter; what was there before comes back after.
+  async function run(req) {
+    const saved = {};
+    for (const [k, v] of Object.entries(req.env || {})) {
+      saved[k] = process.env[k];
+      process.env[k] = String(v);
+    }
+    try {
+      let code = String(req.code || "");
+      if (typescript) code = transpile(code);
+      let value = vm.runInThisContext(code, { filename: "<cell>", displayErrors: false });
+      if (value && typeof value.then === "function") value = await value;
+      return { value: render(value) };
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  }
+
+  const queue = [];
+  let busy = false;
+
+  async function next() {
+    if (busy) return;
+    busy = true;
+    while (queue.length > 0) {
+      const req = queue.shift();
+      process.stdout.write(`${RS}${req.id}:start\n`);
+      let out;
+      try {
+        out = await run(req);
+      } catch (e) {
+        out = { error: failure(e) };
+      }
+      let text;
+      try {
+        text = JSON.stringify(out);
+      } catch (e) {
+        text = JSON.stringify({ error: failure(e) });
+      }
+      process.stdout.write(`${RS}${req.id}:end:${text}${RS}\n`);
+    }
+    busy = false;
+  }
+
+  readline.createInterface({ input: process.stdin, terminal: false }).on("line", (line) => {
+    let req;
+    try {
+      req = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (typeof req.id !== "string") return;
+    queue.push(req);
+    next();
+  });
+})();
