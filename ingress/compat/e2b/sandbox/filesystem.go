@@ -21,10 +21,7 @@ func (s *Server) fsMakeDir(w http.ResponseWriter, r *http.Request, c caller) *rp
 // fsEntry serves a call on one path answering its entry.
 func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op string) *rpcError {
 	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
-		return e
-	}
-	if e := requestUser(r); e != nil {
+	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
 	return s.answerEntry(w, r, c, agent.LiveOp{Op: op, Path: toSandbox(req.Path)})
@@ -45,10 +42,7 @@ func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, o
 
 func (s *Server) fsListDir(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
 	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
-		return e
-	}
-	if e := requestUser(r); e != nil {
+	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
 	depth := int(max(req.Depth, 1))
@@ -66,10 +60,7 @@ func (s *Server) fsListDir(w http.ResponseWriter, r *http.Request, c caller) *rp
 
 func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
 	var req moveRequest
-	if e := decodeUnary(r, &req); e != nil {
-		return e
-	}
-	if e := requestUser(r); e != nil {
+	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
 	return s.answerEntry(w, r, c, agent.LiveOp{Op: agent.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
@@ -77,10 +68,7 @@ func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, c caller) *rpcEr
 
 func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
 	var req pathRequest
-	if e := decodeUnary(r, &req); e != nil {
-		return e
-	}
-	if e := requestUser(r); e != nil {
+	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
 	if _, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpRemove, Path: toSandbox(req.Path)}); err != nil {

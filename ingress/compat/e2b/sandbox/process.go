@@ -26,6 +26,15 @@ import (
 // has not read yet (later ones are dropped).
 const processEventBuffer = 4096
 
+// decodeAsUser reads a unary request's message into v, refusing it if it
+// names another user (requestUser).
+func decodeAsUser(r *http.Request, v any) *rpcError {
+	if e := decodeUnary(r, v); e != nil {
+		return e
+	}
+	return requestUser(r)
+}
+
 // requestUser is the user a call names (envd's Authorization: Basic with
 // the user's name), refusing any but E2B's "user": a gantry sandbox runs
 // everything as one unprivileged user.
