@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Conn is the runner's end of an agent's stream: requests go out, frames
@@ -116,6 +117,10 @@ type RunResult struct {
 	// is set even when Run fails: after it, what went wrong may be the
 	// program's doing.
 	Started bool
+	// StartedAt is when the runner learnt that the program's sandbox
+	// existed (zero when it never did): before it the sandbox was being
+	// made, after it the program ran.
+	StartedAt time.Time
 	// Exit and Listing are set when Run returned no error.
 	Exit    Exit
 	Listing []byte
@@ -153,6 +158,9 @@ func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, b
 		switch {
 		case kind == KindStarted && !exited:
 			res.Started = true
+			if res.StartedAt.IsZero() {
+				res.StartedAt = time.Now()
+			}
 		case (kind == KindStdout || kind == KindStderr) && !exited:
 			w := stdout
 			if kind == KindStderr {
@@ -184,6 +192,9 @@ func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, b
 			}
 			if res.Exit.Started {
 				res.Started = true
+				if res.StartedAt.IsZero() {
+					res.StartedAt = time.Now()
+				}
 			}
 			exited = true
 		case kind == KindListing && exited:

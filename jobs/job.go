@@ -124,6 +124,10 @@ type Job struct {
 	// Webhook is the call made when the job finished, with its attempts
 	// (null: none, or not finished yet).
 	Webhook *WebhookDelivery `json:"webhook"`
+	// TraceID is the OpenTelemetry trace the job's spans are in, from the
+	// request that submitted it to its recorded result, when the operator
+	// turned traces on and the trace was sampled (absent otherwise).
+	TraceID string `json:"trace_id,omitempty"`
 	// Spec is what the job ran, when asked for (?include=spec); never its
 	// env values.
 	Spec *JobSpec `json:"spec,omitempty"`

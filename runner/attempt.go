@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
@@ -16,6 +18,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Causes of an attempt's context ending. The outcome of an attempt is
@@ -178,12 +181,16 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 
 // obtain gets the container to run in: the session's, or one bound to the
 // job's tenant and limits.
-func (a *attempt) obtain(ctx context.Context) (*Container, error) {
+func (a *attempt) obtain(ctx context.Context) (c *Container, err error) {
 	if a.session != nil {
 		defer a.r.metrics.stage("restore", time.Now())
+		ctx, end := a.r.stage(ctx, "job.restore")
+		defer func() { end(err) }()
 		return a.session.container(ctx, a.claim.Spec)
 	}
 	defer a.r.metrics.stage("acquire", time.Now())
+	ctx, span := a.r.tracer().Start(ctx, "job.acquire")
+	defer func() { tracing.End(span, err) }()
 	image, err := a.r.envs.image(ctx, a.claim.TenantID, a.claim.Spec.Environment)
 	if err != nil {
 		return nil, err
@@ -192,6 +199,7 @@ func (a *attempt) obtain(ctx context.Context) (*Container, error) {
 	if err != nil {
 		return nil, err
 	}
+	span.SetAttributes(tracing.Outcome.String(source))
 	a.log.Debug("container", "id", shortID(c.id), "source", source, "jobs", c.jobs)
 	return c, nil
 }
@@ -216,6 +224,7 @@ func (a *attempt) handOn(c *Container, reusable bool, reason string) *Container 
 // has been retired and another may be tried.
 func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs.Result, *Container, error) {
 	spec := a.claim.Spec
+	began := time.Now() // the sandbox's start, for its span
 	if ctr.skills != in.stamp {
 		if err := ctr.conn.Skills(ctx, in.skillFiles); err != nil {
 			a.handOn(ctr, false, "broken")
@@ -253,6 +262,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	start := time.Now()
 	rr, err := ctr.conn.Run(runCtx, in.req, stdout, stderr, bridge)
 	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
+	a.traceRun(runCtx, began, time.Now(), rr, err)
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
 
@@ -326,8 +336,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	var omitted []jobs.OmittedArtifact
 	collectStart := time.Now()
 	defer a.r.metrics.stage("collect", collectStart)
-	err = a.r.throughS3Outage(a.jobCtx, a.log, "the job's files and result", func() error {
-		artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
+	collectCtx, endCollect := a.r.stage(a.jobCtx, "job.collect")
+	err = a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
+		artCtx, cancelArt := context.WithTimeout(collectCtx, artifactTimeout)
 		defer cancelArt()
 		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
@@ -338,6 +349,8 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		}
 		return err
 	})
+	trace.SpanFromContext(collectCtx).SetAttributes(attribute.Int("gantry.artifacts", len(arts)), attribute.Int("gantry.artifacts_omitted", len(omitted)))
+	endCollect(err)
 	switch {
 	case err != nil && a.jobCtx.Err() != nil:
 		a.handOn(ctr, false, "shutdown")

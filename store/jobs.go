@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // NewJob is a validated job about to be queued.
@@ -35,12 +36,15 @@ type NewJob struct {
 	// MaxQueued caps the tenant's queued jobs (0: no cap): a submission
 	// beyond it fails with ErrTooManyQueued.
 	MaxQueued int
+	// TraceParent is the W3C traceparent of the span that queues the job
+	// ("" with tracing off): runners' spans for the job are its children.
+	TraceParent string
 }
 
 // ErrTooManyQueued means the tenant has as many queued jobs as it may.
 var ErrTooManyQueued = errors.New("too many queued jobs")
 
-const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
+const jobColumns = `id, status, language, session_id, attempt, trace_parent, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id)`
@@ -118,12 +122,12 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	row := tx.QueryRow(ctx, `
 		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
-			batch_id, webhook_url)
-		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			batch_id, webhook_url, trace_parent)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+jobColumns,
 		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash,
-		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL))
+		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL), nilIfEmpty(nj.TraceParent))
 	r, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
@@ -445,6 +449,9 @@ type Claim struct {
 	// claim: a runner retires containers bound to the tenant under an
 	// older epoch.
 	KeyEpoch int64
+	// TraceParent is the traceparent of the span that queued the job (""
+	// with tracing off, or for a job queued before it was on).
+	TraceParent string
 }
 
 // tenantClaim selects what a claim carries of a jobs row's tenant: its
@@ -534,8 +541,8 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 	err = tx.QueryRow(ctx, `
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
-		RETURNING attempt, tenant_id, spec, cancel_requested, `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
+		RETURNING attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim, req.JobID, req.RunnerID).
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
 	}
@@ -646,13 +653,15 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 		errCode, errMsg *string
 		outKey, errKey  *string
 	)
-	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
+	var traceParent *string
+	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &traceParent, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
 	j.Status = jobs.Status(status)
+	j.TraceID = tracing.SampledTraceID(deref(traceParent))
 	j.Stdout, j.Stderr = text(stdout), text(stderr)
 	var err error
 	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {

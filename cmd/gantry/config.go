@@ -20,6 +20,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // config is everything gantry reads from the environment. Each subcommand
@@ -63,6 +64,8 @@ type config struct {
 
 	LogLevel  slog.Level
 	LogFormat string
+	// Traces: GANTRY_OTLP_ENDPOINT, beside the standard OTEL_* variables.
+	Traces tracing.Config
 
 	// Code mode and privacy tokens.
 	SecretKey []byte // nil: not set
@@ -384,6 +387,8 @@ func loadConfig() (config, error) {
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
 	}
+	c.Traces = tracing.Config{Endpoint: e.str("GANTRY_OTLP_ENDPOINT", ""), Version: version}
+	e.errs = append(e.errs, c.Traces.Validate()...)
 	return c, e.err()
 }
 

@@ -413,7 +413,8 @@ class _JobRequired(TypedDict):
 
 class Job(_JobRequired, total=False):
     """A job as the API shows it. Every field is always present, but spec (only
-    with ?include=spec) and artifacts_omitted (only when files were left out).
+    with ?include=spec), artifacts_omitted (only when files were left out) and
+    trace_id (only when traced).
     """
 
     #: Files that matched the artifact patterns but were left out because they
@@ -423,6 +424,11 @@ class Job(_JobRequired, total=False):
     #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
     #: /v1/jobs/{id}. Never the env values.
     spec: JobSpec
+    #: The OpenTelemetry trace of the job, from the request that submitted it to
+    #: its recorded result (32 hex digits), when the operator exports traces and
+    #: this one was sampled; absent otherwise. A request that arrives with a W3C
+    #: traceparent puts the job in the caller's trace.
+    trace_id: str
 
 
 class JobList(TypedDict):

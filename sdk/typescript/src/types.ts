@@ -333,7 +333,8 @@ export interface InputFile {
 
 /**
  * A job as the API shows it. Every field is always present, but spec (only
- * with ?include=spec) and artifacts_omitted (only when files were left out).
+ * with ?include=spec), artifacts_omitted (only when files were left out) and
+ * trace_id (only when traced).
  */
 export interface Job {
   artifacts: Artifact[];
@@ -394,6 +395,13 @@ export interface Job {
    * that called no tools.
    */
   tool_calls: ToolCall[];
+  /**
+   * The OpenTelemetry trace of the job, from the request that submitted it to
+   * its recorded result (32 hex digits), when the operator exports traces and
+   * this one was sampled; absent otherwise. A request that arrives with a W3C
+   * traceparent puts the job in the caller's trace.
+   */
+  trace_id?: string;
   /**
    * The webhook call made when the job finished, with every attempt; null when
    * the job has not finished or has no webhook.
