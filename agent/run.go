@@ -23,11 +23,18 @@ import (
 // then and the pipes end at once; the bound is for what cannot be killed.
 const drainGrace = 2 * time.Second
 
+// errNotBuilt ends a run whose compile step failed: its KindCompiled frame
+// said so, and nothing follows it.
+var errNotBuilt = errors.New("the compile step failed")
+
 // run runs one program and reports its exit and the workspace's files.
 func (s *server) run(req Request) error {
 	exit, err := s.runProgram(req)
 	if errors.Is(err, ErrRunnerGone) {
 		return err
+	}
+	if errors.Is(err, errNotBuilt) {
+		return nil
 	}
 	if err != nil {
 		exit = Exit{Message: err.Error()}
@@ -83,6 +90,16 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	}
 
 	env := environ(req.Env)
+	if req.Compile != nil {
+		built, err := s.compile(*req.Compile, env, runDir)
+		if err == nil && !built {
+			err = errNotBuilt
+		}
+		if err != nil {
+			sp.discard()
+			return Exit{}, err
+		}
+	}
 	p, err := s.handOver(sp, req, env)
 	if err != nil {
 		return Exit{}, err
@@ -91,6 +108,18 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	// (under Container the container serves this one job).
 	if s.cfg.Isolation == Namespaces {
 		s.spawnSpares(isPython(req.Argv))
+	}
+	return s.await(p, br, req.TimeoutMS)
+}
+
+// await relays the runner's bridge replies (br may be nil) until the
+// program ends, and kills it timeoutMS after now (0: never).
+func (s *server) await(p *process, br *bridge, timeoutMS int) (Exit, error) {
+	var deadline <-chan time.Time
+	if timeoutMS > 0 {
+		t := time.NewTimer(time.Duration(timeoutMS) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
 	}
 	for {
 		select {
@@ -106,10 +135,41 @@ func (s *server) runProgram(req Request) (Exit, error) {
 			if json.Unmarshal(f.payload, &r) == nil && r.Op == "reply" && br != nil {
 				br.reply(r.ID, r.Body)
 			}
+		case <-deadline:
+			deadline = nil
+			p.mu.Lock()
+			p.timedOut = true
+			p.mu.Unlock()
+			p.stop()
 		case <-p.done:
 			return p.exit(), nil
 		}
 	}
+}
+
+// compile runs a compile step into runDir's build directory and reports
+// it (KindCompileOutput, KindCompiled); built says whether the program
+// may run. An error means the step did not start, or the runner is gone.
+func (s *server) compile(c Compile, env []string, runDir string) (built bool, err error) {
+	if len(c.Argv) == 0 {
+		return false, errors.New("compile step without argv")
+	}
+	if err := os.MkdirAll(buildDir(runDir), 0o755); err != nil {
+		return false, err
+	}
+	p, _, err := s.launch(c.Argv, env, launchOpts{announce: s.announceStart, build: true})
+	if err != nil {
+		return false, err
+	}
+	s.relayMerged(p, KindCompileOutput, c.OutputCap)
+	exit, err := s.await(p, nil, c.TimeoutMS)
+	if err != nil {
+		return false, err
+	}
+	if err := s.fw.json(KindCompiled, exit); err != nil {
+		return false, err
+	}
+	return exit.Succeeded(), nil
 }
 
 // handOver starts the program: in the spare sandbox when there is one that
@@ -120,7 +180,7 @@ func (s *server) handOver(sp *spare, req Request, env []string) (*process, error
 			return p, nil
 		}
 	}
-	p, stdin, err := s.launch(req.Argv, env, true, s.announceStart)
+	p, stdin, err := s.launch(req.Argv, env, launchOpts{stdin: true, announce: s.announceStart})
 	if err != nil {
 		return nil, err
 	}
@@ -194,16 +254,29 @@ type process struct {
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
+	childPID int    // Namespaces: the sandbox's init, in the agent's pid namespace
+	timedOut bool   // the agent killed it at its deadline
 	setupErr []byte // the first bytes of stderr, which name a setup failure
 	waitErr  error
 }
 
+// launchOpts say how to launch a sandbox.
+type launchOpts struct {
+	// stdin: launch returns the write end of the program's stdin, else the
+	// program reads /dev/null.
+	stdin bool
+	// announce (if not nil) is called just before argv can run.
+	announce func()
+	// build makes a compile step's sandbox (see sandboxArgs), whose
+	// stdout and stderr are one pipe (relayMerged).
+	build bool
+}
+
 // launch starts argv in a new sandbox (Namespaces: bubblewrap; Container:
 // directly, through this binary's exec, which raises the OOM score first).
-// Its output is not read until relay. With stdin it returns the write end
-// of the program's stdin, else the program reads /dev/null. announce (if
-// not nil) is called just before argv can run.
-func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*process, *os.File, error) {
+// Its output is not read until relay.
+func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, error) {
+	withStdin, announce := o.stdin, o.announce
 	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
 		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
 	var files []*os.File // ours, closed when launch fails
@@ -222,7 +295,7 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
 	if s.cfg.Isolation == Namespaces {
-		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir()), "--json-status-fd", "3", "--block-fd", "4", "--")
+		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir(), o.build), "--json-status-fd", "3", "--block-fd", "4", "--")
 		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
 		statusR, statusW, err := pipe()
 		if err != nil {
@@ -250,13 +323,18 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 		closeAll()
 		return nil, nil, err
 	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, nil, err
+	p.cmd.Stdout, p.cmd.Stderr = outW, outW
+	childEnds = append(childEnds, outW)
+	var errR *os.File
+	if !o.build {
+		var errW *os.File
+		if errR, errW, err = pipe(); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		p.cmd.Stderr = errW
+		childEnds = append(childEnds, errW)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = outW, errW
-	childEnds = append(childEnds, outW, errW)
 	var stdinW *os.File
 	if withStdin {
 		var stdinR *os.File
@@ -315,6 +393,9 @@ func (p *process) watchStatus(status, block *os.File) {
 			continue
 		}
 		if st.ChildPID != nil {
+			p.mu.Lock()
+			p.childPID = *st.ChildPID
+			p.mu.Unlock()
 			_ = os.WriteFile("/proc/"+strconv.Itoa(*st.ChildPID)+"/oom_score_adj", []byte("1000"), 0)
 			if p.announce != nil {
 				p.announce() // before the program can act
@@ -342,20 +423,38 @@ func (s *server) relay(p *process, cap int, skipReady bool) {
 	relays.Add(2)
 	go func() { defer relays.Done(); s.copyOut(KindStdout, p.outR, cap, nil, false) }()
 	go func() { defer relays.Done(); s.copyOut(KindStderr, p.errR, cap, p, skipReady) }()
-	go func() {
-		<-p.exited
-		<-p.statusEnd
-		drained := make(chan struct{})
-		go func() { relays.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(drainGrace):
-			p.outR.Close()
+	go p.finish(&relays)
+}
+
+// relayMerged is relay for a sandbox whose stdout and stderr are one pipe
+// (a compile step's), sent as frames of kind.
+func (s *server) relayMerged(p *process, kind byte, cap int) {
+	if cap <= 0 {
+		cap = 1 << 20
+	}
+	var relays sync.WaitGroup
+	relays.Add(1)
+	go func() { defer relays.Done(); s.copyOut(kind, p.outR, cap, p, false) }()
+	go p.finish(&relays)
+}
+
+// finish closes done once the sandbox ended and relays drained its output
+// (or drainGrace passed).
+func (p *process) finish(relays *sync.WaitGroup) {
+	<-p.exited
+	<-p.statusEnd
+	drained := make(chan struct{})
+	go func() { relays.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		p.outR.Close()
+		if p.errR != nil {
 			p.errR.Close()
-			<-drained
 		}
-		close(p.done)
-	}()
+		<-drained
+	}
+	close(p.done)
 }
 
 // readyLine is what a spare's waiting process writes on stderr when it is
@@ -431,9 +530,47 @@ func (p *process) kill() {
 	<-p.exited
 }
 
+// stop kills the program's sandbox so that what it used is still
+// accounted: under Namespaces its init, whose pid namespace dies with it
+// (every process reaped into bubblewrap's account, which then exits);
+// otherwise the program. done closes once its output ends.
+func (p *process) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.mu.Lock()
+	pid := p.childPID
+	p.mu.Unlock()
+	if pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
+		return
+	}
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// usage is what the sandbox's first process and the children it reaped
+// used (after exited closed); nil when unknown.
+func (p *process) usage() *Usage {
+	if p.cmd.ProcessState == nil {
+		return nil
+	}
+	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok || ru == nil {
+		return nil
+	}
+	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
+	return &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss}
+}
+
 // exit reports how the program ended (after done closed).
 func (p *process) exit() Exit {
 	e := Exit{OOMKills: max(oomKills()-p.oomBefore, 0)}
+	p.mu.Lock()
+	e.TimedOut = p.timedOut
+	p.mu.Unlock()
 	if p.isolation == Namespaces {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -445,13 +582,13 @@ func (p *process) exit() Exit {
 			e.Message = "the sandbox could not be set up: " + msg
 			return e
 		}
-		e.Started, e.Code = true, p.code
+		e.Started, e.Code, e.Usage = true, p.code, p.usage()
 		if e.Code > 128 && e.Code < 128+65 {
 			e.Signal = e.Code - 128
 		}
 		return e
 	}
-	e.Started = true
+	e.Started, e.Usage = true, p.usage()
 	if p.cmd.ProcessState == nil {
 		e.Code = 255
 		return e
@@ -512,7 +649,7 @@ func (s *server) probe() error {
 	if err := os.MkdirAll(s.runDir(), 0o755); err != nil {
 		return err
 	}
-	args := append(s.sandboxArgs(1, s.runDir()), "--", "true")
+	args := append(s.sandboxArgs(1, s.runDir(), false), "--", "true")
 	cmd := exec.Command(s.cfg.Bwrap, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -30,7 +30,7 @@ func TestNormalizeDefaults(t *testing.T) {
 	if len(spec.Artifacts) != 1 || spec.Artifacts[0] != "out/**" {
 		t.Errorf("artifacts = %v", spec.Artifacts)
 	}
-	if got := spec.Argv(); strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
+	if got := spec.Plan().Run; strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
 		t.Errorf("argv = %v", got)
 	}
 	// The workspace is held in memory: by default it is no larger than
