@@ -254,10 +254,12 @@ type process struct {
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
-	childPID int    // Namespaces: the sandbox's init, in the agent's pid namespace
-	timedOut bool   // the agent killed it at its deadline
-	setupErr []byte // the first bytes of stderr, which name a setup failure
-	waitErr  error
+	childPID int  // Namespaces: the sandbox's init, in the agent's pid namespace
+	timedOut bool // the agent killed it at its deadline
+	// initUsage is the sandbox's init's usage, when the agent reaped it.
+	initUsage *syscall.Rusage
+	setupErr  []byte // the first bytes of stderr, which name a setup failure
+	waitErr   error
 }
 
 // launchOpts say how to launch a sandbox.
@@ -368,6 +370,9 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 			// kill every process the agent may signal (all but itself and
 			// the container's init).
 			_ = syscall.Kill(-1, syscall.SIGKILL)
+		} else {
+			<-p.statusEnd
+			p.reapInit()
 		}
 		close(p.exited)
 	}()
@@ -530,10 +535,13 @@ func (p *process) kill() {
 	<-p.exited
 }
 
-// stop kills the program's sandbox so that what it used is still
-// accounted: under Namespaces its init, whose pid namespace dies with it
-// (every process reaped into bubblewrap's account, which then exits);
-// otherwise the program. done closes once its output ends.
+// stop kills the program so that what it used is still accounted. Under
+// Namespaces that is the sandbox's first process (the program itself,
+// which the languages' commands exec), not its init: the init reaps it
+// into its account and then ends the sandbox. (Killing the init instead
+// would have the kernel reap the whole pid namespace unaccounted; the
+// processes the program left behind are reaped so when the init ends.)
+// Otherwise it is the program. done closes once its output ends.
 func (p *process) stop() {
 	select {
 	case <-p.exited:
@@ -543,16 +551,60 @@ func (p *process) stop() {
 	p.mu.Lock()
 	pid := p.childPID
 	p.mu.Unlock()
-	if pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
-		return
+	if pid > 0 {
+		// The agent owns the sandbox's user namespace, so it may read
+		// and signal its processes.
+		killed := false
+		if kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+			for _, f := range strings.Fields(string(kids)) {
+				if k, err := strconv.Atoi(f); err == nil && syscall.Kill(k, syscall.SIGKILL) == nil {
+					killed = true
+				}
+			}
+		}
+		if killed || syscall.Kill(pid, syscall.SIGKILL) == nil {
+			return
+		}
 	}
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
 }
 
-// usage is what the sandbox's first process and the children it reaped
-// used (after exited closed); nil when unknown.
+// reapInit reaps the sandbox's init (Namespaces) once bubblewrap exited,
+// and keeps what it used. Bubblewrap learns the program's exit status from
+// its init over a pipe and may exit before its init did; the init, with
+// everything it reaped (the program and every other process of the pid
+// namespace), then falls to the agent, the container's subreaper
+// (setup). When bubblewrap reaped it first, its usage is in bubblewrap's.
+func (p *process) reapInit() {
+	p.mu.Lock()
+	pid := p.childPID
+	p.mu.Unlock()
+	if pid <= 0 {
+		return
+	}
+	deadline := time.Now().Add(drainGrace)
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+		if got == pid {
+			p.mu.Lock()
+			p.initUsage = &ru
+			p.mu.Unlock()
+			return
+		}
+		if (err != nil && err != syscall.EINTR) || time.Now().After(deadline) {
+			return // not ours (bubblewrap reaped it), or it will not end
+		}
+		time.Sleep(wait)
+	}
+}
+
+// usage is what the sandbox used (after exited closed): its first
+// process's and its children's, with the init's that the agent reaped
+// (reapInit); nil when unknown.
 func (p *process) usage() *Usage {
 	if p.cmd.ProcessState == nil {
 		return nil
@@ -562,7 +614,12 @@ func (p *process) usage() *Usage {
 		return nil
 	}
 	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
-	return &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss}
+	u := &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss}
+	if in := p.initUsage; in != nil {
+		u.CPUTimeUS += us(in.Utime) + us(in.Stime)
+		u.PeakMemoryKB = max(u.PeakMemoryKB, in.Maxrss)
+	}
+	return u
 }
 
 // exit reports how the program ended (after done closed).

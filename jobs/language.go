@@ -62,13 +62,15 @@ var Languages = []Language{
 		"typescript"},
 		Description: "TypeScript, transpiled by esbuild and run by Node.js 18 (no type checking)"},
 	// The compiled languages, as judges build them: optimised, one source
-	// file, the standard library only.
+	// file, the standard library only. The compile runs in /workspace:
+	// `#include "x.h"` finds the job's files there, as javac finds other
+	// classes' sources.
 	{Name: "c", Aliases: []string{}, File: "main.c",
-		Compile:     []string{"gcc", "-O2", "-pipe", "-o", "{build}/main", "{source}", "-lm"},
+		Compile:     []string{"gcc", "-O2", "-pipe", "-iquote", WorkspaceDir, "-o", "{build}/main", "{source}", "-lm"},
 		Command:     []string{"{build}/main"},
 		Description: "C (gcc 12, GNU C17, -O2, with libm); compilers image"},
 	{Name: "cpp", Aliases: []string{"c++"}, File: "main.cpp",
-		Compile:     []string{"g++", "-O2", "-pipe", "-o", "{build}/main", "{source}"},
+		Compile:     []string{"g++", "-O2", "-pipe", "-iquote", WorkspaceDir, "-o", "{build}/main", "{source}"},
 		Command:     []string{"{build}/main"},
 		Description: "C++ (g++ 12, GNU C++17, -O2); compilers image"},
 	// Go compiles from the image's read-only build cache of the standard
