@@ -137,6 +137,9 @@ type Usage struct {
 	// PeakMemoryKB is the largest resident set of any one process, in
 	// KiB (ru_maxrss).
 	PeakMemoryKB int64 `json:"peak_memory_kb"`
+	// WaitUS is what accounting cost the run: how long after bubblewrap
+	// exited the agent waited for the sandbox's init to reap it.
+	WaitUS int64 `json:"wait_us,omitempty"`
 }
 
 // Exit reports how a run ended.

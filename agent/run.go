@@ -256,8 +256,10 @@ type process struct {
 	hasCode  bool
 	childPID int  // Namespaces: the sandbox's init, in the agent's pid namespace
 	timedOut bool // the agent killed it at its deadline
-	// initUsage is the sandbox's init's usage, when the agent reaped it.
+	// initUsage is the sandbox's init's usage, when the agent reaped it,
+	// and reapWait how long reaping it took.
 	initUsage *syscall.Rusage
+	reapWait  time.Duration
 	setupErr  []byte // the first bytes of stderr, which name a setup failure
 	waitErr   error
 }
@@ -584,7 +586,13 @@ func (p *process) reapInit() {
 	if pid <= 0 {
 		return
 	}
-	deadline := time.Now().Add(drainGrace)
+	start := time.Now()
+	defer func() {
+		p.mu.Lock()
+		p.reapWait = time.Since(start)
+		p.mu.Unlock()
+	}()
+	deadline := start.Add(drainGrace)
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
@@ -614,7 +622,7 @@ func (p *process) usage() *Usage {
 		return nil
 	}
 	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
-	u := &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss}
+	u := &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
 	if in := p.initUsage; in != nil {
 		u.CPUTimeUS += us(in.Utime) + us(in.Stime)
 		u.PeakMemoryKB = max(u.PeakMemoryKB, in.Maxrss)

@@ -275,6 +275,10 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	}
 	rr, err := ctr.conn.Run(runCtx, in.req, rio)
 	end := time.Now()
+	if rr.Compile != nil {
+		a.r.metrics.accounted(rr.Compile.Exit.Usage)
+	}
+	a.r.metrics.accounted(rr.Exit.Usage)
 	res := jobs.Result{Duration: end.Sub(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
 	if rr.Compile != nil {
 		res.Duration = end.Sub(compiledAt)
