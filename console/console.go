@@ -141,9 +141,10 @@ func (c *Console) routes() {
 	page := func(pattern string, h handler) { m.Handle(pattern, c.signedIn(h)) }
 	page("POST "+Prefix+"signout", c.handleSignout)
 	page("GET "+Prefix+"{$}", func(w http.ResponseWriter, r *http.Request, s *session) error {
-		http.Redirect(w, r, Prefix+"jobs", http.StatusSeeOther)
+		http.Redirect(w, r, Prefix+"overview", http.StatusSeeOther)
 		return nil
 	})
+	page("GET "+Prefix+"overview", c.handleOverview)
 	page("GET "+Prefix+"jobs", c.handleJobs)
 	page("GET "+Prefix+"jobs/{id}", c.handleJob)
 	page("GET "+Prefix+"jobs/{id}/logs", c.handleJobLogs)

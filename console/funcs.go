@@ -13,6 +13,8 @@ import (
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
+	// jobsIn is how many of a usage's jobs have status s.
+	"jobsIn": func(f jobs.UsageFigures, s string) int { return f.Jobs[jobs.Status(s)] },
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:

@@ -203,7 +203,8 @@ func TestAuthAndHealth(t *testing.T) {
 	if r := h.do(t, h.keyA, "GET", "/v1/languages", ""); r.status != 200 || !strings.Contains(string(r.body), `"python"`) {
 		t.Errorf("languages %d %s", r.status, r.body)
 	}
-	if r := h.do(t, "", "GET", "/metrics", ""); r.status != 200 || !strings.Contains(string(r.body), "gantry_http_request_seconds") {
+	if r := h.do(t, "", "GET", "/metrics", ""); r.status != 200 || !strings.Contains(string(r.body), "gantry_http_request_seconds") ||
+		!strings.Contains(string(r.body), `gantry_dependency_up{dependency="postgres"} 1`) || !strings.Contains(string(r.body), `gantry_dependency_up{dependency="s3"} 1`) {
 		t.Errorf("metrics %d", r.status)
 	}
 }

@@ -42,7 +42,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		{"execute_code", with(map[string]any{"timeout_ms": "soon"}), "timeout_ms must be an integer, not text"},
 		{"execute_code", with(map[string]any{"files": "a.csv"}), "files must be a list, not text"},
 		// additionalProperties, with the allowed names
-		{"execute_code", with(map[string]any{"colour": "red"}), `unknown argument "colour" (allowed: code, files, language, session_id, stdin, stdin_encoding, timeout_ms)`},
+		{"execute_code", with(map[string]any{"colour": "red"}), `unknown argument "colour" (allowed: code, environment, files, language, session_id, stdin, stdin_encoding, timeout_ms)`},
 		{"execute_code", with(map[string]any{"files": []any{map[string]any{"path": "a", "content": "b", "mode": 7}}}), `unknown argument "mode" in files[0] (allowed: content, encoding, path)`},
 		// nested required and enum
 		{"execute_code", with(map[string]any{"files": []any{map[string]any{"path": "a"}}}), "files[0].content is required"},

@@ -212,7 +212,7 @@ type Result struct {
 	ExitCode *int
 	Duration time.Duration
 	// Usage is what the program's processes used, when it was measured.
-	Usage *Usage
+	Usage *ProgramUsage
 	// Compile and CompileOutput report the compile step, if there was one.
 	Compile         *Compile
 	CompileOutput   []byte
@@ -232,16 +232,16 @@ type Result struct {
 	StderrKey string
 }
 
-// Usage is what a sandbox's processes used, measured by the kernel when it
-// ended.
-type Usage struct {
+// ProgramUsage is what a sandbox's processes used, measured by the kernel
+// when it ended.
+type ProgramUsage struct {
 	CPUTime      time.Duration
 	PeakMemoryKB int64
 }
 
 // CPUTimeMS is the CPU time in milliseconds, rounded up: a program that
 // ran at all used some.
-func (u Usage) CPUTimeMS() int64 {
+func (u ProgramUsage) CPUTimeMS() int64 {
 	return int64((u.CPUTime + time.Millisecond - 1) / time.Millisecond)
 }
 
@@ -268,6 +268,8 @@ type Spec struct {
 	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
 	Limits           Limits   `json:"limits"`
 	Artifacts        []string `json:"artifacts"`
+	// Environment names the sandbox image ("": the runner's own).
+	Environment string `json:"environment,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

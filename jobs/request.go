@@ -40,6 +40,9 @@ type Request struct {
 	// WebhookURL is called when the job finishes (else the tenant's
 	// default, if any).
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// Environment names the sandbox image the job runs in ("" or
+	// "default": the runner's own). A session's jobs run in the session's.
+	Environment string `json:"environment,omitempty"`
 }
 
 // The encodings of a request's file contents and stdin: text, or base64
@@ -296,11 +299,14 @@ var (
 // run, with every default filled in. It returns a *FieldError naming the
 // first bad field.
 func (p Policy) Normalize(req Request) (Spec, error) {
-	lang, err := p.Language(req.Language)
+	lang, err := p.language(req.Language, req.Environment != "")
 	if err != nil {
 		return Spec{}, err
 	}
 	spec := Spec{Language: lang.Name}
+	if spec.Environment, err = normalizeEnvironment(req.Environment); err != nil {
+		return Spec{}, err
+	}
 
 	switch {
 	case req.Code != "" && len(req.Command) > 0:
@@ -407,16 +413,18 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	return spec, nil
 }
 
-// Language is the offered language a request names, by name or alias; a
-// *FieldError says why there is none.
-func (p Policy) Language(name string) (Language, error) {
+// language is the language a request names, by name or alias; a
+// *FieldError says why there is none. In the sandbox image it must be one
+// the policy offers; an environment's image (inEnv) says for itself, and
+// the runner refuses what it lacks.
+func (p Policy) language(name string, inEnv bool) (Language, error) {
 	lang, ok := LookupLanguage(name)
 	switch {
 	case name == "":
 		return Language{}, fieldErr("language", "is required (one of %s)", p.offeredNames())
 	case !ok:
 		return Language{}, fieldErr("language", "unknown language %q (one of %s)", name, p.offeredNames())
-	case !p.Offers(lang.Name):
+	case !inEnv && !p.Offers(lang.Name):
 		return Language{}, fieldErr("language", "%s is not offered by this gantry: its sandbox image has no %s (the compilers image has; offered: %s)",
 			lang.Name, lang.Name, p.offeredNames())
 	}

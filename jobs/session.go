@@ -20,6 +20,9 @@ type Session struct {
 	Bytes      int64             `json:"workspace_bytes"`
 	Queued     int               `json:"queued_jobs"`
 	Metadata   map[string]string `json:"metadata"`
+	// Environment is the environment its jobs run in ("default" for the
+	// runner's own image).
+	Environment string `json:"environment"`
 }
 
 // SessionRequest creates a session.
@@ -28,6 +31,8 @@ type SessionRequest struct {
 	TTLSeconds int               `json:"ttl_seconds,omitempty"`
 	DiskMB     int               `json:"disk_mb,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// Environment names the sandbox image the session's jobs run in.
+	Environment string `json:"environment,omitempty"`
 }
 
 // Session bounds.
@@ -60,6 +65,10 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	}
 	if r.DiskMB < 1 || r.DiskMB > MaxSessionMB {
 		return r, fieldErr("disk_mb", "must be between 1 and %d", MaxSessionMB)
+	}
+	var err error
+	if r.Environment, err = normalizeEnvironment(r.Environment); err != nil {
+		return r, err
 	}
 	return r, ValidateMetadata(r.Metadata)
 }

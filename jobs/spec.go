@@ -104,6 +104,9 @@ type JobSpec struct {
 	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
 	Limits           Limits   `json:"limits"`
 	Artifacts        []string `json:"artifacts"`
+	// Environment is the environment it ran in ("default": the runner's
+	// own image).
+	Environment string `json:"environment"`
 }
 
 // FileInfo names an input file of a job, with its size in bytes.
@@ -118,6 +121,10 @@ func (s *Spec) View() JobSpec {
 		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
 		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts),
+		Environment: DefaultEnvironment,
+	}
+	if s.Environment != "" {
+		v.Environment = s.Environment
 	}
 	for i, f := range s.Files {
 		v.Files[i] = FileInfo{Path: f.Path, Size: int64(len(f.Content))}

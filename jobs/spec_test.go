@@ -102,6 +102,7 @@ func TestSpecView(t *testing.T) {
 		Files:   []jobs.FileInfo{{Path: "main.py", Size: 9}, {Path: "data/x.bin", Size: 3}},
 		Stdin:   "AP8=", StdinEncoding: "base64", EnvNames: []string{"SECRET"},
 		TimeoutMS: 1000, Limits: jobs.Limits{MemoryMB: 256}, Artifacts: []string{"out/**"},
+		Environment: jobs.DefaultEnvironment,
 	}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("view = %+v\nwant   %+v", v, want)

@@ -84,12 +84,10 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if err != nil {
 		return jobs.Result{}, nil, fmt.Errorf("privacy tokens: %w", err)
 	}
-	if lang, ok := jobs.LookupLanguage(claim.Spec.Language); ok && claim.Spec.Code != "" && !a.r.sandbox.Runs(lang.Name) {
-		// The ingress offers a language this runner's image lacks (see
+	if msg := a.r.lacksLanguage(ctx, claim); msg != "" {
+		// The ingress took a language the job's image lacks (see
 		// GANTRY_LANGUAGES): say so, once.
-		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("this runner's sandbox image (%s) has no %s; the operator runs the compilers image for compiled languages (README: Compiled languages)",
-				a.r.sandbox.cfg.Image, lang.Name)}}, nil, nil
+		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: msg}}, nil, nil
 	}
 	in, err := a.prepare(ctx, claim)
 	if err != nil {
@@ -106,6 +104,9 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 			// What the job asks cannot be had here: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
 				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
+		case isEnv(err):
+			// Its environment cannot be had: say so, once.
+			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil, nil
 		case err != nil:
 			return jobs.Result{}, nil, err
 		}
@@ -188,9 +189,15 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 // job's tenant and limits.
 func (a *attempt) obtain(ctx context.Context) (*Container, error) {
 	if a.session != nil {
+		defer a.r.metrics.stage("restore", time.Now())
 		return a.session.container(ctx, a.claim.Spec)
 	}
-	c, source, err := a.r.fleet.acquire(ctx, a.claim.TenantID, a.claim.KeyEpoch, a.claim.Spec.Limits)
+	defer a.r.metrics.stage("acquire", time.Now())
+	image, err := a.r.envs.image(ctx, a.claim.TenantID, a.claim.Spec.Environment)
+	if err != nil {
+		return nil, err
+	}
+	c, source, err := a.r.fleet.acquire(ctx, a.claim.TenantID, a.claim.KeyEpoch, a.claim.Spec.Limits, image)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +387,8 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	// container and the outcome are held and collecting tried again.
 	var arts []jobs.Artifact
 	var omitted []jobs.OmittedArtifact
+	collectStart := time.Now()
+	defer a.r.metrics.stage("collect", collectStart)
 	err = a.r.throughS3Outage(a.jobCtx, a.log, "the job's files and result", func() error {
 		artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
 		defer cancelArt()
@@ -428,11 +437,11 @@ const agentGrace = 5 * time.Second
 // usage is what the agent measured of a sandbox, nil when it could not.
 // It is the agent's word (a program under the Container isolation shares
 // its container), so only what cannot be true is refused.
-func usage(u *agent.Usage) *jobs.Usage {
+func usage(u *agent.Usage) *jobs.ProgramUsage {
 	if u == nil || u.CPUTimeUS < 0 || u.PeakMemoryKB < 0 {
 		return nil
 	}
-	return &jobs.Usage{CPUTime: time.Duration(u.CPUTimeUS) * time.Microsecond, PeakMemoryKB: u.PeakMemoryKB}
+	return &jobs.ProgramUsage{CPUTime: time.Duration(u.CPUTimeUS) * time.Microsecond, PeakMemoryKB: u.PeakMemoryKB}
 }
 
 // compileResult is the job's record of its compile step, which took d.

@@ -111,6 +111,9 @@ func (d *fakeDocker) Ping(context.Context, client.PingOptions) (client.PingResul
 func (d *fakeDocker) ImageInspect(context.Context, string, ...client.ImageInspectOption) (client.ImageInspectResult, error) {
 	return client.ImageInspectResult{}, nil
 }
+func (d *fakeDocker) ImagePull(context.Context, string, client.ImagePullOptions) (client.ImagePullResponse, error) {
+	return nil, errors.New("no registry here")
+}
 func (d *fakeDocker) Close() error { return nil }
 
 func (d *fakeDocker) ContainerCreate(context.Context, client.ContainerCreateOptions) (client.ContainerCreateResult, error) {

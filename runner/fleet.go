@@ -53,11 +53,13 @@ func (c FleetConfig) WithDefaults(slots int) FleetConfig {
 	return c
 }
 
-// bindKey is what a container is bound to: one tenant and one limits
-// profile for its whole life.
+// bindKey is what a container is bound to: one tenant, one limits
+// profile and one image (its environment's; "" for the sandbox image) for
+// its whole life.
 type bindKey struct {
 	tenant string
 	limits jobs.Limits
+	image  string
 }
 
 // fleet owns a runner's containers between jobs. A container is
@@ -116,11 +118,12 @@ func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger
 // programs run directly in them (the Container isolation).
 func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
 
-// acquire returns a container bound to the tenant and limits, owned by the
-// caller until it calls release: the tenant's idle one used last, else a
-// pooled one, else a new one. source says which.
-func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits) (c *Container, source string, err error) {
-	key := bindKey{tenant: tenant, limits: lim.Container()}
+// acquire returns a container bound to the tenant, limits and image ("":
+// the sandbox image), owned by the caller until it calls release: the
+// tenant's idle one used last, else a pooled one (the pool holds the
+// sandbox image only), else a new one. source says which.
+func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (c *Container, source string, err error) {
+	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
 	f.mu.Lock()
 	stale := f.noteEpoch(tenant, epoch)
 	if list := f.idle[key]; len(list) > 0 {
@@ -138,14 +141,16 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 	f.mu.Unlock()
 	f.retireAll(stale, "key revoked")
 
-	if c, ok := f.take(ctx, key.limits); ok {
-		f.mu.Lock()
-		f.claimLocked(c, tenant, epoch)
-		f.mu.Unlock()
-		f.m.acquired.WithLabelValues("pool").Inc()
-		return c, "pool", nil
+	if image == "" {
+		if c, ok := f.take(ctx, key.limits); ok {
+			f.mu.Lock()
+			f.claimLocked(c, tenant, epoch)
+			f.mu.Unlock()
+			f.m.acquired.WithLabelValues("pool").Inc()
+			return c, "pool", nil
+		}
 	}
-	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits})
+	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits, Image: image})
 	if err != nil {
 		return nil, "", err
 	}
@@ -226,7 +231,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 			return
 		}
 		c.lastUsed = time.Now()
-		key := bindKey{tenant: c.tenant, limits: c.limits}
+		key := bindKey{tenant: c.tenant, limits: c.limits, image: c.image}
 		f.idle[key] = append(f.idle[key], c)
 		evicted := f.overflowLocked()
 		f.gaugesLocked()
@@ -237,8 +242,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 
 // createSession makes a container for a session's job (never pooled: it
 // carries the session's label and disk size), owned by the caller.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits) (*Container, error) {
-	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim})
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*Container, error) {
+	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
 	if err != nil {
 		return nil, err
 	}

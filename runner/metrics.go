@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,11 +12,15 @@ import (
 
 // Metrics are the runner's Prometheus metrics.
 type Metrics struct {
-	busy     prometheus.Gauge
-	finished *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	queued   prometheus.Histogram
-	s3Holds  prometheus.Counter
+	busy      prometheus.Gauge
+	finished  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	queued    prometheus.Histogram
+	s3Holds   prometheus.Counter
+	stages    *prometheus.HistogramVec
+	handBacks *prometheus.CounterVec
+	tenants   *tenantLabels
+	byTenant  *prometheus.CounterVec
 	// cpu is the CPU time programs used; accounting is what measuring it
 	// cost each run (the agent's wait for the sandbox's init).
 	cpu        *prometheus.HistogramVec
@@ -39,6 +44,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_job_queue_seconds", Help: "Time from publish to a runner taking the job.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 120},
 		}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gantry_job_stage_seconds", Help: "Time a job spends in each stage on the runner: acquire (a container), restore (a session's workspace), collect (its files), snapshot (a session's workspace), record (the result).",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 120},
+		}, []string{"stage"}),
+		handBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_job_handbacks_total", Help: "Job messages a runner gave back to the queue, by cause: database (unreachable while claiming), busy (another runner holds it), not_started (failed before its program started), shutdown, object_store (S3 stayed away until the runner stopped), unrecorded, session_handover, uncommitted (the submission's commit not seen yet).",
+		}, []string{"cause"}),
+		byTenant: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_tenant_jobs_total", Help: "Jobs finished, by tenant (the first 100 tenants a runner sees; the rest as \"other\") and status.",
+		}, []string{"tenant", "status"}),
+		tenants: &tenantLabels{max: 100, seen: map[string]bool{}},
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
 		}),
@@ -51,11 +67,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .1, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.cpu, m.accounting)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.cpu, m.accounting)
 	return m
 }
 
-func (m *Metrics) observe(language string, r jobs.Result) {
+func (m *Metrics) observe(language, tenantID string, r jobs.Result) {
+	m.tenantJob(tenantID, r.Status)
 	m.finished.WithLabelValues(language, string(r.Status)).Inc()
 	m.duration.WithLabelValues(language, string(r.Status)).Observe(r.Duration.Seconds())
 	if r.Usage != nil {
@@ -79,4 +96,44 @@ func (m *Metrics) s3Hold() {
 	if m != nil {
 		m.s3Holds.Inc()
 	}
+}
+
+// stage records how long a job spent in a stage; m may be nil.
+func (m *Metrics) stage(name string, since time.Time) {
+	if m != nil {
+		m.stages.WithLabelValues(name).Observe(time.Since(since).Seconds())
+	}
+}
+
+func (m *Metrics) handBack(cause string) {
+	if m != nil {
+		m.handBacks.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) tenantJob(tenantID string, status jobs.Status) {
+	if m != nil {
+		m.byTenant.WithLabelValues(m.tenants.label(tenantID), string(status)).Inc()
+	}
+}
+
+// tenantLabels bounds the tenant label's values: the first max tenants
+// seen keep their id, every later one is "other".
+type tenantLabels struct {
+	mu   sync.Mutex
+	max  int
+	seen map[string]bool
+}
+
+func (t *tenantLabels) label(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen[id] {
+		return id
+	}
+	if len(t.seen) >= t.max {
+		return "other"
+	}
+	t.seen[id] = true
+	return id
 }

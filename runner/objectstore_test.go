@@ -98,6 +98,12 @@ print("x" * 100000)  # long output: recorded through S3 too
 		if j.Status != jobs.StatusQueued || j.Attempt != 0 {
 			t.Fatalf("given back: %s attempt %d %v", j.Status, j.Attempt, j.Error)
 		}
+		if n := h.metric(t, "gantry_job_handbacks_total", map[string]string{"cause": "object_store"}); n != 1 {
+			t.Errorf("hand-backs for the object store: %v", n)
+		}
+		if n := h.metric(t, "gantry_runner_s3_holds_total", nil); n < 3 {
+			t.Errorf("S3 holds counted: %v (want one per wait, three or more)", n)
+		}
 		s3.Start()
 	})
 }

@@ -99,6 +99,7 @@ type Store interface {
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 	SessionStore
 	SkillStore
+	EnvironmentStore
 }
 
 // Runner runs jobs from the queue.
@@ -113,6 +114,7 @@ type Runner struct {
 	sandbox  *Sandbox
 	metrics  *Metrics
 	skills   *skillCache
+	envs     *environments
 	fleet    *fleet
 
 	// stopping closes when Run is asked to stop: session owners finish
@@ -140,7 +142,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
-		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st),
+		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	return r, nil
@@ -311,14 +313,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			r.handBack(msg, rm.TenantID, 500*time.Millisecond)
+			r.handBack(msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
 		}
 		return
 	case err != nil:
 		// Handing the message back spends no attempt (those are counted
 		// by claims): it comes back when Postgres may answer again.
 		log.Error("claim job; handing it back to the queue", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
 		return
 	}
 	switch outcome {
@@ -331,7 +333,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	case store.ClaimBusy:
 		// Redelivered while its runner still beats: look again later.
-		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second))
+		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
 		return
 	case store.ClaimGaveUp:
 		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
@@ -368,7 +370,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 			log.Error("give back job", "err", err)
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "object_store")
 		return
 	}
 	if err != nil {
@@ -377,7 +379,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			r.handBack(msg, rm.TenantID, time.Second)
+			r.handBack(msg, rm.TenantID, time.Second, retryCause(execCtx))
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
@@ -386,9 +388,11 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		}}
 	}
 
+	recordStart := time.Now()
 	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
 		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
 	})
+	r.metrics.stage("record", recordStart)
 	if err != nil && ctx.Err() == nil {
 		// Not an outage (those are waited out): say so in the job rather
 		// than run the program again.
@@ -407,7 +411,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 				log.Error("give back job", "err", err)
 			}
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "unrecorded")
 		return
 	}
 	if !applied {
@@ -421,10 +425,19 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	if applied {
 		r.publishStatus(rm.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(claim.Spec.Language, res)
+			r.metrics.observe(claim.Spec.Language, claim.TenantID, res)
 		}
 		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
 	}
+}
+
+// retryCause names why an attempt that did not finish went back to the
+// queue: the runner stopping, or a failure before its program started.
+func retryCause(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return "shutdown"
+	}
+	return "not_started"
 }
 
 // maxHold is how long a runner holds a message it cannot claim because
@@ -584,8 +597,10 @@ func (b *backoff) next() time.Duration {
 }
 
 // handBack returns a message to its queue, to be delivered again after d,
-// and announces it then, so that an idle runner takes it at once.
-func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration) {
+// and announces it then, so that an idle runner takes it at once. cause
+// says why, for gantry_job_handbacks_total.
+func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
+	r.metrics.handBack(cause)
 	_ = msg.NakWithDelay(d)
 	if tenantID != "" && r.nc != nil {
 		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })

@@ -41,6 +41,7 @@ type harness struct {
 	owners sync.Map // job id -> tenant, for jobs of other tenants
 	// stop stops the runner (draining as it does) and waits; idempotent.
 	stop func()
+	reg  *prometheus.Registry
 }
 
 func testImage() string {
@@ -96,7 +97,8 @@ func newHarnessWith(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness,
 	if os.Getenv("GANTRY_TEST_LOG") != "" {
 		logTo = os.Stderr
 	}
-	r, err := New(cfg, slog.New(slog.NewTextHandler(logTo, nil)), h.nc, h.st, h.blobs, sb, prometheus.NewRegistry())
+	h.reg = prometheus.NewRegistry()
+	r, err := New(cfg, slog.New(slog.NewTextHandler(logTo, nil)), h.nc, h.st, h.blobs, sb, h.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,4 +526,37 @@ print(round(LinearRegression().fit([[0], [1], [2]], [1, 3, 5]).coef_[0], 6), net
 	if j.Status != jobs.StatusSucceeded || j.Stdout != "2.0 3\n" {
 		t.Fatalf("libraries: %s %q %q", j.Status, j.Stdout, j.Stderr)
 	}
+}
+
+// metric is the value of a counter, or the count of a histogram, with the
+// labels given (every label of the series must match), summed.
+func (h *harness) metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }

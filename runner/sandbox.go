@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,7 @@ const agentTmpMB = 96
 type dockerAPI interface {
 	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
 	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImagePull(ctx context.Context, ref string, options client.ImagePullOptions) (client.ImagePullResponse, error)
 	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
 	ContainerAttach(ctx context.Context, id string, options client.ContainerAttachOptions) (client.ContainerAttachResult, error)
 	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
@@ -95,6 +97,9 @@ type Sandbox struct {
 	// languages are the languages the image labels (LabelLanguages), read
 	// by CheckImage; nil until then, or when the image says nothing.
 	languages atomic.Pointer[[]string]
+	// labels caches other images' languages (environments').
+	labelsMu sync.Mutex
+	labels   map[string]imageLabels
 }
 
 // LabelLanguages is the sandbox image's label naming the languages it
@@ -187,6 +192,8 @@ type ContainerSpec struct {
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
 	Limits    jobs.Limits
+	// Image is an environment's image ("": the sandbox image).
+	Image string
 }
 
 // RefusedError is Docker refusing a container for what the job asked (say,
@@ -221,7 +228,7 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)
 	}
-	c := &Container{id: res.ID, sb: s, born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID}
+	c := &Container{id: res.ID, sb: s, born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID, image: cs.Image}
 	// Attach before starting, so that nothing the agent says is lost.
 	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -241,8 +248,8 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	case err != nil:
 		err = fmt.Errorf("the sandbox agent did not report in: %w", err)
 	case hello.Protocol != agent.Protocol:
-		err = fmt.Errorf("%w: image %s has agent protocol %d, this runner speaks %d: rebuild it with `make image` (or set GANTRY_IMAGE)",
-			errAgent, s.cfg.Image, hello.Protocol, agent.Protocol)
+		err = fmt.Errorf("%w: image %s has agent protocol %d, this runner speaks %d: rebuild it with `make image` (or set GANTRY_IMAGE; an environment's image, FROM the current sandbox image)",
+			errAgent, cmp.Or(cs.Image, s.cfg.Image), hello.Protocol, agent.Protocol)
 	case hello.Error != "":
 		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
 	}
@@ -301,7 +308,7 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 	}
 	host.SecurityOpt = security
 	cfg := &container.Config{
-		Image:      s.cfg.Image,
+		Image:      cmp.Or(cs.Image, s.cfg.Image),
 		User:       SandboxUser,
 		WorkingDir: jobs.WorkspaceDir,
 		Cmd:        []string{"/usr/local/bin/gantry-agent", "-isolation", string(s.cfg.Isolation)},
@@ -441,6 +448,7 @@ type Container struct {
 	born    time.Time
 	limits  jobs.Limits // the container part of the job limits it was made with
 	session string
+	image   string // an environment's image ("": the sandbox image)
 
 	// Set by the fleet under its lock.
 	tenant   string // "" while unbound

@@ -59,7 +59,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second)
+		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
 		return
 	case !ok:
 		_ = msg.Ack()
@@ -109,7 +109,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		r.handBack(msg, rm.TenantID, time.Second)
+		r.handBack(msg, rm.TenantID, time.Second, "session_handover")
 	}
 }
 
@@ -220,12 +220,14 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if ctr != nil {
 		// While S3 is unavailable the container, the result and the lease
 		// are held: every write of the session is kept.
+		snapStart := time.Now()
 		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
 			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
 			defer cancelSnap()
 			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, version+1, st.DiskMB)
 			return err
 		})
+		r.metrics.stage("snapshot", snapStart)
 		if errors.Is(err, errS3Held) {
 			r.fleet.release(ctr, false, "runner stopping")
 			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
@@ -246,6 +248,8 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// the session's lease is renewed as soon as it is back.
 	var snapApplied bool
 	var replaced string
+	recordStart := time.Now()
+	defer r.metrics.stage("record", recordStart)
 	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
 		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap)
 		return applied, err
@@ -286,7 +290,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if applied {
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
-			r.metrics.observe(sj.Claim.Spec.Language, res)
+			r.metrics.observe(sj.Claim.Spec.Language, sj.Claim.TenantID, res)
 		}
 		log.Info("session job finished", "status", res.Status, "version", version)
 	}
@@ -321,7 +325,11 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 	// of the program ran, and the job keeps its attempt.
 	err := w.r.throughS3Outage(ctx, w.log, "a session's workspace to restore", func() error {
 		var err error
-		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim); err != nil {
+		image, err := w.r.envs.image(ctx, w.state.TenantID, w.state.Environment)
+		if err != nil {
+			return err
+		}
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image); err != nil {
 			return err
 		}
 		if w.version == 0 || w.key == "" {

@@ -139,6 +139,15 @@ plt.savefig("out/plot.png")
 	if j.Status != jobs.StatusSucceeded || j.Stdout != "['out'] []\n" || len(j.Artifacts) != 1 || j.Artifacts[0].Path != "out/plot.png" {
 		t.Fatalf("a plain job: %s %q %q %+v", j.Status, j.Stdout, j.Stderr, j.Artifacts)
 	}
+	// The runner's stages and the tenant's count went to its metrics.
+	for _, stage := range []string{"acquire", "collect", "record"} {
+		if n := h.metric(t, "gantry_job_stage_seconds", map[string]string{"stage": stage}); n != 1 {
+			t.Errorf("gantry_job_stage_seconds{stage=%q}: %v observations", stage, n)
+		}
+	}
+	if n := h.metric(t, "gantry_tenant_jobs_total", map[string]string{"tenant": h.tenant, "status": "succeeded"}); n != 1 {
+		t.Errorf("gantry_tenant_jobs_total: %v", n)
+	}
 	sid := h.session(t)
 	for i, code := range []string{"rm -r out && echo gone", "ls -d out && echo x > out/a.txt", "rm -r out; echo file > out", "cat out"} {
 		j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: code}), func(j jobs.Job) bool { return j.Status.Terminal() })

@@ -45,8 +45,8 @@ fi
 # The pinned tools, built once (go build's cache makes this a check).
 BIN="$ROOT/bin/tools"
 mkdir -p "$BIN"
-(cd "$TOOLS" && go build -o "$BIN/" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform) ||
-  die "building helm and kubeconform from deploy/tools/go.mod failed (needs the Go module proxy once)"
+(cd "$TOOLS" && go build -o "$BIN/" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform github.com/prometheus/prometheus/cmd/promtool) ||
+  die "building helm, kubeconform and promtool from deploy/tools/go.mod failed (needs the Go module proxy once)"
 helm() { "$BIN/helm" "$@"; }
 for values in "$CHART"/ci/*.yaml; do
   name=$(basename "$values" .yaml)
@@ -89,3 +89,16 @@ refused "postgres.url is required"
 refused "additional properties 'slot' not allowed" -f "$CHART/ci/cluster-values.yaml" --set runner.slot=3
 refused "/nats/url" -f "$CHART/ci/cluster-values.yaml" --set nats.url=localhost:4222
 say "helm chart: $(ls "$CHART"/ci/*.yaml | wc -l) values files render, lint and validate against Kubernetes $K8S_VERSION; bad values refused"
+
+# --- monitoring: the alert rules parse, their unit tests pass; a broken
+# rule is refused ---
+MON="$ROOT/deploy/monitoring"
+"$BIN/promtool" check rules "$MON/alerts.yaml" >"$WORK/rules.out" 2>&1 || die "promtool check rules: $(cat "$WORK/rules.out")"
+(cd "$MON" && "$BIN/promtool" test rules alerts_test.yaml) >"$WORK/rules.out" 2>&1 || die "promtool test rules: $(cat "$WORK/rules.out")"
+printf 'groups:\n  - name: x\n    rules:\n      - alert: Broken\n        expr: sum(rate(gantry_jobs_finished_total[5m]) > \n' >"$WORK/bad-rules.yaml"
+if "$BIN/promtool" check rules "$WORK/bad-rules.yaml" >/dev/null 2>&1; then
+  die "promtool accepted a rule that does not parse"
+fi
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$MON/gantry-dashboard.json" 2>/dev/null ||
+  die "deploy/monitoring/gantry-dashboard.json is not JSON"
+say "monitoring: $(grep -c -- '- alert:' "$MON/alerts.yaml") alert rules valid and their tests pass; the dashboard is JSON (test/TestMonitoringNamesRealMetrics checks its metrics)"

@@ -181,7 +181,7 @@ func TestJobSpecsAndSealedEnv(t *testing.T) {
 	}
 	want := jobs.JobSpec{Code: req.Code, Files: []jobs.FileInfo{{Path: "data.csv", Size: 8}, {Path: "x.bin", Size: 3}},
 		Stdin: "line\n", StdinEncoding: "utf8", EnvNames: []string{"DEBUG", "TOKEN"},
-		TimeoutMS: spec.TimeoutMS, Limits: spec.Limits, Artifacts: spec.Artifacts}
+		TimeoutMS: spec.TimeoutMS, Limits: spec.Limits, Artifacts: spec.Artifacts, Environment: jobs.DefaultEnvironment}
 	if len(specs) != 2 || !reflect.DeepEqual(specs[id], want) {
 		t.Errorf("spec view = %+v\nwant %+v", specs[id], want)
 	}

@@ -22,15 +22,18 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
 	var meta []byte
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment)
 	if err != nil {
 		return s, err
+	}
+	if s.Environment == "" {
+		s.Environment = jobs.DefaultEnvironment
 	}
 	if err := json.Unmarshal(meta, &s.Metadata); err != nil {
 		return s, err
@@ -43,10 +46,10 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error) {
 	meta, _ := json.Marshal(orEmpty(req.Metadata))
 	return scanSession(s.pool.QueryRow(ctx, `
-		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $4::integer))
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer))
 		RETURNING `+sessionColumns,
-		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta))
+		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment))
 }
 
 // GetSession returns the tenant's active session, or ErrNotFound (also for
@@ -211,6 +214,8 @@ type SessionState struct {
 	Version     int64
 	SnapshotKey string
 	Queued      int
+	// Environment is the one its jobs run in ("": the runner's own image).
+	Environment string
 }
 
 // AcquireSession makes owner the session's only runner of jobs until
@@ -221,8 +226,8 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
 		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
-		RETURNING tenant_id, language, disk_mb, version, snapshot_key, `+sessionQueued, id, owner, lease.Seconds()).
-		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued)
+		RETURNING tenant_id, language, disk_mb, version, snapshot_key, `+sessionQueued+`, environment`, id, owner, lease.Seconds()).
+		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.Version, &key, &st.Queued, &st.Environment)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
 		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {

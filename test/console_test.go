@@ -315,6 +315,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(base+"jobs?status=succeeded&session_id=ses_nope"),
 		present(".empty"),
 	)
+	// The overview charts the tenant's usage (GET /v1/usage): the job that
+	// ran is in today's bar, green.
+	run(t, ctx, "overview", 30*time.Second,
+		chromedp.Navigate(base),
+		present(`nav a[aria-current="page"][href="/console/overview"]`),
+		present(`svg rect.s-succeeded`),
+		shot(t, "overview"),
+	)
+	if n := textOf(t, ctx, "#total-jobs"); n == "" || n == "0" {
+		t.Errorf("the overview counts %q jobs", n)
+	}
+	var title string
+	run(t, ctx, "overview bar", 5*time.Second, chromedp.Evaluate(`document.querySelector('svg rect.s-succeeded').parentNode.querySelector('title').textContent`, &title))
+	if !strings.Contains(title, "succeeded") || !strings.Contains(title, time.Now().UTC().Format("2006-01-02")) {
+		t.Errorf("today's bar says %q", title)
+	}
 
 	csv := filepath.Join(t.TempDir(), "data.csv")
 	if err := os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644); err != nil {

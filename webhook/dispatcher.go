@@ -55,6 +55,9 @@ type Config struct {
 	// View prepares a job for the event as the API shows it (artifact
 	// URLs filled in).
 	View func(jobs.Job) jobs.Job
+	// Attempted, when set, is told each attempt's outcome: the delivery's
+	// status after it (delivered, pending: to be retried, failed: given up).
+	Attempted func(status string)
 }
 
 // WithDefaults fills in zero fields.
@@ -337,6 +340,9 @@ func (d *Dispatcher) deliver(ctx context.Context, w DueDelivery) {
 	}
 	if err := d.store.RecordWebhookAttempt(ctx, w.ID, a, status, next); err != nil && ctx.Err() == nil {
 		log.Warn("record webhook attempt", "err", err)
+	}
+	if d.cfg.Attempted != nil {
+		d.cfg.Attempted(string(status))
 	}
 }
 

@@ -314,7 +314,7 @@ func printJob(j jobs.Job) {
 
 const sessionsUsage = `Usage:
   gantry sessions ls [--limit N] [--cursor C] [--json]
-  gantry sessions create [--lang LANG] [--ttl DUR] [--json]   prints the new session's id
+  gantry sessions create [--lang LANG] [--ttl DUR] [--env NAME] [--json]   prints the new session's id
   gantry sessions rm ID...
 `
 
@@ -361,6 +361,7 @@ func cmdSessions(ctx context.Context, args []string) error {
 	case "create", "new":
 		lang := c.fs.String("lang", "python", "")
 		ttl := c.fs.Duration("ttl", 0, "")
+		environment := c.fs.String("env", "", "")
 		if _, err := c.parse(args, 0, 0); err != nil {
 			return err
 		}
@@ -369,7 +370,7 @@ func cmdSessions(ctx context.Context, args []string) error {
 			return apiErr(err)
 		}
 		var s jobs.Session
-		req := jobs.SessionRequest{Language: *lang, TTLSeconds: int(ttl.Seconds())}
+		req := jobs.SessionRequest{Language: *lang, TTLSeconds: int(ttl.Seconds()), Environment: *environment}
 		if err := a.json(ctx, request{method: "POST", path: "/v1/sessions"}, req, &s); err != nil {
 			return apiErr(err)
 		}

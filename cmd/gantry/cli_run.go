@@ -36,6 +36,8 @@ Flags:
   -f PATH[:DEST]     add a file or directory to the workspace (as DEST; default its name); repeatable
   -e NAME=VALUE      set an environment variable (-e NAME takes it from here); repeatable
   --session ID       run in a session's workspace
+  --env NAME         run in an environment (a sandbox image the operator registered; see
+                     GET /v1/environments); not to be confused with -e
   --timeout DUR      wall-clock limit, such as 30s or 5m (default: the server's, 30s)
   -o DIR             download the files the job made (its artifacts) into DIR
   --webhook URL      call URL when the job finishes (Standard Webhooks)
@@ -56,6 +58,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	c.fs.Var(&files, "f", "")
 	c.fs.Var(&env, "e", "")
 	session := c.fs.String("session", "", "")
+	environment := c.fs.String("env", "", "")
 	timeout := c.fs.String("timeout", "", "")
 	outDir := c.fs.String("o", "", "")
 	hook := c.fs.String("webhook", "", "")
@@ -69,6 +72,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	req.Environment = *environment
 	a, err := newAPI()
 	if err != nil {
 		return &exitError{code: 125, msg: err.Error()}

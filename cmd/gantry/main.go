@@ -33,6 +33,12 @@ Operators:
   keys create TENANT [LABEL]      create an API key (printed once)
   keys list TENANT                list a tenant's keys
   keys revoke KEY_ID              revoke a key
+  environments add NAME IMAGE [--description TEXT] [--tenant TENANT]... [--no-check]
+                                  register an environment: a sandbox image derived from
+                                  gantry's (checked here: pulled if a registry serves it,
+                                  its agent must answer)
+  environments list               list environments
+  environments remove NAME        remove one
   version                         print the version
   probe URL                       GET URL; exit 0 on a 2xx (a container health check
                                   for images without curl)
@@ -106,6 +112,8 @@ func run(ctx context.Context, args []string) error {
 		return runTenants(ctx, cfg, args)
 	case "keys":
 		return runKeys(ctx, cfg, args)
+	case "environments":
+		return runEnvironments(ctx, cfg, args)
 	}
 	return errUsage
 }

@@ -318,18 +318,23 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	natsUp := func(ctx context.Context) error {
+		if !d.nc.IsConnected() {
+			return errNATSDown
+		}
+		// The runners' consumer answers: the stream has a leader.
+		_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
+		return err
+	}
 	health.ready([]readyCheck{
 		{"docker", r.Check}, // the engine answers and has the sandbox image
 		{"postgres", d.store.Ping},
-		{"nats", func(ctx context.Context) error {
-			if !d.nc.IsConnected() {
-				return errNATSDown
-			}
-			// The runners' consumer answers: the stream has a leader.
-			_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
-			return err
-		}},
+		{"nats", natsUp},
 		{"s3", d.blobs.Ping},
+	})
+	// The same, cheaper, for alerts (the engine answering is enough).
+	service.RegisterDependencyGauges(d.reg, []service.Check{
+		{Name: "docker", Fn: sb.Ping}, {Name: "postgres", Fn: d.store.Ping}, {Name: "nats", Fn: natsUp}, {Name: "s3", Fn: d.blobs.Ping},
 	})
 	go func() { <-ctx.Done(); health.draining() }()
 	return r.Run(ctx)

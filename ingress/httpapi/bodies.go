@@ -35,6 +35,11 @@ type languageList struct {
 	Languages []jobs.Language `json:"languages"`
 }
 
+// environmentList is GET /v1/environments.
+type environmentList struct {
+	Environments []jobs.Environment `json:"environments"`
+}
+
 // health is GET /healthz.
 type health struct {
 	Status string `json:"status"`

@@ -32,7 +32,9 @@ func constraints() []constraint {
 	skillName := js{"pattern": skills.NamePattern}
 	skillLanguages := js{"enum": openapi.Enum(skills.Languages)}
 	serverName := js{"pattern": codemode.NamePattern}
+	envName := js{"pattern": jobs.EnvironmentNamePattern}
 	return []constraint{
+		{"schemas.Environment.name", envName},
 		{"schemas.JobRequest.language", languages},
 		{"schemas.SessionRequest.language", languages},
 		{"schemas.InputFile.encoding", encodings},

@@ -36,6 +36,28 @@ var listJobsParams = []openapi.Param{
 	{In: "query", Name: "cursor", Schema: js{"type": "string"}, Description: "The next_cursor of the previous page (opaque)."},
 }
 
+// usageParams are GET /v1/usage's query parameters.
+var usageParams = []openapi.Param{
+	{In: "query", Name: "from", Schema: js{"type": "string", "format": "date-time"}, Description: "The range's start (RFC 3339), rounded down to its bucket's start. Default: 7 days before `to` by the day, 24 hours by the hour."},
+	{In: "query", Name: "to", Schema: js{"type": "string", "format": "date-time"}, Description: "The range's end (RFC 3339, exclusive), rounded up to a bucket's end. Default: now."},
+	{In: "query", Name: "by", Schema: js{"type": "string", "enum": []any{"day", "hour"}, "default": "day"}, Description: "The buckets: days or hours, in UTC. At most 1000 buckets."},
+}
+
+var usageParamNames = queryNames(usageParams)
+
+func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request, p service.Principal) error {
+	q, err := strictQuery(r.URL.RawQuery, usageParamNames)
+	if err != nil {
+		return err
+	}
+	u, err := s.svc.Usage(r.Context(), p, service.UsageQuery{From: q.Get("from"), To: q.Get("to"), By: q.Get("by")})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, u)
+	return nil
+}
+
 // statusListSchema is ?status='s: statuses, each item one or several
 // comma-separated (the form kin-openapi and the JSON Schema can both check).
 func statusListSchema() js {

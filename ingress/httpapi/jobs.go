@@ -14,6 +14,15 @@ func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ servi
 	return nil
 }
 
+func (s *Server) handleEnvironments(w http.ResponseWriter, r *http.Request, p service.Principal) error {
+	envs, err := s.svc.Environments(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, environmentList{Environments: envs})
+	return nil
+}
+
 // submit decodes a request body and queues the job.
 func (s *Server) submit(r *http.Request, p service.Principal) (jobs.Job, error) {
 	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)

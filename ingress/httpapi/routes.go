@@ -105,6 +105,26 @@ func (s *Server) routeTable() []route {
 			},
 		},
 		{
+			Method: "GET", Path: "/v1/environments", ID: "listEnvironments",
+			handle:  s.handleEnvironments,
+			Tags:    []string{"jobs"},
+			Summary: "List the environments (sandbox images) this tenant's jobs and sessions may run in.",
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The environments, the default first.", Content: []openapi.Media{{Type: "application/json", Schema: typ[environmentList]()}}},
+			},
+		},
+		{
+			Method: "GET", Path: "/v1/usage", ID: "getUsage",
+			handle:  s.handleUsage,
+			Tags:    []string{"jobs"},
+			Summary: "What this tenant ran, per day or hour: jobs by status, run times, files kept, sessions used.",
+			Params:  usageParams,
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The usage, by bucket and in all.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Usage]()}}},
+				{Status: "400", Ref: "BadRequest"},
+			},
+		},
+		{
 			Method: "POST", Path: "/v1/jobs", ID: "submitJob",
 			handle:  s.handleSubmit,
 			Tags:    []string{"jobs"},

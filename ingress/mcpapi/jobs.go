@@ -24,6 +24,7 @@ type codeArgs struct {
 	StdinEncoding string      `json:"stdin_encoding,omitempty"`
 	TimeoutMS     int         `json:"timeout_ms,omitempty"`
 	SessionID     *string     `json:"session_id,omitempty"`
+	Environment   string      `json:"environment,omitempty"`
 }
 
 // submitArgs are the arguments of submit_job: execute_code's and a key
@@ -35,7 +36,7 @@ type submitArgs struct {
 
 func (a codeArgs) request() jobs.Request {
 	return jobs.Request{Language: a.Language, Code: a.Code, Files: a.Files, Stdin: a.Stdin, StdinEncoding: a.StdinEncoding,
-		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, Metadata: map[string]string{"via": "mcp"}}
+		TimeoutMS: a.TimeoutMS, SessionID: a.SessionID, Environment: a.Environment, Metadata: map[string]string{"via": "mcp"}}
 }
 
 func (a submitArgs) request() jobs.Request {
@@ -209,6 +210,7 @@ func (s *Server) codeNote() toolNote {
 		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"session_id":     {"description": "from create_session"},
+		"environment":    {"description": "an environment the operator registered (a sandbox image with more packages); absent: the default"},
 	}}
 }
 

@@ -31,8 +31,9 @@ type (
 	}
 	// createSessionArgs are create_session's.
 	createSessionArgs struct {
-		Language   string `json:"language,omitempty"`
-		TTLSeconds int    `json:"ttl_seconds,omitempty"`
+		Language    string `json:"language,omitempty"`
+		TTLSeconds  int    `json:"ttl_seconds,omitempty"`
+		Environment string `json:"environment,omitempty"`
 	}
 	// sessionCreated is create_session's answer.
 	sessionCreated struct {
@@ -98,6 +99,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		inputOf[createSessionArgs](toolNote{props: map[string]js{
 			"language":    {"enum": openapi.Enum(jobs.LanguageNames())},
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
+			"environment": {"description": "an environment the operator registered, for every job of the session; absent: the default"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
 	), s.toolCreateSession)
@@ -171,7 +173,7 @@ func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest)
 	if res != nil || err != nil {
 		return res, err
 	}
-	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds})
+	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Environment: args.Environment})
 	if err != nil {
 		return toolError(err), nil
 	}

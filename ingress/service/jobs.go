@@ -37,6 +37,11 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
+	if req.SessionID == nil {
+		if err := s.checkEnvironment(ctx, p, spec.Environment); err != nil {
+			return jobs.Job{}, false, err
+		}
+	}
 	sessionID := ""
 	if req.SessionID != nil {
 		sessionID = *req.SessionID
@@ -87,10 +92,11 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	return job, created, nil
 }
 
-// fitSession fits a session job's memory to the session's workspace,
-// which is held in memory and counts against it: a job that does not say
-// how much memory it needs gets at least the session's disk_mb; one that
-// asks for less is refused.
+// fitSession fits a session job to its session: it runs in the session's
+// environment (naming another is refused), and its memory fits the
+// session's workspace, which is held in memory and counts against it: a
+// job that does not say how much memory it needs gets at least the
+// session's disk_mb; one that asks for less is refused.
 func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request, spec *jobs.Spec) error {
 	sess, err := s.store.GetSession(ctx, p.TenantID, *req.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -99,6 +105,14 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 	if err != nil {
 		return err
 	}
+	env := sess.Environment
+	if env == jobs.DefaultEnvironment {
+		env = ""
+	}
+	if req.Environment != "" && spec.Environment != env {
+		return BadRequest("environment", "a session's jobs run in the session's environment (%s); leave environment out", sess.Environment)
+	}
+	spec.Environment = env
 	if spec.Limits.MemoryMB >= sess.DiskMB {
 		return nil
 	}

@@ -80,6 +80,8 @@ type MaintenanceStore interface {
 	// SealPlainEnv seals, with seal, the env of up to limit jobs stored in
 	// the clear, and returns how many it sealed.
 	SealPlainEnv(ctx context.Context, limit int, seal func(tenantID, jobID string, spec *jobs.Spec) error) (int, error)
+	// LiveJobs counts the unfinished jobs and the age of the oldest.
+	LiveJobs(ctx context.Context) (store.LiveJobs, error)
 }
 
 // SessionObjects deletes what a closed session left in the object store.
@@ -204,6 +206,22 @@ func (m *Maintenance) pass(ctx context.Context, settled bool) {
 	if ctx.Err() == nil {
 		m.sealPlainEnv(ctx)
 	}
+	if ctx.Err() == nil {
+		m.measureLiveJobs(ctx)
+	}
+}
+
+// measureLiveJobs sets the gauges of unfinished jobs, which the alerts
+// on stuck jobs and a growing queue read.
+func (m *Maintenance) measureLiveJobs(ctx context.Context) {
+	l, err := m.store.LiveJobs(ctx)
+	if err != nil {
+		return
+	}
+	m.metrics.live.WithLabelValues("queued").Set(float64(l.Queued))
+	m.metrics.live.WithLabelValues("running").Set(float64(l.Running))
+	m.metrics.oldest.WithLabelValues("queued").Set(l.OldestQueued)
+	m.metrics.oldest.WithLabelValues("running").Set(l.OldestRunning)
 }
 
 // sealPlainEnv seals the env of jobs stored before GANTRY_SECRET_KEY was
@@ -280,6 +298,7 @@ func (m *Maintenance) sweepHistory(ctx context.Context) {
 type maintenanceMetrics struct {
 	reconciled     *prometheus.CounterVec
 	historyDeleted prometheus.Counter
+	live, oldest   *prometheus.GaugeVec
 }
 
 func newMaintenanceMetrics(reg prometheus.Registerer) *maintenanceMetrics {
@@ -290,7 +309,13 @@ func newMaintenanceMetrics(reg prometheus.Registerer) *maintenanceMetrics {
 		historyDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_history_deleted_total", Help: "Finished jobs deleted by the retention sweep (GANTRY_HISTORY_TTL).",
 		}),
+		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gantry_jobs_unfinished", Help: "Jobs queued or running now, across tenants (read every sweep by each ingress).",
+		}, []string{"status"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gantry_jobs_oldest_seconds", Help: "How long the oldest queued job has waited since it was submitted, and the oldest running job has run since its attempt started (read every sweep).",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.reconciled, m.historyDeleted)
+	reg.MustRegister(m.reconciled, m.historyDeleted, m.live, m.oldest)
 	return m
 }

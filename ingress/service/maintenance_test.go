@@ -38,7 +38,8 @@ func (g *gate) hold(ctx context.Context) error {
 // heldStore is a MaintenanceStore whose sweep is held in ExpireSessions.
 type heldStore struct{ g *gate }
 
-func (s heldStore) Ping(context.Context) error { return nil }
+func (s heldStore) Ping(context.Context) error                     { return nil }
+func (heldStore) LiveJobs(context.Context) (store.LiveJobs, error) { return store.LiveJobs{}, nil }
 func (s heldStore) SealPlainEnv(context.Context, int, func(string, string, *jobs.Spec) error) (int, error) {
 	return 0, nil
 }

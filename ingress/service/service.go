@@ -124,6 +124,10 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
+
+	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
+
+	Environments(ctx context.Context) ([]store.Environment, error)
 }
 
 // The store's records the service hands to its adapters as they are.
@@ -187,6 +191,7 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
+	envs     environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
@@ -214,9 +219,11 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		{"nats", s.checkQueue},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
+	RegisterDependencyGauges(reg, s.checks)
 	if cfg.Box.Enabled() {
 		wc := s.cfg.Webhooks
 		wc.View = View
+		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
 		if wc.UserAgent == "" {
 			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
 		}
@@ -345,6 +352,7 @@ func (s *Service) checkQueue(ctx context.Context) error {
 // metrics are the service's own: what it accepted.
 type metrics struct {
 	submitted *prometheus.CounterVec
+	webhooks  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -352,7 +360,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_jobs_submitted_total", Help: "Jobs accepted, by language.",
 		}, []string{"language"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_webhook_attempts_total", Help: "Webhook delivery attempts, by the delivery's status after each: delivered, pending (to be retried), failed (given up).",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.submitted)
+	reg.MustRegister(m.submitted, m.webhooks)
 	return m
 }

@@ -39,6 +39,9 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if maxMB := s.cfg.Policy.MaxLimits.MemoryMB; req.DiskMB > maxMB {
 		return jobs.Session{}, BadRequest("disk_mb", "must be at most %d, the most memory a job may have (GANTRY_MAX_MEMORY_MB): the workspace is held in memory and counts against its jobs' memory", maxMB)
 	}
+	if err := s.checkEnvironment(ctx, p, req.Environment); err != nil {
+		return jobs.Session{}, err
+	}
 	return s.store.CreateSession(ctx, p.TenantID, req)
 }
 

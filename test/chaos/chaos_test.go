@@ -107,20 +107,8 @@ func TestChaos(t *testing.T) {
 			}
 			f.back = time.Now()
 		}, after: 20 * time.Second},
-		{name: "S3 stopped 20 s", inject: func(f *fault) {
-			f.at = time.Now()
-			c.objects.stop()
-			time.Sleep(20 * time.Second)
-			c.objects.start(t)
-			f.back = time.Now()
-		}, after: 20 * time.Second},
-		{name: "S3 stopped 60 s", inject: func(f *fault) {
-			f.at = time.Now()
-			c.objects.stop()
-			time.Sleep(60 * time.Second)
-			c.objects.start(t)
-			f.back = time.Now()
-		}, after: 20 * time.Second},
+		{name: "S3 stopped 20 s", inject: s3Outage(t, c, 20*time.Second), after: 20 * time.Second},
+		{name: "S3 stopped 60 s", inject: s3Outage(t, c, 60*time.Second), after: 20 * time.Second},
 		{name: "S3 disk full 20 s", inject: func(f *fault) {
 			f.at = time.Now()
 			n := c.objects.fill(t)
@@ -184,6 +172,17 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	t.Logf("chaos run took %s", time.Since(began).Round(time.Second))
+}
+
+// s3Outage stops the cluster's S3 server for d.
+func s3Outage(t *testing.T, c *cluster, d time.Duration) func(*fault) {
+	return func(f *fault) {
+		f.at = time.Now()
+		c.objects.stop()
+		time.Sleep(d)
+		c.objects.start(t)
+		f.back = time.Now()
+	}
 }
 
 // runningJobs reads a runner's log (its life up to a kill -9) for the jobs

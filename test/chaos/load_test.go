@@ -65,7 +65,9 @@ func (c *client) retry(ctx context.Context, first int, within time.Duration, met
 	wait := 100 * time.Millisecond
 	for try := 0; ; try++ {
 		status, b, err := c.do(ctx, (first+try)%2, method, path, body)
-		if err == nil && status < 500 {
+		// 429 (the tenant's request rate, which the final polls of every
+		// job can pass) is retried, as a client does.
+		if err == nil && status < 500 && status != http.StatusTooManyRequests {
 			return status, b, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

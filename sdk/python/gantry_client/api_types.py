@@ -280,6 +280,26 @@ class Compile(TypedDict):
     status: Literal["succeeded", "failed", "timed_out"]
 
 
+class Environment(TypedDict):
+    """An environment: a sandbox image the operator registered (`gantry
+    environments add`), derived from gantry's sandbox image with more packages.
+    Its image is the operator's business and not shown.
+    """
+
+    #: True for the environment of jobs that name none.
+    default: bool
+    #: What the operator says it holds.
+    description: str
+    #: What a job or session names in `environment`.
+    name: str
+
+
+class EnvironmentList(TypedDict):
+    """The environments this tenant may use, the default first."""
+
+    environments: List[Environment]
+
+
 class Error(TypedDict):
     """The body of every failed API request."""
 
@@ -505,6 +525,13 @@ class JobRequest(_JobRequestRequired, total=False):
     #: one) and are never shown again: jobs show the names only (spec.env_names
     #: with ?include=spec).
     env: Dict[str, str]
+    #: The environment (a sandbox image the operator registered, with the packages
+    #: some jobs need) the job runs in; GET /v1/environments lists the ones this
+    #: tenant may use. Absent, empty or `default` means gantry's own sandbox image.
+    #: An unknown one, or one the operator registered for other tenants, is a 400
+    #: naming `environment`. A session's jobs run in the session's environment:
+    #: naming another is a 400.
+    environment: str
     #: Input files, at most 1000, at most 8388608 bytes in all once decoded.
     files: List[InputFile]
     #: Client-chosen key, 1-255 printable ASCII characters without spaces (or send
@@ -558,6 +585,8 @@ class _JobSpecRequired(TypedDict):
     #: The names of the job's environment variables, sorted. Their values are never
     #: shown.
     env_names: List[str]
+    #: The environment the job ran in (`default` for gantry's own sandbox image).
+    environment: str
     files: List[JobSpecFile]
     limits: Limits
     #: The program's standard input; base64 when stdin_encoding is base64.
@@ -897,6 +926,8 @@ class Session(TypedDict):
     created_at: str
     #: Size in MiB of the session's /workspace.
     disk_mb: int
+    #: The environment its jobs run in (`default` for gantry's own sandbox image).
+    environment: str
     #: last_used_at + ttl_seconds. An expired session is closed (its queued jobs
     #: cancelled, its running job stopped, its files deleted) within seconds.
     expires_at: str
@@ -947,6 +978,10 @@ class SessionRequest(TypedDict, total=False):
     #: set limits.memory_mb gets at least disk_mb of memory, and one that sets less
     #: is refused (400 naming limits.memory_mb).
     disk_mb: int
+    #: The environment (GET /v1/environments) every job of the session runs in.
+    #: Absent, empty or `default` means gantry's own sandbox image; an unknown one
+    #: is a 400 naming `environment`.
+    environment: str
     #: The session's language (GET /v1/languages lists them). Absent or empty means
     #: python.
     language: Literal["python", "python3", "py", "bash", "sh", "node", "javascript", "js", "nodejs", "typescript", "ts", "c", "cpp", "c++", "go", "golang", "java", "rust", "rs"]
@@ -1201,6 +1236,56 @@ class ToolList(TypedDict):
     #: With q: the matches, best first, at most limit.
     tools: List[ToolInfo]
 
+_UsageRequired = TypedDict("_UsageRequired", {"buckets": "List[UsageBucket]", "by": "str", "from": "str", "to": "str", "total": "UsageFigures"})
+
+
+class Usage(_UsageRequired):
+    """What the tenant ran over a range, from its job history (so a job deleted by
+    the history's retention no longer counts): every bucket of the range in
+    order, empty ones included, and the range's total. A job counts in the
+    bucket it was submitted in, with its status now.
+    """
+
+    pass
+
+
+class UsageBucket(TypedDict):
+    """One bucket (a day or an hour, UTC) of a usage report."""
+
+    #: The size of the files the jobs produced that gantry kept (omitted ones
+    #: aside).
+    artifact_bytes: int
+    #: The median wall time of the programs that ran; null when none did.
+    duration_p50_ms: Optional[int]
+    #: The 95th percentile of the programs' wall time; null when none ran.
+    duration_p95_ms: Optional[int]
+    #: Jobs submitted, by their status now (every status present).
+    jobs: Dict[str, int]
+    #: All jobs submitted.
+    jobs_total: int
+    #: The sessions jobs were submitted to.
+    sessions: int
+    #: The bucket's first instant.
+    start: str
+
+
+class UsageFigures(TypedDict):
+    """The figures of a bucket, or of the whole range."""
+
+    #: The size of the files the jobs produced that gantry kept (omitted ones
+    #: aside).
+    artifact_bytes: int
+    #: The median wall time of the programs that ran; null when none did.
+    duration_p50_ms: Optional[int]
+    #: The 95th percentile of the programs' wall time; null when none ran.
+    duration_p95_ms: Optional[int]
+    #: Jobs submitted, by their status now (every status present).
+    jobs: Dict[str, int]
+    #: All jobs submitted.
+    jobs_total: int
+    #: The sessions jobs were submitted to.
+    sessions: int
+
 
 class _WebhookAttemptRequired(TypedDict):
     at: str
@@ -1263,4 +1348,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

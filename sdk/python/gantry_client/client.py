@@ -332,9 +332,11 @@ class Gantry:
     # -- sessions and their files -------------------------------------------
 
     def create_session(self, language: str = "python", *, ttl_seconds: Optional[int] = None,
-                       disk_mb: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> t.Session:
+                       disk_mb: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None,
+                       environment: Optional[str] = None) -> t.Session:
         """A stateful workspace: pass its id as session_id to run jobs in it."""
-        req = {"language": language, "ttl_seconds": ttl_seconds, "disk_mb": disk_mb, "metadata": metadata}
+        req = {"language": language, "ttl_seconds": ttl_seconds, "disk_mb": disk_mb, "metadata": metadata,
+               "environment": environment}
         return self._request("POST", "/v1/sessions", json_body={k: v for k, v in req.items() if v is not None})
 
     def get_session(self, session_id: str) -> t.Session:
@@ -419,6 +421,10 @@ class Gantry:
 
     def languages(self) -> t.LanguageList:
         return self._request("GET", "/v1/languages", idempotent=True)
+
+    def environments(self) -> t.EnvironmentList:
+        """The environments (sandbox images) this tenant's jobs may name in environment=."""
+        return self._request("GET", "/v1/environments", idempotent=True)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

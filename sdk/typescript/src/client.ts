@@ -1,6 +1,6 @@
 import { ConnectionFailed, GantryError, errorFor } from "./errors.js";
 import type {
-  ArtifactManifest, BatchResponse, FileList, InputFile, Job, JobList, JobRequest, JobStatus, LanguageList,
+  ArtifactManifest, BatchResponse, EnvironmentList, FileList, InputFile, Job, JobList, JobRequest, JobStatus, LanguageList,
   LogStatusEvent, PresignedURL, Session, SessionList, SessionRequest, Settings, Skill, SkillSummary, SkillVersions,
   WebhookSecret,
 } from "./types.js";
@@ -456,6 +456,11 @@ export class Gantry {
 
   languages(): Promise<LanguageList> {
     return this.#call({ method: "GET", path: "/v1/languages", idempotent: true });
+  }
+
+  /** The environments (sandbox images) this tenant's jobs may name in `environment`. */
+  environments(): Promise<EnvironmentList> {
+    return this.#call({ method: "GET", path: "/v1/environments", idempotent: true });
   }
 }
 

@@ -254,6 +254,25 @@ export interface Compile {
   status: "succeeded" | "failed" | "timed_out";
 }
 
+/**
+ * An environment: a sandbox image the operator registered (`gantry
+ * environments add`), derived from gantry's sandbox image with more packages.
+ * Its image is the operator's business and not shown.
+ */
+export interface Environment {
+  /** True for the environment of jobs that name none. */
+  default: boolean;
+  /** What the operator says it holds. */
+  description: string;
+  /** What a job or session names in `environment`. */
+  name: string;
+}
+
+/** The environments this tenant may use, the default first. */
+export interface EnvironmentList {
+  environments: Environment[];
+}
+
 /** The body of every failed API request. */
 export interface Error {
   error: ErrorDetail;
@@ -506,6 +525,15 @@ export interface JobRequest {
    * with ?include=spec).
    */
   env?: Record<string, string>;
+  /**
+   * The environment (a sandbox image the operator registered, with the packages
+   * some jobs need) the job runs in; GET /v1/environments lists the ones this
+   * tenant may use. Absent, empty or `default` means gantry's own sandbox image.
+   * An unknown one, or one the operator registered for other tenants, is a 400
+   * naming `environment`. A session's jobs run in the session's environment:
+   * naming another is a 400.
+   */
+  environment?: string;
   /** Input files, at most 1000, at most 8388608 bytes in all once decoded. */
   files?: InputFile[];
   /**
@@ -595,6 +623,8 @@ export interface JobSpec {
    * shown.
    */
   env_names: string[];
+  /** The environment the job ran in (`default` for gantry's own sandbox image). */
+  environment: string;
   files: JobSpecFile[];
   limits: Limits;
   /** The program's standard input; base64 when stdin_encoding is base64. */
@@ -970,6 +1000,8 @@ export interface Session {
   created_at: string;
   /** Size in MiB of the session's /workspace. */
   disk_mb: number;
+  /** The environment its jobs run in (`default` for gantry's own sandbox image). */
+  environment: string;
   /**
    * last_used_at + ttl_seconds. An expired session is closed (its queued jobs
    * cancelled, its running job stopped, its files deleted) within seconds.
@@ -1036,6 +1068,12 @@ export interface SessionRequest {
    * is refused (400 naming limits.memory_mb).
    */
   disk_mb?: number;
+  /**
+   * The environment (GET /v1/environments) every job of the session runs in.
+   * Absent, empty or `default` means gantry's own sandbox image; an unknown one
+   * is a 400 naming `environment`.
+   */
+  environment?: string;
   /**
    * The session's language (GET /v1/languages lists them). Absent or empty means
    * python.
@@ -1340,6 +1378,63 @@ export interface ToolList {
    * With q: the matches, best first, at most limit.
    */
   tools: ToolInfo[];
+}
+
+/**
+ * What the tenant ran over a range, from its job history (so a job deleted by
+ * the history's retention no longer counts): every bucket of the range in
+ * order, empty ones included, and the range's total. A job counts in the
+ * bucket it was submitted in, with its status now.
+ */
+export interface Usage {
+  buckets: UsageBucket[];
+  /** day or hour. */
+  by: string;
+  /** The first bucket's start (the asked-for from, rounded down). */
+  from: string;
+  /** The last bucket's end (the asked-for to, rounded up). */
+  to: string;
+  total: UsageFigures;
+}
+
+/** One bucket (a day or an hour, UTC) of a usage report. */
+export interface UsageBucket {
+  /**
+   * The size of the files the jobs produced that gantry kept (omitted ones
+   * aside).
+   */
+  artifact_bytes: number;
+  /** The median wall time of the programs that ran; null when none did. */
+  duration_p50_ms: number | null;
+  /** The 95th percentile of the programs' wall time; null when none ran. */
+  duration_p95_ms: number | null;
+  /** Jobs submitted, by their status now (every status present). */
+  jobs: Record<string, number>;
+  /** All jobs submitted. */
+  jobs_total: number;
+  /** The sessions jobs were submitted to. */
+  sessions: number;
+  /** The bucket's first instant. */
+  start: string;
+}
+
+/** The figures of a bucket, or of the whole range. */
+export interface UsageFigures {
+  /**
+   * The size of the files the jobs produced that gantry kept (omitted ones
+   * aside).
+   */
+  artifact_bytes: number;
+  /** The median wall time of the programs that ran; null when none did. */
+  duration_p50_ms: number | null;
+  /** The 95th percentile of the programs' wall time; null when none ran. */
+  duration_p95_ms: number | null;
+  /** Jobs submitted, by their status now (every status present). */
+  jobs: Record<string, number>;
+  /** All jobs submitted. */
+  jobs_total: number;
+  /** The sessions jobs were submitted to. */
+  sessions: number;
 }
 
 /** One try at delivering a webhook. */
