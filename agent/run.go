@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // drainGrace bounds how long output is read after the program's main
@@ -259,6 +260,7 @@ type process struct {
 	// initUsage is the sandbox's init's usage, when the agent reaped it,
 	// and reapWait how long reaping it took.
 	initUsage *syscall.Rusage
+	initSelf  time.Duration // the init's own CPU time, left out of its usage
 	reapWait  time.Duration
 	setupErr  []byte // the first bytes of stderr, which name a setup failure
 	waitErr   error
@@ -579,6 +581,8 @@ func (p *process) stop() {
 // everything it reaped (the program and every other process of the pid
 // namespace), then falls to the agent, the container's subreaper
 // (setup). When bubblewrap reaped it first, its usage is in bubblewrap's.
+// The init's own CPU time (setting up the sandbox's mounts, then waiting)
+// is read from its schedstat while it is a zombie, and left out.
 func (p *process) reapInit() {
 	p.mu.Lock()
 	pid := p.childPID
@@ -594,40 +598,79 @@ func (p *process) reapInit() {
 	}()
 	deadline := start.Add(drainGrace)
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		var ws syscall.WaitStatus
-		var ru syscall.Rusage
-		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
-		if got == pid {
-			p.mu.Lock()
-			p.initUsage = &ru
-			p.mu.Unlock()
+		exited, err := zombie(pid)
+		if err != nil && err != syscall.EINTR {
+			return // not ours: bubblewrap reaped it
+		}
+		if exited {
+			self := ownCPU(pid)
+			var ws syscall.WaitStatus
+			var ru syscall.Rusage
+			if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru); got == pid {
+				p.mu.Lock()
+				p.initUsage, p.initSelf = &ru, self
+				p.mu.Unlock()
+			}
 			return
 		}
-		if (err != nil && err != syscall.EINTR) || time.Now().After(deadline) {
-			return // not ours (bubblewrap reaped it), or it will not end
+		if time.Now().After(deadline) {
+			return // it will not end; bubblewrap's account stands
 		}
 		time.Sleep(wait)
 	}
 }
 
-// usage is what the sandbox used (after exited closed): its first
-// process's and its children's, with the init's that the agent reaped
-// (reapInit); nil when unknown.
-func (p *process) usage() *Usage {
-	if p.cmd.ProcessState == nil {
-		return nil
+// zombie reports whether the child pid has exited, without reaping it.
+func zombie(pid int) (bool, error) {
+	var info struct {
+		signo, errno, code, _ int32
+		pid                   int32
+		_                     [108]byte
 	}
-	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok || ru == nil {
-		return nil
+	const wexited, wnowait = 4, 0x1000000
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(pid), uintptr(unsafe.Pointer(&info)),
+		wexited|syscall.WNOHANG|wnowait, 0, 0)
+	if errno != 0 {
+		return false, errno
+	}
+	return info.pid == int32(pid), nil
+}
+
+// ownCPU is the CPU time a process used itself, not its children (its
+// schedstat's run time), 0 when unknown.
+func ownCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns)
+}
+
+// usage is what the sandbox used (after exited closed): under Namespaces
+// its init's account, which the agent reaped (reapInit), holding every
+// process of the sandbox and not bubblewrap's own launcher (whose peak
+// memory counts the agent's, by way of its exec); else, and when
+// bubblewrap reaped the init itself, the first process's and its
+// children's. nil when unknown.
+func (p *process) usage() *Usage {
+	ru, self := p.initUsage, p.initSelf
+	if ru == nil {
+		if p.cmd.ProcessState == nil {
+			return nil
+		}
+		var ok bool
+		if ru, ok = p.cmd.ProcessState.SysUsage().(*syscall.Rusage); !ok || ru == nil {
+			return nil
+		}
 	}
 	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
-	u := &Usage{CPUTimeUS: us(ru.Utime) + us(ru.Stime), PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
-	if in := p.initUsage; in != nil {
-		u.CPUTimeUS += us(in.Utime) + us(in.Stime)
-		u.PeakMemoryKB = max(u.PeakMemoryKB, in.Maxrss)
-	}
-	return u
+	cpu := max(us(ru.Utime)+us(ru.Stime)-self.Microseconds(), 0)
+	return &Usage{CPUTimeUS: cpu, PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
 }
 
 // exit reports how the program ended (after done closed).
