@@ -137,8 +137,9 @@ type Usage struct {
 	// PeakMemoryKB is the largest resident set of any one process, in
 	// KiB (ru_maxrss).
 	PeakMemoryKB int64 `json:"peak_memory_kb"`
-	// WaitUS is what accounting cost the run: how long after bubblewrap
-	// exited the agent waited for the sandbox's init to reap it.
+	// WaitUS is what accounting added to the run: how long after the
+	// sandbox's output ended the agent still waited for its init, to reap
+	// it.
 	WaitUS int64 `json:"wait_us,omitempty"`
 }
 

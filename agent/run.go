@@ -243,6 +243,7 @@ type process struct {
 	cmd       *exec.Cmd
 	isolation Isolation
 	exited    chan struct{} // closed when the sandbox's main process ended
+	reaped    chan struct{} // closed after exited, when its usage is known (reapInit)
 	done      chan struct{} // closed when, also, its output was read (after relay)
 	outR      *os.File
 	errR      *os.File
@@ -258,7 +259,8 @@ type process struct {
 	childPID int  // Namespaces: the sandbox's init, in the agent's pid namespace
 	timedOut bool // the agent killed it at its deadline
 	// initUsage is the sandbox's init's usage, when the agent reaped it,
-	// and reapWait how long reaping it took.
+	// and reapWait how much waiting for it added to the run, after the
+	// sandbox's output ended.
 	initUsage *syscall.Rusage
 	initSelf  time.Duration // the init's own CPU time, left out of its usage
 	reapWait  time.Duration
@@ -283,7 +285,7 @@ type launchOpts struct {
 // Its output is not read until relay.
 func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, error) {
 	withStdin, announce := o.stdin, o.announce
-	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
+	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), reaped: make(chan struct{}), done: make(chan struct{}),
 		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
 	var files []*os.File // ours, closed when launch fails
 	closeAll := func() {
@@ -374,11 +376,13 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 			// kill every process the agent may signal (all but itself and
 			// the container's init).
 			_ = syscall.Kill(-1, syscall.SIGKILL)
-		} else {
+		}
+		close(p.exited)
+		if p.isolation == Namespaces {
 			<-p.statusEnd
 			p.reapInit()
 		}
-		close(p.exited)
+		close(p.reaped)
 	}()
 	return p, stdinW, nil
 }
@@ -463,6 +467,14 @@ func (p *process) finish(relays *sync.WaitGroup) {
 		}
 		<-drained
 	}
+	// What accounting adds to the run: the wait for the sandbox's init
+	// beyond its output's end (the init holds the sandbox's stdout and
+	// stderr, so it has mostly ended by then).
+	waited := time.Now()
+	<-p.reaped
+	p.mu.Lock()
+	p.reapWait = time.Since(waited)
+	p.mu.Unlock()
 	close(p.done)
 }
 
@@ -577,12 +589,13 @@ func (p *process) stop() {
 
 // reapInit reaps the sandbox's init (Namespaces) once bubblewrap exited,
 // and keeps what it used. Bubblewrap learns the program's exit status from
-// its init over a pipe and may exit before its init did; the init, with
-// everything it reaped (the program and every other process of the pid
-// namespace), then falls to the agent, the container's subreaper
-// (setup). When bubblewrap reaped it first, its usage is in bubblewrap's.
-// The init's own CPU time (setting up the sandbox's mounts, then waiting)
-// is read from its schedstat while it is a zombie, and left out.
+// its init over a pipe and exits without waiting for it (the init dies
+// with it: --die-with-parent); the init, with everything it reaped (the
+// program and every other process of the pid namespace), then falls to the
+// agent, the container's subreaper (setup). When bubblewrap reaped it
+// first, its usage is in bubblewrap's. The init's own CPU time (setting up
+// the sandbox's mounts, then waiting) is read from its schedstat while it
+// is a zombie, and left out.
 func (p *process) reapInit() {
 	p.mu.Lock()
 	pid := p.childPID
@@ -590,50 +603,45 @@ func (p *process) reapInit() {
 	if pid <= 0 {
 		return
 	}
-	start := time.Now()
-	defer func() {
-		p.mu.Lock()
-		p.reapWait = time.Since(start)
-		p.mu.Unlock()
-	}()
-	deadline := start.Add(drainGrace)
-	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		exited, err := zombie(pid)
-		if err != nil && err != syscall.EINTR {
+	ended := make(chan bool, 1)
+	go func() { ended <- awaitZombie(pid) }()
+	select {
+	case ok := <-ended:
+		if !ok {
 			return // not ours: bubblewrap reaped it
 		}
-		if exited {
-			self := ownCPU(pid)
-			var ws syscall.WaitStatus
-			var ru syscall.Rusage
-			if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru); got == pid {
-				p.mu.Lock()
-				p.initUsage, p.initSelf = &ru, self
-				p.mu.Unlock()
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			return // it will not end; bubblewrap's account stands
-		}
-		time.Sleep(wait)
+	case <-time.After(drainGrace):
+		return // it does not end: bubblewrap's account stands
+	}
+	self := ownCPU(pid)
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru); got == pid {
+		p.mu.Lock()
+		p.initUsage, p.initSelf = &ru, self
+		p.mu.Unlock()
 	}
 }
 
-// zombie reports whether the child pid has exited, without reaping it.
-func zombie(pid int) (bool, error) {
+// awaitZombie waits until the child pid has exited, without reaping it;
+// false when it is not the agent's child.
+func awaitZombie(pid int) bool {
 	var info struct {
 		signo, errno, code, _ int32
 		pid                   int32
 		_                     [108]byte
 	}
 	const wexited, wnowait = 4, 0x1000000
-	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(pid), uintptr(unsafe.Pointer(&info)),
-		wexited|syscall.WNOHANG|wnowait, 0, 0)
-	if errno != 0 {
-		return false, errno
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(pid), uintptr(unsafe.Pointer(&info)), wexited|wnowait, 0, 0)
+		switch errno {
+		case 0:
+			return info.pid == int32(pid)
+		case syscall.EINTR:
+			continue
+		}
+		return false
 	}
-	return info.pid == int32(pid), nil
 }
 
 // ownCPU is the CPU time a process used itself, not its children (its

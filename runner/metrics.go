@@ -63,8 +63,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
 		}, []string{"language"}),
 		accounting: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gantry_sandbox_accounting_seconds", Help: "What measuring a sandbox's usage added to its run: the agent's wait for the sandbox's init after bubblewrap exited.",
-			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .1, 1},
+			Name: "gantry_sandbox_accounting_seconds", Help: "What measuring a sandbox's usage added to its run: the agent's wait for the sandbox's init after its output ended.",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
 	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.cpu, m.accounting)
