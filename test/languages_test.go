@@ -65,6 +65,18 @@ func TestCompiledLanguagesOverHTTP(t *testing.T) {
 			deref(j.Compile.CPUTimeMS), deref(j.Compile.PeakMemoryKB), deref(j.DurationMS), deref(j.CPUTimeMS), deref(j.PeakMemoryKB))
 	}
 
+	// gantry run: the language from the extension, the arguments after --;
+	// a compile error shows the compiler's output.
+	dir := t.TempDir()
+	writeFile(t, dir+"/sum.c", "#include <stdio.h>\n#include <stdlib.h>\nint main(int c, char **v) { int s = 0; for (int i = 1; i < c; i++) s += atoi(v[i]); printf(\"%d\\n\", s); }\n")
+	if r := d.gantryCLI(t, dir, "", nil, "run", "sum.c", "--", "1", "2", "39"); r.code != 0 || r.stdout != "42\n" {
+		t.Errorf("gantry run sum.c -- 1 2 39: %+v", r)
+	}
+	writeFile(t, dir+"/broken.cpp", "int main() { return nope; }\n")
+	if r := d.gantryCLI(t, dir, "", nil, "run", "broken.cpp"); r.code != 1 || !strings.Contains(r.stderr, "nope") || !strings.Contains(r.stderr, "did not compile") {
+		t.Errorf("gantry run broken.cpp: %+v", r)
+	}
+
 	// A compile error: the job failed before its program ran, and says so.
 	r := c.call(t, "POST", "/v1/execute?wait=90s", `{"language": "c++", "code": "int main() { return missing; }", "compile_timeout_ms": 60000}`)
 	var j jobs.Job
