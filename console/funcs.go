@@ -30,9 +30,9 @@ var funcs = template.FuncMap{
 		}
 		return "–"
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"bytes": formatBytes,
-	"ptr": func(n int64) *int64 { return &n },
+	"ptr":   func(n int64) *int64 { return &n },
 	// kib shows a size in KiB (a job's peak memory), "–" for none.
 	"kib": func(p *int64) string {
 		if p == nil {
