@@ -318,9 +318,14 @@ type SpecFile struct {
 // Timeout is the spec's wall-clock limit.
 func (s *Spec) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
 
-// CompileTimeout is the compile step's wall-clock limit.
+// CompileTimeout is the compile step's wall-clock limit (the default
+// policy's for a spec that has none).
 func (s *Spec) CompileTimeout() time.Duration {
-	return time.Duration(s.CompileTimeoutMS) * time.Millisecond
+	ms := s.CompileTimeoutMS
+	if ms <= 0 {
+		ms = DefaultPolicy().DefaultCompileTimeoutMS
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // RunMessage is the body of the JetStream message that asks a runner to run

@@ -177,7 +177,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		TimeoutMS: spec.TimeoutMS,
 	}
 	if plan.Compile != nil {
-		in.req.Compile = &agent.Compile{Argv: plan.Compile, TimeoutMS: spec.CompileTimeoutMS, OutputCap: jobs.CompileOutputCap}
+		in.req.Compile = &agent.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -341,6 +342,31 @@ int main() { std::map<int, std::string> m; std::cout << F<80>::v << m.size() << 
 		}
 	})
 
+	t.Run("in a session", func(t *testing.T) {
+		t.Parallel()
+		sid := h.session(t)
+		run := func(req jobs.Request) jobs.Job {
+			return h.waitFor(t, h.submitIn(t, sid, req), func(j jobs.Job) bool { return j.Status.Terminal() })
+		}
+		if j := run(jobs.Request{Language: "bash", Code: "echo '#define ANSWER 42' > answer.h"}); j.Status != jobs.StatusSucceeded {
+			t.Fatalf("bash: %s %q", j.Status, j.Stderr)
+		}
+		// The compile sees the session's workspace, read-only.
+		j := run(jobs.Request{Language: "c", Code: "#include <stdio.h>\n#include \"answer.h\"\nint main(void) { FILE *f = fopen(\"from-c.txt\", \"w\"); fprintf(f, \"%d\\n\", ANSWER); return fclose(f); }\n"})
+		if j.Status != jobs.StatusSucceeded || j.Compile == nil || j.Compile.Status != jobs.CompileSucceeded {
+			t.Fatalf("c in the session: %s %q %q", j.Status, j.Stderr, j.CompileOutput)
+		}
+		j = run(jobs.Request{Language: "c", Code: "#include <stdio.h>\nint main(void) { return 0; }\n#error stop here\n"})
+		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeCompileError {
+			t.Fatalf("a compile error in the session: %s %+v", j.Status, j.Error)
+		}
+		// The program's file is there, the build is not.
+		j = run(jobs.Request{Language: "bash", Code: "cat from-c.txt; ls -A | sort | tr '\\n' ' '"})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "42\nanswer.h from-c.txt out " {
+			t.Errorf("the session's workspace: %s %q %q", j.Status, j.Stdout, j.Stderr)
+		}
+	})
+
 	t.Run("alias and a Java class of its own name", func(t *testing.T) {
 		t.Parallel()
 		j := h.run(t, jobs.Request{Language: "c++", Code: "#include <iostream>\nint main() { std::cout << __cplusplus << std::endl; }\n"})
@@ -352,4 +378,24 @@ int main() { std::map<int, std::string> m; std::cout << F<80>::v << m.size() << 
 			t.Errorf("java package and main class: %s %q %q %q", j.Status, j.Stdout, j.Stderr, j.CompileOutput)
 		}
 	})
+}
+
+// TestCompiledLanguagesInTheirOwnContainer: under the container isolation
+// (gVisor's) the compile step and the program run in the job's container
+// one after the other, and a compile error is told apart as under
+// bubblewrap.
+func TestCompiledLanguagesInTheirOwnContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarnessWith(t, testSandboxWith(t, agent.Container), 1)
+	needCompilers(t, h)
+	j := h.run(t, jobs.Request{Language: "rust", Code: modePrograms["rust"], Stdin: "gvisor\n", CompileTimeoutMS: 60_000})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "hello gvisor\n" || j.Compile == nil || j.Compile.CPUTimeMS == nil || j.CPUTimeMS == nil {
+		t.Errorf("rust: %s %q %q %+v %q", j.Status, j.Stdout, j.Stderr, j.Compile, j.CompileOutput)
+	}
+	j = h.run(t, jobs.Request{Language: "go", Code: brokenPrograms["go"][0], CompileTimeoutMS: 60_000})
+	if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeCompileError || !strings.Contains(j.CompileOutput, brokenPrograms["go"][1]) {
+		t.Errorf("go compile error: %s %+v %q", j.Status, j.Error, j.CompileOutput)
+	}
 }
