@@ -611,7 +611,14 @@ func (p *process) reapInit() {
 			return // not ours: bubblewrap reaped it
 		}
 	case <-time.After(drainGrace):
-		return // it does not end: bubblewrap's account stands
+		// It does not end: bubblewrap's account stands, and the init is
+		// reaped whenever it does (not to be left a zombie).
+		go func() {
+			if <-ended {
+				_, _ = syscall.Wait4(pid, nil, 0, nil)
+			}
+		}()
+		return
 	}
 	self := ownCPU(pid)
 	var ws syscall.WaitStatus
