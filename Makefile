@@ -76,6 +76,10 @@ chromium: ## install Chromium for the console's browser tests (Debian's chromium
 sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
+.PHONY: compat-deps
+compat-deps: ## install the compatible APIs' unmodified clients the tests drive (npm's piston-client, pinned; once)
+	@scripts/ensure-compat-deps.sh
+
 .PHONY: openapi
 openapi: ## write ingress/openapi.json from the route table, the Go types and ingress/httpapi/openapi.yaml (a test fails when it is stale)
 	$(GO) generate ./ingress
@@ -85,7 +89,7 @@ sdk: ## generate the SDKs' types from ingress/openapi.json (a test fails when th
 	$(GO) run ./sdk/gen
 
 .PHONY: deps
-deps: docker postgres versitygw image $(SANDBOX_DEPS) sdk-deps ## everything run and test need (SANDBOX=compilers: the compilers image too)
+deps: docker postgres versitygw image $(SANDBOX_DEPS) sdk-deps compat-deps ## everything run and test need (SANDBOX=compilers: the compilers image too)
 
 .PHONY: run
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080

@@ -53,6 +53,8 @@ var (
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 	compiledN = flag.Int("compiled-n", 5, "compile-and-run executions per compiled language, when the image has them")
+	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
+	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
 )
 
 const code = "print(6*7)"
@@ -317,6 +319,14 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, cm...)
+	}
+
+	if *burst > 0 {
+		cr, err := compatRows(c, *burst, *problems)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, cr...)
 	}
 
 	// Polling.

@@ -17,6 +17,11 @@ func NewID(prefix string) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
 	_, _ = rand.Read(b[6:])
+	return IDOf(prefix, b)
+}
+
+// IDOf writes 128 bits as an id with the prefix, as NewID does.
+func IDOf(prefix string, b [16]byte) string {
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 27)
 	sb.WriteString(prefix)
@@ -38,6 +43,28 @@ func NewID(prefix string) string {
 		sb.WriteByte(crockford[v&31])
 	}
 	return sb.String()
+}
+
+// IDBits are the 128 bits of an id with the prefix (IDOf); false for a
+// string no id can be.
+func IDBits(prefix, id string) ([16]byte, bool) {
+	var b [16]byte
+	if !ValidID(prefix, id) {
+		return b, false
+	}
+	digits := id[len(prefix)+1:]
+	if strings.IndexByte(crockford, digits[0]) > 7 {
+		return b, false // more than 128 bits
+	}
+	var hi, lo uint64
+	for i := range len(digits) {
+		v := uint64(strings.IndexByte(crockford, digits[i]))
+		hi = hi<<5 | lo>>59
+		lo = lo<<5 | v
+	}
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return b, true
 }
 
 // ValidID reports whether s looks like an id NewID made with this prefix.

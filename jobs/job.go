@@ -251,7 +251,7 @@ type Spec struct {
 	Language string   `json:"language"`
 	Code     string   `json:"code,omitempty"`
 	Command  []string `json:"command,omitempty"`
-	// Args are the program's arguments (with Code).
+	// Args follow the program on its command line.
 	Args  []string   `json:"args,omitempty"`
 	Files []SpecFile `json:"files,omitempty"`
 	// Stdin is the program's standard input, as raw bytes (it may be
@@ -268,6 +268,8 @@ type Spec struct {
 	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
 	Limits           Limits   `json:"limits"`
 	Artifacts        []string `json:"artifacts"`
+	// Compat is a compatible API's own data (Request.Compat).
+	Compat json.RawMessage `json:"compat,omitempty"`
 	// Environment names the sandbox image ("": the runner's own).
 	Environment string `json:"environment,omitempty"`
 }

@@ -40,10 +40,18 @@ type Request struct {
 	// WebhookURL is called when the job finishes (else the tenant's
 	// default, if any).
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// Compat is what a compatible API (Judge0, SandboxFusion, Piston)
+	// keeps with the job for its own answers, such as Judge0's expected
+	// output: stored with the spec, never given to the program, and not
+	// part of the HTTP API (an adapter sets it in Go).
+	Compat json.RawMessage `json:"-"`
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
 }
+
+// MaxCompatBytes caps Request.Compat.
+const MaxCompatBytes = 4 << 20
 
 // The encodings of a request's file contents and stdin: text, or base64
 // of the bytes. "utf-8" is read as EncodingUTF8, the default.
@@ -332,11 +340,24 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 			return Spec{}, fieldErr("code", "must not contain NUL bytes")
 		}
 		spec.Code = req.Code
+	}
+	if len(req.Args) > 0 { // with code: a command was refused them above
 		if err := checkArgv("args", req.Args); err != nil {
 			return Spec{}, err
 		}
+		n := 0
+		for _, a := range req.Args {
+			n += len(a)
+		}
+		if n > 64<<10 {
+			return Spec{}, fieldErr("args", "is %d bytes; at most %d", n, 64<<10)
+		}
 		spec.Args = req.Args
 	}
+	if len(req.Compat) > MaxCompatBytes {
+		return Spec{}, fieldErr("", "the compatible API's data is %d bytes; at most %d", len(req.Compat), MaxCompatBytes)
+	}
+	spec.Compat = req.Compat
 	if spec.Stdin, err = p.normalizeStdin(req.Stdin, req.StdinEncoding); err != nil {
 		return Spec{}, err
 	}

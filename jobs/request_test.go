@@ -273,3 +273,21 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestArgsFollowTheProgram(t *testing.T) {
+	p := DefaultPolicy()
+	spec, err := p.Normalize(Request{Language: "python", Code: "print(1)", Args: []string{"a", "b c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := spec.Plan().Run
+	if n := len(argv); n < 3 || argv[n-2] != "a" || argv[n-1] != "b c" || argv[n-3] != ProgramDir+"/main.py" {
+		t.Errorf("argv = %q", argv)
+	}
+	if _, err := p.Normalize(Request{Language: "python", Command: []string{"python3", "x.py"}, Args: []string{"a"}}); err == nil {
+		t.Error("args with a command accepted")
+	}
+	if _, err := p.Normalize(Request{Language: "python", Code: "x", Args: []string{"a\x00"}}); err == nil {
+		t.Error("a NUL byte in args accepted")
+	}
+}

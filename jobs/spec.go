@@ -104,6 +104,9 @@ type JobSpec struct {
 	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
 	Limits           Limits   `json:"limits"`
 	Artifacts        []string `json:"artifacts"`
+	// Compat is a compatible API's own data (Request.Compat), for the
+	// adapter that stored it; not part of the HTTP API.
+	Compat json.RawMessage `json:"-"`
 	// Environment is the environment it ran in ("default": the runner's
 	// own image).
 	Environment string `json:"environment"`
@@ -120,7 +123,7 @@ func (s *Spec) View() JobSpec {
 	v := JobSpec{
 		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
-		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts),
+		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
 		Environment: DefaultEnvironment,
 	}
 	if s.Environment != "" {

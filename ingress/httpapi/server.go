@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 )
 
@@ -42,6 +43,11 @@ type Config struct {
 	// MCP serves /mcp, behind the API's key check (nil: 404). It finds
 	// the caller with service.PrincipalFrom.
 	MCP http.Handler
+	// Compat are the compatible APIs by name (sandboxfusion, judge0,
+	// piston), each served at /compat/<name>/... with that prefix stripped.
+	// They authenticate their own callers (package compat) and are not
+	// part of the document.
+	Compat map[string]http.Handler
 	// Document is the OpenAPI document served at /openapi.json (what
 	// OpenAPI writes, as committed).
 	Document []byte
@@ -99,6 +105,15 @@ func (s *Server) routes() {
 		m.Handle("/mcp", s.instrument("/mcp", s.authenticated(func(w http.ResponseWriter, r *http.Request, p service.Principal) error {
 			s.cfg.MCP.ServeHTTP(w, r.WithContext(service.WithPrincipal(r.Context(), p)))
 			return nil
+		})))
+	}
+	for name, h := range s.cfg.Compat {
+		base := compat.Prefix + name
+		h := http.StripPrefix(base, h)
+		// The route label is the API's name: a key sent in the path was
+		// taken out before (compat.PathKeys), and never names a series.
+		m.Handle(base+"/", s.instrument(base, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(compat.Arrived(r.Context(), s.keySource(r))))
 		})))
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -191,7 +191,9 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
-	envs     environments // the registered environments, cached
+	// callbacks are the compatible APIs' (callbacks.go).
+	callbacks *callbacks
+	envs      environments // the registered environments, cached
 }
 
 // New makes a Service. Start must be called before it serves jobs.
@@ -208,6 +210,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
 	}
@@ -263,6 +266,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop releases the service's subscriptions.
 func (s *Service) Stop() {
+	s.callbacks.stop()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}

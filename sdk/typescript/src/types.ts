@@ -481,9 +481,10 @@ export interface JobList {
  */
 export interface JobRequest {
   /**
-   * Arguments for the program (with `code`; a `command` holds its own): at most
-   * 256, no NUL bytes. They follow the program's path (interpreted languages) or
-   * the compiled program.
+   * Arguments given to the program after its path (sys.argv[1:],
+   * process.argv.slice(2), "$@"), or to the compiled program, with `code` only
+   * (a `command` carries its own). At most 256, 65536 bytes in all, no NUL
+   * bytes.
    */
   args?: string[];
   /**
