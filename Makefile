@@ -99,16 +99,22 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 # faults, sessions.
 RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestUsage)$$
 
+# Every package's tests run under the race detector but the end-to-end
+# ones (test/...: they drive the gantry binary, built without it).
+RACE_PKGS = $$($(GO) list ./... | grep -v '/gantry/test')
+
 .PHONY: test
-test: deps image-compilers chromium runsc build deploy-check ## run every test against the real engines (on the compilers image; the sandbox tests under gVisor too), and validate deploy/
+test: deps image-compilers chromium runsc build deploy-check ## run every test against the real engines (on the compilers image, with the race detector; the sandbox tests under gVisor too), and validate deploy/
 	@status=0; \
 	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
-		$(GO) test -count=1 -timeout 20m ./... || status=$$?; \
+		$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS) || status=$$?; \
+	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
+		$(GO) test -count=1 -timeout 20m ./test/... || status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
 			echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
 			GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
-				$(GO) test -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner || status=$$?; \
+				$(GO) test -race -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner || status=$$?; \
 		else echo "dockerd has no runsc runtime: the gVisor tests were skipped (make runsc)"; fi; \
 	fi; \
 	scripts/drop-test-templates.sh; exit $$status

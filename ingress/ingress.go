@@ -74,9 +74,9 @@ type Config struct {
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
-	// Agent answers POST /v1/agent/chat/completions (nil: no model is
+	// Chat answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
-	Agent httpapi.ChatAgent
+	Chat httpapi.Chat
 }
 
 // Check is a named readiness check.
@@ -100,7 +100,7 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait}, log, svc)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
-		Agent: cfg.Agent, MCP: mcp, Document: openapiJSON,
+		Chat: cfg.Chat, MCP: mcp, Document: openapiJSON,
 		Compat: map[string]http.Handler{
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
 			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),

@@ -14,6 +14,7 @@ import (
 // calls of the service; they never reach the store, the job history or
 // NATS themselves. A compatible API added beside them is held to the same.
 func TestAdaptersStayAdapters(t *testing.T) {
+	t.Parallel()
 	forbidden := []string{
 		"github.com/gantryhq/gantry/store",
 		"github.com/gantryhq/gantry/history",

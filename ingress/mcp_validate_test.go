@@ -15,6 +15,7 @@ import (
 // argument and what it must be, for each kind of schema error, in calls
 // and in task-augmented calls alike.
 func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	code := map[string]any{"language": "python", "code": "print(1)"}

@@ -13,6 +13,7 @@ import (
 // percentiles, the files kept and the sessions used, per bucket and in all
 // — shows its own jobs only, and bad ranges are 400s naming the field.
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	sess := h.newSession(t, h.keyA)
 	submit := func(key, body string) string {

@@ -1,10 +1,8 @@
-// Package jobs is the contract between the ingress and the runners: the job
-// request and result types, their validation, the JetStream stream and
-// consumer definitions, and the NATS subjects and headers both sides use.
-//
-// It is a leaf package: it imports nothing else from gantry, so that the
-// ingress and the runners can each depend on it without depending on each
-// other.
+// Package jobs holds the API's types and their rules: the job request and
+// its validation into a Spec, the job and its result, sessions, languages,
+// tenants' quotas and ids. The ingress and the runners both depend on it
+// (and on package queue, for the messages between them) without depending
+// on each other; it imports nothing of gantry but package glob.
 package jobs
 
 import (
@@ -181,11 +179,6 @@ type Job struct {
 	// Spec is what the job ran, when asked for (?include=spec); never its
 	// env values.
 	Spec *JobSpec `json:"spec,omitempty"`
-	// StdoutKey and StderrKey locate a stream's bytes in the object store
-	// when they were too long to keep in the row (Stdout or Stderr is then
-	// empty until the history layer reads them back). Not part of the API.
-	StdoutKey string `json:"-"`
-	StderrKey string `json:"-"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -225,11 +218,6 @@ type Result struct {
 	ArtifactsOmitted []OmittedArtifact
 	Error            *ErrorInfo
 	ToolCalls        []ToolCall
-	// StdoutKey and StderrKey, when set, say that the stream's bytes were
-	// moved to the object store under that key; Stdout or Stderr is then
-	// empty.
-	StdoutKey string
-	StderrKey string
 }
 
 // ProgramUsage is what a sandbox's processes used, measured by the kernel
@@ -328,31 +316,6 @@ func (s *Spec) CompileTimeout() time.Duration {
 		ms = DefaultPolicy().DefaultCompileTimeoutMS
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-// RunMessage is the body of the JetStream message that asks a runner to run
-// a job. It carries ids only: the spec is read from the store, so messages
-// stay small however large the job's files are.
-type RunMessage struct {
-	JobID    string `json:"job_id"`
-	TenantID string `json:"tenant_id"`
-	// SessionID is set for a session's job. The message then asks a runner
-	// to run the session's queued jobs in order, not this job alone.
-	SessionID string `json:"session_id,omitempty"`
-}
-
-// StatusEvent is published on the job's status subject whenever its status
-// changes.
-type StatusEvent struct {
-	JobID  string `json:"job_id"`
-	Status Status `json:"status"`
-}
-
-// Backlog is a runner's reply to a backlog request: the output a running job
-// has produced so far.
-type Backlog struct {
-	Stdout []byte `json:"stdout"`
-	Stderr []byte `json:"stderr"`
 }
 
 // MarshalSpec encodes a spec for storage.

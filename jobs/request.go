@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gantryhq/gantry/glob"
 )
 
 // Request is a job submission as clients send it.
@@ -415,7 +417,7 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		return Spec{}, fieldErr("artifacts", "has %d patterns; at most 32", len(spec.Artifacts))
 	}
 	for i, g := range spec.Artifacts {
-		if err := ValidateGlob(g); err != nil {
+		if err := glob.Validate(g); err != nil {
 			return Spec{}, fieldErr(fmt.Sprintf("artifacts[%d]", i), "%v", err)
 		}
 	}

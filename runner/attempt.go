@@ -14,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -241,9 +242,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		if private || a.r.nc == nil {
 			return
 		}
-		m := nats.NewMsg(jobs.LogSubject(a.ex.jobID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
+		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
+		m.Header.Set(queue.HeaderStream, stream)
+		m.Header.Set(queue.HeaderOffset, strconv.Itoa(offset))
 		m.Data = chunk
 		_ = a.r.nc.PublishMsg(m)
 	}

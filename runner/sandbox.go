@@ -455,12 +455,16 @@ type Container struct {
 	epoch    int64  // the tenant's key epoch when bound
 	jobs     int
 	lastUsed time.Time
+	state    ctrState // changed by fleet.setLocked only
 	// skills is the stamp of the skills the agent holds ("" for none);
 	// only the attempt that owns the container touches it.
 	skills string
 
 	removeOnce sync.Once
 	removeErr  error
+	// copied closes when the goroutine copying the agent's output ends
+	// (the connection closed); Remove waits for it.
+	copied chan struct{}
 }
 
 // ID is the Docker container id.
@@ -468,7 +472,9 @@ func (c *Container) ID() string { return c.id }
 
 func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
+	c.copied = make(chan struct{})
 	go func() {
+		defer close(c.copied)
 		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
 		pw.CloseWithError(err)
 	}()
@@ -490,6 +496,12 @@ func (c *Container) Remove(ctx context.Context) error {
 			c.conn.Close()
 		}
 		c.removeErr = c.sb.remove(ctx, c.id)
+		if c.copied != nil {
+			select {
+			case <-c.copied:
+			case <-ctx.Done():
+			}
+		}
 	})
 	return c.removeErr
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
 )
@@ -44,7 +45,7 @@ var errSessionLost = errors.New("session lost")
 // queued jobs, one at a time in submission order, and lets go only when
 // none is left. A runner that cannot become owner acks the message: the
 // owner cannot let go while the job it announced is queued.
-func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
+func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.RunMessage) {
 	log := r.log.With("session_id", rm.SessionID)
 	stopHolding := r.hold(msg)
 	defer stopHolding()
@@ -70,8 +71,10 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 	// (Postgres away) is retried every second, so that this owner holds
 	// the session again as soon as Postgres is back.
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
-	defer stopLoop(nil)
+	renewed := make(chan struct{})
+	defer func() { stopLoop(nil); <-renewed }()
 	go func() {
+		defer close(renewed)
 		every := lease / 3
 		t := time.NewTimer(every)
 		defer t.Stop()
@@ -187,20 +190,9 @@ func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, ow
 // the workspace it left. It returns the session's new version and snapshot.
 func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, version int64, key string, sj store.SessionJob) (int64, string, error) {
 	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
-	ex := &execution{jobID: sj.JobID, attempt: sj.Attempt}
-	execCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancel = cancel
-	r.track(ex)
-	defer r.untrack(ex)
-	if sj.Claim.CancelRequested {
-		cancel(errCancelled)
-	}
-	r.publishStatus(sj.JobID, jobs.StatusRunning)
-	log.Info("session job started")
-
 	work := &sessionWork{r: r, log: log, id: sessionID, state: st, version: version, key: key}
-	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
+	a, execCtx, end := r.begin(ctx, log, sj.JobID, sj.Claim, work)
+	defer end()
 	res, ctr, err := r.runAttempt(execCtx, log, a)
 	if errors.Is(err, errS3Held) {
 		// Nothing of it ran, or what ran was never recorded: the job goes
@@ -352,7 +344,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 
 // saveSnapshot uploads the container's workspace as the given version.
 func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
-	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
+	snap := &store.Snapshot{Version: version, Key: blob.SessionKey(tenantID, sessionID, version)}
 	n, err := snapshot.Put(ctx, r.blobs, snap.Key, diskMB, func(w io.Writer) error {
 		tr, wait, err := ctr.conn.Tar(ctx, nil, true)
 		if err != nil {

@@ -125,7 +125,7 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 		RETURNING `+jobColumns,
 		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash,
 		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL))
-	job, err = scanJob(row)
+	r, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
 		return s.jobByIdempotencyKey(ctx, nj.TenantID, *key, nj.RequestHash)
@@ -133,6 +133,7 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("insert job: %w", err)
 	}
+	job = r.job // new: all its output (none) is in the row
 	seqNo, err := publish(ctx, job.ID)
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -149,21 +150,24 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 func (s *Store) jobByIdempotencyKey(ctx context.Context, tenantID, key string, hash []byte) (jobs.Job, bool, error) {
 	var stored []byte
 	row := s.pool.QueryRow(ctx, `SELECT request_hash, `+jobColumns+` FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
-	job, err := scanJobWith(row, &stored)
+	r, err := scanJobWith(row, &stored)
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("find job by idempotency key: %w", notFound(err))
 	}
 	if !bytes.Equal(stored, hash) {
-		return jobs.Job{}, false, fmt.Errorf("idempotency key %q was used for a different request (job %s): %w", key, job.ID, ErrConflict)
+		return jobs.Job{}, false, fmt.Errorf("idempotency key %q was used for a different request (job %s): %w", key, r.job.ID, ErrConflict)
 	}
-	return job, false, nil
+	job, err := s.loadOne(ctx, r)
+	return job, false, err
 }
 
 // GetJob returns the tenant's job, or ErrNotFound.
 func (s *Store) GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID)
-	j, err := scanJob(row)
-	return j, notFound(err)
+	r, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	if err != nil {
+		return jobs.Job{}, notFound(err)
+	}
+	return s.loadOne(ctx, r)
 }
 
 // JobFilter narrows a job listing. Every field set must hold.
@@ -243,23 +247,25 @@ func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]j
 		return nil, "", err
 	}
 	defer rows.Close()
-	out := make([]jobs.Job, 0, f.Limit)
+	page := make([]row, 0, f.Limit)
 	for rows.Next() {
-		j, err := scanJob(rows)
+		r, err := scanJob(rows)
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, j)
+		page = append(page, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", err
 	}
+	rows.Close()
 	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
+	if len(page) > f.Limit {
+		page = page[:f.Limit]
+		next = page[len(page)-1].job.ID
 	}
-	return out, next, nil
+	out, err := s.load(ctx, page...)
+	return out, next, err
 }
 
 // jobSpecView selects what the API shows of a jobs row's spec, computed in
@@ -543,8 +549,19 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 // FinishJob records the result of an attempt. It applies only if the job is
 // still running this attempt, so a runner that lost its job to a
 // redelivery cannot overwrite the newer attempt; applied says whether it did.
+//
+// Output longer than the inline maximum is put in the output store first
+// (KeepOutput); if the result does not apply, it is deleted again.
 func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (applied bool, err error) {
-	return finishJob(ctx, s.pool, id, attempt, r)
+	m, err := s.moveOutput(ctx, id, attempt, r)
+	if err != nil {
+		return false, err
+	}
+	applied, err = finishJob(ctx, s.pool, id, attempt, m)
+	if err == nil && !applied {
+		s.forget(ctx, m.keys)
+	}
+	return applied, err
 }
 
 // execer is a pool or a transaction.
@@ -552,7 +569,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Result) (bool, error) {
+func finishJob(ctx context.Context, db execer, id string, attempt int, r movedResult) (bool, error) {
 	arts, err := json.Marshal(storedArtifacts(r.Artifacts, r.ArtifactsOmitted))
 	if err != nil {
 		return false, err
@@ -590,7 +607,7 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey),
+		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
 		cpuMS, peakKB, compile, nonNil(r.CompileOutput))
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
@@ -629,9 +646,11 @@ func (s *Store) FailJob(ctx context.Context, id string, attempt int, message str
 	return tag.RowsAffected() == 1, nil
 }
 
-func scanJob(row pgx.Row) (jobs.Job, error) { return scanJobWith(row) }
+func scanJob(r pgx.Row) (row, error) { return scanJobWith(r) }
 
-func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
+// scanJobWith reads a jobs row (jobColumns, after extra). The job's moved
+// output is still to be read (Store.load).
+func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 	var (
 		j                jobs.Job
 		status           string
@@ -646,39 +665,38 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
 		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook)
-	if err := row.Scan(dest...); err != nil {
-		return jobs.Job{}, err
+	if err := r.Scan(dest...); err != nil {
+		return row{}, err
 	}
 	j.Status = jobs.Status(status)
 	j.Stdout, j.Stderr, j.CompileOutput = text(stdout), text(stderr), text(compOut)
 	var err error
 	if compile != nil {
 		if err := json.Unmarshal(compile, &j.Compile); err != nil {
-			return jobs.Job{}, fmt.Errorf("decode compile: %w", err)
+			return row{}, fmt.Errorf("decode compile: %w", err)
 		}
 	}
 	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode artifacts: %w", err)
+		return row{}, fmt.Errorf("decode artifacts: %w", err)
 	}
 	if err := json.Unmarshal(meta, &j.Metadata); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode metadata: %w", err)
+		return row{}, fmt.Errorf("decode metadata: %w", err)
 	}
 	if err := json.Unmarshal(calls, &j.ToolCalls); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode tool calls: %w", err)
+		return row{}, fmt.Errorf("decode tool calls: %w", err)
 	}
 	if errCode != nil {
 		j.Error = &jobs.ErrorInfo{Code: jobs.ErrorCode(*errCode), Message: deref(errMsg)}
 	}
 	if webhook != nil {
 		if j.Webhook, err = decodeDelivery(webhook); err != nil {
-			return jobs.Job{}, err
+			return row{}, err
 		}
 	}
-	j.StdoutKey, j.StderrKey = deref(outKey), deref(errKey)
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)
-	return j, nil
+	return row{job: j, stdoutKey: deref(outKey), stderrKey: deref(errKey)}, nil
 }
 
 // text turns program output into a JSON-safe string: invalid UTF-8 becomes

@@ -353,7 +353,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch}
+	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch}
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
 	}
@@ -372,14 +372,24 @@ type Snapshot struct {
 // result applied and, when the snapshot was recorded, the key of the
 // snapshot it replaced (for deletion). If the session is closing or the
 // owner lost it, the result is still recorded but the snapshot is not
-// (snapshotApplied=false): the caller deletes the object it uploaded.
+// (snapshotApplied=false): the caller deletes the object it uploaded. Long
+// output is kept as FinishJob keeps it.
 func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *Snapshot) (applied, snapshotApplied bool, replaced string, err error) {
+	m, err := s.moveOutput(ctx, jobID, attempt, r)
+	if err != nil {
+		return false, false, "", err
+	}
+	defer func() {
+		if err == nil && !applied {
+			s.forget(ctx, m.keys)
+		}
+	}()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, false, "", err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	applied, err = finishJob(ctx, tx, jobID, attempt, r)
+	applied, err = finishJob(ctx, tx, jobID, attempt, m)
 	if err != nil {
 		return false, false, "", err
 	}

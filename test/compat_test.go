@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -374,17 +375,15 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 	// poll gets a submission until it has left the queue and processing.
 	poll := func(t *testing.T, token, query string) answer {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			a := call(t, "GET", "/submissions/"+token+query, "")
+		var a answer
+		eventually.Within(2*time.Minute, func() bool {
+			a = call(t, "GET", "/submissions/"+token+query, "")
 			if a.status != 200 {
 				t.Fatalf("GET %s: %d %s", token, a.status, a.body)
 			}
-			if id := statusID(a); id > 2 || time.Now().After(deadline) {
-				return a
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return statusID(a) > 2
+		})
+		return a
 	}
 	submit := func(t *testing.T, query, body string) string {
 		t.Helper()
@@ -512,24 +511,20 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
 		tokens := items[0]["token"].(string) + "," + items[3]["token"].(string) + ",d85cd024-1548-4165-96c7-7bc88673f194"
-		deadline := time.Now().Add(time.Minute)
-		for {
+		var got struct{ Submissions []map[string]any }
+		if !eventually.Within(time.Minute, func() bool {
 			a = call(t, "GET", "/submissions/batch?tokens="+tokens+"&fields=token,stdout,status_id,language_id", "")
-			var got struct{ Submissions []map[string]any }
+			got.Submissions = nil
 			_ = json.Unmarshal(a.body, &got)
 			if len(got.Submissions) != 3 {
 				t.Fatalf("%d %s", a.status, a.body)
 			}
-			if got.Submissions[0]["status_id"] == 3.0 && got.Submissions[1]["status_id"] == 3.0 {
-				if got.Submissions[0]["stdout"] != "hello from Bash\n" || got.Submissions[1]["stdout"] != "hello from Python\n" || got.Submissions[2] != nil {
-					t.Errorf("%s", a.body)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("batch not done: %s", a.body)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return got.Submissions[0]["status_id"] == 3.0 && got.Submissions[1]["status_id"] == 3.0
+		}) {
+			t.Fatalf("batch not done: %s", a.body)
+		}
+		if got.Submissions[0]["stdout"] != "hello from Bash\n" || got.Submissions[1]["stdout"] != "hello from Python\n" || got.Submissions[2] != nil {
+			t.Errorf("%s", a.body)
 		}
 		if a := call(t, "POST", "/submissions/batch", `{"submissions": []}`); a.status != 400 {
 			t.Errorf("empty batch: %d %s", a.status, a.body)

@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -69,10 +70,8 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc() // kills the browser and waits for it
-		deadline := time.Now().Add(10 * time.Second)
-		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond) // a child process still writing
-		}
+		// A child process may still be writing into it.
+		eventually.Within(10*time.Second, func() bool { return os.RemoveAll(profile) == nil })
 	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)

@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	RetryFor time.Duration
 	// Batch is how many deliveries one round claims (and attempts at once).
 	Batch int
+	// Poll is how often due deliveries are looked for.
+	Poll time.Duration
 	// Overlap is how long a rotated-out secret goes on signing.
 	Overlap time.Duration
 	// UserAgent is sent with every attempt.
@@ -76,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Batch == 0 {
 		c.Batch = 16
+	}
+	if c.Poll == 0 {
+		c.Poll = time.Second
 	}
 	if c.Overlap == 0 {
 		c.Overlap = 24 * time.Hour
@@ -126,6 +132,7 @@ type Dispatcher struct {
 	box    *secret.Box
 	client *http.Client
 	log    *slog.Logger
+	loops  startstop.Loops
 }
 
 // New returns a Dispatcher. Secrets are sealed in the store with box, which
@@ -238,10 +245,18 @@ func (d *Dispatcher) signing(ctx context.Context, tenantID string) ([]string, er
 	return out, nil
 }
 
-// Run delivers what is due every interval until ctx ends (at once again
-// after a full round, so a backlog drains).
-func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// Start starts delivering what is due, every Poll, until Stop (see
+// startstop).
+func (d *Dispatcher) Start(ctx context.Context) error { return d.loops.Start(ctx, d.run) }
+
+// Stop stops delivering and returns once the attempts in progress have
+// been cancelled and have returned.
+func (d *Dispatcher) Stop() { d.loops.Stop() }
+
+// run delivers what is due every Poll until ctx ends (at once again after
+// a full round, so a backlog drains).
+func (d *Dispatcher) run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
 	for {
 		n, err := d.RunOnce(ctx)

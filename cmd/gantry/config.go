@@ -19,6 +19,7 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 )
 
@@ -49,7 +50,7 @@ type config struct {
 	ArtifactFileMB  int
 	ArtifactTotalMB int
 
-	Queue         jobs.QueueConfig
+	Queue         queue.Config
 	TenantLimits  jobs.TenantLimits
 	Policy        jobs.Policy
 	MaxBodyBytes  int64
@@ -282,7 +283,7 @@ func loadConfig() (config, error) {
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
 		ArtifactTotalMB: e.int("GANTRY_ARTIFACT_MAX_TOTAL_MB", 256, 1, 1<<20),
-		Queue: jobs.QueueConfig{
+		Queue: queue.Config{
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
 			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),

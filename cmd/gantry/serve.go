@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
@@ -27,6 +26,7 @@ import (
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -37,9 +37,9 @@ import (
 type deps struct {
 	log   *slog.Logger
 	store *store.Store
-	// history is store with long output moved to blobs, and retention:
-	// what the ingress and the runner are given.
-	history *history.Store
+	// history deletes finished jobs past their retention, with their
+	// objects (the store keeps long output in blobs: history.Output).
+	history *history.Retention
 	blobs   *blob.Store
 	nc      *nats.Conn
 	reg     *prometheus.Registry
@@ -52,7 +52,7 @@ type deps struct {
 
 func (d *deps) close() {
 	if d.upstreams != nil {
-		d.upstreams.Close()
+		d.upstreams.Stop()
 	}
 	if d.nc != nil {
 		d.nc.Close()
@@ -105,7 +105,8 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	if err := awaitBucket(ctx, log, d.blobs); err != nil {
 		return err
 	}
-	d.history = history.New(d.store, d.blobs, history.Config{InlineMax: cfg.OutputInlineBytes, TTL: cfg.HistoryTTL}, log)
+	d.store.KeepOutput(history.NewOutput(d.blobs, log), cfg.OutputInlineBytes)
+	d.history = history.NewRetention(d.store, d.blobs, history.Config{TTL: cfg.HistoryTTL})
 	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
@@ -125,7 +126,9 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	mcp := codeModeConfig(cfg)
 	mcp.Remote = codemode.NewRemoteTools(d.nc)
 	d.upstreams = codemode.NewUpstreams(mcp, log)
-	go d.upstreams.Run(ctx)
+	if err := d.upstreams.Start(ctx); err != nil {
+		return err
+	}
 	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	return nil
 }
@@ -136,7 +139,7 @@ func codeModeConfig(cfg config) codemode.Config {
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
-	agent, err := newAgent(cfg, d.log)
+	chat, err := newChat(cfg, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +163,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-		Agent:          agent,
-	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
+		Chat:           chat,
+	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +185,7 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 		History:      d.history,
 		Webhooks:     srv.Webhooks(),
 		Box:          d.box,
-	}, d.log, d.history, d.blobs, d.nc, d.reg)
+	}, d.log, d.store, d.blobs, d.nc, d.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +229,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
-	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
+	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
 }
 
@@ -309,8 +312,10 @@ func runRunner(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer sb.Close()
-	defer up.Close()
-	go up.Run(ctx)
+	if err := up.Start(ctx); err != nil {
+		return err
+	}
+	defer up.Stop()
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
 	}, func() float64 { return float64(cfg.Slots) }))
@@ -318,14 +323,7 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	natsUp := func(ctx context.Context) error {
-		if !d.nc.IsConnected() {
-			return errNATSDown
-		}
-		// The runners' consumer answers: the stream has a leader.
-		_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
-		return err
-	}
+	natsUp := func(ctx context.Context) error { return queue.Healthy(ctx, d.nc, js) }
 	health.ready([]readyCheck{
 		{"docker", r.Check}, // the engine answers and has the sandbox image
 		{"postgres", d.store.Ping},
@@ -336,8 +334,16 @@ func runRunner(ctx context.Context, cfg config) error {
 	service.RegisterDependencyGauges(d.reg, []service.Check{
 		{Name: "docker", Fn: sb.Ping}, {Name: "postgres", Fn: d.store.Ping}, {Name: "nats", Fn: natsUp}, {Name: "s3", Fn: d.blobs.Ping},
 	})
-	go func() { <-ctx.Done(); health.draining() }()
-	return r.Run(ctx)
+	if err := r.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before it started
+		}
+		return err
+	}
+	<-ctx.Done()
+	health.draining()
+	r.Stop() // drains: running jobs finish or go back to the queue
+	return nil
 }
 
 func runMigrate(ctx context.Context, cfg config) error {
@@ -445,8 +451,10 @@ func runDev(ctx context.Context, cfg config) error {
 			return err
 		}
 		defer sb.Close()
-		defer up.Close()
-		go up.Run(ctx)
+		if err := up.Start(ctx); err != nil {
+			return err
+		}
+		defer up.Stop()
 		if err := r.Check(ctx); err != nil {
 			return err
 		}
@@ -472,13 +480,17 @@ func runDev(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer maint.Stop()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, h) })
 	if r != nil {
-		g.Go(func() error { return r.Run(gctx) })
+		if err := r.Start(ctx); err != nil {
+			return err
+		}
+		// Stopped when ctx ends, beside the HTTP server's shutdown, and
+		// before the rest: its jobs finish (or go back) first.
+		stopRunner := context.AfterFunc(ctx, r.Stop)
+		defer func() { stopRunner(); r.Stop() }()
 	}
 	printBanner(cfg, ln.Addr().String(), key, s3)
-	err = g.Wait()
+	err = serveHTTP(ctx, ln, h)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

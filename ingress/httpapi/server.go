@@ -37,9 +37,9 @@ type Config struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For names a
 	// request's source (for throttling invalid keys); none by default.
 	TrustedProxies []netip.Prefix
-	// Agent answers POST /v1/agent/chat/completions (nil: no model is
+	// Chat answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
-	Agent ChatAgent
+	Chat Chat
 	// MCP serves /mcp, behind the API's key check (nil: 404). It finds
 	// the caller with service.PrincipalFrom.
 	MCP http.Handler

@@ -84,7 +84,7 @@ func (s *Service) Authenticate(ctx context.Context, key, source string) (Princip
 	if err != nil {
 		return p, err
 	}
-	return p, s.rates.admit(p.TenantID, s.limits(p))
+	return p, s.rates.admit(p.TenantID, s.Limits(p))
 }
 
 // AuthenticateWaiting is Authenticate for clients that do not handle 429
@@ -98,7 +98,7 @@ func (s *Service) AuthenticateWaiting(ctx context.Context, key, source string, m
 	if err != nil {
 		return p, err
 	}
-	l := s.limits(p)
+	l := s.Limits(p)
 	wait, ok := s.rates.reserve(p.TenantID, l.RequestsPerSecond, maxWait)
 	if !ok {
 		return p, s.rates.admit(p.TenantID, l)
@@ -143,10 +143,9 @@ func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal,
 
 // Limits are the caller's tenant's quotas, the operator's defaults filled
 // in.
-func (s *Service) Limits(p Principal) jobs.TenantLimits { return s.limits(p) }
+func (s *Service) Limits(p Principal) jobs.TenantLimits { return p.Limits.Or(s.cfg.TenantLimits) }
 
 // limits returns the tenant's quotas with the operator's defaults filled in.
-func (s *Service) limits(p Principal) jobs.TenantLimits { return p.Limits.Or(s.cfg.TenantLimits) }
 
 // admit answers 429 when the tenant went past its request rate.
 func (rl *rateLimits) admit(tenantID string, l jobs.TenantLimits) error {

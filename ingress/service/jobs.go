@@ -16,6 +16,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 )
@@ -34,7 +35,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
-	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
+	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	if req.SessionID == nil {
@@ -61,7 +62,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err := sealEnv(s.cfg.Box, &spec, p.TenantID, id); err != nil {
 		return jobs.Job{}, false, err
 	}
-	limits := s.limits(p)
+	limits := s.Limits(p)
 	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
 		ID:             id,
 		TenantID:       p.TenantID,
@@ -74,7 +75,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		WebhookURL:     req.WebhookURL,
 		MaxQueued:      limits.MaxQueued,
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.queue.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
@@ -169,11 +170,11 @@ func (s *Service) SubmitBatch(ctx context.Context, p Principal, items []BatchIte
 	return batchID, out, nil
 }
 
-// queue puts run messages on the job stream: the service for submissions
+// publisher puts run messages on the job stream: the service for submissions
 // and session edits, the maintenance for stranded jobs and stalled
 // sessions.
-type queue struct {
-	pub *jobs.Publisher
+type publisher struct {
+	pub *queue.Publisher
 	// limits reads a tenant's quotas; defaults stand where it set none.
 	limits   limitsReader
 	defaults jobs.TenantLimits
@@ -189,11 +190,11 @@ type limitsReader interface {
 // jobs) and waits for JetStream's ack, and returns the message's stream
 // sequence. msgID (the job id for a job's first message) lets the stream
 // deduplicate a retried publish.
-func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
+func (q *publisher) publish(ctx context.Context, m queue.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
-	if errors.Is(err, jobs.ErrQueueFull) {
+	if errors.Is(err, queue.ErrFull) {
 		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
 		e := Unavailable("the job queue is full; the job was not accepted, retry later")
 		e.RetryAfter = 5
@@ -207,7 +208,7 @@ func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, ma
 }
 
 // publishFor publishes for a tenant whose quotas are not at hand.
-func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+func (q *publisher) publishFor(ctx context.Context, m queue.RunMessage, msgID string) (uint64, error) {
 	l, err := q.limits.TenantLimits(ctx, m.TenantID)
 	if err != nil {
 		return 0, err
@@ -216,8 +217,8 @@ func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string)
 }
 
 // kickSession announces that a session has jobs to run.
-func (q *queue) kickSession(ctx context.Context, sessionID, tenantID string) {
-	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
+func (q *publisher) kickSession(ctx context.Context, sessionID, tenantID string) {
+	m := queue.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
 	if _, err := q.publishFor(ctx, m, m.JobID); err != nil {
 		q.log.Error("announce session jobs", "session_id", sessionID, "err", err)
 	}
@@ -256,14 +257,14 @@ func (s *Service) CancelJob(ctx context.Context, p Principal, id string) (jobs.J
 	}
 	switch outcome {
 	case store.CancelledQueued, store.CancelledOrphan:
-		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
-		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
+		data, _ := json.Marshal(queue.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
+		_ = s.nc.Publish(queue.StatusSubject(job.ID), data)
 		if outcome == store.CancelledOrphan {
 			// In case its runner is alive after all: it must stop.
-			_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+			_ = s.nc.Publish(queue.CancelSubject(job.ID), nil)
 		}
 	case store.CancelRequested:
-		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		_ = s.nc.Publish(queue.CancelSubject(job.ID), nil)
 		return s.WaitJob(ctx, p, job, Watch{Until: time.Now().Add(5 * time.Second)})
 	}
 	return s.store.GetJob(ctx, p.TenantID, job.ID)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -26,7 +27,7 @@ const reconcileRecheck = time.Minute
 func (m *Maintenance) reconcile(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	stream, err := m.js.Stream(ctx, jobs.StreamName)
+	stream, err := m.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		m.log.Warn("reconcile jobs: job stream unavailable", "err", err)
 		return
@@ -61,7 +62,7 @@ func (m *Maintenance) repairJob(ctx context.Context, stream jetstream.Stream, u 
 	}
 	// The id names the message it replaces, so that a repair whose commit
 	// failed and is done again publishes no second message.
-	seq, err := m.queue.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
+	seq, err := m.queue.publishFor(ctx, queue.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
 	if err != nil {
 		return store.Repair{}, err
 	}

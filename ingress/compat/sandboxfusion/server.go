@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/glob"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
@@ -196,7 +197,7 @@ func literalGlob(p string) (string, bool) {
 		}
 		b.WriteRune(r)
 	}
-	return b.String(), jobs.ValidateGlob(b.String()) == nil
+	return b.String(), glob.Validate(b.String()) == nil
 }
 
 // startBy is when a job must have started for its answer to reach a client
