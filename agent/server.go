@@ -163,8 +163,20 @@ func (s *server) setup() error {
 		return nil
 	}
 	s.masks = procMasks()
-	return s.probe()
+	if err := s.probe(); err != nil {
+		return err
+	}
+	// A sandbox's init may outlive its bubblewrap (see reapInit): it then
+	// falls to the agent, which reaps it to account for what it used,
+	// rather than to the container's init.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
+	}
+	return nil
 }
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
 
 func (s *server) skillsDir() string {
 	if s.cfg.Isolation == Container {

@@ -89,22 +89,41 @@ func (r *Runner) stage(ctx context.Context, name string, attrs ...attribute.KeyV
 }
 
 // traceRun records, once the agent's run is over, the sandbox's start
-// (from began until the agent said the program's sandbox existed) and the
-// program's run (from then until ended) as two spans.
+// (from began until the agent said the first sandbox existed), a compile
+// step's build, and the program's run (from when the agent said its
+// sandbox existed until ended), as spans made from those times.
 func (a *attempt) traceRun(ctx context.Context, began, ended time.Time, rr agent.RunResult, err error) {
 	tr := a.r.tracer()
-	startedAt := rr.StartedAt
-	if startedAt.IsZero() {
+	first := rr.StartedAt
+	if c := rr.Compile; c != nil && !c.StartedAt.IsZero() {
+		first = c.StartedAt
+	}
+	if first.IsZero() {
 		_, span := tr.Start(ctx, "job.start", trace.WithTimestamp(began))
 		span.SetStatus(codes.Error, "the program's sandbox was not made")
 		span.End(trace.WithTimestamp(ended))
 		return
 	}
 	_, start := tr.Start(ctx, "job.start", trace.WithTimestamp(began))
-	start.End(trace.WithTimestamp(startedAt))
-	_, run := tr.Start(ctx, "job.run", trace.WithTimestamp(startedAt))
+	start.End(trace.WithTimestamp(first))
 	cause := context.Cause(ctx)
+	if c := rr.Compile; c != nil {
+		_, compile := tr.Start(ctx, "job.compile", trace.WithTimestamp(first))
+		switch {
+		case c.Exit.TimedOut || errors.Is(cause, errCompileTimeout):
+			compile.SetAttributes(tracing.Outcome.String("timed_out"))
+		case c.Exit.Started:
+			compile.SetAttributes(attribute.Int("process.exit.code", c.Exit.Code))
+		}
+		compile.End(trace.WithTimestamp(c.EndedAt))
+	}
+	if rr.StartedAt.IsZero() {
+		return // the compile step failed: nothing ran
+	}
+	_, run := tr.Start(ctx, "job.run", trace.WithTimestamp(rr.StartedAt))
 	switch {
+	case err == nil && rr.Exit.TimedOut:
+		run.SetAttributes(tracing.Outcome.String("timed_out"))
 	case err == nil && rr.Exit.Started:
 		run.SetAttributes(attribute.Int("process.exit.code", rr.Exit.Code))
 	case errors.Is(cause, errTimeout):

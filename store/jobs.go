@@ -47,6 +47,7 @@ var ErrTooManyQueued = errors.New("too many queued jobs")
 const jobColumns = `id, status, language, session_id, attempt, trace_parent, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
+	cpu_time_ms, peak_memory_kb, compile, compile_output,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id)`
 
 // EnqueueJob records a new job and hands it to publish inside the same
@@ -593,15 +594,28 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 		c := string(r.Error.Code)
 		code, msg = &c, &r.Error.Message
 	}
+	var cpuMS, peakKB *int64
+	if r.Usage != nil {
+		ms, kb := r.Usage.CPUTimeMS(), r.Usage.PeakMemoryKB
+		cpuMS, peakKB = &ms, &kb
+	}
+	var compile []byte
+	if r.Compile != nil {
+		if compile, err = json.Marshal(r.Compile); err != nil {
+			return false, err
+		}
+	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15
+			stdout_key = $14, stderr_key = $15,
+			cpu_time_ms = $16, peak_memory_kb = $17, compile = $18, compile_output = $19
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey))
+		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
+		cpuMS, peakKB, compile, nonNil(r.CompileOutput))
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -645,25 +659,32 @@ func scanJob(r pgx.Row) (row, error) { return scanJobWith(r) }
 // output is still to be read (Store.load).
 func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 	var (
-		j               jobs.Job
-		status          string
-		stdout, stderr  []byte
-		arts, meta      []byte
-		calls, webhook  []byte
-		errCode, errMsg *string
-		outKey, errKey  *string
+		j                jobs.Job
+		status           string
+		stdout, stderr   []byte
+		arts, meta       []byte
+		calls, webhook   []byte
+		errCode, errMsg  *string
+		outKey, errKey   *string
+		compile, compOut []byte
 	)
 	var traceParent *string
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &traceParent, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook)
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
+		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
 	j.Status = jobs.Status(status)
 	j.TraceID = tracing.SampledTraceID(deref(traceParent))
-	j.Stdout, j.Stderr = text(stdout), text(stderr)
+	j.Stdout, j.Stderr, j.CompileOutput = text(stdout), text(stderr), text(compOut)
 	var err error
+	if compile != nil {
+		if err := json.Unmarshal(compile, &j.Compile); err != nil {
+			return row{}, fmt.Errorf("decode compile: %w", err)
+		}
+	}
 	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {
 		return row{}, fmt.Errorf("decode artifacts: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,7 +148,33 @@ func (e *envReader) policy() jobs.Policy {
 	p.MaxLimits.DiskMB = int(e.maximum("GANTRY_MAX_DISK_MB", float64(p.MaxLimits.DiskMB), float64(max(d.DiskMB, jobs.DefaultSessionMB)), 1<<20, "limits.disk_mb and a session's disk_mb"))
 	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
 	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
+	p.Languages = e.languages()
 	return p
+}
+
+// languages reads the languages the ingress offers: those of the sandbox
+// image its runners run. Unset, the standard image's (gantry dev asks its
+// runner's image instead); "all" is every language gantry knows.
+func (e *envReader) languages() []string {
+	v := e.str("GANTRY_LANGUAGES", "")
+	switch strings.TrimSpace(v) {
+	case "":
+		return jobs.StandardLanguages()
+	case "all":
+		return jobs.LanguageNames()
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		l, ok := jobs.LookupLanguage(strings.TrimSpace(n))
+		if !ok {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_LANGUAGES=%q: %q is not a language (want some of %s, or all)", v, n, strings.Join(jobs.LanguageNames(), ", ")))
+			return jobs.StandardLanguages()
+		}
+		if !slices.Contains(names, l.Name) {
+			names = append(names, l.Name)
+		}
+	}
+	return names
 }
 
 // tenantLimits reads the quotas of tenants the operator set none for

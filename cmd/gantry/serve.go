@@ -498,6 +498,11 @@ func runDev(ctx context.Context, cfg config) error {
 			return err
 		}
 		checks = append(checks, ingress.Check{Name: "docker", Fn: sb.Ping})
+		// One process, one image: its languages are the ones offered,
+		// unless the operator says otherwise.
+		if langs := sb.Languages(); langs != nil && os.Getenv("GANTRY_LANGUAGES") == "" {
+			cfg.Policy.Languages = langs
+		}
 	}
 	srv, err := newIngress(ctx, cfg, d, checks...)
 	if err != nil {

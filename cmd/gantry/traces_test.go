@@ -31,6 +31,7 @@ import (
 	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue/queuetest"
+	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/store/storetest"
 	"github.com/gantryhq/gantry/tracing"
 )
@@ -46,6 +47,7 @@ type traceHarness struct {
 	d      *deps
 	rec    *tracetest.SpanRecorder
 	logs   *syncBuffer
+	sb     *runner.Sandbox // the runner's, once started
 }
 
 func newTraceHarness(t *testing.T) *traceHarness {
@@ -60,6 +62,7 @@ func newTraceHarness(t *testing.T) *traceHarness {
 	t.Setenv("GANTRY_POOL_MIN", "0")
 	t.Setenv("GANTRY_ACK_WAIT", "2s")
 	t.Setenv("GANTRY_DRAIN_TIMEOUT", "2s")
+	t.Setenv("GANTRY_LANGUAGES", "all")
 	cfg, err := loadConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +99,7 @@ func (h *traceHarness) startRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
+	h.sb = sb
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.Check(ctx); err != nil {
@@ -375,6 +379,24 @@ func TestTraces(t *testing.T) {
 		tree.childOf(t, tree.one(t, "POST /mcp"), "tools/call execute_code")
 		tree.childOf(t, call, "job.submit")
 		tree.childOf(t, tree.one(t, "job.enqueue"), "job.process")
+	})
+
+	t.Run("a compiled language's build", func(t *testing.T) {
+		if !h.sb.Runs("c") {
+			storetest.Unavailable(t, "the sandbox image %s has no C compiler: build the compilers image (make image-compilers) and set GANTRY_IMAGE", h.cfg.Image)
+		}
+		j := h.finished(t, h.submit(t, `{"language": "c", "code": "#include <stdio.h>\nint main(void) { puts(\"built\"); return 3; }"}`).ID)
+		if j.Status != jobs.StatusFailed || j.Stdout != "built\n" || j.TraceID == "" {
+			t.Fatalf("job = %+v", j)
+		}
+		tree := h.trace(t, j.TraceID, "job.start", "job.compile", "job.run", "job.record")
+		start, compile, run := tree.one(t, "job.start"), tree.one(t, "job.compile"), tree.one(t, "job.run")
+		tree.childOf(t, tree.one(t, "job.process"), "job.start", "job.compile", "job.run")
+		if attr(compile, "process.exit.code") != "0" || attr(run, "process.exit.code") != "3" ||
+			start.EndTime().After(compile.StartTime()) || compile.EndTime().After(run.StartTime()) {
+			t.Errorf("compile %v %s–%s, run %v %s–%s", compile.Attributes(), compile.StartTime(), compile.EndTime(),
+				run.Attributes(), run.StartTime(), run.EndTime())
+		}
 	})
 
 	t.Run("a session's job", func(t *testing.T) {

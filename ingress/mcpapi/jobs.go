@@ -108,6 +108,12 @@ type jobResult struct {
 	Artifacts       []artifactLink  `json:"artifacts"`
 	// ArtifactsOmitted are matching files left out over a cap.
 	ArtifactsOmitted []jobs.OmittedArtifact `json:"artifacts_omitted,omitempty"`
+	// Compile and CompileOutput report a compiled language's compile step.
+	Compile       *jobs.Compile `json:"compile,omitempty"`
+	CompileOutput string        `json:"compile_output,omitempty"`
+	// CPUTimeMS and PeakMemoryKB are what the program used.
+	CPUTimeMS    *int64 `json:"cpu_time_ms,omitempty"`
+	PeakMemoryKB *int64 `json:"peak_memory_kb,omitempty"`
 }
 
 // artifactLink is an artifact with a presigned URL that needs no API key.
@@ -129,7 +135,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		inputOf[codeArgs](codeNote()),
+		inputOf[codeArgs](s.codeNote()),
 	), s.toolExecuteCode)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
@@ -138,7 +144,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Queue code"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		inputOf[submitArgs](codeNote()),
+		inputOf[submitArgs](s.codeNote()),
 	), s.toolSubmitJob)
 
 	// Five tools answer with a job (jobResult); its schema is listed once,
@@ -193,9 +199,13 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 // codeNote is what codeArgs cannot say: the languages this server runs, and
 // what a model needs to write the call. The server checks every bound and
 // names the argument that breaks one.
-func codeNote() toolNote {
+func (s *Server) codeNote() toolNote {
+	var langs []string
+	for _, l := range s.svc.Policy().Offered() {
+		langs = append(langs, l.Name)
+	}
 	return toolNote{props: map[string]js{
-		"language":       {"enum": openapi.Enum(jobs.LanguageNames())},
+		"language":       {"enum": openapi.Enum(langs)},
 		"code":           {"minLength": 1},
 		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
@@ -409,6 +419,7 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 		JobID: j.ID, Status: j.Status, Attempt: j.Attempt, ExitCode: j.ExitCode, DurationMS: j.DurationMS,
 		Stdout: j.Stdout, Stderr: j.Stderr, StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
 		Error: j.Error, Artifacts: []artifactLink{}, ArtifactsOmitted: j.ArtifactsOmitted,
+		Compile: j.Compile, CompileOutput: j.CompileOutput, CPUTimeMS: j.CPUTimeMS, PeakMemoryKB: j.PeakMemoryKB,
 	}
 	for _, a := range j.Artifacts {
 		u, err := s.svc.ArtifactURL(ctx, p, j.ID, a.Path)
@@ -434,6 +445,7 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 	if !j.Status.Terminal() {
 		fmt.Fprintf(&b, "not finished yet: call get_job with job_id=%s and wait_ms to wait for it\n", j.ID)
 	}
+	writeStream(&b, "compile output", j.CompileOutput, j.Compile != nil && j.Compile.OutputTruncated, j.ID)
 	writeStream(&b, "stdout", j.Stdout, j.StdoutTruncated, j.ID)
 	writeStream(&b, "stderr", j.Stderr, j.StderrTruncated, j.ID)
 	if len(res.Artifacts) > 0 {
