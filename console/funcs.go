@@ -40,6 +40,8 @@ var funcs = template.FuncMap{
 		}
 		return formatBytes(*p << 10)
 	},
+	// cpu shows CPU seconds (a usage report's) as a duration.
+	"cpu": func(s float64) string { return fmtMS(s * 1000) },
 	"ms": func(p *int64) string {
 		if p == nil {
 			return "–"

@@ -21,6 +21,7 @@ type Metrics struct {
 	handBacks *prometheus.CounterVec
 	tenants   *tenantLabels
 	byTenant  *prometheus.CounterVec
+	tenantCPU *prometheus.CounterVec
 	// cpu is the CPU time programs used; accounting is what measuring it
 	// cost each run (the agent's wait for the sandbox's init).
 	cpu        *prometheus.HistogramVec
@@ -54,6 +55,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		byTenant: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_tenant_jobs_total", Help: "Jobs finished, by tenant (the first 100 tenants a runner sees; the rest as \"other\") and status.",
 		}, []string{"tenant", "status"}),
+		tenantCPU: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_tenant_cpu_seconds_total", Help: "CPU time (user and system) tenants' programs used, by tenant (bounded as gantry_tenant_jobs_total's), for jobs it was measured of.",
+		}, []string{"tenant"}),
 		tenants: &tenantLabels{max: 100, seen: map[string]bool{}},
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
@@ -67,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.cpu, m.accounting)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.tenantCPU, m.cpu, m.accounting)
 	return m
 }
 
@@ -77,6 +81,7 @@ func (m *Metrics) observe(language, tenantID string, r jobs.Result) {
 	m.duration.WithLabelValues(language, string(r.Status)).Observe(r.Duration.Seconds())
 	if r.Usage != nil {
 		m.cpu.WithLabelValues(language).Observe(r.Usage.CPUTime.Seconds())
+		m.tenantCPU.WithLabelValues(m.tenants.label(tenantID)).Add(r.Usage.CPUTime.Seconds())
 	}
 }
 

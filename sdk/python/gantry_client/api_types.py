@@ -1262,6 +1262,10 @@ class UsageBucket(TypedDict):
     #: The size of the files the jobs produced that gantry kept (omitted ones
     #: aside).
     artifact_bytes: int
+    #: The CPU time (user and system) the jobs' programs used, summed; jobs
+    #: recorded without it (before it was measured, or whose program never ran)
+    #: count nothing.
+    cpu_seconds: float
     #: The median wall time of the programs that ran; null when none did.
     duration_p50_ms: Optional[int]
     #: The 95th percentile of the programs' wall time; null when none ran.
@@ -1270,6 +1274,9 @@ class UsageBucket(TypedDict):
     jobs: Dict[str, int]
     #: All jobs submitted.
     jobs_total: int
+    #: The largest resident set (KiB) any one job's program reached; null when no
+    #: job was measured.
+    peak_memory_kb: Optional[int]
     #: The sessions jobs were submitted to.
     sessions: int
     #: The bucket's first instant.
@@ -1282,6 +1289,10 @@ class UsageFigures(TypedDict):
     #: The size of the files the jobs produced that gantry kept (omitted ones
     #: aside).
     artifact_bytes: int
+    #: The CPU time (user and system) the jobs' programs used, summed; jobs
+    #: recorded without it (before it was measured, or whose program never ran)
+    #: count nothing.
+    cpu_seconds: float
     #: The median wall time of the programs that ran; null when none did.
     duration_p50_ms: Optional[int]
     #: The 95th percentile of the programs' wall time; null when none ran.
@@ -1290,6 +1301,9 @@ class UsageFigures(TypedDict):
     jobs: Dict[str, int]
     #: All jobs submitted.
     jobs_total: int
+    #: The largest resident set (KiB) any one job's program reached; null when no
+    #: job was measured.
+    peak_memory_kb: Optional[int]
     #: The sessions jobs were submitted to.
     sessions: int
 

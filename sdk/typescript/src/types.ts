@@ -1413,6 +1413,12 @@ export interface UsageBucket {
    * aside).
    */
   artifact_bytes: number;
+  /**
+   * The CPU time (user and system) the jobs' programs used, summed; jobs
+   * recorded without it (before it was measured, or whose program never ran)
+   * count nothing.
+   */
+  cpu_seconds: number;
   /** The median wall time of the programs that ran; null when none did. */
   duration_p50_ms: number | null;
   /** The 95th percentile of the programs' wall time; null when none ran. */
@@ -1421,6 +1427,11 @@ export interface UsageBucket {
   jobs: Record<string, number>;
   /** All jobs submitted. */
   jobs_total: number;
+  /**
+   * The largest resident set (KiB) any one job's program reached; null when no
+   * job was measured.
+   */
+  peak_memory_kb: number | null;
   /** The sessions jobs were submitted to. */
   sessions: number;
   /** The bucket's first instant. */
@@ -1434,6 +1445,12 @@ export interface UsageFigures {
    * aside).
    */
   artifact_bytes: number;
+  /**
+   * The CPU time (user and system) the jobs' programs used, summed; jobs
+   * recorded without it (before it was measured, or whose program never ran)
+   * count nothing.
+   */
+  cpu_seconds: number;
   /** The median wall time of the programs that ran; null when none did. */
   duration_p50_ms: number | null;
   /** The 95th percentile of the programs' wall time; null when none ran. */
@@ -1442,6 +1459,11 @@ export interface UsageFigures {
   jobs: Record<string, number>;
   /** All jobs submitted. */
   jobs_total: number;
+  /**
+   * The largest resident set (KiB) any one job's program reached; null when no
+   * job was measured.
+   */
+  peak_memory_kb: number | null;
   /** The sessions jobs were submitted to. */
   sessions: number;
 }
