@@ -489,6 +489,19 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 		if statusID(a) != 6 || a.json["compile_output"] == nil {
 			t.Errorf("%s", a.body)
 		}
+		// With Judge0's default limits (memory_limit 128000 KB), what
+		// competitive programmers write compiles (g++ needs about 210 MB
+		// for <bits/stdc++.h>, as Judge0 compiles within its largest
+		// limits) and runs; a program past its own limit is killed, as the
+		// kernel kills it under Judge0.
+		a = run(t, `{"source_code": "#include <bits/stdc++.h>\nusing namespace std;\nint main() { string s; cin >> s; cout << \"hello \" << s << endl; }", "language_id": 54, "stdin": "judge"}`)
+		if statusID(a) != 3 || a.json["stdout"] != "hello judge\n" {
+			t.Errorf("bits/stdc++.h with the default limits: %s", a.body)
+		}
+		a = run(t, `{"source_code": "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\nint main() { size_t mb; if (scanf(\"%zu\", &mb) != 1) return 2; char *p = (char *)malloc(mb << 20); memset(p, (int)mb, mb << 20); long s = 0; for (size_t i = 0; i < mb << 20; i += 4096) s += p[i]; printf(\"%ld\\n\", s); }", "language_id": 54, "stdin": "200"}`)
+		if statusID(a) != 12 || a.json["exit_signal"] != 9.0 {
+			t.Errorf("200 MB under a 128000 KB limit: %s", a.body)
+		}
 	})
 	t.Run("base64", func(t *testing.T) {
 		src := base64.StdEncoding.EncodeToString([]byte("import sys\nsys.stdout.buffer.write(bytes([0, 255]) + sys.stdin.buffer.read())"))
