@@ -67,7 +67,7 @@ func TestCompatibleAPIs(t *testing.T) {
 		})
 		t.Run("piston-client", func(t *testing.T) {
 			t.Parallel()
-			pistonCases(t, d.url+"/compat/key/"+pathKey+"/piston", d.url+"/compat/key/gk_wrong/piston")
+			pistonCases(t, d.url+"/compat/key/"+pathKey+"/piston", d.url+"/compat/key/gk_wrong/piston", has("cpp", "c++"))
 		})
 	})
 	t.Run("sandboxfusion: verl's 100 cases at once", func(t *testing.T) { verlLoad(t, sf) })
@@ -579,7 +579,7 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 
 // pistonCases drive npm's piston-client, unmodified (installed by make
 // compat-deps), with a Node script.
-func pistonCases(t *testing.T, server, badServer string) {
+func pistonCases(t *testing.T, server, badServer string, cpp bool) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		storetest.Unavailable(t, "node is not installed")
@@ -641,6 +641,21 @@ func pistonCases(t *testing.T, server, badServer string) {
 	// sends none.
 	if res[7]["message"] != "version is required as a string" {
 		t.Errorf("an unknown language: %v", res[7])
+	}
+	if cpp {
+		// A run_memory_limit below what g++ needs: the compile has its own
+		// (none here), and the program is held to the run's.
+		const alloc = "#include <bits/stdc++.h>\nint main() { size_t mb; std::cin >> mb; std::vector<char> v(mb << 20, 1); long s = 0; for (size_t i = 0; i < v.size(); i += 4096) s += v[i]; std::cout << s << std::endl; }"
+		res = drive(t, server,
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "1", "runMemoryLimit": 128 << 20}},
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "200", "runMemoryLimit": 128 << 20}},
+		)
+		if r := run(0); r == nil || r["stdout"] != "256\n" || r["code"] != 0.0 {
+			t.Errorf("C++ within its run_memory_limit: %v", res[0])
+		}
+		if r := run(1); r == nil || r["signal"] != "SIGKILL" || r["status"] != "SG" {
+			t.Errorf("C++ past its run_memory_limit: %v", res[1])
+		}
 	}
 	res = drive(t, badServer, []any{"runtimes"})
 	if !strings.Contains(fmt.Sprint(res[0]), "invalid or revoked API key") {
