@@ -727,6 +727,8 @@ def _serve(ctl, spare_spec):
         if rec["id"] is None:
             return  # a spare that died before a job came
         if data.startswith(b"S"):
+            # What the sandbox used so far was its setup, not the job's.
+            rec["setup_ns"] = _tree_cpu_ns(rec["pid"])
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
@@ -745,7 +747,7 @@ def _serve(ctl, spare_spec):
             os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
             _sandbox(spec, list(streams) + [w] + ([extra] if extra is not None else []), zygote)
         os.close(w)
-        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
+        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid), "base_kb": _rss_kb()}
         sel.register(r, selectors.EVENT_READ, ("status", rec))
         sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
         return rec
@@ -824,15 +826,42 @@ def _serve(ctl, spare_spec):
                 rec = key.data[1]
                 sel.unregister(rec["pidfd"])
                 os.close(rec["pidfd"])
-                _, st = os.waitpid(rec["pid"], 0)
+                _, st, ru = os.wait4(rec["pid"], 0)
                 settle(rec)
                 if rec["id"] is not None:
-                    report({"id": rec["id"], "event": "exit", "code": _status(st)})
+                    # The sandbox's processes, all reaped into its account
+                    # (its init reaps everything in its pid namespace).
+                    cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
+                    report({"id": rec["id"], "event": "exit", "code": _status(st),
+                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec["base_kb"], 0)})
                     if rec.get("kind") == "job" and spare is None:
                         make_spare()  # for the next job
                 elif rec is spare:
                     rec["sock"].close()
                     spare = None  # the next job makes its sandbox itself
+
+
+def _rss_kb():
+    """This interpreter's resident memory: what a fork of it starts with
+    (its peak memory counts from there)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _tree_cpu_ns(pid):
+    """The CPU time pid and its descendants used so far (their own, not
+    what they reaped)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/schedstat" % p) as f:
+                total += int(f.read().split()[0])
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(x) for x in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
 
 
 def _probe():

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/internal/eventually"
@@ -57,11 +58,15 @@ func testImage() string {
 // GANTRY_TEST_RUNTIME=runsc runs them under gVisor.
 func testRuntime() string { return os.Getenv("GANTRY_TEST_RUNTIME") }
 
-func testSandbox(t *testing.T) *Sandbox {
+func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, "") }
+
+// testSandboxWith is testSandbox with the given isolation ("": the
+// runtime's default).
+func testSandboxWith(t *testing.T, iso agent.Isolation) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime()})
+	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime(), Isolation: iso})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +81,12 @@ func testSandbox(t *testing.T) *Sandbox {
 
 func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	sb := testSandbox(t)
+	return newHarnessWith(t, testSandbox(t), slots, opts...)
+}
+
+// newHarnessWith is newHarness on the given sandbox.
+func newHarnessWith(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness, *Config)) *harness {
+	t.Helper()
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
 	h.nc = queuetest.Connect(t, queuetest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
