@@ -727,8 +727,9 @@ def _serve(ctl, spare_spec):
         if rec["id"] is None:
             return  # a spare that died before a job came
         if data.startswith(b"S"):
-            # What the sandbox used so far was its setup, not the job's.
-            rec["setup_ns"] = _tree_cpu_ns(rec["pid"])
+            # What the sandbox used so far was its setup, not the job's;
+            # what it holds resident now is the interpreter's pages, shared.
+            rec["setup_ns"], rec["base_kb"] = _tree_usage(rec["pid"])
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
@@ -747,7 +748,7 @@ def _serve(ctl, spare_spec):
             os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
             _sandbox(spec, list(streams) + [w] + ([extra] if extra is not None else []), zygote)
         os.close(w)
-        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid), "base_kb": _rss_kb()}
+        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
         sel.register(r, selectors.EVENT_READ, ("status", rec))
         sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
         return rec
@@ -833,7 +834,7 @@ def _serve(ctl, spare_spec):
                     # (its init reaps everything in its pid namespace).
                     cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
                     report({"id": rec["id"], "event": "exit", "code": _status(st),
-                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec["base_kb"], 0)})
+                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
                     if rec.get("kind") == "job" and spare is None:
                         make_spare()  # for the next job
                 elif rec is spare:
@@ -841,27 +842,23 @@ def _serve(ctl, spare_spec):
                     spare = None  # the next job makes its sandbox itself
 
 
-def _rss_kb():
-    """This interpreter's resident memory: what a fork of it starts with
-    (its peak memory counts from there)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def _tree_cpu_ns(pid):
-    """The CPU time pid and its descendants used so far (their own, not
-    what they reaped)."""
-    total, todo = 0, [pid]
+def _tree_usage(pid):
+    """The CPU time (ns) pid and its descendants used so far (their own, not
+    what they reaped), and the largest resident memory (KiB) among them."""
+    cpu, rss, todo = 0, 0, [pid]
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
     while todo:
         p = todo.pop()
         try:
             with open("/proc/%d/schedstat" % p) as f:
-                total += int(f.read().split()[0])
+                cpu += int(f.read().split()[0])
+            with open("/proc/%d/statm" % p) as f:
+                rss = max(rss, int(f.read().split()[1]) * page_kb)
             with open("/proc/%d/task/%d/children" % (p, p)) as f:
                 todo += [int(x) for x in f.read().split()]
         except (OSError, ValueError, IndexError):
             pass
-    return total
+    return cpu, rss
 
 
 def _probe():
