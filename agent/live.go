@@ -66,6 +66,10 @@ type liveSandbox struct {
 	// closed); code is then its exit status (-1: unknown).
 	gone chan struct{}
 	kill func()
+	// root is the sandbox's first process outside it (the forked child,
+	// bubblewrap, or the interpreter itself): its processes are root's
+	// descendants.
+	root int
 	// exited is closed once code is known (the sandbox's last process is
 	// gone).
 	exited   chan struct{}
@@ -174,6 +178,7 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 	}
 	pid := ev.Pid
 	l.rootPid = pid
+	l.root = pid
 	l.kill = func() {
 		if pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in it follow
@@ -194,7 +199,8 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 // bubblewrap's (its socket as fd 6).
 func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
 	inited := make(chan struct{})
-	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil), false, func() { close(inited) }, sock)
+	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil),
+		launchOpts{announce: func() { close(inited) }, extra: []*os.File{sock}})
 	if err != nil {
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
@@ -203,7 +209,7 @@ func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
 		// Its init is in the sandbox's namespaces: its root is the
 		// sandbox's, for live file operations.
 		p.mu.Lock()
-		l.rootPid = p.child
+		l.rootPid = p.childPID
 		p.mu.Unlock()
 	case <-p.statusEnd:
 	}
@@ -215,6 +221,7 @@ func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
 			f.Close()
 		}()
 	}
+	l.root = p.cmd.Process.Pid
 	l.kill = func() { _ = p.cmd.Process.Kill() } // --die-with-parent: the sandbox follows
 	go func() {
 		<-p.exited
@@ -248,6 +255,7 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
+	l.root = cmd.Process.Pid
 	l.kill = func() { _ = cmd.Process.Kill() }
 	l.agentRoot = true
 	go func() {
@@ -271,6 +279,16 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 // runLive runs a stateful session's job in the container's live sandbox,
 // making one first if there is none (or it ended).
 func (s *server) runLive(req Request) (Exit, error) {
+	br, cleanup, err := s.prepareRun(req)
+	if err != nil {
+		return Exit{}, err
+	}
+	defer cleanup()
+	// A compiled program is built in a sandbox of its own; it then runs
+	// in the session's.
+	if err := s.build(req, environ(req.Env)); err != nil {
+		return Exit{}, err
+	}
 	fresh := false
 	ended := ""
 	if s.live != nil && s.live.isGone() {
@@ -294,12 +312,6 @@ func (s *server) runLive(req Request) (Exit, error) {
 	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
 	// Its process service (live operations) runs before any job's code.
 	s.startProcesses(l)
-
-	br, cleanup, err := s.prepareRun(req)
-	if err != nil {
-		return Exit{Live: info}, err
-	}
-	defer cleanup()
 	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
 	if inProcess(req.Argv, req.Env) {
 		lr = liveRequest{Mode: "cell", Path: req.Argv[1], Env: envList(req.Env)}
@@ -331,7 +343,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 	default:
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	oomBefore := oomKills()
+	oomBefore, cpuBefore := oomKills(), treeCPU(l.root)
 	s.announceStart()
 	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
 	stdinR.Close()
@@ -354,11 +366,16 @@ func (s *server) runLive(req Request) (Exit, error) {
 		select {
 		case a := <-l.answers:
 			p.answer = &a
+			// Everything the sandbox's processes used while the job ran
+			// (what runs on in the background too), measured from
+			// outside: the interpreter's own account is the session's
+			// code's to forge.
+			p.cpu = treeCPU(l.root) - cpuBefore
 		case <-l.gone:
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br)
+	return s.await(p, br, req.TimeoutMS)
 }
 
 // setLive replaces the container's live sandbox (only the serving
@@ -444,16 +461,31 @@ type liveJob struct {
 	done      <-chan struct{}
 	oomBefore int
 	info      *Live
+	cpu       time.Duration // set with answer
+
+	mu       sync.Mutex
+	timedOut bool
 }
 
 func (j *liveJob) wait() <-chan struct{} { return j.done }
-func (j *liveJob) stop()                 { j.l.kill() }
+func (j *liveJob) abandon()              { j.l.kill() }
+
+// expire ends the session's sandbox: a cell cannot be stopped alone.
+func (j *liveJob) expire() {
+	j.mu.Lock()
+	j.timedOut = true
+	j.mu.Unlock()
+	j.l.kill()
+}
 
 func (j *liveJob) exit() (Exit, error) {
 	<-j.finished
-	e := Exit{Started: true, Live: j.info}
+	j.mu.Lock()
+	e := Exit{Started: true, Live: j.info, TimedOut: j.timedOut}
+	j.mu.Unlock()
 	if j.answer != nil {
 		e.Code, e.Value, e.Exception, e.Displays = j.answer.Code, j.answer.Value, j.answer.Exception, j.answer.Displays
+		e.Usage = &Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
 	} else {
 		// The sandbox ended under the job: its exit status is the job's.
 		e.Code = j.l.exitCode()

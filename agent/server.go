@@ -241,6 +241,12 @@ func (s *server) setup() error {
 	if err := s.probe(); err != nil {
 		return err
 	}
+	// A sandbox's init may outlive its bubblewrap (see reapInit): it then
+	// falls to the agent, which reaps it to account for what it used,
+	// rather than to the container's init.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
+	}
 	if len(s.cfg.Warm) > 0 {
 		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), int(capacity(Workspace)>>20), s.cfg.Warm, filter); err != nil {
 			return err
@@ -248,6 +254,9 @@ func (s *server) setup() error {
 	}
 	return nil
 }
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
 
 func (s *server) skillsDir() string {
 	if s.cfg.Isolation == Container {

@@ -48,6 +48,10 @@ type warmEvent struct {
 	Error   string   `json:"error"`
 	Pid     int      `json:"pid"`
 	Modules []string `json:"modules"`
+	// exit: what the sandbox used after it was set up (its processes'
+	// CPU; the peak memory its processes added to the interpreter's own).
+	CPUUS  int64 `json:"cpu_us"`
+	PeakKB int64 `json:"peak_kb"`
 }
 
 // warmRequest asks the warm interpreter for a sandbox: a job's (kind
@@ -334,11 +338,14 @@ type warmJob struct {
 	done       <-chan struct{}
 	oomBefore  int
 
-	mu      sync.Mutex
-	started bool
-	failure string
-	code    int
-	lost    bool // the interpreter died while the job ran
+	mu       sync.Mutex
+	started  bool
+	pid      int // the sandbox's forked child, once started
+	failure  string
+	code     int
+	usage    *Usage
+	timedOut bool // the agent killed it at its deadline
+	lost     bool // the interpreter died while the job ran
 }
 
 // watch turns the request's events into the job's state.
@@ -348,11 +355,12 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 		j.mu.Lock()
 		switch ev.Event {
 		case "started":
-			j.started = true
+			j.started, j.pid = true, ev.Pid
 		case "failed":
 			j.failure = ev.Error
 		case "exit":
 			j.code = ev.Code
+			j.usage = &Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
 			j.mu.Unlock()
 			return
 		}
@@ -365,14 +373,30 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 
 func (j *warmJob) wait() <-chan struct{} { return j.done }
 
-// stop is not needed: the job's sandbox dies with the interpreter, which
-// dies with the agent.
-func (j *warmJob) stop() {}
+// abandon is not needed: the job's sandbox dies with the interpreter,
+// which dies with the agent.
+func (j *warmJob) abandon() {}
+
+// expire kills the job's program (as process.stop does): its sandbox's
+// init then reaps it into the account and ends the sandbox.
+func (j *warmJob) expire() {
+	j.mu.Lock()
+	j.timedOut = true
+	pid := j.pid
+	j.mu.Unlock()
+	if pid <= 0 {
+		return // not started: the runner's own deadline holds
+	}
+	if inits := children(pid); len(inits) == 1 && stopInit(inits[0]) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
+}
 
 func (j *warmJob) exit() (Exit, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0)}
+	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
 	switch {
 	case j.lost && j.started:
 		// What the program did cannot be told from a dead interpreter:
@@ -383,7 +407,7 @@ func (j *warmJob) exit() (Exit, error) {
 	case !j.started:
 		e.Message = "the sandbox could not be set up: " + j.failure
 	default:
-		e.Started, e.Code = true, j.code
+		e.Started, e.Code, e.Usage = true, j.code, j.usage
 		if e.Code > 128 && e.Code < 128+65 {
 			e.Signal = e.Code - 128
 		}

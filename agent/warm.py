@@ -956,6 +956,9 @@ def _serve(ctl, spare_spec):
         if rec["id"] is None:
             return  # a spare that died before a job came
         if data.startswith(b"S"):
+            # What the sandbox used so far was its setup, not the job's;
+            # what it holds resident now is the interpreter's pages, shared.
+            rec["setup_ns"], rec["base_kb"] = _tree_usage(rec["pid"])
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
@@ -1053,15 +1056,38 @@ def _serve(ctl, spare_spec):
                 rec = key.data[1]
                 sel.unregister(rec["pidfd"])
                 os.close(rec["pidfd"])
-                _, st = os.waitpid(rec["pid"], 0)
+                _, st, ru = os.wait4(rec["pid"], 0)
                 settle(rec)
                 if rec["id"] is not None:
-                    report({"id": rec["id"], "event": "exit", "code": _status(st)})
+                    # The sandbox's processes, all reaped into its account
+                    # (its init reaps everything in its pid namespace).
+                    cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
+                    report({"id": rec["id"], "event": "exit", "code": _status(st),
+                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
                     if rec.get("kind") == "job" and spare is None:
                         make_spare()  # for the next job
                 elif rec is spare:
                     rec["sock"].close()
                     spare = None  # the next job makes its sandbox itself
+
+
+def _tree_usage(pid):
+    """The CPU time (ns) pid and its descendants used so far (their own, not
+    what they reaped), and the largest resident memory (KiB) among them."""
+    cpu, rss, todo = 0, 0, [pid]
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/schedstat" % p) as f:
+                cpu += int(f.read().split()[0])
+            with open("/proc/%d/statm" % p) as f:
+                rss = max(rss, int(f.read().split()[1]) * page_kb)
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(x) for x in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            pass
+    return cpu, rss
 
 
 def _probe():

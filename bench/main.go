@@ -38,6 +38,7 @@ var (
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 	warmN     = flag.Int("warm-n", 50, "back-to-back executions per row of the warm interpreter's rows (0: none)")
+	compiledN = flag.Int("compiled-n", 5, "compile-and-run executions per compiled language, when the image has them")
 	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
 	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
 )
@@ -173,6 +174,14 @@ func measure(runtime string) ([]row, error) {
 		}
 		add(r)
 	}
+	// What measuring each job's CPU time and memory costs it.
+	acc, err := accountingRows(c, pct(b2b, 50))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range acc {
+		add(r)
+	}
 	if *target == "" && runtime == "" { // under gVisor a container lives for one job: too short to sample
 		add(row{Name: "CPU per back-to-back job: in the sandbox containers (agent, sandbox, program)", Gantry: ms(cpu.sandbox), Value: msf(cpu.sandbox)})
 		add(row{Name: "CPU per back-to-back job: gantry dev (ingress, runner, NATS)", Gantry: ms(cpu.gantry), Value: msf(cpu.gantry)})
@@ -259,6 +268,16 @@ func measure(runtime string) ([]row, error) {
 	add(row{Name: "sync execute `import pandas; print(1)` p50", Gantry: ms(pct(pandas, 50)), Baseline: ms(pct(pandasBase, 50)),
 		Ratio: ratio(pct(pandas, 50), pct(pandasBase, 50)), Value: msf(pct(pandas, 50))})
 
+	// Compiled languages, when the image has them (SANDBOX=compilers).
+	if runtime == "" {
+		cr, err := compiledRows(c, *compiledN)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range cr {
+			add(r)
+		}
+	}
 	// The warm interpreter's rows (no warm interpreter under gVisor).
 	if *target == "" && runtime == "" && *warmN > 0 {
 		wr, err := warmRows(c, runnerID, devPID, *warmN)

@@ -98,10 +98,10 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 	if err != nil {
 		return nil, err
 	}
-	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait}, log, svc)
+	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait, Tracer: cfg.Tracer}, log, svc)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
-		Chat: cfg.Chat, MCP: mcp, Document: openapiJSON,
+		Chat: cfg.Chat, MCP: mcp, Document: openapiJSON, Tracer: cfg.Tracer,
 		Compat: map[string]http.Handler{
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
 			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),

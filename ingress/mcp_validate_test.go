@@ -35,7 +35,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		want string
 	}{
 		// enum
-		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, typescript, not "ruby"`},
+		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, typescript, c, cpp, go, java, rust, not "ruby"`},
 		// required
 		{"execute_code", map[string]any{"language": "python"}, "code is required"},
 		{"execute_code", map[string]any{}, "language and code are required"},

@@ -33,7 +33,7 @@ func TestNormalizeDefaults(t *testing.T) {
 	if len(spec.Artifacts) != 1 || spec.Artifacts[0] != "out/**" {
 		t.Errorf("artifacts = %v", spec.Artifacts)
 	}
-	if got := spec.Argv(); strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
+	if got := spec.Plan().Run; strings.Join(got, " ") != "python3 /tmp/gantry/main.py" {
 		t.Errorf("argv = %v", got)
 	}
 	// The workspace is held in memory: by default it is no larger than
@@ -278,7 +278,7 @@ func TestArgsFollowTheProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := spec.Argv()
+	argv := spec.Plan().Run
 	if n := len(argv); n < 3 || argv[n-2] != "a" || argv[n-1] != "b c" || argv[n-3] != ProgramDir+"/main.py" {
 		t.Errorf("argv = %q", argv)
 	}

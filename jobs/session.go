@@ -72,9 +72,11 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.Language == "" {
 		r.Language = "python"
 	}
-	if _, ok := LookupLanguage(r.Language); !ok {
+	lang, ok := LookupLanguage(r.Language)
+	if !ok {
 		return r, fieldErr("language", "unknown language %q (one of %s)", r.Language, languageNames())
 	}
+	r.Language = lang.Name
 	if r.TTLSeconds == 0 {
 		r.TTLSeconds = DefaultSessionTTL
 	}

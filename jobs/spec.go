@@ -100,8 +100,10 @@ type JobSpec struct {
 	StdinEncoding string   `json:"stdin_encoding"`
 	EnvNames      []string `json:"env_names"`
 	TimeoutMS     int      `json:"timeout_ms"`
-	Limits        Limits   `json:"limits"`
-	Artifacts     []string `json:"artifacts"`
+	// CompileTimeoutMS bounds the compile step (compiled languages only).
+	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
+	Limits           Limits   `json:"limits"`
+	Artifacts        []string `json:"artifacts"`
 	// Compat is a compatible API's own data (Request.Compat), for the
 	// adapter that stored it; not part of the HTTP API.
 	Compat json.RawMessage `json:"-"`
@@ -121,7 +123,7 @@ func (s *Spec) View() JobSpec {
 	v := JobSpec{
 		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
-		TimeoutMS: s.TimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
+		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
 		Environment: DefaultEnvironment,
 	}
 	if s.Environment != "" {

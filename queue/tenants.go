@@ -105,9 +105,10 @@ func NewPublisher(nc *nats.Conn, js jetstream.JetStream, cfg Config) *Publisher 
 	return &Publisher{nc: nc, js: js, cfg: cfg.WithDefaults(), ensured: expirable.NewLRU[string, int](10_000, nil, ensuredFor)}
 }
 
-// Publish puts a run message on its tenant's subject, waits for
-// JetStream's ack and returns the message's stream sequence (a job's row
-// records it), then tells idle runners (ReadySubject). msgID deduplicates
+// Publish puts a run message on its tenant's subject, with the trace of
+// the span in ctx in its headers, waits for JetStream's ack and returns
+// the message's stream sequence (a job's row records it), then tells idle
+// runners (ReadySubject). msgID deduplicates
 // retried publishes within the stream's window: the job id for a job's
 // first message. maxRunning is the tenant's cap on running jobs.
 func (p *Publisher) Publish(ctx context.Context, m RunMessage, msgID string, maxRunning int) (uint64, error) {
@@ -121,7 +122,9 @@ func (p *Publisher) Publish(ctx context.Context, m RunMessage, msgID string, max
 	if err != nil {
 		return 0, err
 	}
-	ack, err := p.js.Publish(ctx, TenantSubject(m.TenantID), data, jetstream.WithMsgID(msgID))
+	msg := &nats.Msg{Subject: TenantSubject(m.TenantID), Data: data}
+	injectTrace(ctx, msg)
+	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	var jsErr jetstream.JetStreamError
 	if errors.As(err, &jsErr) && jsErr.APIError() != nil && jsErr.APIError().ErrorCode == errCodeStoreFailed &&
 		strings.Contains(jsErr.APIError().Description, "maximum") {

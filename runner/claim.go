@@ -7,17 +7,25 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // claimFor claims the job a message names and deals with every outcome
 // but a claim: a job not there yet, gone, finished, taken or given up.
 // ok says the caller has the claim and runs the attempt.
 func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, rm queue.RunMessage) (claim store.Claim, ok bool) {
-	claim, outcome, err := r.claim(ctx, log, rm.JobID, meta.Sequence.Stream)
+	claimCtx, span := r.tracer().Start(ctx, "job.claim")
+	claim, outcome, err := r.claim(claimCtx, log, rm.JobID, meta.Sequence.Stream)
+	span.SetAttributes(tracing.Outcome.String(claimOutcome(outcome, err)))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The ingress publishes before it commits: give a young message
@@ -26,14 +34,14 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
 		} else {
-			r.handBack(msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
+			r.handBack(ctx, msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
 		}
 		return claim, false
 	case err != nil:
 		// Handing the message back spends no attempt (those are counted
 		// by claims): it comes back when Postgres may answer again.
 		log.Error("claim job; handing it back to the queue", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
+		r.handBack(ctx, msg, rm.TenantID, 2*time.Second, "database")
 		return claim, false
 	}
 	switch outcome {
@@ -46,7 +54,7 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 		return claim, false
 	case store.ClaimBusy:
 		// Redelivered while its runner still beats: look again later.
-		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
+		r.handBack(ctx, msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
 		return claim, false
 	case store.ClaimGaveUp:
 		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
@@ -55,6 +63,27 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 		return claim, false
 	}
 	return claim, true
+}
+
+// claimOutcome names what a claim came to, for its span.
+func claimOutcome(out store.ClaimOutcome, err error) string {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "not_found"
+	case err != nil:
+		return "failed"
+	}
+	switch out {
+	case store.ClaimDone:
+		return "done"
+	case store.ClaimStale:
+		return "stale"
+	case store.ClaimBusy:
+		return "busy"
+	case store.ClaimGaveUp:
+		return "gave_up"
+	}
+	return "claimed"
 }
 
 // maxHold is how long a runner holds a message it cannot claim because

@@ -27,7 +27,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 			log.Error("give back job", "err", err)
 		}
-		r.handBack(msg, rm.TenantID, time.Second, "object_store")
+		r.handBack(ctx, msg, rm.TenantID, time.Second, "object_store")
 		return
 	}
 	if err != nil {
@@ -36,7 +36,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
 				log.Error("requeue job", "err", err)
 			}
-			r.handBack(msg, rm.TenantID, time.Second, retryCause(cause))
+			r.handBack(ctx, msg, rm.TenantID, time.Second, retryCause(cause))
 			return
 		}
 		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
@@ -46,9 +46,11 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 	}
 
 	recordStart := time.Now()
-	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
+	recordCtx, endRecord := r.stage(ctx, "job.record")
+	applied, err := r.record(recordCtx, log, func(ctx context.Context) (bool, error) {
 		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
 	})
+	endRecord(err)
 	r.metrics.stage("record", recordStart)
 	if err != nil && ctx.Err() == nil {
 		// Not an outage (those are waited out): say so in the job rather
@@ -68,7 +70,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 				log.Error("give back job", "err", err)
 			}
 		}
-		r.handBack(msg, rm.TenantID, time.Second, "unrecorded")
+		r.handBack(ctx, msg, rm.TenantID, time.Second, "unrecorded")
 		return
 	}
 	if !applied {
@@ -80,6 +82,7 @@ func (r *Runner) complete(ctx context.Context, log *slog.Logger, msg jetstream.M
 		log.Warn("ack job", "err", err)
 	}
 	if applied {
+		finished(ctx, res)
 		r.publishStatus(rm.JobID, res.Status)
 		if r.metrics != nil {
 			r.metrics.observe(claim.Spec.Language, claim.TenantID, res)
@@ -155,9 +158,10 @@ func (b *backoff) next() time.Duration {
 // handBack returns a message to its queue, to be delivered again after d,
 // and announces it then, so that an idle runner takes it at once (unless
 // this runner has stopped by then). cause says why, for
-// gantry_job_handbacks_total.
-func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
+// gantry_job_handbacks_total and the span in ctx.
+func (r *Runner) handBack(ctx context.Context, msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
 	r.metrics.handBack(cause)
+	handedBack(ctx, cause)
 	_ = msg.NakWithDelay(d)
 	if tenantID == "" || r.nc == nil {
 		return

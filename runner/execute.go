@@ -13,6 +13,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // execution is one job attempt in progress on this runner.
@@ -30,7 +31,9 @@ type execution struct {
 // runJob runs a plain job's message: claim the job, run the attempt,
 // record the result and ack the message (or hand it back).
 func (r *Runner) runJob(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, rm queue.RunMessage) {
-	log := r.log.With("job_id", rm.JobID)
+	ctx, span := r.processMessage(ctx, msg, meta, rm)
+	defer span.End()
+	log := r.log.With("job_id", rm.JobID).With(tracing.LogAttrs(ctx)...)
 	// The message is held from here until it is acked or handed back,
 	// whatever Postgres does meanwhile.
 	stopHolding := r.hold(msg)
@@ -39,6 +42,7 @@ func (r *Runner) runJob(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 	if !ok {
 		return
 	}
+	claimed(ctx, claim)
 	log = log.With("attempt", claim.Attempt, "tenant_id", claim.TenantID, "language", claim.Spec.Language)
 	a, execCtx, end := r.begin(ctx, log, rm.JobID, claim, nil)
 	defer end()

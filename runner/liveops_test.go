@@ -275,11 +275,10 @@ func TestLiveOperations(t *testing.T) {
 	t.Run("without a warm interpreter", func(t *testing.T) {
 		// The session's interpreter then runs in a sandbox of bubblewrap's:
 		// files are still the sandbox's view.
-		sb := testSandboxWith(t, []string{})
-		if sb.Isolation() != agent.Namespaces {
+		if h.sb.Isolation() != agent.Namespaces {
 			t.Skip("the container isolation has no warm interpreter to do without")
 		}
-		h2 := newHarnessOn(t, sb, 1)
+		h2 := newHarness(t, 1, withoutWarm)
 		sid2 := h2.statefulSession(t)
 		if j := h2.in(t, sid2, bash("echo in-tmp > /tmp/x; echo ws > y")); j.Status != jobs.StatusSucceeded {
 			t.Fatalf("first job: %+v", j)

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/internal/startstop"
@@ -36,6 +37,7 @@ import (
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is a runner's own configuration.
@@ -68,6 +70,9 @@ type Config struct {
 	// (the runner uses the cap on running jobs when it makes a tenant's
 	// queue).
 	TenantLimits jobs.TenantLimits
+	// Tracer makes the spans of each attempt at a job, in the job's trace
+	// (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -126,6 +131,7 @@ type Runner struct {
 	// live answers the live operations of the stateful sessions whose
 	// sandboxes its containers hold (liveops.go).
 	live *liveServer
+	traces   trace.Tracer // see tracer()
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops
@@ -168,6 +174,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
 		stopping: make(chan struct{}), quit: make(chan struct{}),
+		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.live = newLiveServer(nc, r.log, r.fleet)

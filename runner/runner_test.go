@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/internal/eventually"
@@ -57,15 +58,15 @@ func testImage() string {
 // GANTRY_TEST_RUNTIME=runsc runs them under gVisor.
 func testRuntime() string { return os.Getenv("GANTRY_TEST_RUNTIME") }
 
-func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, nil) }
+func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, "") }
 
-// testSandboxWith is testSandbox with the warm interpreter importing warm
-// (nil: the default; empty: none).
-func testSandboxWith(t *testing.T, warm []string) *Sandbox {
+// testSandboxWith is testSandbox with the given isolation ("": the
+// runtime's default).
+func testSandboxWith(t *testing.T, iso agent.Isolation) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime(), Warm: warm})
+	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime(), Isolation: iso})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +81,11 @@ func testSandboxWith(t *testing.T, warm []string) *Sandbox {
 
 func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	return newHarnessOn(t, testSandbox(t), slots, opts...)
+	return newHarnessWith(t, testSandbox(t), slots, opts...)
 }
 
-// newHarnessOn is newHarness on a sandbox of the test's.
-func newHarnessOn(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness, *Config)) *harness {
+// newHarnessWith is newHarness on the given sandbox.
+func newHarnessWith(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
 	h.nc = queuetest.Connect(t, queuetest.Server(t))

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -124,7 +126,18 @@ type Sandbox struct {
 	// awaitWarm has Create wait for every container's warm interpreter
 	// (tests that need each Python job forked from it).
 	awaitWarm bool
+
+	// languages are the languages the image labels (LabelLanguages), read
+	// by CheckImage; nil until then, or when the image says nothing.
+	languages atomic.Pointer[[]string]
+	// labels caches other images' languages (environments').
+	labelsMu sync.Mutex
+	labels   map[string]imageLabels
 }
+
+// LabelLanguages is the sandbox image's label naming the languages it
+// runs, comma-separated (images/sandbox sets it).
+const LabelLanguages = "dev.gantry.languages"
 
 // NewSandbox returns a Sandbox using the Docker engine at host ("" means the
 // environment's DOCKER_HOST or the default socket).
@@ -161,13 +174,36 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return fmt.Errorf("docker engine not reachable (start it with `make docker` or set DOCKER_HOST): %w", err)
 	}
-	if _, err := s.docker.ImageInspect(ctx, s.cfg.Image); err != nil {
+	img, err := s.docker.ImageInspect(ctx, s.cfg.Image)
+	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("sandbox image %s not found: build it with `make image` (or set GANTRY_IMAGE)", s.cfg.Image)
 		}
 		return fmt.Errorf("inspect sandbox image %s: %w", s.cfg.Image, err)
 	}
+	if img.Config != nil {
+		if v, ok := img.Config.Labels[LabelLanguages]; ok {
+			langs := strings.Split(v, ",")
+			s.languages.Store(&langs)
+		}
+	}
 	return nil
+}
+
+// Languages are the languages the sandbox image runs, as it labels them
+// (known once CheckImage succeeded); nil when the image does not say.
+func (s *Sandbox) Languages() []string {
+	if p := s.languages.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Runs reports whether the image runs the named language, as far as it
+// says.
+func (s *Sandbox) Runs(language string) bool {
+	langs := s.Languages()
+	return langs == nil || slices.Contains(langs, language)
 }
 
 // Check makes one container and has its agent report in: the image holds

@@ -16,6 +16,7 @@ import (
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // SessionStore is what the runner needs of the store to run sessions.
@@ -48,6 +49,9 @@ var errSessionLost = errors.New("session lost")
 // none is left. A runner that cannot become owner acks the message: the
 // owner cannot let go while the job it announced is queued.
 func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.RunMessage) {
+	// The message's trace is the one of the job whose submission sent it:
+	// each job run here is a span in its own job's trace, linked to it.
+	ctx = queue.TraceContext(ctx, msg.Headers())
 	log := r.log.With("session_id", rm.SessionID)
 	stopHolding := r.hold(msg)
 	defer stopHolding()
@@ -62,7 +66,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
+		r.handBack(ctx, msg, rm.TenantID, 2*time.Second, "database")
 		return
 	case !ok:
 		_ = msg.Ack()
@@ -114,7 +118,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		r.handBack(msg, rm.TenantID, time.Second, "session_handover")
+		r.handBack(ctx, msg, rm.TenantID, time.Second, "session_handover")
 	}
 }
 
@@ -198,7 +202,9 @@ type sessionAt struct {
 // runSessionJob runs one job in the session's workspace and records it with
 // the workspace it left. It returns where the session is after it.
 func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, at sessionAt, sj store.SessionJob) (sessionAt, error) {
-	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
+	ctx, span := r.processSessionJob(ctx, sessionID, sj)
+	defer span.End()
+	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt).With(tracing.LogAttrs(ctx)...)
 	work := &sessionWork{r: r, log: log, id: sessionID, state: st, at: at}
 	a, execCtx, end := r.begin(ctx, log, sj.JobID, sj.Claim, work)
 	defer end()
@@ -227,12 +233,14 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		// While S3 is unavailable the container, the result and the lease
 		// are held: every write of the session is kept.
 		snapStart := time.Now()
-		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
-			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
+		snapSpanCtx, endSnap := r.stage(ctx, "job.snapshot")
+		err = r.throughS3Outage(snapSpanCtx, log, "a session's workspace and its job's result", func() error {
+			snapCtx, cancelSnap := context.WithTimeout(snapSpanCtx, artifactTimeout)
 			defer cancelSnap()
 			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
 			return err
 		})
+		endSnap(err)
 		r.metrics.stage("snapshot", snapStart)
 		if errors.Is(err, errS3Held) {
 			r.fleet.release(ctr, false, "runner stopping")
@@ -270,10 +278,12 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	var replaced string
 	recordStart := time.Now()
 	defer r.metrics.stage("record", recordStart)
-	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
+	recordCtx, endRecord := r.stage(ctx, "job.record")
+	applied, err := r.record(recordCtx, log, func(ctx context.Context) (applied bool, err error) {
 		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap, live)
 		return applied, err
 	})
+	endRecord(err)
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelCommit()
 	if err != nil {
@@ -314,6 +324,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		}
 	}
 	if applied {
+		finished(ctx, res)
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
 			r.metrics.observe(sj.Claim.Spec.Language, sj.Claim.TenantID, res)

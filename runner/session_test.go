@@ -143,6 +143,9 @@ plt.savefig("out/plot.png")
 	if n := h.metric(t, "gantry_tenant_jobs_total", map[string]string{"tenant": h.tenant, "status": "succeeded"}); n != 1 {
 		t.Errorf("gantry_tenant_jobs_total: %v", n)
 	}
+	if n := h.metric(t, "gantry_tenant_cpu_seconds_total", map[string]string{"tenant": h.tenant}); n <= 0 {
+		t.Errorf("gantry_tenant_cpu_seconds_total: %v", n)
+	}
 	sid := h.session(t)
 	for i, code := range []string{"rm -r out && echo gone", "ls -d out && echo x > out/a.txt", "rm -r out; echo file > out", "cat out"} {
 		j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: code}), func(j jobs.Job) bool { return j.Status.Terminal() })

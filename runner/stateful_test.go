@@ -145,6 +145,34 @@ func TestStatefulSessions(t *testing.T) {
 		want(j, jobs.LiveKept, "in me file\n", "")
 	})
 
+	t.Run("jobs are measured; a compiled program runs in the session", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		h.in(t, sid, bash("echo from-bash > /tmp/note"))
+		j := h.in(t, sid, py("import time\nwhile time.process_time() < 0.4: pass\nx = 7"))
+		if j.Status != jobs.StatusSucceeded || j.CPUTimeMS == nil || *j.CPUTimeMS < 350 || *j.CPUTimeMS > 1500 {
+			t.Errorf("a cell burning 0.4 s: %s %q cpu %v", j.Status, j.Stderr, deref(j.CPUTimeMS))
+		}
+		if !h.sb.Runs("cpp") {
+			return // the image has no compilers
+		}
+		j = h.in(t, sid, jobs.Request{Language: "cpp", Code: "#include <fstream>\n#include <iostream>\n" +
+			"int main() { std::ifstream f(\"/tmp/note\"); std::string s; f >> s; std::cout << s << std::endl; }"})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "from-bash\n" || j.Compile == nil || j.LiveState != jobs.LiveKept {
+			t.Errorf("C++ in the session: %s %q %q %+v %s", j.Status, j.Stdout, j.Stderr, j.Compile, j.LiveState)
+		}
+		if j := h.in(t, sid, py("x")); j.Value == nil || j.Value.Text != "7" {
+			t.Errorf("after the C++ job: %+v %q", j.Value, j.Stderr)
+		}
+		j = h.in(t, sid, jobs.Request{Language: "cpp", Code: "int main() { return nope; }"})
+		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeCompileError {
+			t.Errorf("a compile error in the session: %s %+v", j.Status, j.Error)
+		}
+		if j := h.in(t, sid, py("x")); j.Value == nil || j.Value.Text != "7" || j.LiveState != jobs.LiveKept {
+			t.Errorf("after the compile error: %+v %s", j.Value, j.LiveState)
+		}
+	})
+
 	t.Run("a timeout loses the live state, not the files", func(t *testing.T) {
 		t.Parallel()
 		sid := h.statefulSession(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // NewJob is a validated job about to be queued.
@@ -35,14 +36,18 @@ type NewJob struct {
 	// MaxQueued caps the tenant's queued jobs (0: no cap): a submission
 	// beyond it fails with ErrTooManyQueued.
 	MaxQueued int
+	// TraceParent is the W3C traceparent of the span that queues the job
+	// ("" with tracing off): runners' spans for the job are its children.
+	TraceParent string
 }
 
 // ErrTooManyQueued means the tenant has as many queued jobs as it may.
 var ErrTooManyQueued = errors.New("too many queued jobs")
 
-const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
+const jobColumns = `id, status, language, session_id, attempt, trace_parent, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
+	cpu_time_ms, peak_memory_kb, compile, compile_output,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
 	value, live_state, live_state_reason, displays, exception`
 
@@ -119,12 +124,12 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	row := tx.QueryRow(ctx, `
 		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
-			batch_id, webhook_url)
-		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			batch_id, webhook_url, trace_parent)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+jobColumns,
 		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash,
-		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL))
+		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL), nilIfEmpty(nj.TraceParent))
 	r, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
@@ -446,6 +451,9 @@ type Claim struct {
 	// claim: a runner retires containers bound to the tenant under an
 	// older epoch.
 	KeyEpoch int64
+	// TraceParent is the traceparent of the span that queued the job (""
+	// with tracing off, or for a job queued before it was on).
+	TraceParent string
 }
 
 // tenantClaim selects what a claim carries of a jobs row's tenant: its
@@ -535,8 +543,8 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 	err = tx.QueryRow(ctx, `
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
-		RETURNING attempt, tenant_id, spec, cancel_requested, `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
+		RETURNING attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim, req.JobID, req.RunnerID).
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
 	}
@@ -587,6 +595,17 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 		c := string(r.Error.Code)
 		code, msg = &c, &r.Error.Message
 	}
+	var cpuMS, peakKB *int64
+	if r.Usage != nil {
+		ms, kb := r.Usage.CPUTimeMS(), r.Usage.PeakMemoryKB
+		cpuMS, peakKB = &ms, &kb
+	}
+	var compile []byte
+	if r.Compile != nil {
+		if compile, err = json.Marshal(r.Compile); err != nil {
+			return false, err
+		}
+	}
 	var value, displays, exception []byte
 	if r.Value != nil {
 		if value, err = json.Marshal(r.Value); err != nil {
@@ -607,12 +626,14 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18,
-			displays = $19, exception = $20
+			stdout_key = $14, stderr_key = $15,
+			cpu_time_ms = $16, peak_memory_kb = $17, compile = $18, compile_output = $19,
+			value = $20, live_state = $21, live_state_reason = $22, displays = $23, exception = $24
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
 		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
+		cpuMS, peakKB, compile, nonNil(r.CompileOutput),
 		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
@@ -657,27 +678,36 @@ func scanJob(r pgx.Row) (row, error) { return scanJobWith(r) }
 // output is still to be read (Store.load).
 func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 	var (
-		j               jobs.Job
-		status          string
-		stdout, stderr  []byte
-		arts, meta      []byte
-		calls, webhook  []byte
-		errCode, errMsg *string
-		outKey, errKey  *string
-		value           []byte
-		live, liveWhy   *string
-		displays, exc   []byte
+		j                jobs.Job
+		status           string
+		stdout, stderr   []byte
+		arts, meta       []byte
+		calls, webhook   []byte
+		errCode, errMsg  *string
+		outKey, errKey   *string
+		compile, compOut []byte
+		value            []byte
+		live, liveWhy    *string
+		displays, exc    []byte
 	)
-	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
+	var traceParent *string
+	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &traceParent, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook,
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
+		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook,
 		&value, &live, &liveWhy, &displays, &exc)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
 	j.Status = jobs.Status(status)
-	j.Stdout, j.Stderr = text(stdout), text(stderr)
+	j.TraceID = tracing.SampledTraceID(deref(traceParent))
+	j.Stdout, j.Stderr, j.CompileOutput = text(stdout), text(stderr), text(compOut)
 	var err error
+	if compile != nil {
+		if err := json.Unmarshal(compile, &j.Compile); err != nil {
+			return row{}, fmt.Errorf("decode compile: %w", err)
+		}
+	}
 	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {
 		return row{}, fmt.Errorf("decode artifacts: %w", err)
 	}

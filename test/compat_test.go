@@ -67,7 +67,7 @@ func TestCompatibleAPIs(t *testing.T) {
 		})
 		t.Run("piston-client", func(t *testing.T) {
 			t.Parallel()
-			pistonCases(t, d.url+"/compat/key/"+pathKey+"/piston", d.url+"/compat/key/gk_wrong/piston")
+			pistonCases(t, d.url+"/compat/key/"+pathKey+"/piston", d.url+"/compat/key/gk_wrong/piston", has("cpp", "c++"))
 		})
 	})
 	t.Run("sandboxfusion: verl's 100 cases at once", func(t *testing.T) { verlLoad(t, sf) })
@@ -489,6 +489,19 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 		if statusID(a) != 6 || a.json["compile_output"] == nil {
 			t.Errorf("%s", a.body)
 		}
+		// With Judge0's default limits (memory_limit 128000 KB), what
+		// competitive programmers write compiles (g++ needs about 210 MB
+		// for <bits/stdc++.h>, as Judge0 compiles within its largest
+		// limits) and runs; a program past its own limit is killed, as the
+		// kernel kills it under Judge0.
+		a = run(t, `{"source_code": "#include <bits/stdc++.h>\nusing namespace std;\nint main() { string s; cin >> s; cout << \"hello \" << s << endl; }", "language_id": 54, "stdin": "judge"}`)
+		if statusID(a) != 3 || a.json["stdout"] != "hello judge\n" {
+			t.Errorf("bits/stdc++.h with the default limits: %s", a.body)
+		}
+		a = run(t, `{"source_code": "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\nint main() { size_t mb; if (scanf(\"%zu\", &mb) != 1) return 2; char *p = (char *)malloc(mb << 20); memset(p, (int)mb, mb << 20); long s = 0; for (size_t i = 0; i < mb << 20; i += 4096) s += p[i]; printf(\"%ld\\n\", s); }", "language_id": 54, "stdin": "200"}`)
+		if statusID(a) != 12 || a.json["exit_signal"] != 9.0 {
+			t.Errorf("200 MB under a 128000 KB limit: %s", a.body)
+		}
 	})
 	t.Run("base64", func(t *testing.T) {
 		src := base64.StdEncoding.EncodeToString([]byte("import sys\nsys.stdout.buffer.write(bytes([0, 255]) + sys.stdin.buffer.read())"))
@@ -566,7 +579,7 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 
 // pistonCases drive npm's piston-client, unmodified (installed by make
 // compat-deps), with a Node script.
-func pistonCases(t *testing.T, server, badServer string) {
+func pistonCases(t *testing.T, server, badServer string, cpp bool) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		storetest.Unavailable(t, "node is not installed")
@@ -628,6 +641,21 @@ func pistonCases(t *testing.T, server, badServer string) {
 	// sends none.
 	if res[7]["message"] != "version is required as a string" {
 		t.Errorf("an unknown language: %v", res[7])
+	}
+	if cpp {
+		// A run_memory_limit below what g++ needs: the compile has its own
+		// (none here), and the program is held to the run's.
+		const alloc = "#include <bits/stdc++.h>\nint main() { size_t mb; std::cin >> mb; std::vector<char> v(mb << 20, 1); long s = 0; for (size_t i = 0; i < v.size(); i += 4096) s += v[i]; std::cout << s << std::endl; }"
+		res = drive(t, server,
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "1", "runMemoryLimit": 128 << 20}},
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "200", "runMemoryLimit": 128 << 20}},
+		)
+		if r := run(0); r == nil || r["stdout"] != "256\n" || r["code"] != 0.0 {
+			t.Errorf("C++ within its run_memory_limit: %v", res[0])
+		}
+		if r := run(1); r == nil || r["signal"] != "SIGKILL" || r["status"] != "SG" {
+			t.Errorf("C++ past its run_memory_limit: %v", res[1])
+		}
 	}
 	res = drive(t, badServer, []any{"runtimes"})
 	if !strings.Contains(fmt.Sprint(res[0]), "invalid or revoked API key") {

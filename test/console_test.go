@@ -315,11 +315,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		present(".empty"),
 	)
 	// The overview charts the tenant's usage (GET /v1/usage): the job that
-	// ran is in today's bar, green.
+	// ran is in today's bar, green, and its CPU time in the CPU chart.
 	run(t, ctx, "overview", 30*time.Second,
 		chromedp.Navigate(base),
 		present(`nav a[aria-current="page"][href="/console/overview"]`),
 		present(`svg rect.s-succeeded`),
+		present(`svg rect.cpu`),
 		shot(t, "overview"),
 	)
 	if n := textOf(t, ctx, "#total-jobs"); n == "" || n == "0" {

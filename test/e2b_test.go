@@ -31,7 +31,7 @@ type jsCell struct {
 
 func ptr[T any](v T) *T { return &v }
 
-func deref(s *string) string {
+func derefText(s *string) string {
 	if s == nil {
 		return "<nil>"
 	}
@@ -166,13 +166,13 @@ func TestE2BSDKs(t *testing.T) {
 		if got.MadeContext.Language != "javascript" || got.MadeContext.Cwd != "/home/user" {
 			t.Errorf("a context made: %+v", got.MadeContext)
 		}
-		if len(got.InContext) != 2 || deref(got.InContext[0].Text) != "undefined" || deref(got.InContext[1].Text) != "mine" {
+		if len(got.InContext) != 2 || derefText(got.InContext[0].Text) != "undefined" || derefText(got.InContext[1].Text) != "mine" {
 			t.Errorf("a context of its own: %s", pretty(got.InContext))
 		}
 		if !slices.Equal(got.Contexts, []string{"javascript", "javascript", "python", "typescript"}) {
 			t.Errorf("contexts listed: %q", got.Contexts)
 		}
-		if deref(got.AfterRestart.Text) != "undefined" {
+		if derefText(got.AfterRestart.Text) != "undefined" {
 			t.Errorf("a context restarted is a new kernel: %s", pretty(got.AfterRestart))
 		}
 		if got.Removed.Error != "NotFoundError" || got.PythonContext.Error != "SandboxError" || !strings.Contains(got.PythonContext.Message, "501") {

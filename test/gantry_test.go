@@ -433,6 +433,9 @@ print("wrote 2 files")
 		if j.Status != jobs.StatusSucceeded || j.Stdout != "42\n" {
 			t.Errorf("execute: %+v", j)
 		}
+		if j.TraceID != "" {
+			t.Errorf("with no collector named, tracing is off, yet the job has trace_id %q", j.TraceID)
+		}
 	})
 
 	t.Run("live logs over SSE", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // config is everything gantry reads from the environment. Each subcommand
@@ -72,6 +74,8 @@ type config struct {
 
 	LogLevel  slog.Level
 	LogFormat string
+	// Traces: GANTRY_OTLP_ENDPOINT, beside the standard OTEL_* variables.
+	Traces tracing.Config
 
 	// Code mode and privacy tokens.
 	SecretKey []byte // nil: not set
@@ -180,7 +184,33 @@ func (e *envReader) policy() jobs.Policy {
 	p.MaxLimits.DiskMB = int(e.maximum("GANTRY_MAX_DISK_MB", float64(p.MaxLimits.DiskMB), float64(max(d.DiskMB, jobs.DefaultSessionMB)), 1<<20, "limits.disk_mb and a session's disk_mb"))
 	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
 	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
+	p.Languages = e.languages()
 	return p
+}
+
+// languages reads the languages the ingress offers: those of the sandbox
+// image its runners run. Unset, the standard image's (gantry dev asks its
+// runner's image instead); "all" is every language gantry knows.
+func (e *envReader) languages() []string {
+	v := e.str("GANTRY_LANGUAGES", "")
+	switch strings.TrimSpace(v) {
+	case "":
+		return jobs.StandardLanguages()
+	case "all":
+		return jobs.LanguageNames()
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		l, ok := jobs.LookupLanguage(strings.TrimSpace(n))
+		if !ok {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_LANGUAGES=%q: %q is not a language (want some of %s, or all)", v, n, strings.Join(jobs.LanguageNames(), ", ")))
+			return jobs.StandardLanguages()
+		}
+		if !slices.Contains(names, l.Name) {
+			names = append(names, l.Name)
+		}
+	}
+	return names
 }
 
 // tenantLimits reads the quotas of tenants the operator set none for
@@ -423,6 +453,8 @@ func loadConfig() (config, error) {
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
 	}
+	c.Traces = tracing.Config{Endpoint: e.str("GANTRY_OTLP_ENDPOINT", ""), Version: version}
+	e.errs = append(e.errs, c.Traces.Validate()...)
 	return c, e.err()
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
@@ -30,6 +32,7 @@ import (
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -48,11 +51,23 @@ type deps struct {
 	codeMode  *codemode.Registry
 	upstreams *codemode.Upstreams
 	privacy   *pii.Tokenizer // nil without a key
+	// tracer makes every part's spans (a no-op one with tracing off).
+	tracer *tracing.Provider
 }
 
 func (d *deps) close() {
 	if d.upstreams != nil {
 		d.upstreams.Stop()
+	}
+	if d.tracer != nil {
+		// Last: what the parts did while stopping is sent too.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := d.tracer.Shutdown(ctx); err != nil {
+				d.log.Warn("send the last traces", "err", err)
+			}
+		}()
 	}
 	if d.nc != nil {
 		d.nc.Close()
@@ -75,6 +90,14 @@ func newDeps(log *slog.Logger) *deps {
 func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	log := d.log
 	var err error
+	tc := cfg.Traces
+	tc.Log = log
+	if d.tracer, err = tracing.New(ctx, tc); err != nil {
+		return err
+	}
+	if tc.Enabled() {
+		log.Info("traces are exported over OTLP/HTTP", "endpoint", traceEndpoint(tc), "sampler", cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on"))
+	}
 	if d.store, err = awaitStore(ctx, log, cfg.DatabaseURL); err != nil {
 		return err
 	}
@@ -133,6 +156,19 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	return nil
 }
 
+// traces is the provider the parts are given (nil before connect).
+func (d *deps) traces() trace.TracerProvider {
+	if d.tracer == nil {
+		return nil
+	}
+	return d.tracer
+}
+
+// traceEndpoint says where traces go, for the log.
+func traceEndpoint(tc tracing.Config) string {
+	return cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), tc.Endpoint, os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+}
+
 func codeModeConfig(cfg config) codemode.Config {
 	return codemode.Config{Commands: cfg.MCPCommands, Env: cfg.MCPEnv,
 		AllowPrivate: cfg.MCPAllowPrivate != nil && *cfg.MCPAllowPrivate, ToolsTTL: cfg.MCPToolsTTL}
@@ -159,6 +195,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			BatchMax:     cfg.BatchMax,
 			TenantLimits: cfg.TenantLimits,
 			History:      d.history,
+			Tracer:       d.traces(),
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
@@ -185,6 +222,7 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 		History:      d.history,
 		Webhooks:     srv.Webhooks(),
 		Box:          d.box,
+		Tracer:       d.traces(),
 	}, d.log, d.store, d.blobs, d.nc, d.reg)
 	if err != nil {
 		return nil, err
@@ -230,6 +268,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
+		Tracer:       d.traces(),
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
 }
@@ -460,6 +499,11 @@ func runDev(ctx context.Context, cfg config) error {
 			return err
 		}
 		checks = append(checks, ingress.Check{Name: "docker", Fn: sb.Ping})
+		// One process, one image: its languages are the ones offered,
+		// unless the operator says otherwise.
+		if langs := sb.Languages(); langs != nil && os.Getenv("GANTRY_LANGUAGES") == "" {
+			cfg.Policy.Languages = langs
+		}
 	}
 	srv, err := newIngress(ctx, cfg, d, checks...)
 	if err != nil {

@@ -20,9 +20,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is the HTTP API's own configuration.
@@ -51,6 +53,9 @@ type Config struct {
 	// Document is the OpenAPI document served at /openapi.json (what
 	// OpenAPI writes, as committed).
 	Document []byte
+	// Tracer makes a span of each API request (public routes aside: health,
+	// readiness, metrics, the document). nil: none.
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -76,12 +81,14 @@ type Server struct {
 	mux     *http.ServeMux
 	// metricsHandler serves GET /metrics from the registry.
 	metricsHandler http.Handler
+	tracer         trace.Tracer
 }
 
 // New makes the HTTP API over svc. Its metrics are registered with reg,
 // which GET /metrics serves.
 func New(cfg Config, log *slog.Logger, svc *service.Service, reg *prometheus.Registry) *Server {
-	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc, metrics: newMetrics(reg)}
+	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc, metrics: newMetrics(reg),
+		tracer: tracing.Tracer(cfg.Tracer, "github.com/gantryhq/gantry/ingress/httpapi")}
 	s.metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	s.routes()
 	return s
@@ -135,6 +142,9 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 			key = ""
 		}
 		p, err := s.svc.Authenticate(r.Context(), strings.TrimSpace(key), s.keySource(r))
+		if err == nil {
+			trace.SpanFromContext(r.Context()).SetAttributes(tracing.TenantID.String(p.TenantID))
+		}
 		if err != nil {
 			var e *service.Error
 			if errors.As(err, &e) && e.Status == http.StatusUnauthorized {

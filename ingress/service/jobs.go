@@ -14,12 +14,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // SubmitJob validates a request, records the job and queues it. It is the
@@ -30,12 +37,26 @@ func (s *Service) SubmitJob(ctx context.Context, p Principal, req jobs.Request) 
 	return s.submitJob(ctx, p, req, "")
 }
 
-// submitJob is SubmitJob for a job of a batch ("" for none).
-func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, batchID string) (jobs.Job, bool, error) {
+// submitJob is SubmitJob for a job of a batch ("" for none). Its span,
+// job.submit, is where the job's trace begins on the ingress (under the
+// request's); job.enqueue, under it, is the span the job's row and run
+// message name as their runners' parent.
+func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, batchID string) (job jobs.Job, created bool, err error) {
+	ctx, span := s.tracer.Start(ctx, "job.submit", trace.WithAttributes(tracing.TenantID.String(p.TenantID)))
+	defer func() {
+		if job.ID != "" {
+			span.SetAttributes(tracing.JobID.String(job.ID))
+			if !created {
+				span.SetAttributes(tracing.Outcome.String("existing"))
+			}
+		}
+		endSpan(span, err)
+	}()
 	spec, err := s.cfg.Policy.Normalize(req)
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
+	span.SetAttributes(tracing.Language.String(spec.Language))
 	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
@@ -64,7 +85,13 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		return jobs.Job{}, false, err
 	}
 	limits := s.Limits(p)
-	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
+	attrs := []attribute.KeyValue{tracing.JobID.String(id), tracing.TenantID.String(p.TenantID)}
+	if sessionID != "" {
+		attrs = append(attrs, tracing.SessionID.String(sessionID))
+	}
+	ctx, enqueue := s.tracer.Start(ctx, "job.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(append(attrs, tracing.Publish(queue.TenantSubject(p.TenantID))...)...))
+	job, created, err = s.store.EnqueueJob(ctx, store.NewJob{
 		ID:             id,
 		TenantID:       p.TenantID,
 		Spec:           spec,
@@ -75,9 +102,11 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		BatchID:        batchID,
 		WebhookURL:     req.WebhookURL,
 		MaxQueued:      limits.MaxQueued,
+		TraceParent:    tracing.Traceparent(ctx),
 	}, func(ctx context.Context, jobID string) (uint64, error) {
 		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
+	endSpan(enqueue, err)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
 	}
@@ -200,6 +229,11 @@ type publisher struct {
 	limits   limitsReader
 	defaults jobs.TenantLimits
 	log      *slog.Logger
+	tracer   trace.Tracer
+}
+
+func newPublisher(nc *nats.Conn, js jetstream.JetStream, cfg queue.Config, limits limitsReader, defaults jobs.TenantLimits, log *slog.Logger, tp trace.TracerProvider) *publisher {
+	return &publisher{pub: queue.NewPublisher(nc, js, cfg), limits: limits, defaults: defaults, log: log, tracer: tracing.Tracer(tp, tracerName)}
 }
 
 // limitsReader reads a tenant's quotas (the store).
@@ -215,14 +249,15 @@ func (q *publisher) publish(ctx context.Context, m queue.RunMessage, msgID strin
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
+	log := q.log.With(tracing.LogAttrs(ctx)...)
 	if errors.Is(err, queue.ErrFull) {
-		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+		log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
 		e := Unavailable("the job queue is full; the job was not accepted, retry later")
 		e.RetryAfter = 5
 		return 0, e
 	}
 	if err != nil {
-		q.log.Error("publish job", "job_id", m.JobID, "err", err)
+		log.Error("publish job", "job_id", m.JobID, "err", err)
 		return 0, Unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return seq, nil
@@ -399,4 +434,18 @@ func requestHash(box *secret.Box, tenantID string, req jobs.Request) ([]byte, er
 		req.Env = keyed
 	}
 	return jobs.RequestHash(req), nil
+}
+
+// endSpan ends a span of the service, marking it failed when err is a
+// failure of gantry's own (a caller's mistake, a 4xx, is the caller's:
+// it is recorded as error.type only).
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		e, internal := ToError(err)
+		span.SetAttributes(attribute.String("error.type", string(e.Code)))
+		if internal || e.Status >= 500 {
+			span.SetStatus(codes.Error, e.Message)
+		}
+	}
+	span.End()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/internal/startstop"
@@ -41,6 +42,9 @@ type MaintenanceConfig struct {
 	// Box seals the env of jobs stored in the clear before the key was
 	// set (nil or disabled: they stay as they are).
 	Box *secret.Box
+	// Tracer makes the spans of the run messages the reconciler publishes
+	// again, in their jobs' traces (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -114,7 +118,7 @@ func NewMaintenance(cfg MaintenanceConfig, log *slog.Logger, st MaintenanceStore
 	cfg = cfg.WithDefaults()
 	return &Maintenance{
 		cfg: cfg, log: log, store: st, js: js,
-		queue:   &publisher{pub: queue.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:   newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer:  &closer{log: log, nc: nc, blobs: blobs, store: st},
 		metrics: newMaintenanceMetrics(reg),
 	}, nil

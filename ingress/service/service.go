@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
@@ -30,6 +31,7 @@ import (
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -64,6 +66,9 @@ type Config struct {
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
 	History Retention
+	// Tracer makes the spans of submissions (and the adapters' of
+	// requests, and webhook attempts'). nil: none.
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -194,7 +199,11 @@ type Service struct {
 	// callbacks are the compatible APIs' (callbacks.go).
 	callbacks *callbacks
 	envs      environments // the registered environments, cached
+	tracer    trace.Tracer
 }
+
+// tracerName names the ingress's spans' instrumentation scope.
+const tracerName = "github.com/gantryhq/gantry/ingress"
 
 // New makes a Service. Start must be called before it serves jobs.
 func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg prometheus.Registerer, extraChecks ...Check) (*Service, error) {
@@ -205,9 +214,10 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	cfg = cfg.WithDefaults()
 	s := &Service{
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
-		queue:  &publisher{pub: queue.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:  newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		tracer: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
@@ -236,6 +246,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		wc := s.cfg.Webhooks
 		wc.View = View
 		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
+		if wc.Tracer == nil {
+			wc.Tracer = cfg.Tracer
+		}
 		if wc.UserAgent == "" {
 			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
 		}

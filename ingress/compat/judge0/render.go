@@ -155,6 +155,11 @@ func judge(j jobs.Job, st stored) outcome {
 	}
 	out.time, out.wallTime, out.memory = &cpu, &wall, run.MemoryKB
 	zero := 0
+	// A compiled program ran with the compiler's memory (jobRequest): past
+	// its own limit it ends as the kernel would have ended it, killed.
+	if stages.Compile != nil && run.Signal == 0 && run.MemoryKB != nil && *run.MemoryKB > st.MemoryLimit {
+		run.Signal = 9
+	}
 	switch {
 	case run.Outcome == compat.TimedOut || (st.CPUTimeLimit > 0 && cpu > st.CPUTimeLimit):
 		out.status, out.exitCode = statusTLE, &zero

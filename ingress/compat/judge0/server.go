@@ -249,6 +249,15 @@ func (s *Server) jobRequest(sub submission) (jobs.Request, error) {
 		// killed when isolate would kill it; one that sleeps, sooner.
 		limit = math.Min(limit, st.CPUTimeLimit+st.CPUExtraTime)
 	}
+	memoryKB := st.MemoryLimit
+	if lang, ok := jobs.LookupLanguage(sub.Gantry); ok && lang.Compiled() {
+		// Judge0 compiles within its largest limits (MAX_MEMORY_LIMIT):
+		// g++ needs about 210 MB for a program that includes
+		// <bits/stdc++.h>. The compiler and the program share the job's
+		// memory, so the job gets that much and the program is held to
+		// its own limit by its measured peak (judge).
+		memoryKB = max(memoryKB, maxMemoryLimit)
+	}
 	req := jobs.Request{
 		Language:  sub.Gantry,
 		Code:      string(sub.Source),
@@ -256,7 +265,7 @@ func (s *Server) jobRequest(sub submission) (jobs.Request, error) {
 		Files:     sub.Files,
 		TimeoutMS: compat.TimeoutMS(limit, policy),
 		Limits: &jobs.Limits{
-			MemoryMB: compat.MemoryMB((st.MemoryLimit+1023)/1024, policy),
+			MemoryMB: compat.MemoryMB((memoryKB+1023)/1024, policy),
 			Pids:     int(min(max(st.MaxProcesses, int64(policy.MinLimits.Pids)), int64(policy.MaxLimits.Pids))),
 		},
 		Metadata: map[string]string{"compat": "judge0", "judge0.language_id": strconv.Itoa(st.LanguageID)},

@@ -175,6 +175,7 @@ type parsed struct {
 	compileTimeout int     // ms
 	runCPU         int     // ms
 	runMemory      float64 // bytes, -1 for none
+	compileMemory  float64 // bytes, -1 for none
 }
 
 // decodeExecute checks a request body as Piston's get_job does, in its
@@ -262,9 +263,12 @@ func decodeExecute(body []byte, policy jobs.Policy) (parsed, error) {
 	out.runTimeout = msOr("run_timeout", defRunTimeout)
 	out.compileTimeout = min(msOr("compile_timeout", defCompileTimeout), msOr("compile_cpu_time", defCompileTimeout))
 	out.runCPU = msOr("run_cpu_time", defRunTimeout)
-	out.runMemory = -1
+	out.runMemory, out.compileMemory = -1, -1
 	if n, ok := values["run_memory_limit"].(float64); ok {
 		out.runMemory = n
+	}
+	if n, ok := values["compile_memory_limit"].(float64); ok {
+		out.compileMemory = n
 	}
 	for i, f := range files {
 		content, err := decodeContent(*f.Content, f.Encoding)
@@ -380,8 +384,22 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 	if jr.TimeoutMS < 1 {
 		jr.TimeoutMS = defRunTimeout
 	}
+	compiled := false
+	if lang, ok := jobs.LookupLanguage(req.gantry); ok {
+		compiled = lang.Compiled()
+	}
 	if req.runMemory > 0 {
-		jr.Limits = &jobs.Limits{MemoryMB: compat.MemoryMB(int64(req.runMemory)>>20, policy)}
+		mb := int64(req.runMemory) >> 20
+		if compiled {
+			// The compiler and the program share the job's memory: the
+			// job gets the compile's limit (none: gantry's largest), and
+			// the program is held to its own by its measured peak.
+			mb = int64(policy.MaxLimits.MemoryMB)
+			if req.compileMemory > 0 {
+				mb = max(int64(req.runMemory), int64(req.compileMemory)) >> 20
+			}
+		}
+		jr.Limits = &jobs.Limits{MemoryMB: compat.MemoryMB(mb, policy)}
 	}
 	jr = compat.WithCompileTimeout(jr, compat.TimeoutMS(float64(req.compileTimeout)/1000, policy))
 	job, _, err := s.svc.SubmitJob(r.Context(), p, jr)
@@ -398,6 +416,10 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 		return nil
 	}
 	st := compat.StagesOf(job)
+	if run := st.Run; compiled && run != nil && run.Signal == 0 && run.Outcome != compat.TimedOut && req.runMemory > 0 &&
+		run.MemoryKB != nil && float64(*run.MemoryKB)*1024 > req.runMemory {
+		run.Signal = 9 // past run_memory_limit, as isolate would have killed it
+	}
 	if st.Run != nil && st.Run.Outcome == compat.Failed {
 		// Piston answers 500 when it cannot run a job.
 		compat.WriteJSON(w, http.StatusInternalServerError, message{Message: st.Run.Message})
