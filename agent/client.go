@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,13 @@ type Bridge interface {
 	Handle(ctx context.Context, req []byte) []byte
 }
 
+// Egress serves a running program's egress connections (egress.Proxy is
+// one): each is a net.Conn whose other end is the program's proxy client.
+type Egress interface {
+	// ServeConn serves one connection until it or ctx ends, and closes it.
+	ServeConn(ctx context.Context, c net.Conn)
+}
+
 // RunResult is what a run yields.
 type RunResult struct {
 	// Started: the agent reported that the program's sandbox existed. It
@@ -127,19 +135,29 @@ type RunResult struct {
 const maxBridgeWaiting = 64
 
 // Run runs a program (req.Op is set to "run"), copying its output to
-// stdout and stderr, answering its code-mode requests with bridge (nil:
-// none), until it exits. When ctx ends first the connection is closed
-// (which stops the container) and Run returns an error; the caller knows
-// why from ctx. Every bridge request started is finished before Run
-// returns, so the caller's record of them is complete.
-func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, bridge Bridge) (RunResult, error) {
+// stdout and stderr, answering its code-mode requests with bridge and
+// serving its egress connections with egress (nil: none of either), until
+// it exits. When ctx ends first the connection is closed (which stops the
+// container) and Run returns an error; the caller knows why from ctx.
+// Every bridge request started is finished before Run returns, so the
+// caller's record of them is complete; every egress connection is closed.
+func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, bridge Bridge, egress Egress) (RunResult, error) {
 	defer c.watch(ctx)()
 	req.Op = "run"
 	req.Bridge = bridge != nil
+	req.Egress = egress != nil
 	var res RunResult
 	bctx, stopBridge := context.WithCancel(ctx)
 	var inFlight sync.WaitGroup
 	defer func() { stopBridge(); inFlight.Wait() }()
+	var mux *netMux
+	if egress != nil {
+		mux = newNetMux(c.fw.frame, func(s *netStream) {
+			inFlight.Add(1)
+			go func() { defer inFlight.Done(); egress.ServeConn(bctx, s) }()
+		})
+		defer mux.close() // runs before the wait above: the proxies end
+	}
 	waiting := make(chan struct{}, maxBridgeWaiting)
 	if err := c.send(req); err != nil {
 		return res, err
@@ -178,6 +196,8 @@ func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, b
 				_ = c.send(Request{Op: "reply", ID: br.ID, Body: json.RawMessage(
 					`{"ok":false,"error":{"code":"busy","message":"too many tool requests in progress"}}`)})
 			}
+		case isNetFrame(kind) && mux != nil && !exited:
+			mux.handle(kind, payload)
 		case kind == KindExit && !exited:
 			if err := json.Unmarshal(payload, &res.Exit); err != nil {
 				return res, c.fail(fmt.Errorf("the sandbox agent's exit report: %w", err))

@@ -38,7 +38,7 @@ func TestRunFrames(t *testing.T) {
 		rawFrame(KindListing, "5 out/a.txt\x00"),
 	))
 	var out, errb bytes.Buffer
-	res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &errb, nil)
+	res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &errb, nil, nil)
 	if err != nil || !res.Started || out.String() != "hello world" || errb.String() != "warn" ||
 		res.Exit.Code != 137 || res.Exit.OOMKills != 1 || string(res.Listing) != "5 out/a.txt\x00" {
 		t.Fatalf("run: %+v %v %q %q", res, err, out.String(), errb.String())
@@ -62,7 +62,7 @@ func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
 		"malformed exit":      frames(rawFrame(KindExit, `{`)),
 	} {
 		c, _ := scripted(stream)
-		if _, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil); err == nil {
+		if _, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 		if c.Err() == nil {
@@ -76,7 +76,7 @@ func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
 
 func TestStartedSurvivesABreak(t *testing.T) {
 	c, _ := scripted(frames(rawFrame(KindStarted, ""), rawFrame(KindStdout, "partial")))
-	res, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil)
+	res, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil, nil)
 	if err == nil || !res.Started {
 		t.Fatalf("res %+v err %v", res, err)
 	}
@@ -121,7 +121,7 @@ func TestContextClosesTheConnection(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("timed out")
 	go cancel(cause)
-	_, err := c.Run(ctx, Request{Argv: []string{"sleep"}}, io.Discard, io.Discard, nil)
+	_, err := c.Run(ctx, Request{Argv: []string{"sleep"}}, io.Discard, io.Discard, nil, nil)
 	<-closed
 	if err == nil || !errors.Is(c.Err(), cause) {
 		t.Fatalf("err %v, broken %v", err, c.Err())
@@ -139,7 +139,7 @@ func FuzzConnFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		var out bytes.Buffer
 		c, _ := scripted(stream)
-		res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &out, nil)
+		res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &out, nil, nil)
 		if err == nil && len(res.Listing) > len(stream) {
 			t.Fatal("listing larger than the input")
 		}

@@ -242,7 +242,10 @@ func (s *server) runLive(req Request) (Exit, error) {
 	l := s.live
 	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
 
-	br, cleanup, err := s.prepareRun(req)
+	// A stateful session's sandbox outlives the run: it has no egress relay
+	// (the runner asks for none).
+	req.Egress = false
+	br, _, cleanup, err := s.prepareRun(req)
 	if err != nil {
 		return Exit{Live: info}, err
 	}
@@ -305,7 +308,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br)
+	return s.await(p, br, nil)
 }
 
 // exitCode waits briefly for the ended sandbox's exit status (it comes

@@ -71,10 +71,14 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	}
 	// A Python job waits for a warm interpreter still loading (a new
 	// container's first jobs): its imports would cost the job as much.
-	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(warmWait)
+	// An egress job runs behind its relay, in a sandbox of its own.
+	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(warmWait)
 	var sp *spare
-	if !warm {
+	if !warm && !req.Egress {
 		sp = s.takeSpare()
+	}
+	if req.Egress {
+		req.Argv = append([]string{s.cfg.Self, "relay", "--"}, req.Argv...)
 	}
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {
@@ -82,7 +86,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 			return Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
-	br, cleanup, err := s.prepareRun(req)
+	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
 		sp.discard()
 		return Exit{}, err
@@ -108,45 +112,64 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if s.cfg.Isolation == Namespaces {
 		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
 	}
-	return s.await(p, br)
+	return s.await(p, br, eg)
 }
 
 // prepareRun writes the run's program files and opens the code-mode
-// bridge; cleanup closes the bridge and empties the program directory.
-func (s *server) prepareRun(req Request) (*bridge, func(), error) {
+// bridge and the egress socket; cleanup closes them (every egress
+// connection ended, nothing of them sent after) and empties the program
+// directory.
+func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) {
 	runDir := s.runDir()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := emptyDir(runDir); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := placeFiles(req.Files, runDir); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var br *bridge
-	if req.Bridge {
-		var err error
-		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
-			return nil, nil, err
-		}
-	}
-	return br, func() {
+	var eg *egressRelay
+	closeAll := func() {
 		if br != nil {
 			br.close()
 		}
+		if eg != nil {
+			eg.close()
+		}
 		_ = emptyDir(runDir) // the next run empties it again
-	}, nil
+	}
+	if req.Bridge {
+		var err error
+		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if req.Egress {
+		var err error
+		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(EgressSocket)), s.fw); err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("egress socket: %w", err)
+		}
+	}
+	return br, eg, closeAll, nil
 }
 
-// await relays the runner's bridge replies until the program ends.
-func (s *server) await(p running, br *bridge) (Exit, error) {
+// await relays the runner's bridge replies and egress streams until the
+// program ends.
+func (s *server) await(p running, br *bridge, eg *egressRelay) (Exit, error) {
 	for {
 		select {
 		case f, ok := <-s.frames:
 			if !ok {
 				p.stop()
 				return Exit{}, ErrRunnerGone
+			}
+			if isNetFrame(f.kind) && eg != nil {
+				eg.handle(f.kind, f.payload)
+				continue
 			}
 			if f.kind != KindRequest {
 				continue

@@ -5,6 +5,7 @@
 //	gantry-agent [-isolation namespaces|container] [-warm numpy,pandas,...]
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
+//	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
 package main
 
 import (
@@ -29,6 +30,9 @@ func main() {
 	}
 	if len(os.Args) == 2 && os.Args[1] == "wait" {
 		waitForJob()
+	}
+	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
+		os.Exit(agent.RelayThenRun(os.Args[3:]))
 	}
 	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
