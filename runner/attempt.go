@@ -60,6 +60,7 @@ type prepared struct {
 	stamp      string       // the tenant's skills stamp
 	skillFiles []agent.File // the tenant's skills
 	bridge     *codemode.Bridge
+	egress     *jobEgress // nil: no network
 }
 
 // run runs the attempt. The result is final when err is nil (succeeded,
@@ -168,6 +169,13 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
+	stateful := a.session != nil && a.session.state.Stateful
+	if in.egress, err = a.r.egressFor(claim.EgressAllow, stateful); err != nil {
+		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
+	}
+	if in.egress != nil {
+		env = in.egress.env(env)
+	}
 	in.req = agent.Request{
 		Files: files, Argv: spec.Argv(), Env: env,
 		OutputCap: spec.Limits.OutputBytes,
@@ -256,8 +264,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
 	defer cancelRun()
 	start := time.Now()
-	rr, err := ctr.conn.Run(runCtx, in.req, stdout, stderr, bridge)
+	rr, err := ctr.conn.Run(runCtx, in.req, stdout, stderr, bridge, in.egress.handler())
 	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
+	in.egress.record(&res)                                                           // and for the proxy's connections
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
 

@@ -11,15 +11,16 @@ import (
 
 // Metrics are the runner's Prometheus metrics.
 type Metrics struct {
-	busy      prometheus.Gauge
-	finished  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	queued    prometheus.Histogram
-	s3Holds   prometheus.Counter
-	stages    *prometheus.HistogramVec
-	handBacks *prometheus.CounterVec
-	tenants   *tenantLabels
-	byTenant  *prometheus.CounterVec
+	busy        prometheus.Gauge
+	finished    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	queued      prometheus.Histogram
+	s3Holds     prometheus.Counter
+	stages      *prometheus.HistogramVec
+	handBacks   *prometheus.CounterVec
+	tenants     *tenantLabels
+	byTenant    *prometheus.CounterVec
+	egressConns *prometheus.CounterVec
 }
 
 // NewMetrics registers the runner's metrics with reg.
@@ -49,12 +50,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		byTenant: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_tenant_jobs_total", Help: "Jobs finished, by tenant (the first 100 tenants a runner sees; the rest as \"other\") and status.",
 		}, []string{"tenant", "status"}),
-		tenants: &tenantLabels{max: 100, seen: map[string]bool{}},
+		tenants:     &tenantLabels{max: 100, seen: map[string]bool{}},
+		egressConns: newEgressCounter(),
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.egressConns)
 	return m
 }
 

@@ -44,7 +44,7 @@ const jobColumns = `id, status, language, session_id, attempt, created_at, start
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
-	value, live_state, live_state_reason`
+	value, live_state, live_state_reason, egress`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the
@@ -440,12 +440,16 @@ type Claim struct {
 	// claim: a runner retires containers bound to the tenant under an
 	// older epoch.
 	KeyEpoch int64
+	// EgressAllow is the tenant's egress allow-list as it is when the job
+	// is claimed (empty: no network).
+	EgressAllow []string
 }
 
 // tenantClaim selects what a claim carries of a jobs row's tenant: its
-// privacy switch and key epoch.
+// privacy switch, key epoch and egress allow-list.
 const tenantClaim = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id),
-	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id)`
+	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id),
+	(SELECT egress_allow FROM tenants t WHERE t.id = jobs.tenant_id)`
 
 // ClaimRequest is a runner asking for the job a message names.
 type ClaimRequest struct {
@@ -530,7 +534,7 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
 		RETURNING attempt, tenant_id, spec, cancel_requested, `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch)
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch, &c.EgressAllow)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
 	}
@@ -576,16 +580,23 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 			return false, err
 		}
 	}
+	var egress []byte
+	if r.Egress != nil || r.EgressOmitted > 0 {
+		if egress, err = json.Marshal(storedEgress{Connections: r.Egress, Omitted: r.EgressOmitted}); err != nil {
+			return false, err
+		}
+	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18
+			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18,
+			egress = $19
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
 		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey),
-		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason))
+		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), egress)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -623,6 +634,12 @@ func (s *Store) FailJob(ctx context.Context, id string, attempt int, message str
 	return tag.RowsAffected() == 1, nil
 }
 
+// storedEgress is a job's egress record as the egress column holds it.
+type storedEgress struct {
+	Connections []jobs.EgressConnection `json:"connections"`
+	Omitted     int                     `json:"omitted,omitempty"`
+}
+
 func scanJob(row pgx.Row) (jobs.Job, error) { return scanJobWith(row) }
 
 func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
@@ -634,13 +651,13 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		calls, webhook  []byte
 		errCode, errMsg *string
 		outKey, errKey  *string
-		value           []byte
+		value, egress   []byte
 		live, liveWhy   *string
 	)
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook,
-		&value, &live, &liveWhy)
+		&value, &live, &liveWhy, &egress)
 	if err := row.Scan(dest...); err != nil {
 		return jobs.Job{}, err
 	}
@@ -672,6 +689,13 @@ func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
 		}
 	}
 	j.LiveState, j.LiveStateReason = jobs.LiveState(deref(live)), deref(liveWhy)
+	if egress != nil {
+		var e storedEgress
+		if err := json.Unmarshal(egress, &e); err != nil {
+			return jobs.Job{}, fmt.Errorf("decode egress: %w", err)
+		}
+		j.Egress, j.EgressOmitted = e.Connections, e.Omitted
+	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)

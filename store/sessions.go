@@ -340,9 +340,10 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var spec []byte
 	var cancelReq, private bool
 	var keyEpoch int64
+	var egressAllow []string
 	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private, &keyEpoch)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private, &keyEpoch, &egressAllow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sj, false, false, nil // nothing left
 	}
@@ -359,7 +360,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch}
+	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
 	}
