@@ -77,7 +77,7 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 
 # The runner tests that also run under gVisor: hardening, escapes, program
 # faults, sessions, stateful sessions (their interpreter runs in the container there).
-RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestStatefulSessions)$$
+RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
 
 .PHONY: test
 test: deps chromium runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/

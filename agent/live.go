@@ -191,17 +191,26 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
 		return err
 	}
+	// The session's egress relay (a job's is `gantry-agent relay`): the
+	// agent holds the proxy's address for as long as the sandbox lives.
+	ln, err := net.Listen("tcp", EgressProxy)
+	if err != nil {
+		return fmt.Errorf("the session's egress relay could not listen on %s: %w", EgressProxy, err)
+	}
+	go serveRelay(ln)
 	cmd := exec.Command(s.cfg.Self, "exec", "--", "python3", src, "kernel")
 	cmd.Env = environ(nil)
 	cmd.Dir = Workspace
 	cmd.ExtraFiles = []*os.File{sock} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		ln.Close()
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
 	l.kill = func() { _ = cmd.Process.Kill() }
 	go func() {
 		err := cmd.Wait()
+		ln.Close()
 		code := 0
 		if err != nil {
 			code = -1
@@ -242,10 +251,9 @@ func (s *server) runLive(req Request) (Exit, error) {
 	l := s.live
 	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
 
-	// A stateful session's sandbox outlives the run: it has no egress relay
-	// (the runner asks for none).
-	req.Egress = false
-	br, _, cleanup, err := s.prepareRun(req)
+	// The sandbox's relay outlives the run; the socket behind it is the
+	// run's (prepareRun), closed as the run ends.
+	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
 		return Exit{Live: info}, err
 	}
@@ -308,7 +316,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br, nil)
+	return s.await(p, br, eg)
 }
 
 // exitCode waits briefly for the ended sandbox's exit status (it comes

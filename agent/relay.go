@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // RelayThenRun is `gantry-agent relay -- PROGRAM ARGS...`: the first
@@ -28,18 +29,7 @@ func RelayThenRun(argv []string) int {
 		fmt.Fprintf(os.Stderr, "gantry: the egress proxy could not listen on %s: %v\n", EgressProxy, err)
 		return 127
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			go splice(c)
-		}
-	}()
+	go serveRelay(ln)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Signals meant for the job reach the program too.
@@ -69,6 +59,22 @@ func RelayThenRun(argv []string) int {
 		return 127
 	}
 	return 0
+}
+
+// serveRelay joins each connection ln accepts to the agent's egress
+// socket, until ln is closed.
+func serveRelay(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // out of descriptors: do not spin
+			continue
+		}
+		go splice(c)
+	}
 }
 
 // splice joins a program's proxy connection to the agent's socket.

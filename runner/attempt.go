@@ -169,8 +169,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
-	stateful := a.session != nil && a.session.state.Stateful
-	if in.egress, err = a.r.egressFor(claim.EgressAllow, stateful); err != nil {
+	if in.egress, err = a.r.egressFor(claim.EgressAllow); err != nil {
 		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
 	}
 	if in.egress != nil {

@@ -1,7 +1,11 @@
 package runner
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -118,4 +123,100 @@ func serveOn(t *testing.T, ip string, secure bool, h http.Handler) *httptest.Ser
 	}
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestEgressInStatefulSession: a stateful session's runs reach the tenant's
+// allow-list, from the session's interpreter (a cell) and from a program
+// it runs (a shell step), and pip installs from an allowed index (the
+// session's interpreter then imports it); what a process of the sandbox
+// connects to between runs is refused.
+func TestEgressInStatefulSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	index := packageIndex(t)
+	srv := serveOn(t, "127.0.0.2", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/simple/") || strings.HasPrefix(r.URL.Path, "/files/") {
+			index.ServeHTTP(w, r)
+			return
+		}
+		fmt.Fprintf(w, "hello %s", r.URL.Path)
+	}))
+	h := newHarness(t, 1, func(_ *harness, c *Config) { c.Egress = EgressConfig{AllowPrivate: true} })
+	hostport := strings.TrimPrefix(srv.URL, "http://")
+	if err := h.st.SetTenantEgress(context.Background(), h.tenant, []string{hostport}); err != nil {
+		t.Fatal(err)
+	}
+	sid := h.statefulSession(t)
+	expect := func(j jobs.Job, stdout string, conns int) {
+		t.Helper()
+		if j.Status != jobs.StatusSucceeded || j.Stdout != stdout || len(j.Egress) != conns {
+			t.Fatalf("%s\nstdout %q\nwant   %q\nstderr %q\negress %+v", j.Status, j.Stdout, stdout, j.Stderr, j.Egress)
+		}
+	}
+	expect(h.in(t, sid, py(fmt.Sprintf(`import urllib.request
+print(urllib.request.urlopen(%q).read().decode())
+later = []
+def fetch():
+    import time
+    time.sleep(1.5)
+    try:
+        urllib.request.urlopen(%q, timeout=5)
+        later.append("reached")
+    except OSError:
+        later.append("refused")
+import threading
+threading.Thread(target=fetch).start()`, srv.URL+"/cell", srv.URL+"/later"))), "hello /cell\n", 1)
+	time.Sleep(3 * time.Second)
+	expect(h.in(t, sid, py(`print(later)`)), "['refused']\n", 0)
+	expect(h.in(t, sid, bash(fmt.Sprintf(`python3 -c 'import urllib.request; print(urllib.request.urlopen("%s").read().decode())'`, srv.URL+"/step"))), "hello /step\n", 1)
+	j := h.in(t, sid, bash(fmt.Sprintf(`pip install --quiet --no-warn-script-location --disable-pip-version-check --break-system-packages --user --index-url %s/simple/ gantry-egress-probe && python3 -c 'import gantry_egress_probe; print(gantry_egress_probe.WHO)'`, srv.URL)))
+	if j.Status != jobs.StatusSucceeded || !strings.HasSuffix(j.Stdout, "installed through the egress proxy\n") {
+		t.Fatalf("pip install: %s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	// The session's interpreter imports it, as a new one would.
+	expect(h.in(t, sid, py(`import gantry_egress_probe
+print(gantry_egress_probe.WHO)`)), "installed through the egress proxy\n", 0)
+}
+
+// packageIndex is a PEP 503 package index holding one wheel built here,
+// gantry-egress-probe 1.0: pip installs from it as from PyPI.
+func packageIndex(t *testing.T) http.Handler {
+	t.Helper()
+	const name, version = "gantry_egress_probe", "1.0"
+	dist := name + "-" + version + ".dist-info/"
+	files := []struct{ path, body string }{
+		{name + "/__init__.py", "WHO = 'installed through the egress proxy'\n"},
+		{dist + "METADATA", "Metadata-Version: 2.1\nName: gantry-egress-probe\nVersion: " + version + "\n"},
+		{dist + "WHEEL", "Wheel-Version: 1.0\nGenerator: gantry-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	var record strings.Builder
+	for _, f := range files {
+		w, err := zw.Create(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(w, f.body)
+		sum := sha256.Sum256([]byte(f.body))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
+	}
+	record.WriteString(dist + "RECORD,,\n")
+	w, err := zw.Create(dist + "RECORD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(w, record.String())
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wheel := name + "-" + version + "-py3-none-any.whl"
+	sum := sha256.Sum256(buf.Bytes())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/simple/gantry-egress-probe/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%x">%s</a></body></html>`, wheel, sum, wheel)
+	})
+	mux.HandleFunc("/files/"+wheel, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(buf.Bytes()) })
+	return mux
 }
