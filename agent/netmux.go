@@ -325,8 +325,8 @@ type netAddr struct{}
 func (netAddr) Network() string { return "gantry-egress" }
 func (netAddr) String() string  { return EgressProxy }
 
-func (s *netStream) LocalAddr() net.Addr                { return netAddr{} }
-func (s *netStream) RemoteAddr() net.Addr               { return netAddr{} }
+func (s *netStream) LocalAddr() net.Addr              { return netAddr{} }
+func (s *netStream) RemoteAddr() net.Addr             { return netAddr{} }
 func (s *netStream) SetDeadline(time.Time) error      { return nil }
 func (s *netStream) SetReadDeadline(time.Time) error  { return nil }
 func (s *netStream) SetWriteDeadline(time.Time) error { return nil }
