@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,6 +180,49 @@ threading.Thread(target=fetch).start()`, srv.URL+"/cell", srv.URL+"/later"))), "
 print(gantry_egress_probe.WHO)`)), "installed through the egress proxy\n", 0)
 }
 
+// TestEgressPackageCache is the README's recipe for a session: pip
+// installs into the workspace from an allowed index, with its cache there
+// too, so the session's later jobs import the package and a second
+// install takes the wheel from the cache.
+func TestEgressPackageCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	var downloads atomic.Int32
+	index := packageIndex(t)
+	srv := serveOn(t, "127.0.0.2", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/files/") {
+			downloads.Add(1)
+		}
+		index.ServeHTTP(w, r)
+	}))
+	h := newHarness(t, 1, func(_ *harness, c *Config) { c.Egress = EgressConfig{AllowPrivate: true} })
+	if err := h.st.SetTenantEgress(context.Background(), h.tenant, []string{strings.TrimPrefix(srv.URL, "http://")}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := jobs.SessionRequest{DiskMB: 64}.Normalize()
+	sess, err := h.st.CreateSession(context.Background(), h.tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pip caches what it fetches over HTTPS, or from a --trusted-host: this
+	// index is plain HTTP.
+	install := bash(fmt.Sprintf(`export PIP_CACHE_DIR=/workspace/.cache/pip
+pip install --quiet --disable-pip-version-check --break-system-packages --upgrade --force-reinstall --target /workspace/.packages --index-url %s/simple/ --trusted-host %s gantry-egress-probe`, srv.URL, strings.TrimPrefix(srv.URL, "http://")))
+	use := jobs.Request{Language: "python", Code: "import gantry_egress_probe\nprint(gantry_egress_probe.WHO)", Env: map[string]string{"PYTHONPATH": "/workspace/.packages"}}
+	for i := range 2 {
+		if j := h.in(t, sess.ID, install); j.Status != jobs.StatusSucceeded {
+			t.Fatalf("install %d: %s %q %q", i, j.Status, j.Stdout, j.Stderr)
+		}
+		if j := h.in(t, sess.ID, use); j.Status != jobs.StatusSucceeded || j.Stdout != "installed through the egress proxy\n" {
+			t.Fatalf("import %d: %s %q %q", i, j.Status, j.Stdout, j.Stderr)
+		}
+	}
+	if n := downloads.Load(); n != 1 {
+		t.Errorf("the wheel was downloaded %d times; the second install should take it from the workspace's cache", n)
+	}
+}
+
 // packageIndex is a PEP 503 package index holding one wheel built here,
 // gantry-egress-probe 1.0: pip installs from it as from PyPI.
 func packageIndex(t *testing.T) http.Handler {
@@ -217,6 +261,9 @@ func packageIndex(t *testing.T) http.Handler {
 	mux.HandleFunc("/simple/gantry-egress-probe/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%x">%s</a></body></html>`, wheel, sum, wheel)
 	})
-	mux.HandleFunc("/files/"+wheel, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(buf.Bytes()) })
+	mux.HandleFunc("/files/"+wheel, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=365000000, immutable, public") // as PyPI's files host says
+		_, _ = w.Write(buf.Bytes())
+	})
 	return mux
 }
