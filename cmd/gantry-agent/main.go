@@ -24,6 +24,9 @@ import (
 	"github.com/gantryhq/gantry/agent"
 )
 
+// prSetDumpable is PR_SET_DUMPABLE (linux/prctl.h).
+const prSetDumpable = 4
+
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "exec" && os.Args[2] == "--" {
 		execProgram(os.Args[3:])
@@ -53,6 +56,14 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.Self = self
+	// Programs run as the agent's uid; under the container isolation they
+	// share its pid namespace. Not dumpable, the agent cannot be traced
+	// and its memory cannot be read or written by them (what it starts
+	// with exec is dumpable again).
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		fmt.Fprintln(os.Stderr, "gantry-agent: prctl(PR_SET_DUMPABLE):", errno)
+		os.Exit(1)
+	}
 	err = agent.Serve(cfg, os.Stdin, os.Stdout)
 	if err != nil && !errors.Is(err, agent.ErrRunnerGone) {
 		fmt.Fprintln(os.Stderr, "gantry-agent:", err)
