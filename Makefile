@@ -11,9 +11,20 @@ ROOT    := $(CURDIR)
 export GANTRY_VERSITYGW_BIN ?= $(ROOT)/bin/versitygw
 
 # The sandbox image `make image` built last (its exact tag, not :latest, so
-# that another checkout's build cannot swap it); GANTRY_IMAGE overrides it.
-IMAGE_FILE    := bin/sandbox-image
-SANDBOX_IMAGE  = $${GANTRY_IMAGE:-$$(cat $(IMAGE_FILE))}
+# that another checkout's build cannot swap it), and the compilers image
+# `make image-compilers` built last. SANDBOX=compilers has run and bench use
+# the compilers image; GANTRY_IMAGE overrides either. make test uses the
+# compilers image (the standard one plus C, C++, Go, Java and Rust).
+IMAGE_FILE           := bin/sandbox-image
+COMPILERS_IMAGE_FILE := bin/sandbox-image-compilers
+SANDBOX              ?= standard
+ifeq ($(SANDBOX),compilers)
+SANDBOX_IMAGE = $${GANTRY_IMAGE:-$$(cat $(COMPILERS_IMAGE_FILE))}
+SANDBOX_DEPS  = image-compilers
+else
+SANDBOX_IMAGE = $${GANTRY_IMAGE:-$$(cat $(IMAGE_FILE))}
+endif
+TEST_IMAGE = $${GANTRY_IMAGE:-$$(cat $(COMPILERS_IMAGE_FILE))}
 
 .PHONY: help
 help: ## list the targets
@@ -44,6 +55,11 @@ image: docker ## build the sandbox image offline from Debian packages and the ag
 	@mkdir -p bin && GO=$(GO) images/sandbox/build.sh >$(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE) && \
 		echo "sandbox image: $$(cat $(IMAGE_FILE))"
 
+.PHONY: image-compilers
+image-compilers: docker ## build the compilers image offline: the sandbox image plus C, C++, Go, Java and Rust (if missing)
+	@mkdir -p bin && GO=$(GO) VARIANT=compilers images/sandbox/build.sh >$(COMPILERS_IMAGE_FILE).tmp && \
+		mv $(COMPILERS_IMAGE_FILE).tmp $(COMPILERS_IMAGE_FILE) && echo "compilers image: $$(cat $(COMPILERS_IMAGE_FILE))"
+
 .PHONY: gantry-image
 gantry-image: docker ## build the gantry image offline from a static binary (gantry:<version> and :latest)
 	@deploy/docker/build.sh
@@ -60,6 +76,10 @@ chromium: ## install Chromium for the console's browser tests (Debian's chromium
 sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
+.PHONY: compat-deps
+compat-deps: ## install the compatible APIs' unmodified clients the tests drive (npm's piston-client, pinned; once)
+	@scripts/ensure-compat-deps.sh
+
 .PHONY: openapi
 openapi: ## write ingress/openapi.json from the route table, the Go types and ingress/httpapi/openapi.yaml (a test fails when it is stale)
 	$(GO) generate ./ingress
@@ -69,26 +89,32 @@ sdk: ## generate the SDKs' types from ingress/openapi.json (a test fails when th
 	$(GO) run ./sdk/gen
 
 .PHONY: deps
-deps: docker postgres versitygw image sdk-deps ## everything run and test need
+deps: docker postgres versitygw image $(SANDBOX_DEPS) sdk-deps compat-deps ## everything run and test need (SANDBOX=compilers: the compilers image too)
 
 .PHONY: run
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) exec bin/gantry dev
 
 # The runner tests that also run under gVisor: hardening, escapes, program
-# faults, sessions, stateful sessions (their interpreter runs in the container there).
-RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
+# faults, sessions, usage, stateful sessions (their interpreter runs in the container there).
+RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
+
+# Every package's tests run under the race detector but the end-to-end
+# ones (test/...: they drive the gantry binary, built without it).
+RACE_PKGS = $$($(GO) list ./... | grep -v '/gantry/test')
 
 .PHONY: test
-test: deps chromium runsc build deploy-check ## run every test against the real engines (and the sandbox tests under gVisor), and validate deploy/
+test: deps image-compilers chromium runsc build deploy-check ## run every test against the real engines (on the compilers image, with the race detector; the sandbox tests under gVisor too), and validate deploy/
 	@status=0; \
-	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
-		$(GO) test -count=1 -timeout 20m ./... || status=$$?; \
+	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
+		$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS) || status=$$?; \
+	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
+		$(GO) test -count=1 -timeout 20m ./test/... || status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
 			echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
-			GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
-				$(GO) test -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner || status=$$?; \
+			GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_TEST_RUNTIME=runsc \
+				$(GO) test -race -count=1 -timeout 10m -run '$(RUNSC_TESTS)' ./runner || status=$$?; \
 		else echo "dockerd has no runsc runtime: the gVisor tests were skipped (make runsc)"; fi; \
 	fi; \
 	scripts/drop-test-templates.sh; exit $$status

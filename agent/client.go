@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Conn is the runner's end of an agent's stream: requests go out, frames
@@ -120,13 +121,45 @@ type Egress interface {
 
 // RunResult is what a run yields.
 type RunResult struct {
-	// Started: the agent reported that the program's sandbox existed. It
-	// is set even when Run fails: after it, what went wrong may be the
-	// program's doing.
+	// Started: the agent reported that the program's sandbox (or its
+	// compile step's) existed. It is set even when Run fails: after it,
+	// what went wrong may be the program's doing.
 	Started bool
+	// StartedAt is when the runner learnt that the program's sandbox
+	// existed (zero when it never did): before it the sandbox was being
+	// made (and, with a compile step, the program built), after it the
+	// program ran.
+	StartedAt time.Time
+	// Compile reports the compile step, once it ended (Request.Compile).
+	// When its Exit is not a success the run ended there: Exit and
+	// Listing are empty.
+	Compile *CompileReport
 	// Exit and Listing are set when Run returned no error.
 	Exit    Exit
 	Listing []byte
+}
+
+// CompileReport is how a compile step ended, with what it printed.
+type CompileReport struct {
+	Exit   Exit
+	Output []byte
+	// Truncated: it printed more than its OutputCap; the rest was dropped.
+	Truncated bool
+	// StartedAt and EndedAt are when the runner learnt that the compile
+	// step's sandbox existed (zero if it never did) and that it ended.
+	StartedAt, EndedAt time.Time
+}
+
+// RunIO is where a run's output and requests go.
+type RunIO struct {
+	Stdout, Stderr io.Writer
+	// Bridge answers the program's code-mode requests (nil: none).
+	Bridge Bridge
+	// Egress serves the program's egress connections (nil: none).
+	Egress Egress
+	// Compiled, when set, is called as soon as the compile step ended,
+	// before the program starts.
+	Compiled func(CompileReport)
 }
 
 // maxBridgeWaiting caps the bridge requests of a run in progress on the
@@ -134,19 +167,28 @@ type RunResult struct {
 // is not trusted).
 const maxBridgeWaiting = 64
 
-// Run runs a program (req.Op is set to "run"), copying its output to
-// stdout and stderr, answering its code-mode requests with bridge and
-// serving its egress connections with egress (nil: none of either), until
-// it exits. When ctx ends first the connection is closed (which stops the
-// container) and Run returns an error; the caller knows why from ctx.
-// Every bridge request started is finished before Run returns, so the
-// caller's record of them is complete; every egress connection is closed.
-func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, bridge Bridge, egress Egress) (RunResult, error) {
+// Run runs a program (req.Op is set to "run"), building it first when
+// req.Compile says how, copying its output to rio's writers, answering its
+// code-mode requests with rio.Bridge and serving its egress connections
+// with rio.Egress, until it exits (or its compile step failed). When ctx
+// ends first the connection is closed (which stops the container) and Run
+// returns an error; the caller knows why from ctx. Every bridge request
+// started is finished before Run returns, so the caller's record of them
+// is complete; every egress connection is closed.
+func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, error) {
 	defer c.watch(ctx)()
 	req.Op = "run"
+	bridge, egress, stdout, stderr := rio.Bridge, rio.Egress, rio.Stdout, rio.Stderr
 	req.Bridge = bridge != nil
 	req.Egress = egress != nil
 	var res RunResult
+	var compileOut []byte
+	var compileStarted time.Time
+	compiling := req.Compile != nil
+	compileCap := 1 << 20
+	if compiling && req.Compile.OutputCap > 0 {
+		compileCap = req.Compile.OutputCap
+	}
 	bctx, stopBridge := context.WithCancel(ctx)
 	var inFlight sync.WaitGroup
 	defer func() { stopBridge(); inFlight.Wait() }()
@@ -171,6 +213,39 @@ func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, b
 		switch {
 		case kind == KindStarted && !exited:
 			res.Started = true
+			switch {
+			case compiling && compileStarted.IsZero():
+				compileStarted = time.Now()
+			case !compiling && res.StartedAt.IsZero():
+				res.StartedAt = time.Now()
+			}
+		case kind == KindCompileOutput && compiling:
+			// The agent caps it too, but is not trusted.
+			if room := compileCap + 1 - len(compileOut); room > 0 {
+				compileOut = append(compileOut, payload[:min(room, len(payload))]...)
+			}
+		case kind == KindCompiled && compiling:
+			compiling = false
+			rep := CompileReport{Output: compileOut, Truncated: len(compileOut) > compileCap, StartedAt: compileStarted, EndedAt: time.Now()}
+			if rep.Truncated {
+				rep.Output = compileOut[:compileCap]
+			}
+			if err := json.Unmarshal(payload, &rep.Exit); err != nil {
+				return res, c.fail(fmt.Errorf("the sandbox agent's compile report: %w", err))
+			}
+			if rep.Exit.Started {
+				res.Started = true
+				if rep.StartedAt.IsZero() {
+					rep.StartedAt = rep.EndedAt
+				}
+			}
+			res.Compile = &rep
+			if rio.Compiled != nil {
+				rio.Compiled(rep)
+			}
+			if !rep.Exit.Succeeded() {
+				return res, nil
+			}
 		case (kind == KindStdout || kind == KindStderr) && !exited:
 			w := stdout
 			if kind == KindStderr {
@@ -204,6 +279,9 @@ func (c *Conn) Run(ctx context.Context, req Request, stdout, stderr io.Writer, b
 			}
 			if res.Exit.Started {
 				res.Started = true
+				if res.StartedAt.IsZero() {
+					res.StartedAt = time.Now()
+				}
 			}
 			exited = true
 		case kind == KindListing && exited:

@@ -38,7 +38,7 @@ func TestRunFrames(t *testing.T) {
 		rawFrame(KindListing, "5 out/a.txt\x00"),
 	))
 	var out, errb bytes.Buffer
-	res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &errb, nil, nil)
+	res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, RunIO{Stdout: &out, Stderr: &errb})
 	if err != nil || !res.Started || out.String() != "hello world" || errb.String() != "warn" ||
 		res.Exit.Code != 137 || res.Exit.OOMKills != 1 || string(res.Listing) != "5 out/a.txt\x00" {
 		t.Fatalf("run: %+v %v %q %q", res, err, out.String(), errb.String())
@@ -48,6 +48,50 @@ func TestRunFrames(t *testing.T) {
 	var req Request
 	if err != nil || kind != KindRequest || json.Unmarshal(payload, &req) != nil || req.Op != "run" || req.Argv[0] != "true" {
 		t.Fatalf("request %q %s %v", kind, payload, err)
+	}
+}
+
+func TestRunFramesCompile(t *testing.T) {
+	// A failed compile ends the run: its report, then nothing.
+	c, _ := scripted(frames(
+		rawFrame(KindStarted, ""),
+		rawFrame(KindCompileOutput, "main.c:1: error"),
+		rawFrame(KindCompileOutput, ": expected ';'\n"),
+		rawFrame(KindCompiled, `{"started":true,"code":1,"usage":{"cpu_time_us":41000,"peak_memory_kb":28000}}`),
+	))
+	var told *CompileReport
+	req := Request{Argv: []string{"/tmp/gantry/build/main"}, Compile: &Compile{Argv: []string{"gcc"}, OutputCap: 20}}
+	res, err := c.Run(context.Background(), req, RunIO{Stdout: io.Discard, Stderr: io.Discard, Compiled: func(r CompileReport) { told = &r }})
+	if err != nil || res.Compile == nil || told == nil || !res.Started || res.Exit.Started {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	if got := res.Compile; string(got.Output) != "main.c:1: error: exp" || !got.Truncated || got.Exit.Code != 1 ||
+		got.Exit.Usage == nil || got.Exit.Usage.CPUTimeUS != 41000 || got.Exit.Usage.PeakMemoryKB != 28000 {
+		t.Errorf("compile report %+v (output %q)", got, got.Output)
+	}
+
+	// A compile that succeeded is followed by the program's run.
+	c, _ = scripted(frames(
+		rawFrame(KindStarted, ""),
+		rawFrame(KindCompiled, `{"started":true,"code":0}`),
+		rawFrame(KindStarted, ""),
+		rawFrame(KindStdout, "42\n"),
+		rawFrame(KindExit, `{"started":true,"code":0,"usage":{"cpu_time_us":900,"peak_memory_kb":1400}}`),
+		rawFrame(KindListing, ""),
+	))
+	var out bytes.Buffer
+	res, err = c.Run(context.Background(), req, RunIO{Stdout: &out, Stderr: io.Discard})
+	if err != nil || res.Compile == nil || !res.Compile.Exit.Succeeded() || out.String() != "42\n" || res.Exit.Usage.PeakMemoryKB != 1400 {
+		t.Fatalf("run: %+v %v %q", res, err, out.String())
+	}
+
+	// Compile output after the report has no place.
+	c, _ = scripted(frames(
+		rawFrame(KindCompiled, `{"started":true,"code":0}`),
+		rawFrame(KindCompileOutput, "late"),
+	))
+	if _, err := c.Run(context.Background(), req, RunIO{Stdout: io.Discard, Stderr: io.Discard}); err == nil || c.Err() == nil {
+		t.Errorf("late compile output: %v", err)
 	}
 }
 
@@ -62,7 +106,7 @@ func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
 		"malformed exit":      frames(rawFrame(KindExit, `{`)),
 	} {
 		c, _ := scripted(stream)
-		if _, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil, nil); err == nil {
+		if _, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, RunIO{Stdout: io.Discard, Stderr: io.Discard}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 		if c.Err() == nil {
@@ -76,7 +120,7 @@ func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
 
 func TestStartedSurvivesABreak(t *testing.T) {
 	c, _ := scripted(frames(rawFrame(KindStarted, ""), rawFrame(KindStdout, "partial")))
-	res, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, io.Discard, io.Discard, nil, nil)
+	res, err := c.Run(context.Background(), Request{Argv: []string{"x"}}, RunIO{Stdout: io.Discard, Stderr: io.Discard})
 	if err == nil || !res.Started {
 		t.Fatalf("res %+v err %v", res, err)
 	}
@@ -121,7 +165,7 @@ func TestContextClosesTheConnection(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("timed out")
 	go cancel(cause)
-	_, err := c.Run(ctx, Request{Argv: []string{"sleep"}}, io.Discard, io.Discard, nil, nil)
+	_, err := c.Run(ctx, Request{Argv: []string{"sleep"}}, RunIO{Stdout: io.Discard, Stderr: io.Discard})
 	<-closed
 	if err == nil || !errors.Is(c.Err(), cause) {
 		t.Fatalf("err %v, broken %v", err, c.Err())
@@ -139,7 +183,7 @@ func FuzzConnFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		var out bytes.Buffer
 		c, _ := scripted(stream)
-		res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, &out, &out, nil, nil)
+		res, err := c.Run(context.Background(), Request{Argv: []string{"true"}}, RunIO{Stdout: &out, Stderr: &out})
 		if err == nil && len(res.Listing) > len(stream) {
 			t.Fatal("listing larger than the input")
 		}

@@ -27,9 +27,12 @@ const (
 	KindStderr  = 'e'
 	KindBridge  = 'c' // BridgeRequest, JSON: a code-mode request of the program
 	KindExit    = 'x' // Exit, JSON
-	KindListing = 'l' // the workspace's regular files, "size path\x00" records; ends a run
-	KindOK      = 'k' // a request other than run or tar succeeded
-	KindError   = 'E' // a request failed; the payload says why
+	// A run's compile step (Request.Compile): its output, then its Exit.
+	KindCompileOutput = 'b'
+	KindCompiled      = 'B'
+	KindListing       = 'l' // the workspace's regular files, "size path\x00" records; ends a run
+	KindOK            = 'k' // a request other than run or tar succeeded
+	KindError         = 'E' // a request failed; the payload says why
 )
 
 // MaxFrame bounds one frame's payload. The runner reads frames from a

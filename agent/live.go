@@ -64,6 +64,10 @@ type liveSandbox struct {
 	// closed); code is then its exit status (-1: unknown).
 	gone chan struct{}
 	kill func()
+	// root is the sandbox's first process outside it (the forked child,
+	// bubblewrap, or the interpreter itself): its processes are root's
+	// descendants.
+	root int
 	// exited is closed once code is known (the sandbox's last process is
 	// gone).
 	exited   chan struct{}
@@ -127,10 +131,16 @@ func (s *server) newLive() (*liveSandbox, error) {
 	s.lives++
 	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
 		exited: make(chan struct{}), code: -1}
-	if s.cfg.Isolation == Container {
+	switch {
+	case s.cfg.Isolation == Container:
 		err = s.startLiveDirect(l, theirs)
-	} else {
+	case s.warm != nil && s.warm.waitReady(liveWarmWait):
 		err = s.startLiveWarm(l, theirs)
+	default:
+		// No warm interpreter (turned off, or not loaded in time): the
+		// same interpreter in a sandbox of bubblewrap's, without the
+		// preloaded libraries.
+		err = s.startLiveBwrap(l, theirs)
 	}
 	if err != nil {
 		l.conn.Close()
@@ -141,14 +151,6 @@ func (s *server) newLive() (*liveSandbox, error) {
 
 // startLiveWarm forks the session's sandbox from the warm interpreter.
 func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
-	if s.warm == nil {
-		return errors.New("stateful sessions need the warm interpreter, which this agent was started without")
-	}
-	select {
-	case <-s.warm.ready:
-	case <-time.After(2 * time.Minute):
-		return errors.New("the warm interpreter did not load within 2 minutes")
-	}
 	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil), TmpMB: int(capacity(Workspace) >> 20),
 		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(sock.Fd()))
 	if err != nil {
@@ -164,6 +166,7 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 		return fmt.Errorf("the session's sandbox could not be set up: %s", ev.Error)
 	}
 	pid := ev.Pid
+	l.root = pid
 	l.kill = func() {
 		if pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in it follow
@@ -176,6 +179,36 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 			}
 		}
 		l.setCode(-1) // the warm interpreter died first: unknown
+	}()
+	return nil
+}
+
+// startLiveBwrap runs the session's interpreter in a sandbox of
+// bubblewrap's (its socket as fd 6).
+func (s *server) startLiveBwrap(l *liveSandbox, sock *os.File) error {
+	p, _, err := s.launch([]string{"python3", "-c", warmSource, "kernel", "6"}, environ(nil), launchOpts{extra: []*os.File{sock}})
+	if err != nil {
+		return fmt.Errorf("start the session's interpreter: %w", err)
+	}
+	// Its own streams: between jobs nothing should come; what does is
+	// dropped.
+	for _, f := range []*os.File{p.outR, p.errR} {
+		go func() {
+			_, _ = io.Copy(io.Discard, f)
+			f.Close()
+		}()
+	}
+	l.root = p.cmd.Process.Pid
+	l.kill = func() { _ = p.cmd.Process.Kill() } // --die-with-parent: the sandbox follows
+	go func() {
+		<-p.exited
+		<-p.statusEnd
+		e := p.result()
+		code := e.Code
+		if !e.Started {
+			code = -1
+		}
+		l.setCode(code)
 	}()
 	return nil
 }
@@ -207,6 +240,7 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 		ln.Close()
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
+	l.root = cmd.Process.Pid
 	l.kill = func() { _ = cmd.Process.Kill() }
 	go func() {
 		err := cmd.Wait()
@@ -230,6 +264,18 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 // runLive runs a stateful session's job in the container's live sandbox,
 // making one first if there is none (or it ended).
 func (s *server) runLive(req Request) (Exit, error) {
+	// The sandbox's egress relay outlives the run; the socket behind it is
+	// the run's (prepareRun), closed as the run ends.
+	br, eg, cleanup, err := s.prepareRun(req)
+	if err != nil {
+		return Exit{}, err
+	}
+	defer cleanup()
+	// A compiled program is built in a sandbox of its own; it then runs
+	// in the session's.
+	if err := s.build(req, environ(req.Env)); err != nil {
+		return Exit{}, err
+	}
 	fresh := false
 	ended := ""
 	if s.live != nil && s.live.isGone() {
@@ -250,14 +296,6 @@ func (s *server) runLive(req Request) (Exit, error) {
 	}
 	l := s.live
 	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
-
-	// The sandbox's relay outlives the run; the socket behind it is the
-	// run's (prepareRun), closed as the run ends.
-	br, eg, cleanup, err := s.prepareRun(req)
-	if err != nil {
-		return Exit{Live: info}, err
-	}
-	defer cleanup()
 	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
 	if inProcess(req.Argv, req.Env) {
 		lr = liveRequest{Mode: "cell", Path: req.Argv[1], Env: envList(req.Env)}
@@ -289,7 +327,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 	default:
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	oomBefore := oomKills()
+	oomBefore, cpuBefore := oomKills(), treeCPU(l.root)
 	s.announceStart()
 	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
 	stdinR.Close()
@@ -312,11 +350,16 @@ func (s *server) runLive(req Request) (Exit, error) {
 		select {
 		case a := <-l.answers:
 			p.answer = &a
+			// Everything the sandbox's processes used while the job ran
+			// (what runs on in the background too), measured from
+			// outside: the interpreter's own account is the session's
+			// code's to forge.
+			p.cpu = treeCPU(l.root) - cpuBefore
 		case <-l.gone:
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br, eg)
+	return s.await(p, br, eg, req.TimeoutMS)
 }
 
 // exitCode waits briefly for the ended sandbox's exit status (it comes
@@ -394,16 +437,31 @@ type liveJob struct {
 	done      <-chan struct{}
 	oomBefore int
 	info      *Live
+	cpu       time.Duration // set with answer
+
+	mu       sync.Mutex
+	timedOut bool
 }
 
 func (j *liveJob) wait() <-chan struct{} { return j.done }
-func (j *liveJob) stop()                 { j.l.kill() }
+func (j *liveJob) abandon()              { j.l.kill() }
+
+// expire ends the session's sandbox: a cell cannot be stopped alone.
+func (j *liveJob) expire() {
+	j.mu.Lock()
+	j.timedOut = true
+	j.mu.Unlock()
+	j.l.kill()
+}
 
 func (j *liveJob) exit() (Exit, error) {
 	<-j.finished
-	e := Exit{Started: true, Live: j.info}
+	j.mu.Lock()
+	e := Exit{Started: true, Live: j.info, TimedOut: j.timedOut}
+	j.mu.Unlock()
 	if j.answer != nil {
 		e.Code, e.Value = j.answer.Code, j.answer.Value
+		e.Usage = &Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
 	} else {
 		// The sandbox ended under the job: its exit status is the job's.
 		e.Code = j.l.exitCode()

@@ -31,7 +31,7 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner).
-const Protocol = 4
+const Protocol = 5
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -45,6 +45,10 @@ const (
 	SkillsDir = "/skills"
 	// BridgeSocket is where the program reaches the code-mode bridge.
 	BridgeSocket = ProgramDir + "/bridge.sock"
+	// BuildDir is where a compile step writes what it builds: writable
+	// only by the compile, read-only to the program, and never part of
+	// the workspace.
+	BuildDir = ProgramDir + "/build"
 )
 
 // Isolation is how the agent runs programs.
@@ -101,6 +105,12 @@ type Request struct {
 	// (made first if there is none): a Python program as a cell of the
 	// session's interpreter, anything else as a process of the sandbox.
 	Stateful bool `json:"stateful,omitempty"`
+	// TimeoutMS, when set, has the agent kill the program this long after
+	// it started and report it (Exit.TimedOut) with what it used; the
+	// runner keeps a deadline of its own a little later.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Compile, when set, builds the program first (see Compile).
+	Compile *Compile `json:"compile,omitempty"`
 
 	// tar: Paths are workspace-relative regular files (artifacts); All
 	// streams the whole workspace (a session snapshot) instead.
@@ -112,6 +122,38 @@ type Request struct {
 	// reply: the answer to bridge request ID.
 	ID   int64           `json:"id,omitempty"`
 	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Compile is a run's compile step. It runs in a sandbox of its own, made
+// like the program's but with the workspace read-only and BuildDir
+// writable, with the program's environment and no stdin; its stdout and
+// stderr are one stream (KindCompileOutput), and a KindCompiled frame
+// reports its Exit. When that Exit is not a success the run ends there;
+// otherwise the program runs as any, finding in BuildDir what the step
+// built.
+type Compile struct {
+	Argv []string `json:"argv"`
+	// TimeoutMS bounds the step as Request.TimeoutMS bounds the program.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// OutputCap bounds its output; the rest is read and dropped.
+	OutputCap int `json:"output_cap,omitempty"`
+}
+
+// Usage is what a sandbox's processes used, from the kernel's accounting
+// of the sandbox's first process (rusage, children included): under
+// Namespaces that is bubblewrap, whose init reaps every process of the
+// sandbox's pid namespace, so nothing escapes it; under Container the
+// program itself and the children it waited for.
+type Usage struct {
+	// CPUTimeUS is user and system CPU time, in microseconds.
+	CPUTimeUS int64 `json:"cpu_time_us"`
+	// PeakMemoryKB is the largest resident set of any one process, in
+	// KiB (ru_maxrss).
+	PeakMemoryKB int64 `json:"peak_memory_kb"`
+	// WaitUS is what accounting added to the run: how long after the
+	// sandbox's output ended the agent still waited for its init, to reap
+	// it.
+	WaitUS int64 `json:"wait_us,omitempty"`
 }
 
 // Exit reports how a run ended.
@@ -131,6 +173,10 @@ type Exit struct {
 	Value json.RawMessage `json:"value,omitempty"`
 	// Live describes the session sandbox of a Stateful run.
 	Live *Live `json:"live,omitempty"`
+	// TimedOut: the agent killed the program at its TimeoutMS.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Usage is what the program used, when the agent could measure it.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Live describes the session sandbox a stateful run ran in.
@@ -144,6 +190,10 @@ type Live struct {
 	// one did.
 	Ended string `json:"ended,omitempty"`
 }
+
+// Succeeded reports whether the program ran and exited 0 by itself: for a
+// compile step, whether the program it built runs next.
+func (e Exit) Succeeded() bool { return e.Started && !e.TimedOut && e.Code == 0 }
 
 // BridgeRequest is a request the program made on the bridge socket,
 // numbered by the agent; the runner answers with a "reply" Request.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // drainGrace bounds how long output is read after the program's main
@@ -23,11 +24,18 @@ import (
 // then and the pipes end at once; the bound is for what cannot be killed.
 const drainGrace = 2 * time.Second
 
+// errNotBuilt ends a run whose compile step failed: its KindCompiled frame
+// said so, and nothing follows it.
+var errNotBuilt = errors.New("the compile step failed")
+
 // run runs one program and reports its exit and the workspace's files.
 func (s *server) run(req Request) error {
 	exit, err := s.runProgram(req)
 	if errors.Is(err, ErrRunnerGone) || errors.Is(err, errWarmLost) {
 		return err
+	}
+	if errors.Is(err, errNotBuilt) {
+		return nil
 	}
 	if err != nil {
 		exit = Exit{Message: err.Error()}
@@ -53,8 +61,11 @@ type running interface {
 	// exit reports how it ended (after wait); an error means the agent can
 	// no longer tell, and must end.
 	exit() (Exit, error)
-	// stop kills the program's sandbox.
-	stop()
+	// expire kills the program at its timeout, keeping what it used
+	// accounted; exit then reports it (Exit.TimedOut).
+	expire()
+	// abandon kills the program: the runner is gone.
+	abandon()
 }
 
 // runProgram prepares the run's files and runs the program. An error means
@@ -69,13 +80,17 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if req.Stateful {
 		return s.runLive(req)
 	}
-	// A Python job waits for a warm interpreter still loading (a new
-	// container's first jobs): its imports would cost the job as much.
-	// An egress job runs behind its relay, in a sandbox of its own.
-	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(warmWait)
+	// A Python job forks from the warm interpreter once it has loaded;
+	// until then (a container made on demand, in its first second or so)
+	// it runs as without one, rather than wait. An egress job runs behind
+	// its relay, in a sandbox of its own.
+	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
 	var sp *spare
 	if !warm && !req.Egress {
 		sp = s.takeSpare()
+		if s.warm != nil {
+			defer s.warm.pauseLoading()()
+		}
 	}
 	if req.Egress {
 		req.Argv = append([]string{s.cfg.Self, "relay", "--"}, req.Argv...)
@@ -94,6 +109,10 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	defer cleanup()
 
 	env := environ(req.Env)
+	if err := s.build(req, env); err != nil {
+		sp.discard()
+		return Exit{}, err
+	}
 	var p running
 	if warm {
 		p, err = s.runWarm(req, env)
@@ -112,7 +131,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if s.cfg.Isolation == Namespaces {
 		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
 	}
-	return s.await(p, br, eg)
+	return s.await(p, br, eg, req.TimeoutMS)
 }
 
 // prepareRun writes the run's program files and opens the code-mode
@@ -157,14 +176,34 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 	return br, eg, closeAll, nil
 }
 
-// await relays the runner's bridge replies and egress streams until the
-// program ends.
-func (s *server) await(p running, br *bridge, eg *egressRelay) (Exit, error) {
+// build runs the request's compile step, if it has one (after
+// prepareRun): errNotBuilt when the program did not compile.
+func (s *server) build(req Request, env []string) error {
+	if req.Compile == nil {
+		return nil
+	}
+	built, err := s.compile(*req.Compile, env, s.runDir())
+	if err == nil && !built {
+		err = errNotBuilt
+	}
+	return err
+}
+
+// await relays the runner's bridge replies (br may be nil) and egress
+// streams (eg may be nil) until the program ends, and kills it timeoutMS
+// after now (0: never).
+func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (Exit, error) {
+	var deadline <-chan time.Time
+	if timeoutMS > 0 {
+		t := time.NewTimer(time.Duration(timeoutMS) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
 	for {
 		select {
 		case f, ok := <-s.frames:
 			if !ok {
-				p.stop()
+				p.abandon()
 				return Exit{}, ErrRunnerGone
 			}
 			if isNetFrame(f.kind) && eg != nil {
@@ -178,10 +217,38 @@ func (s *server) await(p running, br *bridge, eg *egressRelay) (Exit, error) {
 			if json.Unmarshal(f.payload, &r) == nil && r.Op == "reply" && br != nil {
 				br.reply(r.ID, r.Body)
 			}
+		case <-deadline:
+			deadline = nil
+			p.expire()
 		case <-p.wait():
 			return p.exit()
 		}
 	}
+}
+
+// compile runs a compile step into runDir's build directory and reports
+// it (KindCompileOutput, KindCompiled); built says whether the program
+// may run. An error means the step did not start, or the runner is gone.
+func (s *server) compile(c Compile, env []string, runDir string) (built bool, err error) {
+	if len(c.Argv) == 0 {
+		return false, errors.New("compile step without argv")
+	}
+	if err := os.MkdirAll(buildDir(runDir), 0o755); err != nil {
+		return false, err
+	}
+	p, _, err := s.launch(c.Argv, env, launchOpts{announce: s.announceStart, build: true})
+	if err != nil {
+		return false, err
+	}
+	p.relayMerged(s, KindCompileOutput, c.OutputCap)
+	exit, err := s.await(p, nil, nil, c.TimeoutMS)
+	if err != nil {
+		return false, err
+	}
+	if err := s.fw.json(KindCompiled, exit); err != nil {
+		return false, err
+	}
+	return exit.Succeeded(), nil
 }
 
 // handOver starts the program: in the spare sandbox when there is one that
@@ -192,7 +259,7 @@ func (s *server) handOver(sp *spare, req Request, env []string) (*process, error
 			return p, nil
 		}
 	}
-	p, stdin, err := s.launch(req.Argv, env, true, s.announceStart)
+	p, stdin, err := s.launch(req.Argv, env, launchOpts{stdin: true, announce: s.announceStart})
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +322,7 @@ type process struct {
 	cmd       *exec.Cmd
 	isolation Isolation
 	exited    chan struct{} // closed when the sandbox's main process ended
+	reaped    chan struct{} // closed after exited, when its usage is known (reapInit)
 	done      chan struct{} // closed when, also, its output was read (after relay)
 	outR      *os.File
 	errR      *os.File
@@ -267,35 +335,65 @@ type process struct {
 	mu       sync.Mutex
 	code     int // Namespaces: the exit status bwrap reported
 	hasCode  bool
-	setupErr []byte // the first bytes of stderr, which name a setup failure
-	waitErr  error
+	childPID int  // Namespaces: the sandbox's init, in the agent's pid namespace
+	timedOut bool // the agent killed it at its deadline
+	// initUsage is the sandbox's init's usage, when the agent reaped it,
+	// and reapWait how much waiting for it added to the run, after the
+	// sandbox's output ended.
+	initUsage *syscall.Rusage
+	initSelf  time.Duration // the init's own CPU time, left out of its usage
+	reapWait  time.Duration
+	setupErr  []byte // the first bytes of stderr, which name a setup failure
+	waitErr   error
+}
+
+// launchOpts say how to launch a sandbox.
+type launchOpts struct {
+	// stdin: launch returns the write end of the program's stdin, else the
+	// program reads /dev/null.
+	stdin bool
+	// announce (if not nil) is called just before argv can run.
+	announce func()
+	// build makes a compile step's sandbox (see sandboxArgs), whose
+	// stdout and stderr are one pipe (relayMerged).
+	build bool
+	// extra files are passed to the program from fd 6 on (Namespaces).
+	extra []*os.File
+}
+
+// pipes are the descriptors a launch makes, every one closed if it fails
+// (pointer methods: the method values see later additions).
+type pipes []*os.File
+
+func (p *pipes) pipe() (*os.File, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err == nil {
+		*p = append(*p, r, w)
+	}
+	return r, w, err
+}
+
+func (p *pipes) add(f *os.File) { *p = append(*p, f) }
+
+func (p *pipes) closeAll() {
+	for _, f := range *p {
+		f.Close()
+	}
 }
 
 // launch starts argv in a new sandbox (Namespaces: bubblewrap; Container:
 // directly, through this binary's exec, which raises the OOM score first).
-// Its output is not read until relay. With stdin it returns the write end
-// of the program's stdin, else the program reads /dev/null. announce (if
-// not nil) is called just before argv can run.
-func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*process, *os.File, error) {
-	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), done: make(chan struct{}),
+// Its output is not read until relay.
+func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, error) {
+	withStdin, announce := o.stdin, o.announce
+	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), reaped: make(chan struct{}), done: make(chan struct{}),
 		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
-	var files []*os.File // ours, closed when launch fails
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
+	var files pipes // ours, closed when launch fails
+	closeAll, pipe := files.closeAll, files.pipe
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
 	if s.cfg.Isolation == Namespaces {
-		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir()), "--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
+		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir(), o.build), "--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
 		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
 		statusR, statusW, err := pipe()
 		if err != nil {
@@ -311,8 +409,8 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 			closeAll()
 			return nil, nil, err
 		}
-		files = append(files, filterR)
-		p.cmd.ExtraFiles = []*os.File{statusW, blockR, filterR}
+		files.add(filterR)
+		p.cmd.ExtraFiles = append([]*os.File{statusW, blockR, filterR}, o.extra...) // extra from fd 6
 		childEnds = append(childEnds, statusW, blockR, filterR)
 		status, block = statusR, blockW
 	} else {
@@ -329,13 +427,18 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 		closeAll()
 		return nil, nil, err
 	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, nil, err
+	p.cmd.Stdout, p.cmd.Stderr = outW, outW
+	childEnds = append(childEnds, outW)
+	var errR *os.File
+	if !o.build {
+		var errW *os.File
+		if errR, errW, err = pipe(); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		p.cmd.Stderr = errW
+		childEnds = append(childEnds, errW)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = outW, errW
-	childEnds = append(childEnds, outW, errW)
 	var stdinW *os.File
 	if withStdin {
 		var stdinR *os.File
@@ -371,6 +474,11 @@ func (s *server) launch(argv, env []string, withStdin bool, announce func()) (*p
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
 		close(p.exited)
+		if p.isolation == Namespaces {
+			<-p.statusEnd
+			p.reapInit()
+		}
+		close(p.reaped)
 	}()
 	return p, stdinW, nil
 }
@@ -394,6 +502,9 @@ func (p *process) watchStatus(status, block *os.File) {
 			continue
 		}
 		if st.ChildPID != nil {
+			p.mu.Lock()
+			p.childPID = *st.ChildPID
+			p.mu.Unlock()
 			_ = os.WriteFile("/proc/"+strconv.Itoa(*st.ChildPID)+"/oom_score_adj", []byte("1000"), 0)
 			if p.announce != nil {
 				p.announce() // before the program can act
@@ -414,33 +525,59 @@ func (p *process) watchStatus(status, block *os.File) {
 // With skipReady, what the stderr pipe holds up to the ready line of a
 // spare's waiting process is not the program's.
 func (p *process) relay(s *server, cap int, skipReady bool) {
+	drained := s.relay(p.outR, p.errR, cap, p.ended(), p, skipReady)
+	go p.finish(drained)
+}
+
+// relayMerged is relay for a sandbox whose stdout and stderr are one pipe
+// (a compile step's), sent as frames of kind.
+func (p *process) relayMerged(s *server, kind byte, cap int) {
+	drained := s.relay(p.outR, nil, cap, p.ended(), p, false, kind)
+	go p.finish(drained)
+}
+
+// ended is closed when the sandbox's processes are all gone.
+func (p *process) ended() <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
 		<-p.exited
 		<-p.statusEnd
 		close(ended)
 	}()
-	done := s.relay(p.outR, p.errR, cap, ended, p, skipReady)
-	go func() { <-done; close(p.done) }()
+	return ended
 }
 
 func (p *process) wait() <-chan struct{} { return p.done }
-func (p *process) stop()                 { p.kill() }
+func (p *process) abandon()              { p.kill() }
 
-// relay sends what outR and errR yield as output frames, up to cap bytes a
-// stream, until both end. Once ended is closed every process of the
+// expire kills the program at its timeout (see stop).
+func (p *process) expire() {
+	p.mu.Lock()
+	p.timedOut = true
+	p.mu.Unlock()
+	p.stop()
+}
+
+// relay sends what outR and errR (nil: outR carries both) yield as output
+// frames, up to cap bytes a stream, until both end: stdout and stderr, or
+// kinds[0] for a merged outR. Once ended is closed every process of the
 // program is dead and the pipes end at once; they are cut after drainGrace
 // in case something that cannot be killed holds them. setup (may be nil)
-// keeps the first bytes of stderr. The channel returned closes when both
-// are done.
-func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setup *process, skipReady bool) <-chan struct{} {
+// keeps the first bytes of stderr (of outR when merged). The channel
+// returned closes when both are done.
+func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setup *process, skipReady bool, kinds ...byte) <-chan struct{} {
 	if cap <= 0 {
 		cap = 1 << 20
 	}
 	var relays sync.WaitGroup
-	relays.Add(2)
-	go func() { defer relays.Done(); s.copyOut(KindStdout, outR, cap, nil, false) }()
-	go func() { defer relays.Done(); s.copyOut(KindStderr, errR, cap, setup, skipReady) }()
+	if errR == nil {
+		relays.Add(1)
+		go func() { defer relays.Done(); s.copyOut(kinds[0], outR, cap, setup, false) }()
+	} else {
+		relays.Add(2)
+		go func() { defer relays.Done(); s.copyOut(KindStdout, outR, cap, nil, false) }()
+		go func() { defer relays.Done(); s.copyOut(KindStderr, errR, cap, setup, skipReady) }()
+	}
 	done := make(chan struct{})
 	go func() {
 		<-ended
@@ -450,12 +587,29 @@ func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setu
 		case <-drained:
 		case <-time.After(drainGrace):
 			outR.Close()
-			errR.Close()
+			if errR != nil {
+				errR.Close()
+			}
 			<-drained
 		}
 		close(done)
 	}()
 	return done
+}
+
+// finish closes done once the output was relayed (drained) and the
+// sandbox's init was reaped.
+func (p *process) finish(drained <-chan struct{}) {
+	<-drained
+	// What accounting adds to the run: the wait for the sandbox's init
+	// beyond its output's end (the init holds the sandbox's stdout and
+	// stderr, so it has mostly ended by then).
+	waited := time.Now()
+	<-p.reaped
+	p.mu.Lock()
+	p.reapWait = time.Since(waited)
+	p.mu.Unlock()
+	close(p.done)
 }
 
 // readyLine is what a spare's waiting process writes on stderr when it is
@@ -531,11 +685,207 @@ func (p *process) kill() {
 	<-p.exited
 }
 
+// stop kills the program so that what it used is still accounted. Under
+// Namespaces that is the sandbox's first process (the program itself,
+// which the languages' commands exec), not its init: the init reaps it
+// into its account and then ends the sandbox. (Killing the init instead
+// would have the kernel reap the whole pid namespace unaccounted; the
+// processes the program left behind are reaped so when the init ends.)
+// Otherwise it is the program. done closes once its output ends.
+func (p *process) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.mu.Lock()
+	pid := p.childPID
+	p.mu.Unlock()
+	if pid > 0 && stopInit(pid) {
+		return
+	}
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// stopInit kills the processes the sandbox's init (pid) started, or the
+// init itself when it has none; false if it could signal none. The agent
+// owns the sandbox's user namespace, so it may read and signal its
+// processes.
+func stopInit(pid int) bool {
+	killed := false
+	for _, k := range children(pid) {
+		if syscall.Kill(k, syscall.SIGKILL) == nil {
+			killed = true
+		}
+	}
+	return killed || syscall.Kill(pid, syscall.SIGKILL) == nil
+}
+
+// children lists pid's child processes (nil when unknown).
+func children(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if k, err := strconv.Atoi(f); err == nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// reapInit reaps the sandbox's init (Namespaces) once bubblewrap exited,
+// and keeps what it used. Bubblewrap learns the program's exit status from
+// its init over a pipe and exits without waiting for it (the init dies
+// with it: --die-with-parent); the init, with everything it reaped (the
+// program and every other process of the pid namespace), then falls to the
+// agent, the container's subreaper (setup). When bubblewrap reaped it
+// first, its usage is in bubblewrap's. The init's own CPU time (setting up
+// the sandbox's mounts, then waiting) is read from its schedstat while it
+// is a zombie, and left out.
+func (p *process) reapInit() {
+	p.mu.Lock()
+	pid := p.childPID
+	p.mu.Unlock()
+	if pid <= 0 {
+		return
+	}
+	ended := make(chan bool, 1)
+	go func() { ended <- awaitZombie(pid) }()
+	select {
+	case ok := <-ended:
+		if !ok {
+			return // not ours: bubblewrap reaped it
+		}
+	case <-time.After(drainGrace):
+		// It does not end: bubblewrap's account stands, and the init is
+		// reaped whenever it does (not to be left a zombie).
+		go func() {
+			if <-ended {
+				_, _ = syscall.Wait4(pid, nil, 0, nil)
+			}
+		}()
+		return
+	}
+	self := ownCPU(pid)
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru); got == pid {
+		p.mu.Lock()
+		p.initUsage, p.initSelf = &ru, self
+		p.mu.Unlock()
+	}
+}
+
+// awaitZombie waits until the child pid has exited, without reaping it;
+// false when it is not the agent's child.
+func awaitZombie(pid int) bool {
+	var info struct {
+		signo, errno, code, _ int32
+		pid                   int32
+		_                     [108]byte
+	}
+	const wexited, wnowait = 4, 0x1000000
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(pid), uintptr(unsafe.Pointer(&info)), wexited|wnowait, 0, 0)
+		switch errno {
+		case 0:
+			return info.pid == int32(pid)
+		case syscall.EINTR:
+			continue
+		}
+		return false
+	}
+}
+
+// ownCPU is the CPU time a process used itself, not its children (its
+// schedstat's run time), 0 when unknown.
+func ownCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns)
+}
+
+// treeCPU is the CPU time pid and its descendants used so far, their
+// own and what they reaped (in clock ticks: the difference of two is
+// exact to a tick). 0 for pid 0.
+func treeCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	var total time.Duration
+	todo := []int{pid}
+	for len(todo) > 0 {
+		p := strconv.Itoa(todo[len(todo)-1])
+		todo = todo[:len(todo)-1]
+		if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
+			// After the command's closing parenthesis, from field 3:
+			// utime, stime, cutime and cstime are fields 14 to 17.
+			if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+				if f := strings.Fields(string(b[i+1:])); len(f) > 14 {
+					for _, v := range f[11:15] {
+						n, _ := strconv.ParseInt(v, 10, 64)
+						total += time.Duration(n) * tick
+					}
+				}
+			}
+		}
+		tasks, _ := os.ReadDir("/proc/" + p + "/task")
+		for _, t := range tasks {
+			if b, err := os.ReadFile("/proc/" + p + "/task/" + t.Name() + "/children"); err == nil {
+				for _, c := range strings.Fields(string(b)) {
+					if k, err := strconv.Atoi(c); err == nil {
+						todo = append(todo, k)
+					}
+				}
+			}
+		}
+	}
+	return total
+}
+
+// usage is what the sandbox used (after exited closed): under Namespaces
+// its init's account, which the agent reaped (reapInit), holding every
+// process of the sandbox and not bubblewrap's own launcher (whose peak
+// memory counts the agent's, by way of its exec); else, and when
+// bubblewrap reaped the init itself, the first process's and its
+// children's. nil when unknown.
+func (p *process) usage() *Usage {
+	ru, self := p.initUsage, p.initSelf
+	if ru == nil {
+		if p.cmd.ProcessState == nil {
+			return nil
+		}
+		var ok bool
+		if ru, ok = p.cmd.ProcessState.SysUsage().(*syscall.Rusage); !ok || ru == nil {
+			return nil
+		}
+	}
+	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
+	cpu := max(us(ru.Utime)+us(ru.Stime)-self.Microseconds(), 0)
+	return &Usage{CPUTimeUS: cpu, PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
+}
+
 // exit reports how the program ended (after done closed).
 func (p *process) exit() (Exit, error) { return p.result(), nil }
 
 func (p *process) result() Exit {
 	e := Exit{OOMKills: max(oomKills()-p.oomBefore, 0)}
+	p.mu.Lock()
+	e.TimedOut = p.timedOut
+	p.mu.Unlock()
 	if p.isolation == Namespaces {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -547,13 +897,13 @@ func (p *process) result() Exit {
 			e.Message = "the sandbox could not be set up: " + msg
 			return e
 		}
-		e.Started, e.Code = true, p.code
+		e.Started, e.Code, e.Usage = true, p.code, p.usage()
 		if e.Code > 128 && e.Code < 128+65 {
 			e.Signal = e.Code - 128
 		}
 		return e
 	}
-	e.Started = true
+	e.Started, e.Usage = true, p.usage()
 	if p.cmd.ProcessState == nil {
 		e.Code = 255
 		return e
@@ -635,7 +985,7 @@ func (s *server) probe() error {
 		return err
 	}
 	defer filterR.Close()
-	args := append(s.sandboxArgs(1, s.runDir()), "--seccomp", "3", "--", "true")
+	args := append(s.sandboxArgs(1, s.runDir(), false), "--seccomp", "3", "--", "true")
 	cmd := exec.Command(s.cfg.Bwrap, args...)
 	cmd.ExtraFiles = []*os.File{filterR}
 	var out bytes.Buffer

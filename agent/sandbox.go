@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 )
 
@@ -22,8 +23,11 @@ import (
 //     --die-with-parent kills the sandbox if bwrap itself dies;
 //   - (added by launch and probe) the job seccomp filter (seccomp.go).
 //
+// A compile step's sandbox (build) differs in two binds: the workspace is
+// read-only, and the run's build directory is writable at BuildDir.
+//
 // The environment is bwrap's own, which the agent sets to the job's.
-func (s *server) sandboxArgs(tmpMB int, runDir string) []string {
+func (s *server) sandboxArgs(tmpMB int, runDir string, build bool) []string {
 	uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
 	args := []string{
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup",
@@ -38,14 +42,25 @@ func (s *server) sandboxArgs(tmpMB int, runDir string) []string {
 	// filter refuses ptrace and process_vm_* on it, and its memory file
 	// is covered, so the job cannot stop or steer it.
 	args = append(args, "--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
-	return append(args,
+	workspace := "--bind"
+	if build {
+		workspace = "--ro-bind"
+	}
+	args = append(args,
 		"--size", strconv.Itoa(max(tmpMB, 1)<<20), "--tmpfs", "/tmp",
-		"--bind", Workspace, Workspace,
+		workspace, Workspace, Workspace,
 		"--ro-bind", s.skillsDir(), SkillsDir,
 		"--ro-bind", runDir, ProgramDir,
-		"--chdir", Workspace,
 	)
+	if build {
+		args = append(args, "--bind", buildDir(runDir), BuildDir)
+	}
+	return append(args, "--chdir", Workspace)
 }
+
+// buildDir is where, in the agent's run directory, a compile step's
+// output goes: the program sees it as BuildDir.
+func buildDir(runDir string) string { return filepath.Join(runDir, filepath.Base(BuildDir)) }
 
 // procMasks hides in a sandbox's /proc and /sys what Docker's default
 // masked paths hide in a container (kernel memory and keys, timer and

@@ -29,8 +29,8 @@ type Config struct {
 	// is gone (the runner retires idle containers well before).
 	Idle time.Duration
 	// Warm lists the modules the warm interpreter imports (Namespaces
-	// only); none: Python jobs start their own interpreter, and stateful
-	// sessions are refused.
+	// only); none: Python jobs start their own interpreter, and a stateful
+	// session's runs in a sandbox of bubblewrap's.
 	Warm []string
 }
 
@@ -177,11 +177,11 @@ func (s *server) warmReady() error {
 	if s.warm == nil {
 		return nil
 	}
-	if !s.warm.waitReady(warmWait) {
+	if !s.warm.waitReady(readyWarmWait) {
 		if err := s.warm.Err(); err != nil {
 			return err
 		}
-		return fmt.Errorf("the warm interpreter did not load within %s", warmWait)
+		return fmt.Errorf("the warm interpreter did not load within %s", readyWarmWait)
 	}
 	return nil
 }
@@ -222,6 +222,12 @@ func (s *server) setup() error {
 	if err := s.probe(); err != nil {
 		return err
 	}
+	// A sandbox's init may outlive its bubblewrap (see reapInit): it then
+	// falls to the agent, which reaps it to account for what it used,
+	// rather than to the container's init.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
+	}
 	if len(s.cfg.Warm) > 0 {
 		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), int(capacity(Workspace)>>20), s.cfg.Warm, filter); err != nil {
 			return err
@@ -229,6 +235,9 @@ func (s *server) setup() error {
 	}
 	return nil
 }
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
 
 func (s *server) skillsDir() string {
 	if s.cfg.Isolation == Container {

@@ -56,7 +56,7 @@ func (s *server) spawnSpares(python bool) {
 			if python {
 				argv = []string{"python3", "-c", spareSource}
 			}
-			p, stdin, err := s.launch(argv, environ(nil), true, nil)
+			p, stdin, err := s.launch(argv, environ(nil), launchOpts{stdin: true})
 			if err != nil {
 				ch <- nil
 				return
@@ -99,8 +99,15 @@ func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
 	default:
 	}
 	mode := "exec"
-	if sp.python && inProcess(req.Argv, req.Env) {
+	switch {
+	case sp.python && inProcess(req.Argv, req.Env):
 		mode = "run"
+	case sp.python && !isPython(req.Argv):
+		// The zygote's interpreter would stay in the program's peak memory
+		// (the kernel's maxrss spans exec): another program gets a sandbox
+		// of its own.
+		sp.discard()
+		return nil, false
 	}
 	head, ok := header(mode, req.Argv, env)
 	if !ok {

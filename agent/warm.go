@@ -48,6 +48,10 @@ type warmEvent struct {
 	Error   string   `json:"error"`
 	Pid     int      `json:"pid"`
 	Modules []string `json:"modules"`
+	// exit: what the sandbox used after it was set up (its processes'
+	// CPU; the peak memory its processes added to the interpreter's own).
+	CPUUS  int64 `json:"cpu_us"`
+	PeakKB int64 `json:"peak_kb"`
 }
 
 // warmRequest asks the warm interpreter for a sandbox: a job's (kind
@@ -84,6 +88,7 @@ type warm struct {
 	err     error
 	nextID  int64
 	waiting map[int64]chan warmEvent
+	paused  time.Duration // its loading's pauses so far (pauseLoading)
 }
 
 // startWarm starts the warm interpreter with the modules to import. It
@@ -201,13 +206,30 @@ func (w *warm) Err() error {
 	return w.err
 }
 
-// warmWait bounds how long a job waits for the warm interpreter to load
-// before it starts an interpreter of its own.
-const warmWait = 30 * time.Second
+// liveWarmWait bounds how long a stateful session's first job waits for
+// the warm interpreter of a container just made (the runner waits for it
+// before such a job, and for the pool's containers) before the session's
+// interpreter starts in a sandbox of bubblewrap's: the wait counts against
+// the job's timeout. A plain job never waits: one that finds the
+// interpreter still loading (a container made on demand, in its first
+// second or so) runs in a sandbox of bubblewrap's, as without it.
+const liveWarmWait = 3 * time.Second
 
-// waitReady waits up to d for the interpreter to load, and reports whether
-// it serves.
+// readyWarmWait bounds the warm op's wait (the runner's readiness check,
+// the pool's containers, a stateful session's).
+const readyWarmWait = time.Minute
+
+// waitReady waits up to d (0: not at all) for the interpreter to load,
+// and reports whether it serves.
 func (w *warm) waitReady(d time.Duration) bool {
+	select {
+	case <-w.ready:
+		return w.Err() == nil
+	default:
+		if d <= 0 {
+			return false
+		}
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -215,6 +237,47 @@ func (w *warm) waitReady(d time.Duration) bool {
 		return w.Err() == nil
 	case <-t.C:
 		return false
+	}
+}
+
+// loadPauseBudget bounds how long, in all, an interpreter's loading is
+// paused for jobs running beside it: a stream of jobs back to back (whose
+// gaps are milliseconds) must not keep it from ever loading. Loading
+// takes 0.5-1 s of CPU.
+const loadPauseBudget = 2 * time.Second
+
+// pauseLoading stops the interpreter while it is still loading, so that a
+// job running beside it (a container made on demand runs its first jobs at
+// once) has the container's CPUs to itself, for at most what is left of
+// loadPauseBudget; the function returned resumes it. Loaded, it is left
+// alone: it then only forks.
+func (w *warm) pauseLoading() (resume func()) {
+	select {
+	case <-w.ready:
+		return func() {}
+	default:
+	}
+	w.mu.Lock()
+	left := loadPauseBudget - w.paused
+	w.mu.Unlock()
+	p := w.cmd.Process
+	if left <= 0 || p.Signal(syscall.SIGSTOP) != nil {
+		return func() {}
+	}
+	start := time.Now()
+	var once sync.Once
+	cont := func() {
+		once.Do(func() {
+			_ = p.Signal(syscall.SIGCONT)
+			w.mu.Lock()
+			w.paused += time.Since(start)
+			w.mu.Unlock()
+		})
+	}
+	budget := time.AfterFunc(left, cont)
+	return func() {
+		budget.Stop()
+		cont()
 	}
 }
 
@@ -275,11 +338,14 @@ type warmJob struct {
 	done       <-chan struct{}
 	oomBefore  int
 
-	mu      sync.Mutex
-	started bool
-	failure string
-	code    int
-	lost    bool // the interpreter died while the job ran
+	mu       sync.Mutex
+	started  bool
+	pid      int // the sandbox's forked child, once started
+	failure  string
+	code     int
+	usage    *Usage
+	timedOut bool // the agent killed it at its deadline
+	lost     bool // the interpreter died while the job ran
 }
 
 // watch turns the request's events into the job's state.
@@ -289,11 +355,12 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 		j.mu.Lock()
 		switch ev.Event {
 		case "started":
-			j.started = true
+			j.started, j.pid = true, ev.Pid
 		case "failed":
 			j.failure = ev.Error
 		case "exit":
 			j.code = ev.Code
+			j.usage = &Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
 			j.mu.Unlock()
 			return
 		}
@@ -306,14 +373,30 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 
 func (j *warmJob) wait() <-chan struct{} { return j.done }
 
-// stop is not needed: the job's sandbox dies with the interpreter, which
-// dies with the agent.
-func (j *warmJob) stop() {}
+// abandon is not needed: the job's sandbox dies with the interpreter,
+// which dies with the agent.
+func (j *warmJob) abandon() {}
+
+// expire kills the job's program (as process.stop does): its sandbox's
+// init then reaps it into the account and ends the sandbox.
+func (j *warmJob) expire() {
+	j.mu.Lock()
+	j.timedOut = true
+	pid := j.pid
+	j.mu.Unlock()
+	if pid <= 0 {
+		return // not started: the runner's own deadline holds
+	}
+	if inits := children(pid); len(inits) == 1 && stopInit(inits[0]) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
+}
 
 func (j *warmJob) exit() (Exit, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0)}
+	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
 	switch {
 	case j.lost && j.started:
 		// What the program did cannot be told from a dead interpreter:
@@ -324,7 +407,7 @@ func (j *warmJob) exit() (Exit, error) {
 	case !j.started:
 		e.Message = "the sandbox could not be set up: " + j.failure
 	default:
-		e.Started, e.Code = true, j.code
+		e.Started, e.Code, e.Usage = true, j.code, j.usage
 		if e.Code > 128 && e.Code < 128+65 {
 			e.Signal = e.Code - 128
 		}
@@ -345,19 +428,8 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 	if len(spec) > maxWarmSpec {
 		return nil, errWarmTooLarge
 	}
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
+	var files pipes
+	closeAll, pipe := files.closeAll, files.pipe
 	stdinR, stdinW, err := pipe()
 	if err != nil {
 		return nil, err

@@ -824,6 +824,9 @@ def _serve(ctl, spare_spec):
         if rec["id"] is None:
             return  # a spare that died before a job came
         if data.startswith(b"S"):
+            # What the sandbox used so far was its setup, not the job's;
+            # what it holds resident now is the interpreter's pages, shared.
+            rec["setup_ns"], rec["base_kb"] = _tree_usage(rec["pid"])
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
@@ -921,15 +924,38 @@ def _serve(ctl, spare_spec):
                 rec = key.data[1]
                 sel.unregister(rec["pidfd"])
                 os.close(rec["pidfd"])
-                _, st = os.waitpid(rec["pid"], 0)
+                _, st, ru = os.wait4(rec["pid"], 0)
                 settle(rec)
                 if rec["id"] is not None:
-                    report({"id": rec["id"], "event": "exit", "code": _status(st)})
+                    # The sandbox's processes, all reaped into its account
+                    # (its init reaps everything in its pid namespace).
+                    cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
+                    report({"id": rec["id"], "event": "exit", "code": _status(st),
+                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
                     if rec.get("kind") == "job" and spare is None:
                         make_spare()  # for the next job
                 elif rec is spare:
                     rec["sock"].close()
                     spare = None  # the next job makes its sandbox itself
+
+
+def _tree_usage(pid):
+    """The CPU time (ns) pid and its descendants used so far (their own, not
+    what they reaped), and the largest resident memory (KiB) among them."""
+    cpu, rss, todo = 0, 0, [pid]
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/schedstat" % p) as f:
+                cpu += int(f.read().split()[0])
+            with open("/proc/%d/statm" % p) as f:
+                rss = max(rss, int(f.read().split()[1]) * page_kb)
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(x) for x in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            pass
+    return cpu, rss
 
 
 def _probe():
@@ -945,13 +971,7 @@ def _probe():
         null = os.open("/dev/null", os.O_RDWR)
         _sandbox(spec, [null, null, null, w], zygote)
     os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 4096)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
+    data = _read_all(r)
     _, st = os.waitpid(pid, 0)
     if not data.startswith(b"S") or _status(st) != 0:
         raise OSError(data[1:].decode("utf-8", "replace") or "the probe sandbox exited with status %d" % _status(st))
@@ -993,8 +1013,10 @@ def _main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["kernel"]:
-        # A stateful session's interpreter started directly in the
-        # container (the container isolation: the container is the sandbox).
-        _kernel(3, dict(os.environ))
+    if sys.argv[1:2] == ["kernel"]:
+        # A stateful session's interpreter started without the warm
+        # interpreter: in a sandbox of bubblewrap's, or directly in the
+        # container (the container isolation: the container is the
+        # sandbox). Its socket is the descriptor named, or 3.
+        _kernel(int(sys.argv[2]) if len(sys.argv) > 2 else 3, dict(os.environ))
     _main()

@@ -84,6 +84,22 @@ func (s *Store) Bucket() string { return s.bucket }
 // them this operation.
 var ErrDenied = errors.New("access denied")
 
+// ErrNotFound means no object is stored under the key.
+var ErrNotFound = errors.New("no such object")
+
+// missing says whether err is the object store's answer that there is no
+// such object.
+func missing(err error) bool { return err != nil && errorResponse(err).Code == "NoSuchKey" }
+
+// notFound wraps ErrNotFound around a missing object's error, keeping the
+// object store's answer in the chain.
+func notFound(err error) error {
+	if missing(err) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
 // EnsureBucket creates the bucket if it does not exist. Several processes
 // may call it at once. Credentials that may use the bucket but not create
 // it are fine once it exists; while it does not, the error wraps ErrDenied
@@ -215,13 +231,30 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Get opens the object stored under key.
+// Get opens the object stored under key. The object store answers only
+// when it is read: a read of a key with no object fails with an error
+// wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, notFound(err))
 	}
-	return obj, nil
+	return &object{Object: obj, key: key}, nil
+}
+
+// object is an object being read, whose errors say ErrNotFound when there
+// is none.
+type object struct {
+	*minio.Object
+	key string
+}
+
+func (o *object) Read(p []byte) (int, error) {
+	n, err := o.Object.Read(p)
+	if missing(err) {
+		err = fmt.Errorf("get %s: %w", o.key, notFound(err))
+	}
+	return n, err
 }
 
 // PresignGet returns a URL on the public endpoint that downloads key without
@@ -253,6 +286,16 @@ func OutputKey(tenantID, jobID string, attempt int, stream string) string {
 	return "tenants/" + tenantID + "/jobs/" + jobID + "/output/" + strconv.Itoa(attempt) + "/" + stream
 }
 
+// SessionKey is where version v of a session's workspace snapshot is stored.
+func SessionKey(tenantID, sessionID string, version int64) string {
+	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
+}
+
+// SessionPrefix holds every object of a session.
+func SessionPrefix(tenantID, sessionID string) string {
+	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
+}
+
 // DeleteKeys removes the objects under keys, a thousand per request (S3's
 // multi-object delete); missing objects are not an error.
 func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {
@@ -267,7 +310,7 @@ func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {
 	var first error
 	failed := 0
 	for e := range s.client.RemoveObjects(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
-		if minio.ToErrorResponse(e.Err).Code == "NoSuchKey" {
+		if missing(e.Err) {
 			continue
 		}
 		failed++
@@ -284,8 +327,7 @@ func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {
 // Delete removes the object under key; a missing object is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
-		var resp minio.ErrorResponse
-		if errors.As(err, &resp) && resp.Code == "NoSuchKey" {
+		if missing(err) {
 			return nil
 		}
 		return fmt.Errorf("delete %s: %w", key, err)

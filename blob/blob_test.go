@@ -20,6 +20,7 @@ import (
 // TestPutStream stores objects of unknown size, below, at and above one
 // part, and reads back exactly what went in.
 func TestPutStream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the S3 server")
 	}
@@ -47,7 +48,8 @@ func TestPutStream(t *testing.T) {
 
 // TestPutStreamSmallAllocates checks that a small upload of unknown size
 // does not reserve a large part buffer (minio-go's default for unknown
-// sizes is 576 MiB per upload).
+// sizes is 576 MiB per upload). Not parallel: it counts the process's
+// allocations.
 func TestPutStreamSmallAllocates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the S3 server")
@@ -76,6 +78,7 @@ func TestPutStreamSmallAllocates(t *testing.T) {
 // count as unavailable however deeply they are wrapped; its refusals and
 // other answers do not.
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	wrap := func(e error) error { return fmt.Errorf("upload artifact x: %w", fmt.Errorf("put k: %w", e)) }
 	for _, c := range []struct {
 		err  error
@@ -91,5 +94,27 @@ func TestUnavailable(t *testing.T) {
 		if got := blob.Unavailable(c.err); got != c.want {
 			t.Errorf("Unavailable(%v) = %v", c.err, got)
 		}
+	}
+}
+
+// TestGetMissing: reading a key with no object fails with ErrNotFound,
+// and deleting one is no error.
+func TestGetMissing(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs the S3 server")
+	}
+	st := blobtest.New(t)
+	ctx := context.Background()
+	rc, err := st.Get(ctx, "no/such/object")
+	if err == nil {
+		_, err = io.ReadAll(rc)
+		rc.Close()
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("read of a missing object: %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(ctx, "no/such/object"); err != nil {
+		t.Errorf("delete of a missing object: %v", err)
 	}
 }

@@ -108,7 +108,7 @@ func DecodeRequest(body []byte) (Request, error) {
 // ServeChatCompletions answers POST /v1/agent/chat/completions for a request
 // the ingress has authenticated: the loop acts as the request's tenant by
 // calling api with the request's own API key.
-func (a *Agent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, api http.Handler) {
+func (a *Loop) ServeChatCompletions(w http.ResponseWriter, r *http.Request, api http.Handler) {
 	key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
@@ -190,7 +190,7 @@ func (a *Agent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, api
 }
 
 // fail answers a request whose loop failed before anything was sent.
-func (a *Agent) fail(w http.ResponseWriter, log interface{ Warn(string, ...any) }, err error) {
+func (a *Loop) fail(w http.ResponseWriter, log interface{ Warn(string, ...any) }, err error) {
 	code, msg := failure(err)
 	logFailure(log, err, msg)
 	status := http.StatusServiceUnavailable

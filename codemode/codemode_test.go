@@ -14,7 +14,7 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -47,7 +47,7 @@ func setup(t *testing.T, cfg codemode.Config) *env {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.AllowPrivate = true
 	up := codemode.NewUpstreams(cfg, log)
-	t.Cleanup(up.Close)
+	t.Cleanup(up.Stop)
 	e := &env{st: st, reg: codemode.NewRegistry(st, box, up, log), logs: logs,
 		crm: codemodetest.ServeHTTP(t, codemodetest.CRM(codemodetest.CredentialOK))}
 	e.a, _ = storetest.Tenant(t, st, "a")
@@ -86,6 +86,7 @@ func ask(t *testing.T, b *codemode.Bridge, req any) reply {
 }
 
 func TestRegistryHTTP(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	ctx := context.Background()
 	srv := e.registerCRM(t, e.a, nil)
@@ -194,6 +195,7 @@ func containsTool(ts []codemode.ToolInfo, name string) bool {
 }
 
 func TestBridgeAbuse(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{MaxResultBytes: 64 << 10})
 	e.registerCRM(t, e.a, func(r *codemode.Registration) { r.TimeoutMS = 500 })
 	b := e.reg.NewBridge(e.a, 8)
@@ -259,6 +261,7 @@ func TestBridgeAbuse(t *testing.T) {
 }
 
 func TestStdioServer(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +297,7 @@ func TestStdioServer(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	ctx := context.Background()
 	bad := []struct {
@@ -338,6 +342,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestWrappers(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	e.registerCRM(t, e.a, nil)
 	files, err := e.reg.Wrappers(context.Background(), e.a)
@@ -370,6 +375,7 @@ func TestWrappers(t *testing.T) {
 // Tokens are estimated at 4 bytes each. docs/ARCHITECTURE.md quotes the
 // figures; the test checks each level is well below the next.
 func TestDiscoverySizes(t *testing.T) {
+	t.Parallel()
 	e := setup(t, codemode.Config{})
 	srv := e.registerCRM(t, e.a, nil)
 	ctx := context.Background()
@@ -507,12 +513,13 @@ func TestStdioRunsNothingOfTheTenants(t *testing.T) {
 // with its own launcher and answers with the tool list. With no runner up
 // the registration is refused as unavailable, and nothing is stored.
 func TestStdioToolsFromARunner(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := jobstest.Server(t)
-	ingressNC, runnerNC := jobstest.Connect(t, ns), jobstest.Connect(t, ns)
+	ns := queuetest.Server(t)
+	ingressNC, runnerNC := queuetest.Connect(t, ns), queuetest.Connect(t, ns)
 	cfg := codemode.Config{Commands: [][]string{{self}}, Env: []string{"CRM_TOKEN", codemodetest.StdioEnv}}
 	ingressCfg := cfg
 	ingressCfg.Remote = codemode.NewRemoteTools(ingressNC)
@@ -536,7 +543,7 @@ func TestStdioToolsFromARunner(t *testing.T) {
 	runnerCfg.Launcher = launcher
 	runnerCfg.AllowPrivate = true
 	up := codemode.NewUpstreams(runnerCfg, slog.New(slog.DiscardHandler))
-	t.Cleanup(up.Close)
+	t.Cleanup(up.Stop)
 	box, _ := secret.New(bytes.Repeat([]byte{1}, secret.KeySize))
 	runnerReg := codemode.NewRegistry(e.st, box, up, slog.New(slog.DiscardHandler))
 	stop, err := codemode.ServeTools(ctx, runnerNC, runnerReg, slog.New(slog.DiscardHandler))

@@ -8,6 +8,7 @@ import (
 )
 
 func TestLineCap(t *testing.T) {
+	t.Parallel()
 	ok := strings.Repeat("x", 10) + "\n" + strings.Repeat("y", 10) + "\n"
 	if b, err := io.ReadAll(&lineCap{r: strings.NewReader(ok), max: 10}); err != nil || string(b) != ok {
 		t.Fatalf("lines within the cap: %q %v", b, err)
@@ -19,6 +20,7 @@ func TestLineCap(t *testing.T) {
 }
 
 func TestForbidden(t *testing.T) {
+	t.Parallel()
 	for _, n := range []string{"LD_PRELOAD", "ld_preload", "NODE_OPTIONS", "PYTHONSTARTUP", "PATH", "BASH_ENV",
 		"BASH_FUNC_ls%%", "HTTPS_PROXY", "no_proxy", "GANTRY_SECRET_KEY", "JAVA_TOOL_OPTIONS", "GOFLAGS", "PERL5OPT"} {
 		if !Forbidden(n) {

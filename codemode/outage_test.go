@@ -11,6 +11,7 @@ import (
 // A read that meets a database outage is tried again until the database
 // answers; an error that is not an outage, or the job's end, stops it.
 func TestThroughOutage(t *testing.T) {
+	t.Parallel()
 	down := fmt.Errorf("%w: %w", ErrUnavailable, errors.New("terminating connection due to administrator command"))
 	tries := 0
 	v, err := throughOutage(t.Context(), func() (int, error) {

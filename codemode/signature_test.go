@@ -6,6 +6,7 @@ import (
 )
 
 func TestSignature(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, out, want string
 	}{

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // Config is the operator's code-mode configuration, shared by the ingress
@@ -82,14 +83,20 @@ func (e *UpstreamError) Unwrap() error { return e.Err }
 
 // Upstreams keeps one initialised client per registered server version and
 // reuses it across jobs: an MCP handshake (or a stdio server's start) is
-// paid once, not per call. Idle clients are closed.
+// paid once, not per call. Between Start and Stop idle clients are closed;
+// Stop closes them all. Every connect and close runs in a goroutine that
+// Stop waits for.
 type Upstreams struct {
-	cfg  Config
-	log  *slog.Logger
-	idle time.Duration
+	cfg   Config
+	log   *slog.Logger
+	idle  time.Duration
+	loops startstop.Loops
 
 	mu    sync.Mutex
 	conns map[string]*upstream
+	// closing counts the connects and closes in flight (a connect's
+	// goroutine is counted until its client is closed or kept).
+	closing sync.WaitGroup
 }
 
 type upstream struct {
@@ -124,15 +131,15 @@ func (u *Upstreams) acquire(ctx context.Context, m ServerRecord, sec secrets) (*
 		for k, old := range u.conns {
 			if k != key && strings.HasPrefix(k, prefix) && old.inUse == 0 {
 				delete(u.conns, k)
-				go old.close()
+				u.closing.Go(old.close)
 			}
 		}
-		go func() {
+		u.closing.Go(func() {
 			cctx, cancel := context.WithTimeout(context.Background(), callTimeout(m))
 			defer cancel()
 			c.c, c.err = u.connect(cctx, m, sec)
 			close(c.ready)
-		}()
+		})
 	}
 	c.inUse++
 	u.mu.Unlock()
@@ -159,7 +166,7 @@ func (u *Upstreams) release(c *upstream, healthy bool) {
 		delete(u.conns, c.key)
 	}
 	if c.inUse == 0 && u.conns[c.key] != c {
-		go c.close()
+		u.closing.Go(c.close)
 	}
 }
 
@@ -170,8 +177,8 @@ func (c *upstream) close() {
 	}
 }
 
-// Sweep closes connections idle for longer than the idle time.
-func (u *Upstreams) Sweep() {
+// sweep closes connections idle for longer than the idle time.
+func (u *Upstreams) sweep() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for k, c := range u.conns {
@@ -182,40 +189,42 @@ func (u *Upstreams) Sweep() {
 				continue
 			}
 			delete(u.conns, k)
-			go c.close()
+			u.closing.Go(c.close)
 		}
 	}
 }
 
-// Close closes every connection.
-func (u *Upstreams) Close() {
+// Start starts closing idle connections, every minute until Stop (see
+// startstop). Upstreams serve without it; they are then only closed by
+// Stop.
+func (u *Upstreams) Start(ctx context.Context) error {
+	return u.loops.Start(ctx, func(ctx context.Context) {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				u.sweep()
+			}
+		}
+	})
+}
+
+// Stop stops the sweeps and closes every connection at once (a stdio
+// server's stop can take a moment each): when it returns, no upstream
+// process is left. Connections made after it are closed by another Stop.
+func (u *Upstreams) Stop() {
+	u.loops.Stop()
 	u.mu.Lock()
 	all := u.conns
 	u.conns = map[string]*upstream{}
-	u.mu.Unlock()
-	// Closed at once (a stdio server's stop can take a moment each), and
-	// waited for: when Close returns, no upstream process is left.
-	var wg sync.WaitGroup
 	for _, c := range all {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.close() }()
+		u.closing.Go(c.close)
 	}
-	wg.Wait()
-}
-
-// Run sweeps idle connections until ctx ends, then closes them all.
-func (u *Upstreams) Run(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			u.Close()
-			return
-		case <-t.C:
-			u.Sweep()
-		}
-	}
+	u.mu.Unlock()
+	u.closing.Wait()
 }
 
 func (u *Upstreams) connect(ctx context.Context, m ServerRecord, sec secrets) (*client.Client, error) {

@@ -43,9 +43,15 @@ func fakeAPI(t *testing.T) http.Handler {
 				return
 			}
 			writeJSON(w, 200, map[string]any{"jobs": []map[string]any{{"id": "job_a", "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z"}}, "next_cursor": nil})
+		case "GET /v1/jobs/job_cpp":
+			writeJSON(w, 200, map[string]any{"id": "job_cpp", "status": "failed", "language": "cpp", "created_at": "2026-01-01T00:00:00Z", "metadata": map[string]string{},
+				"error":          map[string]string{"code": "compile_error", "message": "the program did not compile"},
+				"compile":        map[string]any{"status": "failed", "exit_code": 1, "duration_ms": 812, "cpu_time_ms": 790, "peak_memory_kb": 66000, "output_truncated": false},
+				"compile_output": "main.cpp:1: error: <expected> ';'\n", "cpu_time_ms": nil, "peak_memory_kb": nil})
 		case "GET /v1/jobs/job_code", "GET /v1/jobs/job_cmd":
 			// What ran is shown only with include=spec, as the API does.
-			j := map[string]any{"id": strings.TrimPrefix(r.URL.Path, "/v1/jobs/"), "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z", "metadata": map[string]string{}}
+			j := map[string]any{"id": strings.TrimPrefix(r.URL.Path, "/v1/jobs/"), "status": "succeeded", "language": "python", "created_at": "2026-01-01T00:00:00Z", "metadata": map[string]string{},
+				"cpu_time_ms": 12, "peak_memory_kb": 8800}
 			if r.URL.Query().Get("include") == "spec" {
 				spec := map[string]any{"code": "print('<b>6*7</b>' if 1 < 2 else '')\n", "files": []map[string]any{{"path": "data.csv", "size": 8}},
 					"env_names": []string{"API_TOKEN", "SEED"}, "stdin": "", "stdin_encoding": "utf8", "timeout_ms": 30000, "artifacts": []string{"out/**"}}
@@ -235,6 +241,22 @@ func TestJobPageShowsWhatRan(t *testing.T) {
 	w = b.do(t, "GET", "/console/jobs/job_cmd", nil, nil)
 	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, `aria-label="command">python3 -c &#34;print(&#39;a b&#39;)&#34;</pre>`) || strings.Contains(body, "job-files") {
 		t.Errorf("command: %d %s", w.Code, body)
+	}
+}
+
+// A job's page shows what its program used and, for a compiled language,
+// the compile step with the compiler's output, escaped.
+func TestJobPageShowsUsageAndCompile(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	body := b.do(t, "GET", "/console/jobs/job_code", nil, nil).Body.String()
+	if !strings.Contains(body, `<dd id="cpu-time">12 ms</dd>`) || !strings.Contains(body, `<dd id="peak-memory">8.6 MiB</dd>`) || strings.Contains(body, "compile-output") {
+		t.Errorf("usage: %s", body)
+	}
+	body = b.do(t, "GET", "/console/jobs/job_cpp", nil, nil).Body.String()
+	if !strings.Contains(body, `<dd id="compile-status">failed</dd>`) || !strings.Contains(body, `aria-label="compiler output">main.cpp:1: error: &lt;expected&gt; &#39;;&#39;`) ||
+		!strings.Contains(body, `<dd id="cpu-time">–</dd>`) || !strings.Contains(body, "64.5 MiB") {
+		t.Errorf("compile: %s", body)
 	}
 }
 

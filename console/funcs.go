@@ -30,18 +30,18 @@ var funcs = template.FuncMap{
 		}
 		return "–"
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"bytes": func(n int64) string {
-		switch {
-		case n < 1<<10:
-			return fmt.Sprintf("%d B", n)
-		case n < 1<<20:
-			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-		case n < 1<<30:
-			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"bytes": formatBytes,
+	"ptr":   func(n int64) *int64 { return &n },
+	// kib shows a size in KiB (a job's peak memory), "–" for none.
+	"kib": func(p *int64) string {
+		if p == nil {
+			return "–"
 		}
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+		return formatBytes(*p << 10)
 	},
+	// cpu shows CPU seconds (a usage report's) as a duration.
+	"cpu": func(s float64) string { return fmtMS(s * 1000) },
 	"ms": func(p *int64) string {
 		if p == nil {
 			return "–"
@@ -88,4 +88,17 @@ var funcs = template.FuncMap{
 	"path":   localapi.PathEscape,
 	"join":   strings.Join,
 	"prefix": func() string { return Prefix },
+}
+
+// formatBytes shows n bytes in the largest binary unit below it.
+func formatBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }

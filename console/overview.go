@@ -27,6 +27,7 @@ type overview struct {
 	Jobs   barChart  // jobs per bucket, stacked by status
 	Times  lineChart // p50 and p95 run time per bucket
 	Files  barChart  // artifact bytes per bucket
+	CPU    barChart  // CPU seconds per bucket
 	Status []string  // the statuses, in the legend's order
 	Empty  bool
 }
@@ -103,6 +104,7 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 	d.Jobs = jobsChart(u)
 	d.Times = timesChart(u)
 	d.Files = filesChart(u)
+	d.CPU = cpuChart(u)
 	c.render(w, r, s, http.StatusOK, "overview", "Overview", "overview", d, nil)
 	return nil
 }
@@ -245,21 +247,34 @@ func timesChart(u jobs.Usage) lineChart {
 }
 
 func filesChart(u jobs.Usage) barChart {
-	ch := barChart{W: chartW, H: chartH, Label: "files kept per " + u.By, XLabels: xlabels(u)}
-	var max int64
+	bytes := funcs["bytes"].(func(int64) string)
+	return amountChart(u, "files kept per "+u.By, "files",
+		func(b jobs.UsageBucket) float64 { return float64(b.ArtifactBytes) },
+		func(v float64) string { return bytes(int64(v)) })
+}
+
+func cpuChart(u jobs.Usage) barChart {
+	return amountChart(u, "CPU time per "+u.By, "cpu",
+		func(b jobs.UsageBucket) float64 { return b.CPUSeconds },
+		func(v float64) string { return fmtMS(v * 1000) })
+}
+
+// amountChart is a bar per bucket of one amount, labelled by format.
+func amountChart(u jobs.Usage, label, class string, amount func(jobs.UsageBucket) float64, format func(float64) string) barChart {
+	ch := barChart{W: chartW, H: chartH, Label: label, XLabels: xlabels(u)}
+	var max float64
 	for _, b := range u.Buckets {
-		if b.ArtifactBytes > max {
-			max = b.ArtifactBytes
-		}
+		max = math.Max(max, amount(b))
 	}
-	top, ticks := scale(float64(max), func(v float64) string { return funcs["bytes"].(func(int64) string)(int64(v)) })
+	top, ticks := scale(max, format)
 	ch.Ticks = ticks
 	for i, b := range u.Buckets {
+		v := amount(b)
 		x, w := slot(i, len(u.Buckets))
-		bar := bar{X: x, W: w, Title: fmt.Sprintf("%s: %d bytes", bucketLabel(u, b.Start), b.ArtifactBytes)}
-		if b.ArtifactBytes > 0 {
-			y1 := y(float64(b.ArtifactBytes), top)
-			bar.Parts = []barPart{{Y: y1, H: y(0, top) - y1, Class: "files"}}
+		bar := bar{X: x, W: w, Title: fmt.Sprintf("%s: %s", bucketLabel(u, b.Start), format(v))}
+		if v > 0 {
+			y1 := y(v, top)
+			bar.Parts = []barPart{{Y: y1, H: y(0, top) - y1, Class: class}}
 		}
 		ch.Bars = append(ch.Bars, bar)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/internal/eventually"
 )
 
 func TestParseAllowList(t *testing.T) {
@@ -139,12 +141,13 @@ func TestProxy(t *testing.T) {
 	// A tunnel is recorded when both sides have closed.
 	var got []Connection
 	byHost := map[string]Connection{}
-	for deadline := time.Now().Add(5 * time.Second); len(byHost) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	eventually.Within(5*time.Second, func() bool {
 		got = recs()
 		for _, r := range got {
 			byHost[net.JoinHostPort(r.Host, strconv.Itoa(r.Port))] = r
 		}
-	}
+		return len(byHost) >= 3
+	})
 	if r := byHost[plainAddr]; !r.Allowed || r.BytesOut != 6 || r.BytesIn != int64(len("plain says hi to gantry")) {
 		t.Errorf("plain record %+v", r)
 	}

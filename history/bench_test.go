@@ -17,7 +17,7 @@ import (
 func BenchmarkSweep(b *testing.B) {
 	for _, artifacts := range []int{0, 1} {
 		b.Run(fmt.Sprintf("artifacts=%d", artifacts), func(b *testing.B) {
-			bd := setup(b, history.Config{InlineMax: history.DefaultInlineMax, TTL: time.Hour, SweepBudget: time.Hour})
+			bd := setup(b, history.DefaultInlineMax, history.Config{TTL: time.Hour, SweepBudget: time.Hour})
 			arts := "[]"
 			if artifacts == 1 {
 				arts = `[{"path":"out/r.txt","size":1,"sha256":"","content_type":"text/plain"}]`
@@ -28,7 +28,7 @@ func BenchmarkSweep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			n, err := bd.h.Sweep(context.Background())
+			n, err := bd.r.Sweep(context.Background())
 			b.StopTimer()
 			if err != nil || n != b.N {
 				b.Fatalf("Sweep = %d, %v; want %d", n, err, b.N)

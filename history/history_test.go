@@ -22,29 +22,32 @@ import (
 type bundle struct {
 	st     *store.Store
 	blobs  *blob.Store
-	h      *history.Store
+	r      *history.Retention
 	tenant string
 }
 
-func setup(t testing.TB, cfg history.Config) *bundle {
+// setup is a store that keeps output past inlineMax in the object store,
+// and the retention of cfg.
+func setup(t testing.TB, inlineMax int, cfg history.Config) *bundle {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and S3")
 	}
 	b := &bundle{st: storetest.New(t), blobs: blobtest.New(t)}
-	b.h = history.New(b.st, b.blobs, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b.st.KeepOutput(history.NewOutput(b.blobs, slog.New(slog.NewTextHandler(io.Discard, nil))), inlineMax)
+	b.r = history.NewRetention(b.st, b.blobs, cfg)
 	b.tenant, _ = storetest.Tenant(t, b.st, "acme")
 	return b
 }
 
-// running queues a job (through the history store, as the ingress does)
+// running queues a job (as the ingress does)
 // and claims it for attempt 1.
 func (b *bundle) running(t *testing.T, key string) jobs.Job {
 	t.Helper()
 	ctx := context.Background()
 	req := jobs.Request{Language: "python", Code: "print(1)", IdempotencyKey: key}
 	spec, _ := jobs.DefaultPolicy().Normalize(req)
-	j, _, err := b.h.EnqueueJob(ctx, store.NewJob{TenantID: b.tenant, Spec: spec, IdempotencyKey: key, RequestHash: jobs.RequestHash(req)},
+	j, _, err := b.st.EnqueueJob(ctx, store.NewJob{TenantID: b.tenant, Spec: spec, IdempotencyKey: key, RequestHash: jobs.RequestHash(req)},
 		func(context.Context, string) (uint64, error) { return 0, nil })
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +56,20 @@ func (b *bundle) running(t *testing.T, key string) jobs.Job {
 		t.Fatalf("claim: %v %v", out, err)
 	}
 	return j
+}
+
+// storedRow is a job's output as its row holds it.
+type storedRow struct{ stdout, stdoutKey, stderr, stderrKey string }
+
+func (b *bundle) row(t *testing.T, jobID string) storedRow {
+	t.Helper()
+	var r storedRow
+	if err := storetest.QueryRow(b.st, `SELECT coalesce(convert_from(stdout, 'UTF8'), ''), coalesce(stdout_key, ''),
+		coalesce(convert_from(stderr, 'UTF8'), ''), coalesce(stderr_key, '') FROM jobs WHERE id = $1`, jobID).
+		Scan(&r.stdout, &r.stdoutKey, &r.stderr, &r.stderrKey); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func (b *bundle) objects(t *testing.T, jobID string) int {
@@ -67,23 +84,21 @@ func (b *bundle) objects(t *testing.T, jobID string) int {
 // Output beyond the threshold lives in the object store, the row keeps its
 // key, and every read gives it back whole.
 func TestLongOutputMovesToTheObjectStore(t *testing.T) {
-	b := setup(t, history.Config{InlineMax: 1024})
+	t.Parallel()
+	b := setup(t, 1024, history.Config{})
 	ctx := context.Background()
 	long := strings.Repeat("a line of output\n", 1000) // 17,000 bytes
 	j := b.running(t, "k1")
 	res := jobs.Result{Status: jobs.StatusSucceeded, Stdout: []byte(long), Stderr: []byte("short\n")}
-	if applied, err := b.h.FinishJob(ctx, j.ID, 1, res); err != nil || !applied {
+	if applied, err := b.st.FinishJob(ctx, j.ID, 1, res); err != nil || !applied {
 		t.Fatalf("FinishJob = %v, %v", applied, err)
 	}
 	// The row holds the key, not the bytes; the object holds the bytes.
-	raw, err := b.st.GetJob(ctx, b.tenant, j.ID)
-	if err != nil {
-		t.Fatal(err)
+	raw := b.row(t, j.ID)
+	if raw.stdout != "" || raw.stdoutKey != blob.OutputKey(b.tenant, j.ID, 1, "stdout") || raw.stderr != "short\n" || raw.stderrKey != "" {
+		t.Fatalf("row: stdout %d bytes, key %q; stderr %q, key %q", len(raw.stdout), raw.stdoutKey, raw.stderr, raw.stderrKey)
 	}
-	if raw.Stdout != "" || raw.StdoutKey != blob.OutputKey(b.tenant, j.ID, 1, "stdout") || raw.Stderr != "short\n" || raw.StderrKey != "" {
-		t.Fatalf("row: stdout %d bytes, key %q; stderr %q, key %q", len(raw.Stdout), raw.StdoutKey, raw.Stderr, raw.StderrKey)
-	}
-	rc, err := b.blobs.Get(ctx, raw.StdoutKey)
+	rc, err := b.blobs.Get(ctx, raw.stdoutKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +108,17 @@ func TestLongOutputMovesToTheObjectStore(t *testing.T) {
 		t.Fatalf("object holds %d bytes, want %d", len(stored), len(long))
 	}
 	// Every way of reading the job gives the whole output.
-	got, err := b.h.GetJob(ctx, b.tenant, j.ID)
+	got, err := b.st.GetJob(ctx, b.tenant, j.ID)
 	if err != nil || got.Stdout != long || got.Stderr != "short\n" {
 		t.Fatalf("GetJob: %d bytes of stdout, %v", len(got.Stdout), err)
 	}
-	list, _, err := b.h.ListJobs(ctx, b.tenant, store.JobFilter{Limit: 10})
+	list, _, err := b.st.ListJobs(ctx, b.tenant, store.JobFilter{Limit: 10})
 	if err != nil || len(list) != 1 || list[0].Stdout != long {
 		t.Fatalf("ListJobs: %d jobs, %v", len(list), err)
 	}
 	req := jobs.Request{Language: "python", Code: "print(1)", IdempotencyKey: "k1"}
 	spec, _ := jobs.DefaultPolicy().Normalize(req)
-	again, created, err := b.h.EnqueueJob(ctx, store.NewJob{TenantID: b.tenant, Spec: spec, IdempotencyKey: "k1", RequestHash: jobs.RequestHash(req)},
+	again, created, err := b.st.EnqueueJob(ctx, store.NewJob{TenantID: b.tenant, Spec: spec, IdempotencyKey: "k1", RequestHash: jobs.RequestHash(req)},
 		func(context.Context, string) (uint64, error) { return 0, nil })
 	if err != nil || created || again.ID != j.ID || again.Stdout != long {
 		t.Fatalf("idempotent retry: created=%v, %d bytes, %v", created, len(again.Stdout), err)
@@ -114,7 +129,7 @@ func TestLongOutputMovesToTheObjectStore(t *testing.T) {
 	if c, out, _ := b.st.ClaimJob(ctx, store.ClaimRequest{JobID: j2.ID, RunnerID: "r2", MaxAttempts: 3}); out != store.Claimed || c.Attempt != 2 {
 		t.Fatal("reclaim")
 	}
-	if applied, err := b.h.FinishJob(ctx, j2.ID, 1, res); err != nil || applied {
+	if applied, err := b.st.FinishJob(ctx, j2.ID, 1, res); err != nil || applied {
 		t.Fatalf("stale FinishJob = %v, %v", applied, err)
 	}
 	if n := b.objects(t, j2.ID); n != 0 {
@@ -122,24 +137,25 @@ func TestLongOutputMovesToTheObjectStore(t *testing.T) {
 	}
 	// Output within the threshold stays in the row, with no object.
 	j3 := b.running(t, "")
-	if _, err := b.h.FinishJob(ctx, j3.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, Stdout: []byte(strings.Repeat("x", 1024))}); err != nil {
+	if _, err := b.st.FinishJob(ctx, j3.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, Stdout: []byte(strings.Repeat("x", 1024))}); err != nil {
 		t.Fatal(err)
 	}
-	if raw, _ := b.st.GetJob(ctx, b.tenant, j3.ID); raw.StdoutKey != "" || len(raw.Stdout) != 1024 || b.objects(t, j3.ID) != 0 {
-		t.Errorf("short output moved: key %q, %d objects", raw.StdoutKey, b.objects(t, j3.ID))
+	if raw := b.row(t, j3.ID); raw.stdoutKey != "" || len(raw.stdout) != 1024 || b.objects(t, j3.ID) != 0 {
+		t.Errorf("short output moved: key %q, %d objects", raw.stdoutKey, b.objects(t, j3.ID))
 	}
 }
 
 // Output that is not UTF-8 is kept as written and read as the store reads
 // it from a row: invalid bytes as U+FFFD.
 func TestMovedOutputIsReadLikeTheRow(t *testing.T) {
-	b := setup(t, history.Config{InlineMax: 4})
+	t.Parallel()
+	b := setup(t, 4, history.Config{})
 	ctx := context.Background()
 	j := b.running(t, "")
-	if _, err := b.h.FinishJob(ctx, j.ID, 1, jobs.Result{Status: jobs.StatusFailed, Stderr: []byte("bad \xff byte")}); err != nil {
+	if _, err := b.st.FinishJob(ctx, j.ID, 1, jobs.Result{Status: jobs.StatusFailed, Stderr: []byte("bad \xff byte")}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.h.GetJob(ctx, b.tenant, j.ID)
+	got, err := b.st.GetJob(ctx, b.tenant, j.ID)
 	if err != nil || got.Stderr != "bad \uFFFD byte" {
 		t.Fatalf("stderr %q, %v", got.Stderr, err)
 	}
@@ -149,7 +165,8 @@ func TestMovedOutputIsReadLikeTheRow(t *testing.T) {
 // artifacts and output (earlier attempts' too), in batches, and nothing
 // else; two replicas sweeping at once share the work.
 func TestSweep(t *testing.T) {
-	b := setup(t, history.Config{InlineMax: 8, TTL: time.Hour, Batch: 3})
+	t.Parallel()
+	b := setup(t, 8, history.Config{TTL: time.Hour, Batch: 3})
 	ctx := context.Background()
 	put := func(key string) {
 		if err := b.blobs.Put(ctx, key, bytes.NewReader([]byte("x")), 1, "text/plain"); err != nil {
@@ -168,10 +185,10 @@ func TestSweep(t *testing.T) {
 			if c, out, _ := b.st.ClaimJob(ctx, store.ClaimRequest{JobID: j.ID, RunnerID: "r2", MaxAttempts: 3}); out != store.Claimed || c.Attempt != 2 {
 				t.Fatal("reclaim")
 			}
-			if _, err := b.h.FinishJob(ctx, j.ID, 2, res); err != nil {
+			if _, err := b.st.FinishJob(ctx, j.ID, 2, res); err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := b.h.FinishJob(ctx, j.ID, 1, res); err != nil {
+		} else if _, err := b.st.FinishJob(ctx, j.ID, 1, res); err != nil {
 			t.Fatal(err)
 		}
 		old = append(old, j.ID)
@@ -180,7 +197,7 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	young := b.running(t, "")
-	if _, err := b.h.FinishJob(ctx, young.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, Stdout: []byte("long enough to move")}); err != nil {
+	if _, err := b.st.FinishJob(ctx, young.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, Stdout: []byte("long enough to move")}); err != nil {
 		t.Fatal(err)
 	}
 	unfinished := b.running(t, "")
@@ -198,7 +215,7 @@ func TestSweep(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := b.h.Sweep(ctx)
+			n, err := b.r.Sweep(ctx)
 			if err != nil {
 				t.Error(err)
 			}
@@ -212,7 +229,7 @@ func TestSweep(t *testing.T) {
 		t.Errorf("two sweeps deleted %d jobs, want %d", deleted, len(old))
 	}
 	for _, id := range old {
-		if _, err := b.h.GetJob(ctx, b.tenant, id); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.st.GetJob(ctx, b.tenant, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("expired job %s: %v", id, err)
 		}
 		if n := b.objects(t, id); n != 0 {
@@ -220,31 +237,32 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	for _, id := range []string{young.ID, unfinished.ID} {
-		if _, err := b.h.GetJob(ctx, b.tenant, id); err != nil {
+		if _, err := b.st.GetJob(ctx, b.tenant, id); err != nil {
 			t.Errorf("job %s was swept: %v", id, err)
 		}
 	}
 	if n := b.objects(t, young.ID); n != 1 {
 		t.Errorf("the young job has %d objects, want 1", n)
 	}
-	if n, err := b.h.Sweep(ctx); n != 0 || err != nil {
+	if n, err := b.r.Sweep(ctx); n != 0 || err != nil {
 		t.Errorf("a sweep with nothing to do: %d, %v", n, err)
 	}
 }
 
 // Without a TTL nothing is ever deleted.
 func TestNoTTLKeepsEverything(t *testing.T) {
-	b := setup(t, history.Config{InlineMax: history.DefaultInlineMax})
+	t.Parallel()
+	b := setup(t, history.DefaultInlineMax, history.Config{})
 	ctx := context.Background()
 	j := b.running(t, "")
-	if _, err := b.h.FinishJob(ctx, j.ID, 1, jobs.Result{Status: jobs.StatusSucceeded}); err != nil {
+	if _, err := b.st.FinishJob(ctx, j.ID, 1, jobs.Result{Status: jobs.StatusSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	_ = storetest.Exec(b.st, `UPDATE jobs SET finished_at = now() - interval '20 years'`)
-	if n, err := b.h.Sweep(ctx); n != 0 || err != nil {
+	if n, err := b.r.Sweep(ctx); n != 0 || err != nil {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	if _, err := b.h.GetJob(ctx, b.tenant, j.ID); err != nil {
+	if _, err := b.st.GetJob(ctx, b.tenant, j.ID); err != nil {
 		t.Fatal(err)
 	}
 }

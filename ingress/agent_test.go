@@ -44,6 +44,7 @@ func (a echoAgent) ServeChatCompletions(w http.ResponseWriter, r *http.Request, 
 }
 
 func TestAgentRoute(t *testing.T) {
+	t.Parallel()
 	const turn = `{"model": "any", "messages": [{"role": "user", "content": "hi"}]}`
 	off := newHarness(t)
 	r := off.do(t, off.keyA, "POST", "/v1/agent/chat/completions", turn)
@@ -56,7 +57,7 @@ func TestAgentRoute(t *testing.T) {
 	}
 
 	var agent echoAgent
-	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Agent = &agent })
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Chat = &agent })
 	agent.jobID = h.do(t, h.keyB, "POST", "/v1/jobs", pyJob).job(t).ID
 	if r := h.do(t, "", "POST", "/v1/agent/chat/completions", turn); r.status != 401 {
 		t.Errorf("no key: %d %s", r.status, r.body)

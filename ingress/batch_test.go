@@ -10,6 +10,7 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 type batchResponse struct {
@@ -24,6 +25,7 @@ type batchResponse struct {
 // TestBatch: each job of a batch is validated and queued on its own, with
 // its own result; the batch's jobs are listed by its id.
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.BatchMax = 5 })
 	body := `{"jobs": [
 		{"language":"python","code":"print(1)","idempotency_key":"b-1"},
@@ -61,7 +63,7 @@ func TestBatch(t *testing.T) {
 	}
 
 	// Each accepted job is on the queue, once.
-	stream, err := h.js.Stream(context.Background(), jobs.StreamName)
+	stream, err := h.js.Stream(context.Background(), queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +118,9 @@ func TestBatch(t *testing.T) {
 // TestBatchQueueDown: items that cannot be queued answer 503 each, and
 // leave no job behind.
 func TestBatchQueueDown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
-	if err := h.js.DeleteStream(context.Background(), jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(context.Background(), queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	var b batchResponse

@@ -21,6 +21,7 @@ func withCodeMode(h *harness, c *ingress.Config) {
 }
 
 func TestCodeModeAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withCodeMode)
 	crm := codemodetest.ServeHTTP(t, codemodetest.CRM(codemodetest.CredentialOK))
 	reg, _ := json.Marshal(map[string]any{"name": "crm", "url": crm, "headers": map[string]string{"Authorization": "Bearer " + codemodetest.Token}})
@@ -103,6 +104,7 @@ func TestCodeModeAPI(t *testing.T) {
 }
 
 func TestCodeModeOff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, p := range []string{"/v1/mcp-servers", "/v1/tools"} {
 		if r := h.do(t, h.keyA, "GET", p, ""); r.status != 503 || !strings.Contains(string(r.body), "code mode is not configured") {

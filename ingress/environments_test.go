@@ -14,6 +14,7 @@ import (
 // registered for other tenants only, is a 400 naming the field; a
 // session's jobs run in the session's environment.
 func TestEnvironments(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	if _, err := h.st.PutEnvironment(ctx, store.Environment{Name: "datasci", Image: "gantry-sandbox-datasci:1", Description: "pandas and more"}); err != nil {

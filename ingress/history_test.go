@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -45,6 +46,7 @@ func ids(list []jobs.Job) []string {
 // metadata, alone and together, with the cursor, within the tenant only;
 // anything it does not understand is a 400 naming the parameter.
 func TestHistorySearch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	submit := func(key, body string) jobs.Job {
 		t.Helper()
@@ -202,6 +204,7 @@ func TestHistorySearch(t *testing.T) {
 // only, idempotent retries still work, and rows stored in the clear are
 // sealed by the sweeper.
 func TestEnvSealedAtRest(t *testing.T) {
+	t.Parallel()
 	box, err := secret.New(bytes.Repeat([]byte{3}, secret.KeySize))
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +220,7 @@ func TestEnvSealedAtRest(t *testing.T) {
 	j := r.job(t)
 	var spec string
 	var hash []byte
-	if err := h.st.QueryRowForTest(ctx, `SELECT spec::text, request_hash FROM jobs WHERE id = $1`, j.ID).Scan(&spec, &hash); err != nil {
+	if err := storetest.QueryRow(h.st, `SELECT spec::text, request_hash FROM jobs WHERE id = $1`, j.ID).Scan(&spec, &hash); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(spec, value) || !strings.Contains(spec, `"sealed_env"`) {
@@ -254,20 +257,13 @@ func TestEnvSealedAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the sweeper to seal the older job's env", func() bool {
 		var clear bool
-		if err := h.st.QueryRowForTest(ctx, `SELECT spec::text LIKE '%old-CLEAR-7%' FROM jobs WHERE id = $1`, old.ID).Scan(&clear); err != nil {
+		if err := storetest.QueryRow(h.st, `SELECT spec::text LIKE '%old-CLEAR-7%' FROM jobs WHERE id = $1`, old.ID).Scan(&clear); err != nil {
 			t.Fatal(err)
 		}
-		if !clear {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not seal the older job's env")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return !clear
+	})
 	c, ok, err = storetest.Claim(h.st, old.ID, "r")
 	if err != nil || !ok {
 		t.Fatal(err)

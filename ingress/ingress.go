@@ -14,6 +14,9 @@
 //     table;
 //   - mcpapi: MCP at /mcp (tools, tasks, a prompt, resources), an adapter
 //     over the service mounted behind the HTTP API's key check;
+//   - compat: the compatible APIs (SandboxFusion, Judge0, Piston), each an
+//     adapter over the service in a package of its own, and the key forms
+//     their clients send;
 //   - openapi: the reflector of JSON Schemas from Go types and the writer
 //     of the document, which httpapi's route table and prose feed;
 //   - contracttest: the document's check of real traffic, for tests.
@@ -34,6 +37,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/compat/judge0"
+	"github.com/gantryhq/gantry/ingress/compat/piston"
+	"github.com/gantryhq/gantry/ingress/compat/sandboxfusion"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/mcpapi"
 	"github.com/gantryhq/gantry/ingress/service"
@@ -67,9 +74,9 @@ type Config struct {
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers an MCP client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
-	// Agent answers POST /v1/agent/chat/completions (nil: no model is
+	// Chat answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
-	Agent httpapi.ChatAgent
+	Chat httpapi.Chat
 }
 
 // Check is a named readiness check.
@@ -90,10 +97,15 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 	if err != nil {
 		return nil, err
 	}
-	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait}, log, svc)
+	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait, Tracer: cfg.Tracer}, log, svc)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
-		Agent: cfg.Agent, MCP: mcp, Document: openapiJSON,
+		Chat: cfg.Chat, MCP: mcp, Document: openapiJSON, Tracer: cfg.Tracer,
+		Compat: map[string]http.Handler{
+			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
+			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+			"piston":        piston.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
+		},
 	}, log, svc, reg)
 	return &Server{svc: svc, http: api}, nil
 }
@@ -106,8 +118,10 @@ func (s *Server) Start(ctx context.Context) error { return s.svc.Start(ctx) }
 // Stop releases the server's subscriptions.
 func (s *Server) Stop() { s.svc.Stop() }
 
-// Handler is the server's HTTP handler: the API, with MCP at /mcp.
-func (s *Server) Handler() http.Handler { return s.http.Handler() }
+// Handler is the server's HTTP handler: the API, with MCP at /mcp and the
+// compatible APIs at /compat/. A key sent in a compatible API's path is
+// taken out of the request before anything else sees it.
+func (s *Server) Handler() http.Handler { return compat.PathKeys(s.http.Handler()) }
 
 // Webhooks is the server's webhook dispatcher, for the Maintenance to run
 // its deliveries (nil: webhooks are off).

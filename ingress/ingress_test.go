@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,8 +28,10 @@ import (
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/contracttest"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -37,17 +42,17 @@ type harness struct {
 	url           string
 	handler       http.Handler // the ingress's own, unwrapped
 	st            *store.Store
+	ns            *server.Server // the NATS server (nil on a cluster)
 	nc            *nats.Conn
 	js            jetstream.JetStream
 	blobs         *blob.Store
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
-	// maint is the maintenance's own configuration (Interval,
-	// WebhookPoll); the rest is taken from cfg as cmd/gantry does.
+	// maint is the maintenance's own configuration (Interval); the rest
+	// is taken from cfg as cmd/gantry does.
 	maint service.MaintenanceConfig
-	// history is how the ingress's store keeps output and retention, as
-	// cmd/gantry wires it.
+	// history is the ingress's retention, as cmd/gantry wires it.
 	history history.Config
 }
 
@@ -58,8 +63,10 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 	if testing.Short() {
 		t.Skip("needs Postgres, NATS and S3")
 	}
-	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), history: history.Config{InlineMax: history.DefaultInlineMax}}
-	h.nc = jobstest.Connect(t, jobstest.Server(t))
+	h := &harness{st: storetest.New(t), blobs: blobtest.New(t)}
+	h.st.KeepOutput(history.NewOutput(h.blobs, slog.New(slog.NewTextHandler(io.Discard, nil))), history.DefaultInlineMax)
+	h.ns = queuetest.Server(t)
+	h.nc = queuetest.Connect(t, h.ns)
 	h.js, _ = jetstream.New(h.nc)
 	h.tenantA, h.keyA = storetest.Tenant(t, h.st, "a")
 	h.tenantB, h.keyB = storetest.Tenant(t, h.st, "b")
@@ -78,11 +85,11 @@ func newHarness(t *testing.T, opts ...func(*harness, *ingress.Config)) *harness 
 func (h *harness) serve(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hs := history.New(h.st, h.blobs, h.history, log)
+	hs := history.NewRetention(h.st, h.blobs, h.history)
 	cfg := h.cfg
 	cfg.History = hs
 	reg := prometheus.NewRegistry()
-	srv, err := ingress.New(cfg, log, hs, h.blobs, h.nc, reg)
+	srv, err := ingress.New(cfg, log, h.st, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +102,7 @@ func (h *harness) serve(t *testing.T) string {
 	t.Cleanup(ts.Close)
 	mc := h.maint
 	mc.Queue, mc.TenantLimits, mc.CodeMode, mc.History, mc.Webhooks, mc.Box = cfg.Queue, cfg.TenantLimits, cfg.CodeMode, hs, srv.Webhooks(), cfg.Box
-	maint, err := service.NewMaintenance(mc, log, hs, h.blobs, h.nc, reg)
+	maint, err := service.NewMaintenance(mc, log, h.st, h.blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +145,26 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string) response {
 	t.Helper()
-	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	r, err := h.request(nil, key, method, path, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// request sends a request and reads its answer; sent, if set, is closed
+// once the request is written. It calls no t.Fatal: goroutines use it.
+func (h *harness) request(sent chan<- struct{}, key, method, path, body string, hdr ...string) (response, error) {
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	if sent != nil {
+		var once sync.Once
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(sent) }) },
+		}))
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -147,30 +173,81 @@ func (h *harness) do(t *testing.T, key, method, path, body string, hdr ...string
 	}
 	resp, err := noRedirect.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	b, err := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}, err
+}
+
+// inFlight sends a request from a goroutine of its own, and returns once
+// the request is written; the answer comes on the channel.
+func (h *harness) inFlight(t *testing.T, key, method, path, body string) <-chan response {
+	t.Helper()
+	sent, out := make(chan struct{}), make(chan response, 1)
+	go func() {
+		r, err := h.request(sent, key, method, path, body)
+		if err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+		}
+		out <- r
+	}()
+	select {
+	case <-sent:
+	case r := <-out:
+		out <- r // it failed, or answered before its request was out
+	}
+	return out
 }
 
 // finish plays a runner finishing the job.
 func (h *harness) finish(t *testing.T, id string, res jobs.Result) {
 	t.Helper()
-	ctx := context.Background()
-	if _, ok, err := storetest.Claim(h.st, id, "fake"); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
+	if err := h.play(id, res); err != nil {
+		t.Fatal(err)
 	}
-	if applied, err := h.st.FinishJob(ctx, id, 1, res); err != nil || !applied {
-		t.Fatalf("finish: %v %v", applied, err)
+}
+
+// play plays a runner running the job: it claims it as attempt 1 (its
+// message can be out before its row commits: the claim waits for the
+// row), records res and announces the status. It calls no t.Fatal.
+func (h *harness) play(id string, res jobs.Result) error {
+	var claimErr error
+	if !eventually.Within(10*time.Second, func() bool {
+		_, ok, err := storetest.Claim(h.st, id, "fake")
+		claimErr = err
+		return ok
+	}) {
+		return fmt.Errorf("claim %s: %v", id, claimErr)
 	}
-	h.status(t, id, res.Status)
+	if applied, err := h.st.FinishJob(context.Background(), id, 1, res); err != nil || !applied {
+		return fmt.Errorf("finish %s: %v %v", id, applied, err)
+	}
+	return h.announce(id, res.Status)
 }
 
 func (h *harness) status(t *testing.T, id string, s jobs.Status) {
-	data, _ := json.Marshal(jobs.StatusEvent{JobID: id, Status: s})
-	if err := h.nc.Publish(jobs.StatusSubject(id), data); err != nil {
+	t.Helper()
+	if err := h.announce(id, s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// announce publishes a job's new status, as a runner does.
+func (h *harness) announce(id string, s jobs.Status) error {
+	data, _ := json.Marshal(queue.StatusEvent{JobID: id, Status: s})
+	return h.nc.Publish(queue.StatusSubject(id), data)
+}
+
+// waitStatus waits until the job (of tenant A) has the status.
+func (h *harness) waitStatus(t *testing.T, id string, want jobs.Status) {
+	t.Helper()
+	var j jobs.Job
+	if !eventually.Within(10*time.Second, func() bool {
+		j = h.do(t, h.keyA, "GET", "/v1/jobs/"+id, "").job(t)
+		return j.Status == want
+	}) {
+		t.Fatalf("job %s is %s, want %s", id, j.Status, want)
 	}
 }
 
@@ -182,6 +259,7 @@ func succeeded(stdout string) jobs.Result {
 const pyJob = `{"language":"python","code":"print(6*7)"}`
 
 func TestAuthAndHealth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, key := range []string{"", "gk_wrong_key_00000000"} {
 		r := h.do(t, key, "GET", "/v1/jobs", "")
@@ -210,6 +288,7 @@ func TestAuthAndHealth(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	foreign := h.do(t, h.keyB, "POST", "/v1/jobs", pyJob).job(t)
 	cases := []struct {
@@ -260,6 +339,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestSubmitPollAndHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"print(6*7)","metadata":{"agent":"t"}}`)
 	j := r.job(t)
@@ -267,21 +347,20 @@ func TestSubmitPollAndHistory(t *testing.T) {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
 	// The message is on the stream with the job id as its message id.
-	stream, err := h.js.Stream(context.Background(), jobs.StreamName)
+	stream, err := h.js.Stream(context.Background(), queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(context.Background(), jobs.TenantSubject(h.tenantA))
+	m, err := stream.GetLastMsgForSubject(context.Background(), queue.TenantSubject(h.tenantA))
 	if err != nil || m.Header.Get("Nats-Msg-Id") != j.ID {
 		t.Fatalf("queued message: %v", err)
 	}
 
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		h.finish(t, j.ID, succeeded("42\n"))
-	}()
+	// The job finishes while the long poll waits.
 	start := time.Now()
-	got := h.do(t, h.keyA, "GET", "/v1/jobs/"+j.ID+"?wait=8s", "").job(t)
+	poll := h.inFlight(t, h.keyA, "GET", "/v1/jobs/"+j.ID+"?wait=8s", "")
+	h.finish(t, j.ID, succeeded("42\n"))
+	got := (<-poll).job(t)
 	if got.Status != jobs.StatusSucceeded || got.Stdout != "42\n" || *got.ExitCode != 0 || got.FinishedAt == nil {
 		t.Fatalf("polled %+v", got)
 	}
@@ -318,14 +397,16 @@ func TestSubmitPollAndHistory(t *testing.T) {
 }
 
 func TestExecute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	// Play a runner that finishes every job it is told about.
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
-			time.Sleep(100 * time.Millisecond)
-			h.finish(t, rm.JobID, succeeded("done\n"))
+			if err := h.play(rm.JobID, succeeded("done\n")); err != nil {
+				t.Error(err)
+			}
 		}()
 	})
 	if err != nil {
@@ -343,6 +424,7 @@ func TestExecute(t *testing.T) {
 }
 
 func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","idempotency_key":"k-1"}`).job(t)
 	b := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x"}`, "Idempotency-Key", "k-1").job(t)
@@ -359,8 +441,9 @@ func TestIdempotencyKeys(t *testing.T) {
 }
 
 func TestQueueDownLosesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
-	if err := h.js.DeleteStream(context.Background(), jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(context.Background(), queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob)
@@ -375,6 +458,7 @@ func TestQueueDownLosesNothing(t *testing.T) {
 }
 
 func TestCancelQueued(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	for i := 0; i < 2; i++ { // idempotent
@@ -389,6 +473,7 @@ func TestCancelQueued(t *testing.T) {
 }
 
 func TestArtifacts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	content := "a,b\n1,2\n"
@@ -461,6 +546,7 @@ func readEvents(t *testing.T, body io.Reader, out chan<- sseEvent) {
 }
 
 func TestLogsStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	j := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob).job(t)
 	ctx := context.Background()
@@ -468,8 +554,8 @@ func TestLogsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Play the runner: answer backlog requests with what was printed so far.
-	backlog, _ := h.nc.Subscribe(jobs.BacklogSubject(j.ID), func(m *nats.Msg) {
-		data, _ := json.Marshal(jobs.Backlog{Stdout: []byte("early\n")})
+	backlog, _ := h.nc.Subscribe(queue.BacklogSubject(j.ID), func(m *nats.Msg) {
+		data, _ := json.Marshal(queue.Backlog{Stdout: []byte("early\n")})
 		_ = m.Respond(data)
 	})
 	defer func() { _ = backlog.Unsubscribe() }()
@@ -499,9 +585,9 @@ func TestLogsStream(t *testing.T) {
 		t.Fatalf("backlog event %+v", ev)
 	}
 	chunk := func(stream string, off int, data string) {
-		m := nats.NewMsg(jobs.LogSubject(j.ID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(off))
+		m := nats.NewMsg(queue.LogSubject(j.ID))
+		m.Header.Set(queue.HeaderStream, stream)
+		m.Header.Set(queue.HeaderOffset, strconv.Itoa(off))
 		m.Data = []byte(data)
 		_ = h.nc.PublishMsg(m)
 	}

@@ -11,6 +11,7 @@ import (
 // answered 429 with Retry-After (no lookup) once past its allowance, while
 // a key that checked out stays usable from the same address.
 func TestInvalidKeysThrottled(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	if r := h.do(t, h.keyA, "GET", "/v1/languages", ""); r.status != 200 {
 		t.Fatalf("valid key: %d", r.status)
@@ -37,6 +38,7 @@ func TestInvalidKeysThrottled(t *testing.T) {
 // tenant that opened it; another tenant's key with its id is answered as
 // if the session did not exist.
 func TestMCPSessionBoundToTenant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	initialize := func(key, sid string) (int, string) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`

@@ -14,13 +14,14 @@ import (
 // calls of the service; they never reach the store, the job history or
 // NATS themselves. A compatible API added beside them is held to the same.
 func TestAdaptersStayAdapters(t *testing.T) {
+	t.Parallel()
 	forbidden := []string{
 		"github.com/gantryhq/gantry/store",
 		"github.com/gantryhq/gantry/history",
 		"github.com/gantryhq/gantry/blob",
 		"github.com/nats-io/nats.go",
 	}
-	for _, dir := range []string{"httpapi", "mcpapi"} {
+	for _, dir := range []string{"httpapi", "mcpapi", "compat", "compat/sandboxfusion", "compat/judge0", "compat/piston"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no Go files (%v)", dir, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -188,38 +189,18 @@ func getTask(t *testing.T, c *rawMCP, id string) taskView {
 
 func waitTask(t *testing.T, c *rawMCP, id string) taskView {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		v := getTask(t, c, id)
-		if v.Status != "working" {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("task still working")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitJob waits until the job reaches a status.
-func waitJob(t *testing.T, h *harness, id string, want jobs.Status) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j := h.do(t, h.keyA, "GET", "/v1/jobs/"+id, "").job(t)
-		if j.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s, want %s", id, j.Status, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v taskView
+	eventually.True(t, 15*time.Second, "the task to stop working", func() bool {
+		v = getTask(t, c, id)
+		return v.Status != "working"
+	})
+	return v
 }
 
 // A task is its job: created on one replica, it is polled, read and listed
 // on another, as behind a load balancer without sticky routing.
 func TestMCPTaskAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := newHarness(t)
 	b := a.replica(t)
 	a.fakeRunner(t)
@@ -258,17 +239,18 @@ func TestMCPTaskAcrossReplicas(t *testing.T) {
 }
 
 func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	a := newHarness(t) // no runner: the job waits in the queue
 	b := a.replica(t)
 	ca := legacyClient(t, a)
 	id := startTask(t, ca, "print(1)")
-	waitJob(t, a, id, jobs.StatusQueued)
+	a.waitStatus(t, id, jobs.StatusQueued)
 	var cancelled taskView
 	_ = json.Unmarshal(ca.on(b).call("tasks/cancel", map[string]any{"taskId": id}), &cancelled)
 	if cancelled.Status != "cancelled" {
 		t.Errorf("tasks/cancel answered %+v", cancelled)
 	}
-	waitJob(t, a, id, jobs.StatusCancelled)
+	a.waitStatus(t, id, jobs.StatusCancelled)
 	if v := getTask(t, ca, id); v.Status != "cancelled" {
 		t.Errorf("task after tasks/cancel on the other replica: %+v", v)
 	}
@@ -282,6 +264,7 @@ func TestMCPTaskCancelAcrossReplicas(t *testing.T) {
 // that ends quickly is answered inline; a longer one becomes a task that
 // any replica polls, and whose result tasks/get carries.
 func TestMCPTasksExtension(t *testing.T) {
+	t.Parallel()
 	ttl := 24 * time.Hour
 	a := newHarness(t, func(h *harness, c *ingress.Config) {
 		c.TaskInlineWait = 2 * time.Second

@@ -19,7 +19,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store/storetest"
 )
 
@@ -87,28 +89,32 @@ type mcpJob struct {
 // fakeRunner finishes every queued job: it prints two chunks of output on
 // the log subject, stores an artifact and records success.
 func (h *harness) fakeRunner(t *testing.T) {
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
 		go func() {
 			ctx := context.Background()
 			// The message can arrive before the row commits: retry briefly.
-			for i := 0; ; i++ {
-				_, ok, err := storetest.Claim(h.st, rm.JobID, "fake")
-				if ok {
-					break
-				}
-				if err == nil || i == 100 {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !eventually.Within(time.Second, func() bool {
+				_, ok, _ := storetest.Claim(h.st, rm.JobID, "fake")
+				return ok
+			}) {
+				return // not a job to run (a session's message, a cancelled job)
 			}
-			h.status(t, rm.JobID, jobs.StatusRunning)
-			time.Sleep(100 * time.Millisecond) // let the caller subscribe
+			if err := h.announce(rm.JobID, jobs.StatusRunning); err != nil {
+				t.Error(err)
+				return
+			}
+			// A call that streams its output follows the job's log subject
+			// once it knows the job: give it the chance (one that does not
+			// stream costs this wait).
+			eventually.Within(500*time.Millisecond, func() bool {
+				return h.ns.GlobalAccount().SubscriptionInterest(queue.LogSubject(rm.JobID))
+			})
 			for i, chunk := range []string{"hello\n", "world\n"} {
-				lm := nats.NewMsg(jobs.LogSubject(rm.JobID))
-				lm.Header.Set(jobs.HeaderStream, "stdout")
-				lm.Header.Set(jobs.HeaderOffset, strconv.Itoa(i*6))
+				lm := nats.NewMsg(queue.LogSubject(rm.JobID))
+				lm.Header.Set(queue.HeaderStream, "stdout")
+				lm.Header.Set(queue.HeaderOffset, strconv.Itoa(i*6))
 				lm.Data = []byte(chunk)
 				_ = h.nc.PublishMsg(lm)
 			}
@@ -117,7 +123,9 @@ func (h *harness) fakeRunner(t *testing.T) {
 			code := 0
 			_, _ = h.st.FinishJob(ctx, rm.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code, Stdout: []byte("hello\nworld\n"),
 				Artifacts: []jobs.Artifact{{Path: "out/plot.png", Size: int64(len(content)), SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(content))), ContentType: "image/png"}}})
-			h.status(t, rm.JobID, jobs.StatusSucceeded)
+			if err := h.announce(rm.JobID, jobs.StatusSucceeded); err != nil {
+				t.Error(err)
+			}
 		}()
 	})
 	if err != nil {
@@ -127,6 +135,7 @@ func (h *harness) fakeRunner(t *testing.T) {
 }
 
 func TestMCPUnauthenticated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, key := range []string{"", "gk_wrong_key_00000000"} {
 		req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -147,6 +156,7 @@ func TestMCPUnauthenticated(t *testing.T) {
 }
 
 func TestMCPMalformedJSONRPC(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	req, _ := http.NewRequest("POST", h.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":`))
 	req.Header.Set("Content-Type", "application/json")
@@ -164,6 +174,7 @@ func TestMCPMalformedJSONRPC(t *testing.T) {
 }
 
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.fakeRunner(t)
 	for _, version := range []string{mcp.ProtocolVersion20250326, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20251125, mcp.ProtocolVersion20260728} {
@@ -327,6 +338,7 @@ func testMCP(t *testing.T, h *harness, version string) {
 }
 
 func TestMCPTenantIsolation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	b := h.mcpClient(t, h.keyB, mcp.LATEST_PROTOCOL_VERSION)
@@ -354,6 +366,7 @@ func TestMCPTenantIsolation(t *testing.T) {
 }
 
 func TestMCPCancelledCallCancelsJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t) // no runner: the job stays queued until cancelled
 	c := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -366,28 +379,15 @@ func TestMCPCancelledCallCancelsJob(t *testing.T) {
 		_, _ = c.CallTool(ctx, req)
 	}()
 	var id string
-	deadline := time.Now().Add(10 * time.Second)
-	for id == "" && time.Now().Before(deadline) {
+	eventually.True(t, 10*time.Second, "execute_code to queue a job", func() bool {
 		var list struct{ Jobs []jobs.Job }
 		h.do(t, h.keyA, "GET", "/v1/jobs", "").json(t, &list)
 		if len(list.Jobs) > 0 {
 			id = list.Jobs[0].ID
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if id == "" {
-		t.Fatal("execute_code queued no job")
-	}
+		return id != ""
+	})
 	cancel()
 	<-done
-	for {
-		j := h.do(t, h.keyA, "GET", "/v1/jobs/"+id, "").job(t)
-		if j.Status == jobs.StatusCancelled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job after the call was cancelled: %s", j.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.waitStatus(t, id, jobs.StatusCancelled)
 }

@@ -35,6 +35,7 @@ func listTools(t *testing.T, h *harness, path string, hdr map[string]string) ([]
 // them can be neither listed nor called; a typo is refused, naming the
 // header or parameter.
 func TestMCPToolsets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	all, allBytes := listTools(t, h, "/mcp", nil)
 	if len(all) != 20 {

@@ -15,6 +15,7 @@ import (
 // argument and what it must be, for each kind of schema error, in calls
 // and in task-augmented calls alike.
 func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	code := map[string]any{"language": "python", "code": "print(1)"}
@@ -34,7 +35,7 @@ func TestMCPArgumentErrorsInPlainWords(t *testing.T) {
 		want string
 	}{
 		// enum
-		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, typescript, not "ruby"`},
+		{"execute_code", map[string]any{"language": "ruby", "code": "x"}, `language must be one of python, bash, node, typescript, c, cpp, go, java, rust, not "ruby"`},
 		// required
 		{"execute_code", map[string]any{"language": "python"}, "code is required"},
 		{"execute_code", map[string]any{}, "language and code are required"},

@@ -87,6 +87,7 @@ func resolveRef(doc map[string]any, ref string) (any, bool) {
 }
 
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	if v := doc["openapi"]; v != "3.1.0" {
 		t.Errorf("openapi = %v, want 3.1.0", v)
@@ -101,6 +102,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // and the Go types give. Run `go generate ./ingress` (make openapi) after
 // changing either, or httpapi/openapi.yaml.
 func TestOpenAPIUpToDate(t *testing.T) {
+	t.Parallel()
 	doc, err := httpapi.OpenAPI()
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +115,7 @@ func TestOpenAPIUpToDate(t *testing.T) {
 // TestOpenAPIValid: kin-openapi loads the document and finds it a valid
 // OpenAPI 3.1 document, every $ref resolved.
 func TestOpenAPIValid(t *testing.T) {
+	t.Parallel()
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openapiJSON)
 	if err != nil {
@@ -124,6 +127,7 @@ func TestOpenAPIValid(t *testing.T) {
 }
 
 func TestOpenAPIOperations(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	paths := doc["paths"].(map[string]any)
 	seen := map[string]string{}
@@ -187,6 +191,7 @@ func TestOpenAPIOperations(t *testing.T) {
 }
 
 func TestOpenAPIRefsResolve(t *testing.T) {
+	t.Parallel()
 	doc := loadOpenAPI(t)
 	var walk func(where string, v any)
 	n := 0

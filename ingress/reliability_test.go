@@ -20,8 +20,10 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -30,6 +32,7 @@ import (
 // are not UTF-8 are refused with a 400 naming the field, never a 500; binary
 // stdin goes in base64-encoded and reaches the runner's claim exactly.
 func TestUntrustedStrings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	cases := []struct {
 		name, method, path, body string
@@ -78,19 +81,20 @@ func TestUntrustedStrings(t *testing.T) {
 // TestReadyzFollowsTheJobStream: /readyz is 503 whenever the job stream
 // cannot take a publish (it is gone), and 200 again once it can.
 func TestReadyzFollowsTheJobStream(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ready := func() response { return h.do(t, "", "GET", "/readyz", "") }
 	if r := ready(); r.status != 200 {
 		t.Fatalf("readyz: %d %s", r.status, r.body)
 	}
 	ctx := context.Background()
-	if err := h.js.DeleteStream(ctx, jobs.StreamName); err != nil {
+	if err := h.js.DeleteStream(ctx, queue.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	if r := ready(); r.status != 503 || !strings.Contains(string(r.body), `"nats":"error: job stream GANTRY_JOBS`) {
 		t.Errorf("readyz without the job stream: %d %s", r.status, r.body)
 	}
-	if _, err := jobs.EnsureQueue(ctx, h.js, jobs.QueueConfig{}); err != nil {
+	if err := queue.Ensure(ctx, h.js, queue.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := ready(); r.status != 200 {
@@ -131,13 +135,9 @@ func natsCluster(t *testing.T, n int) []*server.Server {
 		}
 		servers[i] = ns
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !servers[0].JetStreamIsCurrent() || servers[0].JetStreamIsClustered() && !hasMetaLeader(servers) {
-		if time.Now().After(deadline) {
-			t.Fatal("the NATS cluster elected no JetStream leader")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the NATS cluster to elect a JetStream leader", func() bool {
+		return servers[0].JetStreamIsCurrent() && (!servers[0].JetStreamIsClustered() || hasMetaLeader(servers))
+	})
 	return servers
 }
 
@@ -154,10 +154,11 @@ func hasMetaLeader(servers []*server.Server) bool {
 // with a replicated job stream: when two nodes are gone the stream has no
 // leader, every submission would fail, and /readyz says so.
 func TestReadyzWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	var cluster []*server.Server
 	h := newHarness(t, func(h *harness, c *ingress.Config) {
 		cluster = natsCluster(t, 3)
-		h.nc = jobstest.Connect(t, cluster[0])
+		h.nc = queuetest.Connect(t, cluster[0])
 		h.js, _ = jetstream.New(h.nc)
 		c.Queue.Replicas = 3
 	})
@@ -170,16 +171,12 @@ func TestReadyzWithoutQuorum(t *testing.T) {
 	}
 	cluster[1].Shutdown()
 	cluster[2].Shutdown()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := ready()
-		if r.status == 503 && strings.Contains(string(r.body), `"nats":"error`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz with 1 of 3 nodes left: %d %s", r.status, r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var r response
+	if !eventually.Within(30*time.Second, func() bool {
+		r = ready()
+		return r.status == 503 && strings.Contains(string(r.body), `"nats":"error`)
+	}) {
+		t.Fatalf("readyz with 1 of 3 nodes left: %d %s", r.status, r.body)
 	}
 	if r := h.do(t, h.keyA, "POST", "/v1/jobs", pyJob); r.status != 503 {
 		t.Errorf("submit without quorum: %d %s (readyz was right to say not ready)", r.status, r.body)
@@ -229,6 +226,7 @@ func slowPost(t *testing.T, base, key, method, path string) (string, time.Durati
 // timeout with 408 and a closed connection, while long responses (long
 // polls, execute, MCP calls) outlast it.
 func TestSlowBodies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.BodyTimeout = time.Second })
 	sess := h.do(t, h.keyA, "POST", "/v1/sessions", `{}`)
 	var s struct{ ID string }
@@ -253,13 +251,15 @@ func TestSlowBodies(t *testing.T) {
 	wg.Wait()
 
 	// Responses may take longer than the body timeout.
-	sub, err := h.nc.Subscribe(jobs.SubjectTenantAll, func(m *nats.Msg) {
-		var rm jobs.RunMessage
+	sub, err := h.nc.Subscribe(queue.SubjectTenantAll, func(m *nats.Msg) {
+		var rm queue.RunMessage
 		_ = json.Unmarshal(m.Data, &rm)
-		go func() {
-			time.Sleep(2500 * time.Millisecond)
-			h.finish(t, rm.JobID, succeeded("late\n"))
-		}()
+		// The job takes 2.5 s, longer than the body timeout.
+		time.AfterFunc(2500*time.Millisecond, func() {
+			if err := h.play(rm.JobID, succeeded("late\n")); err != nil {
+				t.Error(err)
+			}
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -291,9 +291,10 @@ func TestSlowBodies(t *testing.T) {
 // why. A job whose message is still in the stream is left alone. Cancel
 // ends a running job whose runner is gone at once.
 func TestReconcilerRepairsStrandedJobs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(h *harness, _ *ingress.Config) { h.maint.Interval = 100 * time.Millisecond })
 	ctx := context.Background()
-	stream, err := h.js.Stream(ctx, jobs.StreamName)
+	stream, err := h.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 		if r.status != 202 {
 			t.Fatalf("submit: %d %s", r.status, r.body)
 		}
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
+		m, err := stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +327,7 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.st.ExecForTest(ctx, `UPDATE jobs SET created_at = now() - interval '5 minutes', heartbeat_at = now() - interval '5 minutes'`); err != nil {
+	if err := storetest.Exec(h.st, `UPDATE jobs SET created_at = now() - interval '5 minutes', heartbeat_at = now() - interval '5 minutes'`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -336,23 +337,22 @@ func TestReconcilerRepairsStrandedJobs(t *testing.T) {
 		t.Errorf("cancel of a job whose runner is gone: %d %s", r.status, r.body)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	var newSeq uint64
-	for {
-		got := h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
-		m, err := stream.GetLastMsgForSubject(ctx, jobs.TenantSubject(h.tenantA))
-		if err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError {
-			if got.Error.Message != store.GaveUpMessage(3) {
-				t.Errorf("given up job: %+v", got.Error)
-			}
-			newSeq = m.Sequence
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not repaired: spent job %s, last message %v %v", got.Status, err, m)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var (
+		newSeq uint64
+		got    jobs.Job
+		m      *jetstream.RawStreamMsg
+	)
+	if !eventually.Within(20*time.Second, func() bool {
+		got = h.do(t, h.keyA, "GET", "/v1/jobs/"+spent.ID, "").job(t)
+		m, err = stream.GetLastMsgForSubject(ctx, queue.TenantSubject(h.tenantA))
+		return err == nil && strings.Contains(string(m.Data), lost.ID) && got.Status == jobs.StatusError
+	}) {
+		t.Fatalf("not repaired: spent job %s, last message %v %v", got.Status, err, m)
 	}
+	if got.Error.Message != store.GaveUpMessage(3) {
+		t.Errorf("given up job: %+v", got.Error)
+	}
+	newSeq = m.Sequence
 	// Runners accept the new message only.
 	req := store.ClaimRequest{JobID: lost.ID, MsgSeq: lostSeq, RunnerID: "r", MaxAttempts: 3}
 	if _, out, err := h.st.ClaimJob(ctx, req); out != store.ClaimStale || err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/localapi"
@@ -49,7 +50,7 @@ func (h *harness) plantSnapshot(t *testing.T, sessionID string, entries ...*tar.
 	if err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	snap := store.Snapshot{Version: st.Version + 1, Key: jobs.SessionKey(st.TenantID, sessionID, st.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: st.Version + 1, Key: blob.SessionKey(st.TenantID, sessionID, st.Version+1), Bytes: int64(buf.Len())}
 	if err := h.blobs.Put(ctx, snap.Key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +63,7 @@ func (h *harness) plantSnapshot(t *testing.T, sessionID string, entries ...*tar.
 }
 
 func TestSessionsAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.newSession(t, h.keyA)
 
@@ -123,7 +125,7 @@ func TestSessionsAPI(t *testing.T) {
 		t.Errorf("version after three edits: %d", sess.Version)
 	}
 	// Only the current snapshot is kept.
-	if n, _ := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenantA, s.ID)); n != 1 {
+	if n, _ := h.blobs.Count(context.Background(), blob.SessionPrefix(h.tenantA, s.ID)); n != 1 {
 		t.Errorf("%d snapshot objects", n)
 	}
 
@@ -145,12 +147,13 @@ func TestSessionsAPI(t *testing.T) {
 	if r := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","session_id":"`+s.ID+`"}`); r.status != 404 || !strings.Contains(string(r.body), `"field":"session_id"`) {
 		t.Errorf("job into a deleted session: %d %s", r.status, r.body)
 	}
-	if n, _ := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenantA, s.ID)); n != 0 {
+	if n, _ := h.blobs.Count(context.Background(), blob.SessionPrefix(h.tenantA, s.ID)); n != 0 {
 		t.Errorf("%d objects left after delete", n)
 	}
 }
 
 func TestSessionFileAttacks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.newSession(t, h.keyA)
 	h.plantSnapshot(t, s.ID,
@@ -218,6 +221,7 @@ func TestSessionFileAttacks(t *testing.T) {
 // stops the download there, and the handler's abort of the answer it could
 // not finish goes no further.
 func TestFileReadInProcessCutShort(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.MaxBodyBytes = 16 << 20 })
 	s := h.newSession(t, h.keyA)
 	content := strings.Repeat("0123456789abcdef", 1<<19) // 8 MiB
@@ -245,6 +249,7 @@ func TestFileReadInProcessCutShort(t *testing.T) {
 // the session's disk_mb, and one that asks for less is refused naming the
 // field.
 func TestSessionDiskFitsMemory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Policy.MaxLimits.MemoryMB = 2048 })
 	if r := h.do(t, h.keyA, "POST", "/v1/sessions", `{"disk_mb":4096}`); r.status != 400 || !strings.Contains(string(r.body), `"field":"disk_mb"`) {
 		t.Errorf("disk_mb over the memory maximum: %d %s", r.status, r.body)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSkillsAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	md := "---\nname: tidy-logs\ndescription: Summarise web server logs\ntags: [logs, nginx]\n---\n# Tidy logs\n\nUse awk.\n"
 	r := h.do(t, h.keyA, "PUT", "/v1/skills/tidy-logs", md, "Content-Type", "text/markdown")
@@ -87,6 +88,7 @@ func TestSkillsAPI(t *testing.T) {
 }
 
 func TestSkillsOverMCP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	c := h.mcpClient(t, h.keyA, mcp.LATEST_PROTOCOL_VERSION)
 	res := call(t, c, "search_skills", map[string]any{"query": "chart"})
@@ -151,6 +153,7 @@ func TestSkillsOverMCP(t *testing.T) {
 // TestSkillsPromptBudget: however many skills a tenant has, the prompt lists
 // them in one line each within the budget and points to search_skills.
 func TestSkillsPromptBudget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for i := range 200 {
 		_, err := h.st.SaveSkill(context.Background(), h.tenantA, skills.Skill{Name: fmt.Sprintf("skill-%03d", i),
@@ -187,6 +190,7 @@ func TestSkillsPromptBudget(t *testing.T) {
 // comes out the same way, binary asset and every front matter field
 // intact; skills saved under the old identifier names stay reachable.
 func TestAgentSkillsAPI(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	pdf := skillstest.Skill(t, skillstest.PDF)
 	zipped := skillstest.Zip(t, skillstest.Folder(t, skillstest.PDF, skillstest.PDF))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/webhook"
@@ -20,8 +21,7 @@ import (
 func withWebhooks(allowPrivate bool) func(*harness, *ingress.Config) {
 	return func(h *harness, c *ingress.Config) {
 		c.Box, _ = secret.New(make([]byte, 32))
-		c.Webhooks = webhook.Config{AllowPrivate: allowPrivate, Backoff: 20 * time.Millisecond}
-		h.maint.WebhookPoll = 20 * time.Millisecond
+		c.Webhooks = webhook.Config{AllowPrivate: allowPrivate, Backoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond}
 	}
 }
 
@@ -52,20 +52,18 @@ func hookReceiver(t *testing.T) (*httptest.Server, func() []hookMessage) {
 // awaitWebhook polls the job until its webhook delivery settles.
 func (h *harness) awaitWebhook(t *testing.T, key, id string) jobs.Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j := h.do(t, key, "GET", "/v1/jobs/"+id, "").job(t)
-		if j.Webhook != nil && j.Webhook.Settled() {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook of %s not settled: %+v", id, j.Webhook)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var j jobs.Job
+	if !eventually.Within(10*time.Second, func() bool {
+		j = h.do(t, key, "GET", "/v1/jobs/"+id, "").job(t)
+		return j.Webhook != nil && j.Webhook.Settled()
+	}) {
+		t.Fatalf("webhook of %s not settled: %+v", id, j.Webhook)
 	}
+	return j
 }
 
 func TestWebhooks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withWebhooks(true))
 	srv, received := hookReceiver(t)
 
@@ -141,6 +139,7 @@ func TestWebhooks(t *testing.T) {
 }
 
 func TestWebhookURLChecks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withWebhooks(false))
 	for _, c := range []struct{ body, want string }{
 		{`{"language":"python","code":"x","webhook_url":"http://127.0.0.1:9/x"}`, "GANTRY_WEBHOOK_ALLOW_PRIVATE"},

@@ -4,19 +4,51 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"strings"
+	"sync"
 	"time"
 )
 
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
+// last is the time and random part of the last id made, so that ids this
+// process makes within one millisecond still sort in the order it made
+// them.
+var last struct {
+	sync.Mutex
+	ms   uint64
+	rand [10]byte
+}
+
 // NewID returns a new id with the given prefix ("job", "ten", "key"): the
 // prefix, an underscore and 26 base32 characters holding a millisecond
 // timestamp and 80 random bits. Ids sort by creation time, which makes them
-// usable as pagination cursors.
+// usable as pagination cursors: across processes to the millisecond, and
+// within one exactly (an id made in the millisecond of the last one takes
+// its random part plus one).
 func NewID(prefix string) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
-	_, _ = rand.Read(b[6:])
+	ms := uint64(time.Now().UnixMilli())
+	last.Lock()
+	if ms <= last.ms {
+		ms = last.ms
+		for i := len(last.rand) - 1; i >= 0; i-- { // +1, carrying
+			last.rand[i]++
+			if last.rand[i] != 0 {
+				break
+			}
+		}
+	} else {
+		last.ms = ms
+		_, _ = rand.Read(last.rand[:])
+	}
+	binary.BigEndian.PutUint64(b[:8], ms<<16)
+	copy(b[6:], last.rand[:])
+	last.Unlock()
+	return IDOf(prefix, b)
+}
+
+// IDOf writes 128 bits as an id with the prefix, as NewID does.
+func IDOf(prefix string, b [16]byte) string {
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 27)
 	sb.WriteString(prefix)
@@ -38,6 +70,28 @@ func NewID(prefix string) string {
 		sb.WriteByte(crockford[v&31])
 	}
 	return sb.String()
+}
+
+// IDBits are the 128 bits of an id with the prefix (IDOf); false for a
+// string no id can be.
+func IDBits(prefix, id string) ([16]byte, bool) {
+	var b [16]byte
+	if !ValidID(prefix, id) {
+		return b, false
+	}
+	digits := id[len(prefix)+1:]
+	if strings.IndexByte(crockford, digits[0]) > 7 {
+		return b, false // more than 128 bits
+	}
+	var hi, lo uint64
+	for i := range len(digits) {
+		v := uint64(strings.IndexByte(crockford, digits[i]))
+		hi = hi<<5 | lo>>59
+		lo = lo<<5 | v
+	}
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return b, true
 }
 
 // ValidID reports whether s looks like an id NewID made with this prefix.

@@ -1,10 +1,8 @@
-// Package jobs is the contract between the ingress and the runners: the job
-// request and result types, their validation, the JetStream stream and
-// consumer definitions, and the NATS subjects and headers both sides use.
-//
-// It is a leaf package: it imports nothing else from gantry, so that the
-// ingress and the runners can each depend on it without depending on each
-// other.
+// Package jobs holds the API's types and their rules: the job request and
+// its validation into a Spec, the job and its result, sessions, languages,
+// tenants' quotas and ids. The ingress and the runners both depend on it
+// (and on package queue, for the messages between them) without depending
+// on each other; it imports nothing of gantry but package glob.
 package jobs
 
 import (
@@ -63,10 +61,48 @@ const (
 	ErrCodeOOMKilled      ErrorCode = "oom_killed"
 	ErrCodeCancelled      ErrorCode = "cancelled"
 	ErrCodeInfrastructure ErrorCode = "infrastructure"
+	// ErrCodeCompileError: the program did not compile (Job.Compile says
+	// how the compile step ended); it never ran.
+	ErrCodeCompileError ErrorCode = "compile_error"
 )
 
 // ErrorCodes lists every ErrorCode.
-var ErrorCodes = []ErrorCode{ErrCodeTimedOut, ErrCodeOOMKilled, ErrCodeCancelled, ErrCodeInfrastructure}
+var ErrorCodes = []ErrorCode{ErrCodeTimedOut, ErrCodeOOMKilled, ErrCodeCancelled, ErrCodeInfrastructure, ErrCodeCompileError}
+
+// CompileStatus is how a compile step ended.
+type CompileStatus string
+
+// The compile statuses: the compiler exited 0; it exited otherwise or was
+// killed (out of memory, say); it ran longer than its timeout.
+const (
+	CompileSucceeded CompileStatus = "succeeded"
+	CompileFailed    CompileStatus = "failed"
+	CompileTimedOut  CompileStatus = "timed_out"
+)
+
+// CompileStatuses lists every CompileStatus.
+var CompileStatuses = []CompileStatus{CompileSucceeded, CompileFailed, CompileTimedOut}
+
+// Compile is how a compiled language's compile step went. Its output is
+// the job's CompileOutput.
+type Compile struct {
+	Status CompileStatus `json:"status"`
+	// ExitCode is the compiler's exit status (128+n when signal n killed
+	// it); null when it timed out.
+	ExitCode *int `json:"exit_code"`
+	// DurationMS is the compile's wall-clock time.
+	DurationMS int64 `json:"duration_ms"`
+	// CPUTimeMS and PeakMemoryKB measure the compiler's processes as the
+	// job's own fields measure the program's.
+	CPUTimeMS    *int64 `json:"cpu_time_ms"`
+	PeakMemoryKB *int64 `json:"peak_memory_kb"`
+	// OutputTruncated: the compiler printed more than CompileOutputCap
+	// bytes, and the rest was dropped.
+	OutputTruncated bool `json:"output_truncated"`
+}
+
+// CompileOutputCap bounds what is kept of a compile step's output.
+const CompileOutputCap = 64 << 10
 
 // ErrorInfo says why a job did not succeed: a limit it hit, or why gantry
 // could not run it.
@@ -96,16 +132,30 @@ type OmittedArtifact struct {
 
 // Job is a job as the API shows it.
 type Job struct {
-	ID              string     `json:"id"`
-	Status          Status     `json:"status"`
-	Language        string     `json:"language"`
-	SessionID       *string    `json:"session_id"`
-	Attempt         int        `json:"attempt"`
-	CreatedAt       time.Time  `json:"created_at"`
-	StartedAt       *time.Time `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	ExitCode        *int       `json:"exit_code"`
-	DurationMS      *int64     `json:"duration_ms"`
+	ID         string     `json:"id"`
+	Status     Status     `json:"status"`
+	Language   string     `json:"language"`
+	SessionID  *string    `json:"session_id"`
+	Attempt    int        `json:"attempt"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	ExitCode   *int       `json:"exit_code"`
+	DurationMS *int64     `json:"duration_ms"`
+	// CPUTimeMS is the CPU time (user and system) the program used: every
+	// process of its sandbox, measured by the kernel (rusage) when the
+	// sandbox ended. Null when the program did not run or its end was not
+	// measured (cancelled, lost), and for jobs recorded before it existed.
+	CPUTimeMS *int64 `json:"cpu_time_ms"`
+	// PeakMemoryKB is the largest resident set (KiB) any one process of
+	// the program's sandbox reached (rusage's maxrss); null as CPUTimeMS.
+	PeakMemoryKB *int64 `json:"peak_memory_kb"`
+	// Compile is how the compile step went, for code in a compiled
+	// language (null for the others, and while the job has not finished).
+	Compile *Compile `json:"compile"`
+	// CompileOutput is what the compiler printed, stdout and stderr
+	// interleaved as written ("" without a compile step).
+	CompileOutput   string     `json:"compile_output"`
 	Stdout          string     `json:"stdout"`
 	Stderr          string     `json:"stderr"`
 	StdoutTruncated bool       `json:"stdout_truncated"`
@@ -132,6 +182,10 @@ type Job struct {
 	// Webhook is the call made when the job finished, with its attempts
 	// (null: none, or not finished yet).
 	Webhook *WebhookDelivery `json:"webhook"`
+	// TraceID is the OpenTelemetry trace the job's spans are in, from the
+	// request that submitted it to its recorded result, when the operator
+	// turned traces on and the trace was sampled (absent otherwise).
+	TraceID string `json:"trace_id,omitempty"`
 	// Spec is what the job ran, when asked for (?include=spec); never its
 	// env values.
 	Spec *JobSpec `json:"spec,omitempty"`
@@ -144,11 +198,6 @@ type Job struct {
 	// LiveStateReason says why the live state was lost (live_state
 	// "lost").
 	LiveStateReason string `json:"live_state_reason,omitempty"`
-	// StdoutKey and StderrKey locate a stream's bytes in the object store
-	// when they were too long to keep in the row (Stdout or Stderr is then
-	// empty until the history layer reads them back). Not part of the API.
-	StdoutKey string `json:"-"`
-	StderrKey string `json:"-"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -190,9 +239,14 @@ type EgressConnection struct {
 
 // Result is what a runner records when a job attempt ends.
 type Result struct {
-	Status          Status
-	ExitCode        *int
-	Duration        time.Duration
+	Status   Status
+	ExitCode *int
+	Duration time.Duration
+	// Usage is what the program's processes used, when it was measured.
+	Usage *ProgramUsage
+	// Compile and CompileOutput report the compile step, if there was one.
+	Compile         *Compile
+	CompileOutput   []byte
 	Stdout          []byte
 	Stderr          []byte
 	StdoutTruncated bool
@@ -204,11 +258,6 @@ type Result struct {
 	ToolCalls        []ToolCall
 	Egress           []EgressConnection
 	EgressOmitted    int
-	// StdoutKey and StderrKey, when set, say that the stream's bytes were
-	// moved to the object store under that key; Stdout or Stderr is then
-	// empty.
-	StdoutKey string
-	StderrKey string
 	// Value, LiveState and LiveStateReason: a stateful session's job (see
 	// Job).
 	Value           *Value
@@ -216,13 +265,28 @@ type Result struct {
 	LiveStateReason string
 }
 
+// ProgramUsage is what a sandbox's processes used, measured by the kernel
+// when it ended.
+type ProgramUsage struct {
+	CPUTime      time.Duration
+	PeakMemoryKB int64
+}
+
+// CPUTimeMS is the CPU time in milliseconds, rounded up: a program that
+// ran at all used some.
+func (u ProgramUsage) CPUTimeMS() int64 {
+	return int64((u.CPUTime + time.Millisecond - 1) / time.Millisecond)
+}
+
 // Spec is a validated, normalised job request: everything a runner needs to
 // run it, with every default filled in. It is stored with the job.
 type Spec struct {
-	Language string     `json:"language"`
-	Code     string     `json:"code,omitempty"`
-	Command  []string   `json:"command,omitempty"`
-	Files    []SpecFile `json:"files,omitempty"`
+	Language string   `json:"language"`
+	Code     string   `json:"code,omitempty"`
+	Command  []string `json:"command,omitempty"`
+	// Args follow the program on its command line.
+	Args  []string   `json:"args,omitempty"`
+	Files []SpecFile `json:"files,omitempty"`
 	// Stdin is the program's standard input, as raw bytes (it may be
 	// binary: see MarshalJSON).
 	Stdin string            `json:"stdin,omitempty"`
@@ -232,8 +296,13 @@ type Spec struct {
 	// sealed, carry Env in the clear.
 	SealedEnv *SealedEnv `json:"sealed_env,omitempty"`
 	TimeoutMS int        `json:"timeout_ms"`
-	Limits    Limits     `json:"limits"`
-	Artifacts []string   `json:"artifacts"`
+	// CompileTimeoutMS bounds the compile step of code in a compiled
+	// language (0 for any other job).
+	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
+	Limits           Limits   `json:"limits"`
+	Artifacts        []string `json:"artifacts"`
+	// Compat is a compatible API's own data (Request.Compat).
+	Compat json.RawMessage `json:"compat,omitempty"`
 	// Environment names the sandbox image ("": the runner's own).
 	Environment string `json:"environment,omitempty"`
 }
@@ -284,29 +353,14 @@ type SpecFile struct {
 // Timeout is the spec's wall-clock limit.
 func (s *Spec) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
 
-// RunMessage is the body of the JetStream message that asks a runner to run
-// a job. It carries ids only: the spec is read from the store, so messages
-// stay small however large the job's files are.
-type RunMessage struct {
-	JobID    string `json:"job_id"`
-	TenantID string `json:"tenant_id"`
-	// SessionID is set for a session's job. The message then asks a runner
-	// to run the session's queued jobs in order, not this job alone.
-	SessionID string `json:"session_id,omitempty"`
-}
-
-// StatusEvent is published on the job's status subject whenever its status
-// changes.
-type StatusEvent struct {
-	JobID  string `json:"job_id"`
-	Status Status `json:"status"`
-}
-
-// Backlog is a runner's reply to a backlog request: the output a running job
-// has produced so far.
-type Backlog struct {
-	Stdout []byte `json:"stdout"`
-	Stderr []byte `json:"stderr"`
+// CompileTimeout is the compile step's wall-clock limit (the default
+// policy's for a spec that has none).
+func (s *Spec) CompileTimeout() time.Duration {
+	ms := s.CompileTimeoutMS
+	if ms <= 0 {
+		ms = DefaultPolicy().DefaultCompileTimeoutMS
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // MarshalSpec encodes a spec for storage.

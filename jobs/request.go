@@ -10,33 +10,50 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gantryhq/gantry/glob"
 )
 
 // Request is a job submission as clients send it.
 type Request struct {
-	Language       string            `json:"language"`
-	Code           string            `json:"code,omitempty"`
-	Command        []string          `json:"command,omitempty"`
-	Files          []File            `json:"files,omitempty"`
-	Stdin          string            `json:"stdin,omitempty"`
-	StdinEncoding  string            `json:"stdin_encoding,omitempty"` // one of Encodings (default utf8)
-	Env            map[string]string `json:"env,omitempty"`
-	TimeoutMS      int               `json:"timeout_ms,omitempty"`
-	Limits         *Limits           `json:"limits,omitempty"`
-	Artifacts      []string          `json:"artifacts,omitempty"`
-	SessionID      *string           `json:"session_id,omitempty"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
+	Language string   `json:"language"`
+	Code     string   `json:"code,omitempty"`
+	Command  []string `json:"command,omitempty"`
+	// Args are the program's arguments (with code; a command holds its
+	// own).
+	Args          []string          `json:"args,omitempty"`
+	Files         []File            `json:"files,omitempty"`
+	Stdin         string            `json:"stdin,omitempty"`
+	StdinEncoding string            `json:"stdin_encoding,omitempty"` // one of Encodings (default utf8)
+	Env           map[string]string `json:"env,omitempty"`
+	TimeoutMS     int               `json:"timeout_ms,omitempty"`
+	// CompileTimeoutMS bounds a compiled language's compile step (ignored
+	// for the others).
+	CompileTimeoutMS int               `json:"compile_timeout_ms,omitempty"`
+	Limits           *Limits           `json:"limits,omitempty"`
+	Artifacts        []string          `json:"artifacts,omitempty"`
+	SessionID        *string           `json:"session_id,omitempty"`
+	IdempotencyKey   string            `json:"idempotency_key,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
 	// WebhookURL is called when the job finishes (else the tenant's
 	// default, if any).
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// Compat is what a compatible API (Judge0, SandboxFusion, Piston)
+	// keeps with the job for its own answers, such as Judge0's expected
+	// output: stored with the spec, never given to the program, and not
+	// part of the HTTP API (an adapter sets it in Go).
+	Compat json.RawMessage `json:"-"`
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
 }
+
+// MaxCompatBytes caps Request.Compat.
+const MaxCompatBytes = 4 << 20
 
 // The encodings of a request's file contents and stdin: text, or base64
 // of the bytes. "utf-8" is read as EncodingUTF8, the default.
@@ -97,27 +114,34 @@ func fieldErr(field, format string, args ...any) *FieldError {
 type Policy struct {
 	DefaultTimeoutMS int
 	MaxTimeoutMS     int
-	DefaultLimits    Limits
-	MinLimits        Limits
-	MaxLimits        Limits
-	MaxCodeBytes     int
-	MaxFiles         int
-	MaxFilesBytes    int // decoded, all files together
-	MaxStdinBytes    int
+	// DefaultCompileTimeoutMS bounds a compile step the request does not
+	// bound itself (MaxTimeoutMS bounds both).
+	DefaultCompileTimeoutMS int
+	// Languages are the names of the languages offered (the sandbox
+	// image's); nil offers every one of Languages.
+	Languages     []string
+	DefaultLimits Limits
+	MinLimits     Limits
+	MaxLimits     Limits
+	MaxCodeBytes  int
+	MaxFiles      int
+	MaxFilesBytes int // decoded, all files together
+	MaxStdinBytes int
 }
 
 // DefaultPolicy is the policy a server uses unless configured otherwise.
 func DefaultPolicy() Policy {
 	return Policy{
-		DefaultTimeoutMS: 30_000,
-		MaxTimeoutMS:     900_000,
-		DefaultLimits:    Limits{MemoryMB: 512, CPUs: 1, Pids: 128, DiskMB: 512, OutputBytes: 1 << 20, ToolCalls: 100},
-		MinLimits:        Limits{MemoryMB: 32, CPUs: 0.1, Pids: 16, DiskMB: 1, OutputBytes: 1 << 10, ToolCalls: 1},
-		MaxLimits:        Limits{MemoryMB: 8192, CPUs: 8, Pids: 4096, DiskMB: 8192, OutputBytes: 16 << 20, ToolCalls: 10000},
-		MaxCodeBytes:     1 << 20,
-		MaxFiles:         1000,
-		MaxFilesBytes:    8 << 20,
-		MaxStdinBytes:    1 << 20,
+		DefaultTimeoutMS:        30_000,
+		MaxTimeoutMS:            900_000,
+		DefaultCompileTimeoutMS: 30_000,
+		DefaultLimits:           Limits{MemoryMB: 512, CPUs: 1, Pids: 128, DiskMB: 512, OutputBytes: 1 << 20, ToolCalls: 100},
+		MinLimits:               Limits{MemoryMB: 32, CPUs: 0.1, Pids: 16, DiskMB: 1, OutputBytes: 1 << 10, ToolCalls: 1},
+		MaxLimits:               Limits{MemoryMB: 8192, CPUs: 8, Pids: 4096, DiskMB: 8192, OutputBytes: 16 << 20, ToolCalls: 10000},
+		MaxCodeBytes:            1 << 20,
+		MaxFiles:                1000,
+		MaxFilesBytes:           8 << 20,
+		MaxStdinBytes:           1 << 20,
 	}
 }
 
@@ -285,15 +309,11 @@ var (
 // run, with every default filled in. It returns a *FieldError naming the
 // first bad field.
 func (p Policy) Normalize(req Request) (Spec, error) {
-	lang, ok := LookupLanguage(req.Language)
-	if req.Language == "" {
-		return Spec{}, fieldErr("language", "is required (one of %s)", languageNames())
-	}
-	if !ok {
-		return Spec{}, fieldErr("language", "unknown language %q (one of %s)", req.Language, languageNames())
+	lang, err := p.language(req.Language, req.Environment != "")
+	if err != nil {
+		return Spec{}, err
 	}
 	spec := Spec{Language: lang.Name}
-	var err error
 	if spec.Environment, err = normalizeEnvironment(req.Environment); err != nil {
 		return Spec{}, err
 	}
@@ -302,16 +322,14 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	case req.Code != "" && len(req.Command) > 0:
 		return Spec{}, fieldErr("command", "give either code or command, not both")
 	case len(req.Command) > 0:
-		if len(req.Command) > 256 {
-			return Spec{}, fieldErr("command", "has %d arguments; at most 256", len(req.Command))
+		if len(req.Args) > 0 {
+			return Spec{}, fieldErr("args", "go with code; a command holds its own arguments")
+		}
+		if err := checkArgv("command", req.Command); err != nil {
+			return Spec{}, err
 		}
 		if req.Command[0] == "" {
 			return Spec{}, fieldErr("command", "first element (the program) must not be empty")
-		}
-		for i, a := range req.Command {
-			if strings.ContainsRune(a, 0) {
-				return Spec{}, fieldErr(fmt.Sprintf("command[%d]", i), "must not contain NUL bytes")
-			}
 		}
 		spec.Command = req.Command
 	case strings.TrimSpace(req.Code) == "":
@@ -325,6 +343,23 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 		spec.Code = req.Code
 	}
+	if len(req.Args) > 0 { // with code: a command was refused them above
+		if err := checkArgv("args", req.Args); err != nil {
+			return Spec{}, err
+		}
+		n := 0
+		for _, a := range req.Args {
+			n += len(a)
+		}
+		if n > 64<<10 {
+			return Spec{}, fieldErr("args", "is %d bytes; at most %d", n, 64<<10)
+		}
+		spec.Args = req.Args
+	}
+	if len(req.Compat) > MaxCompatBytes {
+		return Spec{}, fieldErr("", "the compatible API's data is %d bytes; at most %d", len(req.Compat), MaxCompatBytes)
+	}
+	spec.Compat = req.Compat
 	if spec.Stdin, err = p.normalizeStdin(req.Stdin, req.StdinEncoding); err != nil {
 		return Spec{}, err
 	}
@@ -360,6 +395,15 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	if spec.TimeoutMS < 1 || spec.TimeoutMS > p.MaxTimeoutMS {
 		return Spec{}, fieldErr("timeout_ms", "must be between 1 and %d", p.MaxTimeoutMS)
 	}
+	if req.CompileTimeoutMS < 0 || req.CompileTimeoutMS > p.MaxTimeoutMS {
+		return Spec{}, fieldErr("compile_timeout_ms", "must be between 1 and %d", p.MaxTimeoutMS)
+	}
+	if lang.Compiled() && spec.Code != "" {
+		spec.CompileTimeoutMS = req.CompileTimeoutMS
+		if spec.CompileTimeoutMS == 0 {
+			spec.CompileTimeoutMS = min(p.DefaultCompileTimeoutMS, p.MaxTimeoutMS)
+		}
+	}
 
 	if spec.Limits, err = p.normalizeLimits(req.Limits); err != nil {
 		return Spec{}, err
@@ -373,7 +417,7 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		return Spec{}, fieldErr("artifacts", "has %d patterns; at most 32", len(spec.Artifacts))
 	}
 	for i, g := range spec.Artifacts {
-		if err := ValidateGlob(g); err != nil {
+		if err := glob.Validate(g); err != nil {
 			return Spec{}, fieldErr(fmt.Sprintf("artifacts[%d]", i), "%v", err)
 		}
 	}
@@ -390,6 +434,64 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// language is the language a request names, by name or alias; a
+// *FieldError says why there is none. In the sandbox image it must be one
+// the policy offers; an environment's image (inEnv) says for itself, and
+// the runner refuses what it lacks.
+func (p Policy) language(name string, inEnv bool) (Language, error) {
+	lang, ok := LookupLanguage(name)
+	switch {
+	case name == "":
+		return Language{}, fieldErr("language", "is required (one of %s)", p.offeredNames())
+	case !ok:
+		return Language{}, fieldErr("language", "unknown language %q (one of %s)", name, p.offeredNames())
+	case !inEnv && !p.Offers(lang.Name):
+		return Language{}, fieldErr("language", "%s is not offered by this gantry: its sandbox image has no %s (the compilers image has; offered: %s)",
+			lang.Name, lang.Name, p.offeredNames())
+	}
+	return lang, nil
+}
+
+// Offers reports whether the policy offers the language named name (a
+// language's Name, not an alias).
+func (p Policy) Offers(name string) bool {
+	return p.Languages == nil || slices.Contains(p.Languages, name)
+}
+
+// Offered lists the languages the policy offers, in the order of
+// Languages.
+func (p Policy) Offered() []Language {
+	var out []Language
+	for _, l := range Languages {
+		if p.Offers(l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (p Policy) offeredNames() string {
+	var names []string
+	for _, l := range p.Offered() {
+		names = append(names, l.Name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// checkArgv checks an argument list: at most 256 arguments, no NUL bytes.
+func checkArgv(field string, argv []string) error {
+	if len(argv) > 256 {
+		return fieldErr(field, "has %d arguments; at most 256", len(argv))
+	}
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return fieldErr(fmt.Sprintf("%s[%d]", field, i), "must not contain NUL bytes")
+		}
+	}
+	return nil
 }
 
 // normalizeStdin decodes the request's stdin. Text must not hold NUL bytes

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -60,9 +59,11 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.Language == "" {
 		r.Language = "python"
 	}
-	if _, ok := LookupLanguage(r.Language); !ok {
+	lang, ok := LookupLanguage(r.Language)
+	if !ok {
 		return r, fieldErr("language", "unknown language %q (one of %s)", r.Language, languageNames())
 	}
+	r.Language = lang.Name
 	if r.TTLSeconds == 0 {
 		r.TTLSeconds = DefaultSessionTTL
 	}
@@ -81,20 +82,3 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	}
 	return r, ValidateMetadata(r.Metadata)
 }
-
-// SessionKey is where version v of a session's workspace snapshot is stored.
-func SessionKey(tenantID, sessionID string, version int64) string {
-	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
-}
-
-// SessionPrefix holds every object of a session.
-func SessionPrefix(tenantID, sessionID string) string {
-	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
-}
-
-// SessionClosedSubject announces that a session was deleted or expired, so
-// that runners drop any warm container they keep for it.
-func SessionClosedSubject(sessionID string) string { return "gantry.session." + sessionID + ".closed" }
-
-// SessionClosedAll matches every session-closed subject.
-const SessionClosedAll = "gantry.session.*.closed"

@@ -92,6 +92,7 @@ func (s *Spec) EnvNames() []string {
 type JobSpec struct {
 	Code    string     `json:"code,omitempty"`
 	Command []string   `json:"command,omitempty"`
+	Args    []string   `json:"args,omitempty"`
 	Files   []FileInfo `json:"files"`
 	Stdin   string     `json:"stdin"`
 	// StdinEncoding is "utf8", or "base64" when the input is binary (Stdin
@@ -99,8 +100,13 @@ type JobSpec struct {
 	StdinEncoding string   `json:"stdin_encoding"`
 	EnvNames      []string `json:"env_names"`
 	TimeoutMS     int      `json:"timeout_ms"`
-	Limits        Limits   `json:"limits"`
-	Artifacts     []string `json:"artifacts"`
+	// CompileTimeoutMS bounds the compile step (compiled languages only).
+	CompileTimeoutMS int      `json:"compile_timeout_ms,omitempty"`
+	Limits           Limits   `json:"limits"`
+	Artifacts        []string `json:"artifacts"`
+	// Compat is a compatible API's own data (Request.Compat), for the
+	// adapter that stored it; not part of the HTTP API.
+	Compat json.RawMessage `json:"-"`
 	// Environment is the environment it ran in ("default": the runner's
 	// own image).
 	Environment string `json:"environment"`
@@ -115,9 +121,9 @@ type FileInfo struct {
 // View is what the API shows of the spec (see JobSpec).
 func (s *Spec) View() JobSpec {
 	v := JobSpec{
-		Code: s.Code, Command: slices.Clone(s.Command), Files: make([]FileInfo, len(s.Files)),
+		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
-		TimeoutMS: s.TimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts),
+		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
 		Environment: DefaultEnvironment,
 	}
 	if s.Environment != "" {

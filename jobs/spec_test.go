@@ -21,6 +21,7 @@ func testBox(t *testing.T, fill byte) *secret.Box {
 }
 
 func TestSealEnv(t *testing.T) {
+	t.Parallel()
 	box := testBox(t, 1)
 	spec := jobs.Spec{Language: "python", Code: "print(1)", Env: map[string]string{"TOKEN": "tok-SECRET-123", "A": "1"}}
 	if err := spec.SealEnv(box, "ten_a", "job_1"); err != nil {
@@ -86,6 +87,7 @@ func TestSealEnv(t *testing.T) {
 }
 
 func TestSpecView(t *testing.T) {
+	t.Parallel()
 	spec := jobs.Spec{
 		Language: "python", Command: []string{"python3", "main.py"},
 		Files: []jobs.SpecFile{{Path: "main.py", Content: []byte("print(1)\n")}, {Path: "data/x.bin", Content: []byte{0, 1, 2}}},

@@ -43,6 +43,12 @@ type UsageFigures struct {
 	ArtifactBytes int64 `json:"artifact_bytes"`
 	// Sessions counts the sessions jobs were submitted to.
 	Sessions int `json:"sessions"`
+	// CPUSeconds is the CPU time (user and system) the jobs' programs
+	// used, summed (jobs recorded without it count nothing).
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// PeakMemoryKB is the largest resident set any one job's program
+	// reached (KiB; null when no job was measured).
+	PeakMemoryKB *int64 `json:"peak_memory_kb"`
 }
 
 // NewUsageFigures returns figures with every status at 0.

@@ -7,6 +7,7 @@ import (
 )
 
 func TestValidateWebhookURL(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"https://hooks.example.com/gantry?x=1", "http://10.0.0.1:8080/h", "https://[::1]/"} {
 		if _, err := ValidateWebhookURL("webhook_url", ok); err != nil {
 			t.Errorf("%s: %v", ok, err)

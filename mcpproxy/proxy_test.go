@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/mcpproxy"
 )
 
@@ -135,19 +136,11 @@ func TestCancelOvertakesACall(t *testing.T) {
 	write(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"sleep"}}`)
 	write(`{"jsonrpc":"2.0","id":"fast","method":"tools/call","params":{"name":"echo","arguments":{"text":"c"}}}`)
 	// Wait until the server has the slow call, then cancel it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the calls to reach the server", func() bool {
 		u.mu.Lock()
-		n := len(u.methods)
-		u.mu.Unlock()
-		if n >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the calls never reached the server")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer u.mu.Unlock()
+		return len(u.methods) >= 4
+	})
 	start := time.Now()
 	write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}`)
 	pw.Close()

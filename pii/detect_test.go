@@ -9,6 +9,7 @@ import (
 )
 
 func TestFindTruePositives(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		text string
 		want []Match // Start and End are checked against Value's position
@@ -151,6 +152,7 @@ var notPII = []string{
 }
 
 func TestFindFalsePositives(t *testing.T) {
+	t.Parallel()
 	for _, s := range notPII {
 		if got := Find(s); len(got) != 0 {
 			t.Errorf("Find(%q) = %v, want nothing", s, got)
@@ -163,6 +165,7 @@ func TestFindFalsePositives(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ kind, a, b string }{
 		{Card, "4111 1111 1111 1111", "4111-1111-1111-1111"},
 		{Card, "4111 1111 1111 1111", "4111111111111111"},
@@ -208,6 +211,7 @@ func bigText(n int) string {
 }
 
 func TestFindLargeInput(t *testing.T) {
+	t.Parallel()
 	text := bigText(1 << 20)
 	start := time.Now()
 	ms := Find(text)

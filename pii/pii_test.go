@@ -88,6 +88,7 @@ func testBox(t testing.TB) *secret.Box {
 }
 
 func TestTokenizeMemory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	v := newMemVault()
 	tk := New(v, testBox(t), time.Hour)
@@ -156,6 +157,7 @@ func TestTokenizeMemory(t *testing.T) {
 }
 
 func TestTokenizeNoKey(t *testing.T) {
+	t.Parallel()
 	tk := New(newMemVault(), nil, 0)
 	if _, err := tk.Tokenize(context.Background(), "t", "a@example.com"); !errors.Is(err, secret.ErrNoKey) {
 		t.Fatalf("err = %v", err)
@@ -166,6 +168,7 @@ func TestTokenizeNoKey(t *testing.T) {
 }
 
 func TestDetokenizeWrongKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	v := newMemVault()
 	out, err := New(v, testBox(t), time.Hour).Tokenize(ctx, "t", "a@example.com")
@@ -178,6 +181,7 @@ func TestDetokenizeWrongKey(t *testing.T) {
 }
 
 func TestTokenizeLarge(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tk := New(newMemVault(), testBox(t), time.Hour)
 	text := bigText(1 << 20)
@@ -289,6 +293,7 @@ func ExampleTokenizer() {
 // A token's text is rendered (Ref.String, Token) and parsed (Detokenize's
 // pattern) here, in one package: every kind and number round-trips.
 func TestRefTextRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, kind := range Kinds {
 		for _, n := range []int{1, 42, 1<<31 - 1} {
 			r := Ref{Kind: kind, N: n}

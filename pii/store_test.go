@@ -27,6 +27,7 @@ func newBox(t *testing.T) *secret.Box {
 var _ pii.Vault = (*store.Store)(nil)
 
 func TestTokenizerWithStore(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -102,6 +103,7 @@ func TestTokenizerWithStore(t *testing.T) {
 }
 
 func TestTokenizerConcurrentWithStore(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/glob"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -131,7 +132,7 @@ func errText(err error) string {
 func selectArtifacts(files []workspaceFile, odd []jobs.OmittedArtifact, globs []string, lim ArtifactLimits) ([]workspaceFile, []jobs.OmittedArtifact) {
 	match := func(p string) bool {
 		for _, g := range globs {
-			if jobs.MatchGlob(g, p) {
+			if glob.Match(g, p) {
 				return true
 			}
 		}

@@ -9,19 +9,24 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Causes of an attempt's context ending. The outcome of an attempt is
 // decided once, from the cause, in runIn.
 var (
-	errTimeout   = errors.New("timed out")
-	errCancelled = errors.New("cancelled by request")
+	errTimeout        = errors.New("timed out")
+	errCompileTimeout = errors.New("the compile timed out")
+	errCancelled      = errors.New("cancelled by request")
 )
 
 // artifactTimeout bounds collecting a job's artifacts or a session's
@@ -76,10 +81,6 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
 	}
-	if a.session != nil && a.session.state.Stateful && a.r.sandbox.Isolation() == agent.Namespaces && !a.r.sandbox.Warm() {
-		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: "stateful sessions need the warm interpreter, which this runner has turned off (GANTRY_WARM_PRELOAD)"}}, nil, nil
-	}
 	claim, err := a.r.withEnv(a.claim, a.ex.jobID)
 	if err != nil {
 		return jobs.Result{}, nil, err
@@ -87,6 +88,11 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
 	claim, err = a.r.withPrivacy(ctx, claim)
 	if err != nil {
 		return jobs.Result{}, nil, fmt.Errorf("privacy tokens: %w", err)
+	}
+	if msg := a.r.lacksLanguage(ctx, claim); msg != "" {
+		// The ingress took a language the job's image lacks (see
+		// GANTRY_LANGUAGES): say so, once.
+		return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: msg}}, nil, nil
 	}
 	in, err := a.prepare(ctx, claim)
 	if err != nil {
@@ -154,9 +160,9 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 	for _, f := range spec.Files {
 		files = append(files, agent.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
 	}
+	plan := spec.Plan()
 	if spec.Code != "" {
-		lang, _ := jobs.LookupLanguage(spec.Language)
-		files = append(files, agent.File{Path: jobs.ProgramDir + "/" + lang.File, Data: []byte(spec.Code)})
+		files = append(files, agent.File{Path: plan.File, Data: []byte(spec.Code)})
 	}
 	bridge, genFiles, env, err := a.r.codeMode(ctx, claim)
 	if err != nil {
@@ -176,10 +182,14 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		env = in.egress.env(env)
 	}
 	in.req = agent.Request{
-		Files: files, Argv: spec.Argv(), Env: env,
+		Files: files, Argv: plan.Run, Env: env,
 		OutputCap: spec.Limits.OutputBytes,
 		Fresh:     a.session == nil,
 		Stateful:  a.session != nil && a.session.state.Stateful,
+		TimeoutMS: spec.TimeoutMS,
+	}
+	if plan.Compile != nil {
+		in.req.Compile = &agent.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)
@@ -189,12 +199,16 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 
 // obtain gets the container to run in: the session's, or one bound to the
 // job's tenant and limits.
-func (a *attempt) obtain(ctx context.Context) (*Container, error) {
+func (a *attempt) obtain(ctx context.Context) (c *Container, err error) {
 	if a.session != nil {
 		defer a.r.metrics.stage("restore", time.Now())
+		ctx, end := a.r.stage(ctx, "job.restore")
+		defer func() { end(err) }()
 		return a.session.container(ctx, a.claim.Spec)
 	}
 	defer a.r.metrics.stage("acquire", time.Now())
+	ctx, span := a.r.tracer().Start(ctx, "job.acquire")
+	defer func() { tracing.End(span, err) }()
 	image, err := a.r.envs.image(ctx, a.claim.TenantID, a.claim.Spec.Environment)
 	if err != nil {
 		return nil, err
@@ -203,6 +217,7 @@ func (a *attempt) obtain(ctx context.Context) (*Container, error) {
 	if err != nil {
 		return nil, err
 	}
+	span.SetAttributes(tracing.Outcome.String(source))
 	a.log.Debug("container", "id", shortID(c.id), "source", source, "jobs", c.jobs)
 	return c, nil
 }
@@ -228,6 +243,7 @@ func (a *attempt) handOn(c *Container, reusable bool, reason string) *Container 
 // has been retired and another may be tried.
 func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs.Result, *Container, error) {
 	spec := a.claim.Spec
+	began := time.Now() // the sandbox's start, for its span
 	if ctr.skills != in.stamp {
 		if err := ctr.conn.Skills(ctx, in.skillFiles); err != nil {
 			a.handOn(ctr, false, "broken")
@@ -244,9 +260,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		if private || a.r.nc == nil {
 			return
 		}
-		m := nats.NewMsg(jobs.LogSubject(a.ex.jobID))
-		m.Header.Set(jobs.HeaderStream, stream)
-		m.Header.Set(jobs.HeaderOffset, strconv.Itoa(offset))
+		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
+		m.Header.Set(queue.HeaderStream, stream)
+		m.Header.Set(queue.HeaderOffset, strconv.Itoa(offset))
 		m.Data = chunk
 		_ = a.r.nc.PublishMsg(m)
 	}
@@ -256,27 +272,82 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	a.ex.stdout, a.ex.stderr, a.ex.private = stdout, stderr, private
 	a.r.mu.Unlock()
 
-	var bridge agent.Bridge
+	rio := agent.RunIO{Stdout: stdout, Stderr: stderr}
 	if in.bridge != nil {
-		bridge = in.bridge
+		rio.Bridge = in.bridge
 	}
-	runCtx, cancelRun := context.WithTimeoutCause(ctx, spec.Timeout(), errTimeout)
-	defer cancelRun()
+	// The agent kills the program (and the compile step) at its timeout
+	// and reports what it used; the runner's own deadline, a little
+	// later, holds if the agent does not.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	first, firstCause := spec.Timeout(), errTimeout
+	if in.req.Compile != nil {
+		first, firstCause = spec.CompileTimeout(), errCompileTimeout
+	}
+	deadlines := []*time.Timer{time.AfterFunc(first+agentGrace, func() { cancelRun(firstCause) })}
+	defer func() {
+		for _, t := range deadlines {
+			t.Stop()
+		}
+	}()
 	start := time.Now()
-	rr, err := ctr.conn.Run(runCtx, in.req, stdout, stderr, bridge, in.egress.handler())
-	res := jobs.Result{Duration: time.Since(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
-	in.egress.record(&res)                                                           // and for the proxy's connections
+	var compiledAt time.Time
+	rio.Compiled = func(agent.CompileReport) { // called by Run, on this goroutine
+		compiledAt = time.Now()
+		if deadlines[0].Stop() {
+			deadlines = append(deadlines, time.AfterFunc(spec.Timeout()+agentGrace, func() { cancelRun(errTimeout) }))
+		}
+	}
+	rio.Egress = in.egress.handler()
+	rr, err := ctr.conn.Run(runCtx, in.req, rio)
+	end := time.Now()
+	a.traceRun(runCtx, began, end, rr, err)
+	if rr.Compile != nil {
+		a.r.metrics.accounted(rr.Compile.Exit.Usage)
+	}
+	a.r.metrics.accounted(rr.Exit.Usage)
+	res := jobs.Result{Duration: end.Sub(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
+	in.egress.record(&res)                                                        // and for the proxy's connections
+	if rr.Compile != nil {
+		res.Duration = end.Sub(compiledAt)
+		res.Compile, res.CompileOutput = compileResult(*rr.Compile, compiledAt.Sub(start)), rr.Compile.Output
+	}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
 
 	// The outcome, decided once.
 	cause := context.Cause(runCtx)
 	switch {
+	case err == nil && rr.Compile != nil && !rr.Compile.Exit.Started:
+		a.handOn(ctr, false, "sandbox setup failed")
+		return jobs.Result{}, nil, fmt.Errorf("%w: the compile step's sandbox: %s", errNotStarted, rr.Compile.Exit.Message)
+	case err == nil && rr.Compile != nil && !rr.Compile.Exit.Succeeded():
+		// The program did not compile: the compile step's sandbox ended
+		// (killed at its timeout, or by itself) and nothing else ran.
+		ce := rr.Compile.Exit
+		res.Status, res.Duration = jobs.StatusFailed, 0
+		res.Error = compileError(ce, spec)
+		reusable := !ce.TimedOut && ce.OOMKills == 0
+		return res, a.handOn(ctr, reusable && ctr.conn.Err() == nil, "compile failed"), nil
 	case err == nil && !rr.Exit.Started:
 		a.handOn(ctr, false, "sandbox setup failed")
 		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, rr.Exit.Message)
+	case err == nil && rr.Exit.TimedOut:
+		// The agent killed the program at its timeout: measured, with
+		// nothing of it left running; the container goes all the same.
+		a.handOn(ctr, false, "timed out")
+		res.Status, res.Usage = jobs.StatusTimedOut, usage(rr.Exit.Usage)
+		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
+		return res, nil, nil
 	case err == nil:
 		// The program ended by itself: below.
+	case errors.Is(cause, errCompileTimeout):
+		a.handOn(ctr, false, "timed out")
+		res.Status = jobs.StatusFailed
+		res.Compile = &jobs.Compile{Status: jobs.CompileTimedOut, DurationMS: end.Sub(start).Milliseconds()}
+		res.Error = compileError(agent.Exit{Started: true, TimedOut: true}, spec)
+		return res, nil, nil
 	case errors.Is(cause, errTimeout):
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusTimedOut
@@ -322,6 +393,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 
 	code := rr.Exit.Code
 	res.ExitCode = &code
+	res.Usage = usage(rr.Exit.Usage)
 	res.Status = jobs.StatusSucceeded
 	if a.session != nil && a.session.state.Stateful {
 		res.LiveState, res.LiveStateReason = a.session.liveState(ctr, rr.Exit.Live)
@@ -349,8 +421,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	var omitted []jobs.OmittedArtifact
 	collectStart := time.Now()
 	defer a.r.metrics.stage("collect", collectStart)
-	err = a.r.throughS3Outage(a.jobCtx, a.log, "the job's files and result", func() error {
-		artCtx, cancelArt := context.WithTimeout(a.jobCtx, artifactTimeout)
+	collectCtx, endCollect := a.r.stage(a.jobCtx, "job.collect")
+	err = a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
+		artCtx, cancelArt := context.WithTimeout(collectCtx, artifactTimeout)
 		defer cancelArt()
 		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
@@ -361,6 +434,8 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 		}
 		return err
 	})
+	trace.SpanFromContext(collectCtx).SetAttributes(attribute.Int("gantry.artifacts", len(arts)), attribute.Int("gantry.artifacts_omitted", len(omitted)))
+	endCollect(err)
 	switch {
 	case err != nil && a.jobCtx.Err() != nil:
 		a.handOn(ctr, false, "shutdown")
@@ -388,6 +463,53 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 // errSandboxLost marks a container lost while a program ran, to something
 // outside the program: the job may run again.
 var errSandboxLost = errors.New("sandbox lost")
+
+// agentGrace is how much later than the agent the runner enforces a
+// timeout itself: the agent kills the program at its timeout and reports
+// it, measured, well within it.
+const agentGrace = 5 * time.Second
+
+// usage is what the agent measured of a sandbox, nil when it could not.
+// It is the agent's word (a program under the Container isolation shares
+// its container), so only what cannot be true is refused.
+func usage(u *agent.Usage) *jobs.ProgramUsage {
+	if u == nil || u.CPUTimeUS < 0 || u.PeakMemoryKB < 0 {
+		return nil
+	}
+	return &jobs.ProgramUsage{CPUTime: time.Duration(u.CPUTimeUS) * time.Microsecond, PeakMemoryKB: u.PeakMemoryKB}
+}
+
+// compileResult is the job's record of its compile step, which took d.
+func compileResult(rep agent.CompileReport, d time.Duration) *jobs.Compile {
+	c := &jobs.Compile{Status: jobs.CompileSucceeded, DurationMS: d.Milliseconds(), OutputTruncated: rep.Truncated}
+	switch e := rep.Exit; {
+	case e.TimedOut:
+		c.Status = jobs.CompileTimedOut
+	case e.Code != 0:
+		c.Status = jobs.CompileFailed
+		c.ExitCode = ptr(e.Code)
+	default:
+		c.ExitCode = ptr(0)
+	}
+	if u := usage(rep.Exit.Usage); u != nil {
+		c.CPUTimeMS, c.PeakMemoryKB = ptr(u.CPUTimeMS()), ptr(u.PeakMemoryKB)
+	}
+	return c
+}
+
+// compileError says why a job's program did not compile.
+func compileError(e agent.Exit, spec jobs.Spec) *jobs.ErrorInfo {
+	msg := fmt.Sprintf("the program did not compile (the compiler exited with code %d); see compile_output", e.Code)
+	switch {
+	case e.TimedOut:
+		msg = fmt.Sprintf("the compile ran longer than its timeout of %s and was killed (compile_timeout_ms)", spec.CompileTimeout())
+	case e.Code == 137 && e.OOMKills > 0:
+		msg = fmt.Sprintf("the compiler ran out of memory (limit %d MB) and was killed: the compile runs within the job's limits.memory_mb", spec.Limits.MemoryMB)
+	case e.Signal != 0:
+		msg = fmt.Sprintf("the compiler was killed by signal %d; see compile_output", e.Signal)
+	}
+	return &jobs.ErrorInfo{Code: jobs.ErrCodeCompileError, Message: msg}
+}
 
 func oomError(lim jobs.Limits) *jobs.ErrorInfo {
 	return &jobs.ErrorInfo{Code: jobs.ErrCodeOOMKilled, Message: fmt.Sprintf("the program ran out of memory (limit %d MB) and was killed", lim.MemoryMB)}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -97,7 +98,7 @@ func (a *fakeAgent) serve(s script) {
 		case "clean":
 			a.cleaned++
 			a.frame(agent.KindOK, "")
-		case "skills", "restore":
+		case "skills", "restore", "warm":
 			a.frame(agent.KindOK, "")
 		case "tar":
 			a.frame(agent.KindDataEnd, "")
@@ -247,7 +248,7 @@ func fakeRunner(t *testing.T, d *fakeDocker) *Runner {
 	cfg := Config{ID: "fake", Slots: 2}.WithDefaults()
 	r := &Runner{cfg: cfg, log: slog.New(slog.DiscardHandler), sandbox: sb, running: map[string]*execution{}, skills: newSkillCache(noSkills{})}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(nil))
-	t.Cleanup(r.fleet.close)
+	t.Cleanup(r.fleet.stop)
 	return r
 }
 
@@ -380,25 +381,58 @@ func TestAttemptOutcomes(t *testing.T) {
 	})
 }
 
+// waitFor waits for cond, called under mu when mu is set.
 func waitFor(t *testing.T, cond func() bool, mu *sync.Mutex) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the condition", func() bool {
 		if mu != nil {
 			mu.Lock()
+			defer mu.Unlock()
 		}
-		ok := cond()
-		if mu != nil {
-			mu.Unlock()
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
+		return cond()
+	})
+}
+
+// TestFleetStates checks the fleet's book of its containers: each move is
+// one its state allows, and a second release, or a park of a container no
+// attempt owns, panics rather than hand a container to two owners.
+func TestFleetStates(t *testing.T) {
+	ctx := context.Background()
+	d := &fakeDocker{runs: []script{exits(0, "")}}
+	f := fakeRunner(t, d).fleet
+	lim := jobs.DefaultPolicy().DefaultLimits
+	c, _, err := f.acquire(ctx, "t1", 0, lim, "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	state := func() ctrState { f.mu.Lock(); defer f.mu.Unlock(); return c.state }
+	if s := state(); s != ctrBusy || f.busy != 1 {
+		t.Fatalf("acquired: %s, %d busy", s, f.busy)
+	}
+	f.release(c, true, "")
+	waitFor(t, func() bool { return c.state == ctrIdle }, &f.mu)
+	mustPanic(t, "a second release", func() { f.release(c, true, "") })
+	mustPanic(t, "a park of an idle container", func() { f.park("ses_x", c, 1, time.Hour) })
+
+	again, source, err := f.acquire(ctx, "t1", 0, lim, "")
+	if err != nil || again != c || source != "tenant" {
+		t.Fatalf("the tenant's next job got %v from %s (%v), want its idle container", again, source, err)
+	}
+	f.release(c, false, "test")
+	if s := state(); s != ctrRetired || f.busy != 0 {
+		t.Fatalf("released for good: %s, %d busy", s, f.busy)
+	}
+	mustPanic(t, "a release after retirement", func() { f.release(c, false, "test") })
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
 }
 
 func TestReapRemovesOldStoppedContainers(t *testing.T) {

@@ -32,10 +32,10 @@ func withCodeMode(t *testing.T, deny ...string) func(*harness, *Config) {
 		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true, Commands: [][]string{codemodetest.StdioCommand()},
 			Env: []string{"CRM_TOKEN"}, Launcher: NewMCPLauncher(h.sb, MCPConfig{})}, log)
 		t.Cleanup(func() {
-			up.Close()
-			// Closing removed every server's container.
+			up.Stop()
+			// Stopping removed every server's container.
 			if n := countContainers(t, h.sb, LabelMCP); n != 0 {
-				t.Errorf("%d MCP server containers left after Close", n)
+				t.Errorf("%d MCP server containers left after Stop", n)
 			}
 		})
 		reg := codemode.NewRegistry(h.st, box, up, log)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 )
@@ -29,7 +30,7 @@ func (h *harness) submitSealed(t *testing.T, box *secret.Box, req jobs.Request) 
 			if err != nil {
 				return 0, err
 			}
-			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: h.tenant}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
+			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: h.tenant}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -126,4 +129,65 @@ func (s *Sandbox) EnsureImage(ctx context.Context, image string) error {
 func isEnv(err error) bool {
 	var e *envError
 	return errors.As(err, &e)
+}
+
+// lacksLanguage says why the job's image (its environment's, or the sandbox
+// image) cannot run its code, as the image labels its languages; "" when
+// it can, or when the image does not say, or the environment cannot be had
+// (obtain reports that).
+func (r *Runner) lacksLanguage(ctx context.Context, claim store.Claim) string {
+	lang, ok := jobs.LookupLanguage(claim.Spec.Language)
+	if !ok || claim.Spec.Code == "" {
+		return ""
+	}
+	image, err := r.envs.image(ctx, claim.TenantID, claim.Spec.Environment)
+	if err != nil {
+		return ""
+	}
+	if image == "" {
+		if r.sandbox.Runs(lang.Name) {
+			return ""
+		}
+		return fmt.Sprintf("this runner's sandbox image (%s) has no %s: the compiled languages need the compilers image (README: Compiled languages)",
+			r.sandbox.cfg.Image, lang.Name)
+	}
+	if langs := r.sandbox.imageLanguages(ctx, image); langs == nil || slices.Contains(langs, lang.Name) {
+		return ""
+	}
+	return fmt.Sprintf("environment %q (image %s) has no %s: the compiled languages need an image built FROM the compilers image",
+		claim.Spec.Environment, image, lang.Name)
+}
+
+// imageLanguages are the languages image labels (nil: it does not say, or
+// it cannot be inspected), cached for a minute.
+func (s *Sandbox) imageLanguages(ctx context.Context, image string) []string {
+	s.labelsMu.Lock()
+	c, ok := s.labels[image]
+	s.labelsMu.Unlock()
+	if ok && time.Since(c.at) < time.Minute {
+		return c.languages
+	}
+	res, err := s.docker.ImageInspect(ctx, image)
+	if err != nil {
+		return nil
+	}
+	var langs []string
+	if res.Config != nil {
+		if v, ok := res.Config.Labels[LabelLanguages]; ok {
+			langs = strings.Split(v, ",")
+		}
+	}
+	s.labelsMu.Lock()
+	if s.labels == nil {
+		s.labels = map[string]imageLabels{}
+	}
+	s.labels[image] = imageLabels{languages: langs, at: time.Now()}
+	s.labelsMu.Unlock()
+	return langs
+}
+
+// imageLabels are an image's languages, as read at a time.
+type imageLabels struct {
+	languages []string
+	at        time.Time
 }

@@ -2,13 +2,16 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -83,7 +86,10 @@ type bindKey struct {
 //
 // A container bound to a tenant never serves another tenant, and one made
 // for a session serves only that session. Every transition happens here,
-// under one lock; removals run in the background, off the jobs' path.
+// under one lock, and is checked against the container's state (setLocked):
+// a container released twice, or parked when it is not busy, panics.
+// Removals run in the background, off the jobs' path, in goroutines stop
+// waits for.
 type fleet struct {
 	cfg    FleetConfig
 	sb     *Sandbox
@@ -102,10 +108,11 @@ type fleet struct {
 	wake    chan struct{}
 	idle    map[bindKey][]*Container
 	parked  map[string]*parkedSession
-	busy    int
+	busy    int              // containers in state busy (setLocked keeps it)
 	epochs  map[string]int64 // the newest key epoch seen per tenant
 	closed  bool
-	pending sync.WaitGroup // background cleans and removals
+	loops   startstop.Loops // the pool's upkeep, from start to stop
+	pending sync.WaitGroup  // background makes, cleans and removals
 	// liveLost, when set, is told when a parked stateful session's
 	// container is retired between the session's jobs: its live state is
 	// lost, for this reason.
@@ -120,6 +127,53 @@ type parkedSession struct {
 	version int64
 	live    bool
 	until   time.Time
+}
+
+// ctrState is where a container is in its life. Only setLocked changes
+// it, under the fleet's lock.
+type ctrState int
+
+const (
+	ctrNew      ctrState = iota // made, not yet the fleet's
+	ctrUnbound                  // in the pool
+	ctrBusy                     // owned by one attempt
+	ctrCleaning                 // released; its workspace being emptied
+	ctrIdle                     // bound, waiting for its tenant's next job
+	ctrParked                   // a session's, waiting for its next job
+	ctrRetired                  // being removed; never used again
+)
+
+var ctrStates = [...]string{"new", "unbound", "busy", "cleaning", "idle", "parked", "retired"}
+
+func (s ctrState) String() string { return ctrStates[s] }
+
+// ctrMoves are the transitions a container may make, from each state.
+var ctrMoves = [...][]ctrState{
+	ctrNew:      {ctrUnbound, ctrBusy, ctrRetired},
+	ctrUnbound:  {ctrBusy, ctrRetired},
+	ctrBusy:     {ctrCleaning, ctrParked},
+	ctrCleaning: {ctrIdle, ctrRetired},
+	ctrIdle:     {ctrBusy, ctrRetired},
+	ctrParked:   {ctrBusy, ctrRetired},
+	ctrRetired:  nil,
+}
+
+// setLocked moves c to state to, keeping the count of busy containers. A
+// move its state does not allow (a second release, a park of a container
+// no attempt owns, a use after retirement) is a bug that would hand one
+// container to two owners: it panics, after unlocking the fleet.
+func (f *fleet) setLocked(c *Container, to ctrState) {
+	if !slices.Contains(ctrMoves[c.state], to) {
+		f.mu.Unlock()
+		panic(fmt.Sprintf("runner: container %s moved from %s to %s", shortID(c.id), c.state, to))
+	}
+	if c.state == ctrBusy {
+		f.busy--
+	}
+	if to == ctrBusy {
+		f.busy++
+	}
+	c.state = to
 }
 
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
@@ -196,10 +250,10 @@ func (f *fleet) noteEpoch(tenant string, epoch int64) []*Container {
 }
 
 func (f *fleet) claimLocked(c *Container, tenant string, epoch int64) {
+	f.setLocked(c, ctrBusy)
 	c.tenant, c.epoch = tenant, epoch
 	c.jobs++
 	c.lastUsed = time.Now()
-	f.busy++
 	f.gaugesLocked()
 }
 
@@ -208,7 +262,7 @@ func (f *fleet) claimLocked(c *Container, tenant string, epoch int64) {
 // background) and waits for its tenant's next job; any other is retired.
 func (f *fleet) release(c *Container, reusable bool, reason string) {
 	f.mu.Lock()
-	f.busy--
+	f.setLocked(c, ctrCleaning)
 	f.gaugesLocked()
 	switch {
 	case !reusable:
@@ -246,6 +300,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 			f.retire(c, "shutdown")
 			return
 		}
+		f.setLocked(c, ctrIdle)
 		c.lastUsed = time.Now()
 		key := bindKey{tenant: c.tenant, limits: c.limits, image: c.image}
 		f.idle[key] = append(f.idle[key], c)
@@ -280,9 +335,9 @@ func (f *fleet) unpark(sessionID string) (*Container, int64) {
 		return nil, 0
 	}
 	delete(f.parked, sessionID)
+	f.setLocked(p.ctr, ctrBusy)
 	p.ctr.jobs++
 	p.ctr.lastUsed = time.Now()
-	f.busy++
 	f.gaugesLocked()
 	return p.ctr, p.version
 }
@@ -295,7 +350,7 @@ func (f *fleet) unpark(sessionID string) (*Container, int64) {
 func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Duration) {
 	live := c.live != ""
 	f.mu.Lock()
-	f.busy--
+	f.setLocked(c, ctrParked)
 	if f.closed || !live && (c.jobs >= f.cfg.MaxJobs || !f.reusable()) {
 		f.gaugesLocked()
 		f.mu.Unlock()
@@ -408,16 +463,18 @@ func (f *fleet) idleCountLocked() int {
 
 // retire removes a container in the background; it never serves again.
 func (f *fleet) retire(c *Container, reason string) {
+	f.mu.Lock()
+	f.setLocked(c, ctrRetired)
+	f.gaugesLocked()
+	f.mu.Unlock()
 	f.m.retired.WithLabelValues(reason).Inc()
-	f.pending.Add(1)
-	go func() {
-		defer f.pending.Done()
+	f.pending.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := c.Remove(ctx); err != nil {
 			f.log.Warn("remove container", "container", shortID(c.id), "err", err)
 		}
-	}()
+	})
 }
 
 func (f *fleet) retireAll(cs []*Container, reason string) {
@@ -471,10 +528,10 @@ func (f *fleet) poke() {
 	}
 }
 
-// run keeps the pool filled and the fleet tidy until ctx ends, then
-// retires every container it holds and waits for the removals.
+// start starts keeping the pool filled and the fleet tidy, until stop.
+func (f *fleet) start(ctx context.Context) error { return f.loops.Start(ctx, f.run) }
+
 func (f *fleet) run(ctx context.Context) {
-	defer f.close()
 	tidy := time.NewTicker(5 * time.Second)
 	defer tidy.Stop()
 	reap := time.NewTicker(reapAge)
@@ -511,7 +568,7 @@ func (f *fleet) fill(ctx context.Context) {
 		}
 		f.creating++
 		f.mu.Unlock()
-		go f.make(ctx)
+		f.pending.Go(func() { f.make(ctx) })
 	}
 }
 
@@ -532,6 +589,7 @@ func (f *fleet) make(ctx context.Context) {
 			f.retire(c, "shutdown")
 			return
 		}
+		f.setLocked(c, ctrUnbound)
 		f.unbound = append(f.unbound, c)
 		f.gaugesLocked()
 		close(f.ready)
@@ -622,9 +680,12 @@ func (f *fleet) tidy(ctx context.Context) {
 	f.retireLive(deadLive, "died", "its container stopped")
 }
 
-// close retires everything the fleet holds and waits for the removals.
-// Containers still busy are retired by their attempts' release.
-func (f *fleet) close() {
+// stop ends the pool's upkeep, retires every container the fleet holds
+// and returns once every goroutine it started (makes, cleans, removals)
+// has returned. Containers still busy are retired by their attempts'
+// release. It is safe to call without start.
+func (f *fleet) stop() {
+	f.loops.Stop()
 	f.mu.Lock()
 	f.closed = true
 	all := f.unbound

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -26,12 +26,25 @@ import (
 // container it ran in) and returns the job and that id.
 func (h *harness) host(t *testing.T, tenant string, req jobs.Request) (jobs.Job, string) {
 	t.Helper()
+	return h.hostOf(t, h.submitHost(t, tenant, req))
+}
+
+// submitHost queues a job that prints its container's hostname first.
+func (h *harness) submitHost(t *testing.T, tenant string, req jobs.Request) string {
+	t.Helper()
 	if req.Language == "python" {
 		req.Code = "import socket\nprint(socket.gethostname())\n" + req.Code
 	} else {
 		req.Code = "hostname\n" + req.Code
 	}
-	j := h.waitFor(t, h.submitFor(t, tenant, req), func(j jobs.Job) bool { return j.Status.Terminal() })
+	return h.submitFor(t, tenant, req)
+}
+
+// hostOf waits for a job of submitHost and returns it without its first
+// line, and the hostname that line held.
+func (h *harness) hostOf(t *testing.T, id string) (jobs.Job, string) {
+	t.Helper()
+	j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
 	first, rest, _ := strings.Cut(j.Stdout, "\n")
 	j.Stdout = rest
 	return j, first
@@ -91,26 +104,23 @@ ls -A /tmp /dev/shm /workspace | grep -vx matplotlib; env | grep -c LEFT_BEHIND;
 		}
 	}
 
-	// Another tenant's jobs never land in the first tenant's containers.
-	var mu sync.Mutex
+	// Another tenant's jobs never land in the first tenant's containers,
+	// with both tenants' jobs queued at once.
 	hosts := map[string]map[string]bool{h.tenant: {c1: true}, other: {}}
-	var wg sync.WaitGroup
+	type queued struct{ tenant, id string }
+	var all []queued
 	for i := 0; i < 6; i++ {
 		for _, tenant := range []string{h.tenant, other} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				j, c := h.host(t, tenant, jobs.Request{Language: "bash", Code: "true"})
-				if j.Status != jobs.StatusSucceeded {
-					t.Errorf("job: %s %q", j.Status, j.Stderr)
-				}
-				mu.Lock()
-				hosts[tenant][c] = true
-				mu.Unlock()
-			}()
+			all = append(all, queued{tenant, h.submitHost(t, tenant, jobs.Request{Language: "bash", Code: "true"})})
 		}
 	}
-	wg.Wait()
+	for _, q := range all {
+		j, c := h.hostOf(t, q.id)
+		if j.Status != jobs.StatusSucceeded {
+			t.Errorf("job: %s %q", j.Status, j.Stderr)
+		}
+		hosts[q.tenant][c] = true
+	}
 	for c := range hosts[other] {
 		if hosts[h.tenant][c] {
 			t.Fatalf("container %s served both tenants", c)
@@ -257,7 +267,7 @@ func withMarker(t *testing.T, marks **codemodetest.Marks) func(*harness, *Config
 		box, _ := secret.New(bytes.Repeat([]byte{7}, secret.KeySize))
 		log := slog.New(slog.DiscardHandler)
 		up := codemode.NewUpstreams(codemode.Config{AllowPrivate: true}, log)
-		t.Cleanup(up.Close)
+		t.Cleanup(up.Stop)
 		reg := codemode.NewRegistry(h.st, box, up, log)
 		srv, m := codemodetest.Marker()
 		*marks = m
@@ -397,17 +407,12 @@ func (h *harness) poolContainers(t *testing.T) []string {
 
 func (h *harness) waitPool(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ids := h.poolContainers(t)
-		if len(ids) >= n {
-			return ids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool has %d containers, want %d", len(ids), n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var ids []string
+	eventually.True(t, time.Minute, fmt.Sprintf("%d pooled containers", n), func() bool {
+		ids = h.poolContainers(t)
+		return len(ids) >= n
+	})
+	return ids
 }
 
 // TestZygoteIsFaithful runs programs three ways: forked from the warm
@@ -419,7 +424,7 @@ func TestZygoteIsFaithful(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarness(t, 2)
+	h := newHarness(t, 2, awaitingWarm)
 	cold := newHarness(t, 2, withoutWarm)
 	for name, tc := range map[string]struct {
 		code, stdin string
@@ -491,9 +496,10 @@ print(plt.get_backend())`},
 
 // TestWarmIsUsed checks which path Python jobs take: forked from the
 // warm interpreter, with its libraries already imported, unless their
-// environment sets what those libraries read when imported (then a fresh
-// interpreter in a spare sandbox); with the warm interpreter off, the
-// spare sandbox's own interpreter (started with -c).
+// environment sets what those libraries read when imported, or it is
+// still loading (then a fresh interpreter in a spare sandbox); with the
+// warm interpreter off, the spare sandbox's own interpreter (started with
+// -c).
 func TestWarmIsUsed(t *testing.T) {
 	h := warmHarness(t, 1)
 	code := "import sys\nprint('pandas' in sys.modules, sys.orig_argv[:2])"
@@ -506,6 +512,39 @@ func TestWarmIsUsed(t *testing.T) {
 	j := h.run(t, jobs.Request{Language: "python", Code: code, Env: map[string]string{"OPENBLAS_NUM_THREADS": "2"}})
 	if j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
 		t.Errorf("a job that sets OPENBLAS_NUM_THREADS ran in %q (stderr %q)", j.Stdout, j.Stderr)
+	}
+	// A container made on demand runs its first job at once, as without
+	// the warm interpreter, which is stopped while the job runs; once it
+	// has loaded, the jobs fork from it.
+	fresh := newHarness(t, 1)
+	id := fresh.submit(t, jobs.Request{Language: "python", Code: code + "\nimport time\ntime.sleep(3)"})
+	stopped := false
+	for deadline := time.Now().Add(10 * time.Second); !stopped && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if j, _ := fresh.st.GetJob(context.Background(), fresh.tenant, id); j.Status.Terminal() {
+			break
+		}
+		out, _ := exec.Command("sh", "-c", "for c in $(docker ps -q --filter label="+LabelRunner+"="+fresh.sb.cfg.RunnerID+
+			"); do docker top $c -o pid,stat,args; done").CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[2] == "python3" && strings.HasSuffix(f[3], "/warm.py") {
+				stopped = strings.HasPrefix(f[1], "T")
+			}
+		}
+	}
+	if !stopped {
+		t.Error("the warm interpreter was not seen stopped beside the first job of its container")
+	}
+	if j := fresh.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
+		t.Errorf("the first job of a container made for it ran in %q (stderr %q)", j.Stdout, j.Stderr)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		j := fresh.run(t, jobs.Request{Language: "python", Code: code})
+		if j.Stdout == "True ['python3', '/tmp/gantry/main.py']\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute on, jobs still run in %q (stderr %q)", j.Stdout, j.Stderr)
+		}
 	}
 	cold := newHarness(t, 1, withoutWarm)
 	for i := 0; i < 3; i++ {

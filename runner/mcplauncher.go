@@ -96,7 +96,9 @@ func (l *MCPLauncher) Launch(ctx context.Context, req codemode.Launch) (codemode
 	p.att = att.HijackedResponse
 	pr, pw := io.Pipe()
 	p.stdout = pr
+	p.copied = make(chan struct{})
 	go func() {
+		defer close(p.copied)
 		// However the stream ends (the server exited, or Close cut the
 		// connection), the server's output has ended: EOF.
 		_, _ = stdcopy.StdCopy(pw, &p.stderr, att.Reader)
@@ -169,8 +171,11 @@ type mcpProcess struct {
 	sb     *Sandbox
 	id     string
 	att    client.HijackedResponse
-	stdout io.Reader
+	stdout *io.PipeReader
 	stderr lockedBuffer
+	// copied closes when the goroutine copying the server's output ends;
+	// Close waits for it.
+	copied chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -190,6 +195,13 @@ func (p *mcpProcess) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		p.closeErr = p.sb.remove(ctx, p.id)
+		if p.copied != nil {
+			p.stdout.CloseWithError(io.ErrClosedPipe) // a write nobody reads ends too
+			select {
+			case <-p.copied:
+			case <-ctx.Done():
+			}
+		}
 	})
 	return p.closeErr
 }

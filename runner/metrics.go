@@ -6,20 +6,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/jobs"
 )
 
 // Metrics are the runner's Prometheus metrics.
 type Metrics struct {
-	busy        prometheus.Gauge
-	finished    *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	queued      prometheus.Histogram
-	s3Holds     prometheus.Counter
-	stages      *prometheus.HistogramVec
-	handBacks   *prometheus.CounterVec
-	tenants     *tenantLabels
-	byTenant    *prometheus.CounterVec
+	busy      prometheus.Gauge
+	finished  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	queued    prometheus.Histogram
+	s3Holds   prometheus.Counter
+	stages    *prometheus.HistogramVec
+	handBacks *prometheus.CounterVec
+	tenants   *tenantLabels
+	byTenant  *prometheus.CounterVec
+	tenantCPU *prometheus.CounterVec
+	// cpu is the CPU time programs used; accounting is what measuring it
+	// cost each run (the agent's wait for the sandbox's init).
+	cpu         *prometheus.HistogramVec
+	accounting  prometheus.Histogram
 	egressConns *prometheus.CounterVec
 }
 
@@ -50,13 +56,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		byTenant: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_tenant_jobs_total", Help: "Jobs finished, by tenant (the first 100 tenants a runner sees; the rest as \"other\") and status.",
 		}, []string{"tenant", "status"}),
+		tenantCPU: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_tenant_cpu_seconds_total", Help: "CPU time (user and system) tenants' programs used, by tenant (bounded as gantry_tenant_jobs_total's), for jobs it was measured of.",
+		}, []string{"tenant"}),
 		tenants:     &tenantLabels{max: 100, seen: map[string]bool{}},
 		egressConns: newEgressCounter(),
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
 		}),
+		cpu: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gantry_job_cpu_seconds", Help: "CPU time (user and system) of the program's sandbox, by language, for jobs it was measured of.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
+		}, []string{"language"}),
+		accounting: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_sandbox_accounting_seconds", Help: "What measuring a sandbox's usage added to its run: the agent's wait for the sandbox's init after its output ended.",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.egressConns)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
 	return m
 }
 
@@ -64,6 +81,17 @@ func (m *Metrics) observe(language, tenantID string, r jobs.Result) {
 	m.tenantJob(tenantID, r.Status)
 	m.finished.WithLabelValues(language, string(r.Status)).Inc()
 	m.duration.WithLabelValues(language, string(r.Status)).Observe(r.Duration.Seconds())
+	if r.Usage != nil {
+		m.cpu.WithLabelValues(language).Observe(r.Usage.CPUTime.Seconds())
+		m.tenantCPU.WithLabelValues(m.tenants.label(tenantID)).Add(r.Usage.CPUTime.Seconds())
+	}
+}
+
+// accounted records what measuring a sandbox cost; m may be nil.
+func (m *Metrics) accounted(u *agent.Usage) {
+	if m != nil && u != nil {
+		m.accounting.Observe(float64(u.WaitUS) / 1e6)
+	}
 }
 
 func (m *Metrics) queueLatency(published time.Time) {

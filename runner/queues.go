@@ -11,11 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // Fair scheduling. Each tenant has a queue of its own (a subject and a
-// durable consumer on the job stream, jobs.TenantSubject). When a slot is
+// durable consumer on the job stream, queue.TenantSubject). When a slot is
 // free, the runner takes one message from the next tenant, in turn, whose
 // queue has a message it may take: a tenant with a backlog of hundreds gets
 // one slot in turn like a tenant with one job, so no backlog holds back
@@ -24,7 +24,7 @@ import (
 // across all runners, and a capped queue is skipped.
 //
 // What each queue holds comes from its consumer's info, listed every
-// second, and from announcements on jobs.ReadySubject: an ingress
+// second, and from announcements on queue.ReadySubject: an ingress
 // announces each message it publishes, and a runner that hands a message
 // back (Nak with a delay) announces it when the delay is over. A message
 // whose runner was lost is redelivered without an announcement and does
@@ -43,21 +43,21 @@ const (
 type picker struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	cfg    jobs.QueueConfig
+	cfg    queue.Config
 	log    *slog.Logger
 	// maxRunning is the cap of a tenant whose queue this runner creates.
 	maxRunning func(ctx context.Context, tenantID string) int
 	wake       chan struct{}
 
 	mu         sync.Mutex
-	queues     map[string]*queue // by consumer name
-	last       string            // the queue served last
+	queues     map[string]*tenantQueue // by consumer name
+	last       string                  // the queue served last
 	listedAt   time.Time
 	subjectsAt time.Time
 }
 
-// queue is what the picker knows of one consumer.
-type queue struct {
+// tenantQueue is what the picker knows of one consumer.
+type tenantQueue struct {
 	name       string
 	cons       jetstream.Consumer
 	pending    uint64 // undelivered messages, at the last listing less those taken since
@@ -67,17 +67,17 @@ type queue struct {
 	probedAt   time.Time
 }
 
-func newPicker(js jetstream.JetStream, stream jetstream.Stream, cfg jobs.QueueConfig, log *slog.Logger,
+func newPicker(js jetstream.JetStream, stream jetstream.Stream, cfg queue.Config, log *slog.Logger,
 	maxRunning func(ctx context.Context, tenantID string) int) *picker {
 	return &picker{js: js, stream: stream, cfg: cfg, log: log, maxRunning: maxRunning,
-		wake: make(chan struct{}, 1), queues: map[string]*queue{}}
+		wake: make(chan struct{}, 1), queues: map[string]*tenantQueue{}}
 }
 
 // hint records that a message was just published for the tenant and
 // wakes the picker.
 func (p *picker) hint(tenantID string) {
 	p.mu.Lock()
-	if q := p.queues[jobs.TenantConsumer(tenantID)]; q != nil {
+	if q := p.queues[queue.TenantConsumer(tenantID)]; q != nil {
 		q.hinted = true
 	} else {
 		p.listedAt = time.Time{} // a new queue: list again
@@ -141,10 +141,10 @@ func (p *picker) stale() bool {
 // candidates are the queues that may have a message for this runner: in
 // turn (those after the queue served last first) the queues known to have
 // one, then the queues due for a probe.
-func (p *picker) candidates() []*queue {
+func (p *picker) candidates() []*tenantQueue {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var ready, probe []*queue
+	var ready, probe []*tenantQueue
 	for _, q := range p.queues {
 		switch {
 		case q.maxAck > 0 && q.ackPending >= q.maxAck:
@@ -155,7 +155,7 @@ func (p *picker) candidates() []*queue {
 			probe = append(probe, q)
 		}
 	}
-	for _, list := range [][]*queue{ready, probe} {
+	for _, list := range [][]*tenantQueue{ready, probe} {
 		sort.Slice(list, func(i, j int) bool {
 			ai, aj := list[i].name > p.last, list[j].name > p.last
 			if ai != aj {
@@ -168,7 +168,7 @@ func (p *picker) candidates() []*queue {
 }
 
 // fetch takes one message from q, if it has one now.
-func (p *picker) fetch(ctx context.Context, q *queue) jetstream.Msg {
+func (p *picker) fetch(ctx context.Context, q *tenantQueue) jetstream.Msg {
 	batch, err := q.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
 	var msg jetstream.Msg
 	if err == nil {
@@ -205,7 +205,7 @@ func (p *picker) list(ctx context.Context) {
 	lister := p.stream.ListConsumers(lctx)
 	seen := map[string]*jetstream.ConsumerInfo{}
 	for info := range lister.Info() {
-		if info.Name == jobs.ConsumerName || strings.HasPrefix(info.Name, jobs.TenantConsumerPrefix) {
+		if strings.HasPrefix(info.Name, queue.TenantConsumerPrefix) {
 			seen[info.Name] = info
 		}
 	}
@@ -245,7 +245,7 @@ func (p *picker) list(ctx context.Context) {
 			if handles[name] == nil {
 				continue
 			}
-			q = &queue{name: name, cons: handles[name]}
+			q = &tenantQueue{name: name, cons: handles[name]}
 			p.queues[name] = q
 		}
 		q.pending, q.ackPending, q.maxAck = info.NumPending, info.NumAckPending, info.Config.MaxAckPending
@@ -264,17 +264,17 @@ func (p *picker) list(ctx context.Context) {
 // adoptOrphans makes a queue for each tenant with messages in the stream
 // and no consumer.
 func (p *picker) adoptOrphans(ctx context.Context, have map[string]*jetstream.ConsumerInfo) {
-	info, err := p.stream.Info(ctx, jetstream.WithSubjectFilter(jobs.SubjectTenantAll))
+	info, err := p.stream.Info(ctx, jetstream.WithSubjectFilter(queue.SubjectTenantAll))
 	if err != nil {
 		p.log.Warn("look for job queues without a consumer", "err", err)
 		return
 	}
 	for subject, n := range info.State.Subjects {
-		tenant := jobs.TenantOfSubject(subject)
-		if n == 0 || tenant == "" || have[jobs.TenantConsumer(tenant)] != nil {
+		tenant := queue.TenantOfSubject(subject)
+		if n == 0 || tenant == "" || have[queue.TenantConsumer(tenant)] != nil {
 			continue
 		}
-		if _, err := jobs.EnsureTenantQueue(ctx, p.js, p.cfg, tenant, p.maxRunning(ctx, tenant)); err != nil {
+		if _, err := queue.EnsureTenant(ctx, p.js, p.cfg, tenant, p.maxRunning(ctx, tenant)); err != nil {
 			p.log.Warn("make a tenant's job queue", "tenant_id", tenant, "err", err)
 			continue
 		}

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,20 +33,10 @@ func TestTenantsTakeTurns(t *testing.T) {
 	}
 	late := []string{h.submitFor(t, other, sleep), h.submitFor(t, other, sleep)}
 
-	var mu sync.Mutex
 	got := map[string]jobs.Job{}
-	var wg sync.WaitGroup
 	for _, id := range append(append([]string{}, backlog...), late...) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
-			mu.Lock()
-			got[id] = j
-			mu.Unlock()
-		}()
+		got[id] = h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
 	}
-	wg.Wait()
 	for id, j := range got {
 		if j.Status != jobs.StatusSucceeded || j.StartedAt == nil || j.FinishedAt == nil {
 			t.Fatalf("job %s: %+v", id, j)

@@ -7,6 +7,13 @@
 //
 // Runners keep no state that outlives a job but warm containers: kill one
 // and JetStream redelivers its jobs to another.
+//
+// A runner is a producer, an executor and a completer, a file each: the
+// queue loop (runner.go, with the tenants' queues in queues.go) takes a
+// message per free slot; claim.go claims its job and keeps the message and
+// the claim alive; execute.go runs the attempt (attempt.go; a session's jobs
+// through session.go) in a container the fleet owns (fleet.go); and
+// complete.go records the result and acks the message, or hands it back.
 package runner
 
 import (
@@ -15,20 +22,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is a runner's own configuration.
@@ -40,11 +49,11 @@ type Config struct {
 	// Slots is how many jobs run at once.
 	Slots int
 	// Queue shapes the stream and consumer.
-	Queue jobs.QueueConfig
+	Queue queue.Config
 	// Artifacts caps what a job may hand back.
 	Artifacts ArtifactLimits
-	// DrainTimeout is how long Run waits for running jobs after its
-	// context ends before it kills them and hands them back to the queue.
+	// DrainTimeout is how long Stop waits for running jobs before it
+	// kills them and hands them back to the queue.
 	DrainTimeout time.Duration
 	// Fleet sizes the warm pool and says how long containers serve.
 	Fleet FleetConfig
@@ -63,6 +72,9 @@ type Config struct {
 	// (the runner uses the cap on running jobs when it makes a tenant's
 	// queue).
 	TenantLimits jobs.TenantLimits
+	// Tracer makes the spans of each attempt at a job, in the job's trace
+	// (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -104,7 +116,7 @@ type Store interface {
 	EnvironmentStore
 }
 
-// Runner runs jobs from the queue.
+// Runner runs jobs from the queue, from Start until Stop.
 type Runner struct {
 	cfg      Config
 	log      *slog.Logger
@@ -118,16 +130,31 @@ type Runner struct {
 	skills   *skillCache
 	envs     *environments
 	fleet    *fleet
+	traces   trace.Tracer // see tracer()
 
-	// stopping closes when Run is asked to stop: session owners finish
-	// their current job and hand the rest back.
-	stopping <-chan struct{}
+	// loops runs the queue loop, which drains when Stop ends it.
+	loops startstop.Loops
+	// stopping closes when Stop is called: session owners finish their
+	// current job and hand the rest back.
+	stopping chan struct{}
+	stopOnce sync.Once
+	// subs are the runner's subscriptions and stopTools ends its code-mode
+	// tool service; Stop ends them once running jobs are done.
+	subs      []*nats.Subscription
+	stopTools func()
 
 	mu      sync.Mutex
+	started bool // Start was called (or Stop: no start after it)
 	running map[string]*execution
+	// background holds the goroutines the runner starts beside its jobs
+	// (hand-back announcements, session cleanups); quit closes when no
+	// more may start, after the drain.
+	background sync.WaitGroup
+	quit       chan struct{}
+	quitted    bool
 }
 
-// New makes a runner. Nothing is started until Run.
+// New makes a runner. Nothing is started until Start.
 // Metrics are registered with reg (nil: none are kept).
 func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb *Sandbox, reg prometheus.Registerer) (*Runner, error) {
 	cfg = cfg.WithDefaults()
@@ -145,6 +172,8 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
+		stopping: make(chan struct{}), quit: make(chan struct{}),
+		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.fleet.liveLost = func(sessionID, live, reason string) {
@@ -157,96 +186,133 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	return r, nil
 }
 
-// execution is one job attempt in progress on this runner.
-type execution struct {
-	// private: the tenant has privacy tokens on, so output is not shared
-	// before it is tokenized.
-	private bool
-	jobID   string
-	attempt int
-	stdout  *output
-	stderr  *output
-	cancel  context.CancelCauseFunc
-}
-
 // Check verifies the runner's dependencies: Docker, the sandbox image,
 // and an agent that can make sandboxes on this host.
 func (r *Runner) Check(ctx context.Context) error { return r.sandbox.Check(ctx) }
 
-// Run pulls and runs jobs until ctx ends, then drains: it waits up to
-// DrainTimeout for running jobs, then kills the rest and gives them back to
-// the queue for another runner.
-func (r *Runner) Run(ctx context.Context) error {
+// Start checks the sandbox image, removes the containers an earlier life of
+// this runner left, makes sure the job stream exists, subscribes to cancels,
+// backlog requests and closed sessions, and starts the fleet and the queue
+// loop, which pulls and runs jobs until Stop (see startstop). A runner
+// starts at most once; Stop is not called while Start runs.
+func (r *Runner) Start(ctx context.Context) (err error) {
+	r.mu.Lock()
+	started := r.started
+	r.started = true
+	r.mu.Unlock()
+	if started {
+		return fmt.Errorf("runner: %w", startstop.ErrStarted)
+	}
 	if err := r.sandbox.CheckImage(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // asked to stop before it started
-		}
 		return err
 	}
-	r.stopping = ctx.Done()
+	defer func() {
+		if err != nil {
+			r.teardown()
+		}
+	}()
 	if n, err := r.sandbox.RemoveLeftovers(ctx); err != nil {
 		return err
 	} else if n > 0 {
 		r.log.Info("removed leftover containers from an earlier run", "count", n)
 	}
-	if _, err := jobs.EnsureQueue(ctx, r.js, r.cfg.Queue); err != nil {
+	if err := queue.Ensure(ctx, r.js, r.cfg.Queue); err != nil {
 		return err
 	}
-	stream, err := r.js.Stream(ctx, jobs.StreamName)
+	stream, err := r.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		return err
 	}
 	queues := newPicker(r.js, stream, r.cfg.Queue, r.log, r.tenantMaxRunning)
-	readySub, err := r.nc.Subscribe(jobs.ReadySubject, func(m *nats.Msg) { queues.hint(string(m.Data)) })
-	if err != nil {
-		return err
-	}
-	defer readySub.Unsubscribe() //nolint:errcheck
-	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
-	fleetDone := make(chan struct{})
-	go func() { r.fleet.run(fleetCtx); close(fleetDone) }()
-	// Stopped after the drain below (defers run last-in first-out): it
-	// retires every container it holds.
-	defer func() { stopFleet(); <-fleetDone }()
-	cancelSub, err := r.nc.Subscribe(jobs.CancelSubjectAll, r.onCancel)
-	if err != nil {
-		return err
-	}
-	defer cancelSub.Unsubscribe() //nolint:errcheck
-	backlogSub, err := r.nc.Subscribe("gantry.job.*.backlog", r.onBacklog)
-	if err != nil {
-		return err
-	}
-	defer backlogSub.Unsubscribe() //nolint:errcheck
-	closedSub, err := r.nc.Subscribe(jobs.SessionClosedAll, func(m *nats.Msg) {
-		sid := sessionIDFromSubject(m.Subject)
-		if sid == "" {
-			return
-		}
-		go func() {
-			r.fleet.dropSession(sid)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := r.sandbox.RemoveSession(ctx, sid); err != nil {
-				r.log.Warn("remove containers of a closed session", "session_id", sid, "err", err)
-			}
-		}()
-	})
-	if err != nil {
-		return err
-	}
-	defer closedSub.Unsubscribe() //nolint:errcheck
-	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
-		// The ingresses have no sandbox to start a stdio MCP server in:
-		// they ask a runner for its tools.
-		stopTools, err := codemode.ServeTools(ctx, r.nc, r.cfg.CodeMode, r.log)
+	for subject, handler := range map[string]nats.MsgHandler{
+		queue.ReadySubject:      func(m *nats.Msg) { queues.hint(string(m.Data)) },
+		queue.CancelSubjectAll:  r.onCancel,
+		queue.BacklogSubjectAll: r.onBacklog,
+		queue.SessionClosedAll:  r.onSessionClosed,
+	} {
+		sub, err := r.nc.Subscribe(subject, handler)
 		if err != nil {
 			return err
 		}
-		defer stopTools()
+		r.subs = append(r.subs, sub)
 	}
-
+	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
+		// The ingresses have no sandbox to start a stdio MCP server in:
+		// they ask a runner for its tools.
+		// Requests in flight run until Stop, which cancels them.
+		toolsCtx, cancelTools := context.WithCancel(context.WithoutCancel(ctx))
+		stop, err := codemode.ServeTools(toolsCtx, r.nc, r.cfg.CodeMode, r.log)
+		if err != nil {
+			cancelTools()
+			return err
+		}
+		r.stopTools = func() { cancelTools(); stop() }
+	}
+	if err := r.fleet.start(ctx); err != nil {
+		return err
+	}
+	if err := r.loops.Start(ctx, func(ctx context.Context) { r.consume(ctx, queues) }); err != nil {
+		return err
+	}
 	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
+	return nil
+}
+
+// Stop stops taking jobs and drains: it waits up to DrainTimeout for
+// running jobs, then kills the rest and gives them back to the queue for
+// another runner. It returns once every goroutine the runner started has
+// returned and every container it held is removed. It is safe to call
+// more than once, at once, and without Start.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	r.started = true
+	r.mu.Unlock()
+	// A second Stop returns when the first is done.
+	r.stopOnce.Do(func() {
+		close(r.stopping)
+		r.loops.Stop()
+		r.teardown()
+	})
+}
+
+// teardown undoes what Start set up, once the jobs are done. It may run
+// twice (a Start that failed, then Stop).
+func (r *Runner) teardown() {
+	if r.stopTools != nil {
+		r.stopTools()
+		r.stopTools = nil
+	}
+	for _, sub := range r.subs {
+		_ = sub.Unsubscribe()
+	}
+	r.subs = nil
+	r.mu.Lock()
+	if !r.quitted {
+		r.quitted = true
+		close(r.quit)
+	}
+	r.mu.Unlock()
+	r.background.Wait()
+	// Last: it retires every container it holds.
+	r.fleet.stop()
+	r.log.Info("runner stopped")
+}
+
+// goBackground runs f in a goroutine Stop waits for, with a channel that
+// closes when Stop no longer waits for what f waits for; after that it
+// runs nothing.
+func (r *Runner) goBackground(f func(quit <-chan struct{})) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.quitted {
+		return
+	}
+	r.background.Go(func() { f(r.quit) })
+}
+
+// consume is the queue loop: one message per free slot, from the tenants'
+// queues in turn, until ctx ends; then it drains.
+func (r *Runner) consume(ctx context.Context, queues *picker) {
 	// jobCtx outlives ctx by the drain timeout so that running jobs can
 	// finish after the runner is asked to stop.
 	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -259,21 +325,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			continue
 		}
-		// One message per free slot, from the tenants' queues in turn, and
-		// no prefetch: a job waits in the stream, where any runner can take
-		// it, until a slot is free here.
+		// No prefetch: a job waits in the stream, where any runner can
+		// take it, until a slot is free here.
 		msg, err := queues.next(ctx)
 		if err != nil {
 			<-slots
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-slots }()
 			r.handle(jobCtx, msg)
 			queues.done(msg)
-		}()
+		})
 	}
 
 	drained := make(chan struct{})
@@ -285,10 +348,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		cancelJobs(errShutdown)
 		<-drained
 	}
-	r.log.Info("runner stopped")
-	return nil
 }
 
+// handle runs what a message asks: a job, or a session's jobs.
 func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -296,7 +358,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	var rm jobs.RunMessage
+	var rm queue.RunMessage
 	if err := json.Unmarshal(msg.Data(), &rm); err != nil || !(jobs.ValidID("job", rm.JobID) || jobs.ValidID("ses", rm.SessionID)) {
 		r.log.Error("malformed job message dropped", "data_len", len(msg.Data()))
 		_ = msg.TermWithReason("malformed job message")
@@ -306,314 +368,24 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		r.handleSession(ctx, msg, rm)
 		return
 	}
-	log := r.log.With("job_id", rm.JobID)
+	r.runJob(ctx, msg, meta, rm)
+}
 
-	// The message is held from here until it is acked or handed back,
-	// whatever Postgres does meanwhile.
-	stopHolding := r.hold(msg)
-	defer stopHolding()
-
-	claim, outcome, err := r.claim(ctx, log, rm.JobID, meta.Sequence.Stream)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		// The ingress publishes before it commits: give a young message
-		// time for its row to appear, drop an old one (the commit failed).
-		if time.Since(meta.Timestamp) > 30*time.Second {
-			log.Warn("dropping message for a job that does not exist")
-			_ = msg.TermWithReason("job not found")
-		} else {
-			r.handBack(msg, rm.TenantID, 500*time.Millisecond, "uncommitted")
+// onSessionClosed removes a closed session's containers, the one parked
+// here and any other this runner's host holds.
+func (r *Runner) onSessionClosed(m *nats.Msg) {
+	sid := queue.SessionIDFromSubject(m.Subject)
+	if sid == "" {
+		return
+	}
+	r.goBackground(func(<-chan struct{}) {
+		r.fleet.dropSession(sid)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.sandbox.RemoveSession(ctx, sid); err != nil {
+			r.log.Warn("remove containers of a closed session", "session_id", sid, "err", err)
 		}
-		return
-	case err != nil:
-		// Handing the message back spends no attempt (those are counted
-		// by claims): it comes back when Postgres may answer again.
-		log.Error("claim job; handing it back to the queue", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
-		return
-	}
-	switch outcome {
-	case store.ClaimDone:
-		_ = msg.Ack() // finished or cancelled while queued
-		return
-	case store.ClaimStale:
-		log.Info("dropping a message that is not the job's current one")
-		_ = msg.Ack()
-		return
-	case store.ClaimBusy:
-		// Redelivered while its runner still beats: look again later.
-		r.handBack(msg, rm.TenantID, max(r.cfg.Queue.AckWait/2, time.Second), "busy")
-		return
-	case store.ClaimGaveUp:
-		log.Warn("job abandoned: its runner was lost on every attempt", "max_attempts", r.cfg.Queue.MaxAttempts)
-		r.publishStatus(rm.JobID, jobs.StatusError)
-		_ = msg.Ack()
-		return
-	}
-	log = log.With("attempt", claim.Attempt, "tenant_id", claim.TenantID, "language", claim.Spec.Language)
-
-	ex := &execution{jobID: rm.JobID, attempt: claim.Attempt}
-	execCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancel = cancel
-	r.track(ex)
-	defer r.untrack(ex)
-	if claim.CancelRequested {
-		cancel(errCancelled)
-	}
-	log.Info("job started")
-	r.publishStatus(rm.JobID, jobs.StatusRunning)
-	if r.metrics != nil {
-		r.metrics.queueLatency(meta.Timestamp)
-	}
-
-	hbDone := make(chan struct{})
-	defer close(hbDone)
-	go r.heartbeat(ex, hbDone)
-	a := &attempt{r: r, log: log, ex: ex, claim: claim, jobCtx: ctx}
-	res, _, err := r.runAttempt(execCtx, log, a)
-
-	if errors.Is(err, errS3Held) {
-		// Held for S3 until the runner stopped: the attempt is not spent.
-		log.Warn("job given back to the queue unspent: the object store stayed unavailable", "err", err)
-		if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
-			log.Error("give back job", "err", err)
-		}
-		r.handBack(msg, rm.TenantID, time.Second, "object_store")
-		return
-	}
-	if err != nil {
-		if errors.Is(context.Cause(execCtx), errShutdown) || claim.Attempt < r.cfg.Queue.MaxAttempts {
-			log.Warn("job attempt abandoned; returning it to the queue", "err", err)
-			if err := r.store.RequeueJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
-				log.Error("requeue job", "err", err)
-			}
-			r.handBack(msg, rm.TenantID, time.Second, retryCause(execCtx))
-			return
-		}
-		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{
-			Code:    jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("gantry could not run the job (attempt %d of %d): %v", claim.Attempt, r.cfg.Queue.MaxAttempts, err),
-		}}
-	}
-
-	recordStart := time.Now()
-	applied, err := r.record(ctx, log, func(ctx context.Context) (bool, error) {
-		return r.store.FinishJob(ctx, rm.JobID, claim.Attempt, res)
 	})
-	r.metrics.stage("record", recordStart)
-	if err != nil && ctx.Err() == nil {
-		// Not an outage (those are waited out): say so in the job rather
-		// than run the program again.
-		log.Error("record result", "err", err)
-		res = jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("the program ran, but gantry could not record its result: %v", err)}}
-		applied, err = r.store.FailJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt, res.Error.Message)
-	}
-	if err != nil {
-		// Stopped past the drain timeout with the result unrecorded: the
-		// job runs again elsewhere. If it was S3 that kept it (Postgres
-		// answers), the attempt is not spent.
-		log.Error("result not recorded; the job will run again", "err", err)
-		if blob.Unavailable(err) {
-			if err := r.store.ReleaseJob(context.WithoutCancel(ctx), rm.JobID, claim.Attempt); err != nil {
-				log.Error("give back job", "err", err)
-			}
-		}
-		r.handBack(msg, rm.TenantID, time.Second, "unrecorded")
-		return
-	}
-	if !applied {
-		log.Warn("result discarded: the job moved on without this attempt")
-	}
-	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelAck()
-	if err := msg.DoubleAck(ackCtx); err != nil {
-		log.Warn("ack job", "err", err)
-	}
-	if applied {
-		r.publishStatus(rm.JobID, res.Status)
-		if r.metrics != nil {
-			r.metrics.observe(claim.Spec.Language, claim.TenantID, res)
-		}
-		log.Info("job finished", "status", res.Status, "duration_ms", res.Duration.Milliseconds())
-	}
-}
-
-// retryCause names why an attempt that did not finish went back to the
-// queue: the runner stopping, or a failure before its program started.
-func retryCause(ctx context.Context) string {
-	if errors.Is(context.Cause(ctx), errShutdown) {
-		return "shutdown"
-	}
-	return "not_started"
-}
-
-// maxHold is how long a runner holds a message it cannot claim because
-// Postgres is unreachable before handing it back, in case only this
-// runner has lost Postgres.
-const maxHold = time.Minute
-
-// claim claims the job a message names. It waits a little for a row that
-// is not there yet (the ingress publishes before it commits), and holds
-// the message while Postgres is unreachable, so that the job starts as
-// soon as Postgres is back and the outage spends none of its attempts.
-func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq uint64) (store.Claim, store.ClaimOutcome, error) {
-	req := store.ClaimRequest{JobID: jobID, MsgSeq: seq, RunnerID: r.cfg.ID, MaxAttempts: r.cfg.Queue.MaxAttempts,
-		Alive: r.cfg.Queue.AckWait / 2}
-	wait, retry := 5*time.Millisecond, newBackoff()
-	start := time.Now()
-	held := false
-	for {
-		c, out, err := r.store.ClaimJob(ctx, req)
-		var pause time.Duration
-		switch {
-		case errors.Is(err, store.ErrNotFound) && wait <= time.Second:
-			pause, wait = wait, wait*2
-		case err != nil && store.Unavailable(err) && time.Since(start) < maxHold && !r.isStopping():
-			if !held {
-				log.Warn("database unavailable; holding the job's message until it is back", "err", err)
-				held = true
-			}
-			pause = retry.next()
-		default:
-			if held && err == nil {
-				log.Info("database back: job claimed", "held", time.Since(start).Round(time.Millisecond))
-			}
-			return c, out, err
-		}
-		if !sleep(ctx, pause) {
-			return c, out, err
-		}
-	}
-}
-
-// runAttempt runs the attempt and waits out Postgres outages. An attempt
-// that failed before its program started because Postgres was unreachable
-// (loading the tenant's skills, code-mode servers or privacy tokens) is
-// run again, as the same attempt, once Postgres answers; a result whose
-// privacy tokens could not be made is tokenized again. The program never
-// runs twice for it.
-func (r *Runner) runAttempt(ctx context.Context, log *slog.Logger, a *attempt) (jobs.Result, *Container, error) {
-	blips := 0
-	for {
-		res, ctr, err := a.run(ctx)
-		if err == nil || !store.Unavailable(err) {
-			return res, ctr, err
-		}
-		if res.Status != "" {
-			// The program ran (run returns a result only then): only the
-			// privacy tokens of its result are missing.
-			_, err = r.record(a.jobCtx, log, func(ctx context.Context) (bool, error) {
-				return true, r.tokenizeResult(ctx, a.claim.TenantID, &res)
-			})
-			if err != nil && a.jobCtx.Err() == nil {
-				// Never store output that was not tokenized.
-				return jobs.Result{Status: jobs.StatusError, Duration: res.Duration, ExitCode: res.ExitCode, Error: &jobs.ErrorInfo{
-					Code: jobs.ErrCodeInfrastructure, Message: fmt.Sprintf("the program ran, but gantry could not tokenize its output: %v", err),
-				}}, ctr, nil
-			}
-			return res, ctr, err
-		}
-		waited, ok := r.waitForStore(ctx, log)
-		if !ok {
-			return res, ctr, err
-		}
-		if !waited {
-			// Postgres answers now: a blip, or not Postgres at all (a
-			// network error from Docker looks the same). Once more only.
-			if blips++; blips > 1 {
-				return res, ctr, err
-			}
-		}
-		log.Info("database back: running the attempt again; its program had not started")
-	}
-}
-
-// waitForStore waits until Postgres answers. waited says whether it had to;
-// ok is false when ctx ended first.
-func (r *Runner) waitForStore(ctx context.Context, log *slog.Logger) (waited, ok bool) {
-	retry := newBackoff()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := r.store.Ping(pctx)
-		cancel()
-		if err == nil {
-			return waited, true
-		}
-		if !waited {
-			log.Warn("database unavailable; the job waits for it", "err", err)
-			waited = true
-		}
-		if !sleep(ctx, retry.next()) {
-			return waited, false
-		}
-	}
-}
-
-// record stores what finish writes, retrying until it is stored: a program
-// that ran is never run again because Postgres was away when it ended.
-// While Postgres is unreachable the result waits here, in memory, with its
-// message held. Other errors are retried twice. Only ctx ending (the
-// runner stopped past its drain timeout) gives up on an outage.
-func (r *Runner) record(ctx context.Context, log *slog.Logger, finish func(ctx context.Context) (bool, error)) (applied bool, err error) {
-	retry := newBackoff()
-	failures, waiting := 0, false
-	for {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		applied, err = finish(cctx)
-		cancel()
-		if err == nil {
-			if waiting {
-				log.Info("result recorded after the wait")
-			}
-			return applied, nil
-		}
-		switch {
-		case store.Unavailable(err):
-			if !waiting {
-				log.Warn("database unavailable; keeping the result until it is back", "err", err)
-				waiting = true
-			}
-		case blob.Unavailable(err):
-			// A long output goes to S3 as it is recorded (history).
-			if !waiting {
-				log.Warn("object store unavailable; keeping the result until it is back", "err", err)
-				waiting = true
-				r.metrics.s3Hold()
-			}
-		default:
-			if failures++; failures == 3 {
-				return false, err
-			}
-		}
-		if !sleep(ctx, retry.next()) {
-			return false, err
-		}
-	}
-}
-
-// backoff paces retries against an unreachable Postgres: 250 ms, doubling
-// to a second, so that work resumes within a second of its return.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 250 * time.Millisecond} }
-
-func (b *backoff) next() time.Duration {
-	d := b.d
-	b.d = min(2*b.d, time.Second)
-	return d
-}
-
-// handBack returns a message to its queue, to be delivered again after d,
-// and announces it then, so that an idle runner takes it at once. cause
-// says why, for gantry_job_handbacks_total.
-func (r *Runner) handBack(msg jetstream.Msg, tenantID string, d time.Duration, cause string) {
-	r.metrics.handBack(cause)
-	_ = msg.NakWithDelay(d)
-	if tenantID != "" && r.nc != nil {
-		time.AfterFunc(d+20*time.Millisecond, func() { _ = r.nc.Publish(jobs.ReadySubject, []byte(tenantID)) })
-	}
 }
 
 // tenantMaxRunning is the tenant's cap on running jobs, for a queue this
@@ -645,131 +417,4 @@ func (r *Runner) isStopping() bool {
 	default:
 		return false
 	}
-}
-
-// hold keeps a message from being redelivered while this runner has it,
-// with InProgress every ack_wait/3, until the returned func is called.
-// It needs nothing of Postgres: a job waiting out an outage stays here.
-func (r *Runner) hold(msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(max(r.cfg.Queue.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					r.log.Warn("extend job ack deadline", "err", err)
-				}
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
-// heartbeat tells the store, every ack_wait/3, that this runner still runs
-// the attempt, and picks up a cancel it might have missed. A heartbeat
-// that failed (Postgres away) is retried every second, so the job shows
-// alive again as soon as Postgres is back. If the attempt no longer has
-// the job (cancelled because its runner looked gone, or taken over), the
-// run is stopped.
-func (r *Runner) heartbeat(ex *execution, done <-chan struct{}) {
-	every := max(r.cfg.Queue.AckWait/3, 100*time.Millisecond)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cancelReq, err := r.store.Heartbeat(ctx, ex.jobID, ex.attempt)
-		cancel()
-		switch {
-		case errors.Is(err, store.ErrNotFound) || err == nil && cancelReq:
-			ex.cancel(errCancelled)
-			t.Reset(every)
-		case err != nil:
-			t.Reset(min(time.Second, every))
-		default:
-			t.Reset(every)
-		}
-	}
-}
-
-func (r *Runner) track(ex *execution) {
-	r.mu.Lock()
-	r.running[ex.jobID] = ex
-	r.mu.Unlock()
-	if r.metrics != nil {
-		r.metrics.busy.Inc()
-	}
-}
-
-func (r *Runner) untrack(ex *execution) {
-	r.mu.Lock()
-	if r.running[ex.jobID] == ex {
-		delete(r.running, ex.jobID)
-	}
-	r.mu.Unlock()
-	if r.metrics != nil {
-		r.metrics.busy.Dec()
-	}
-}
-
-func (r *Runner) lookup(jobID string) *execution {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running[jobID]
-}
-
-func (r *Runner) onCancel(m *nats.Msg) {
-	if ex := r.lookup(jobs.JobIDFromSubject(m.Subject)); ex != nil {
-		ex.cancel(errCancelled)
-	}
-}
-
-// onBacklog answers with the output so far of a job running here; runners
-// not running the job stay silent.
-func (r *Runner) onBacklog(m *nats.Msg) {
-	if m.Reply == "" {
-		return
-	}
-	r.mu.Lock()
-	ex := r.running[jobs.JobIDFromSubject(m.Subject)]
-	var stdout, stderr *output
-	if ex != nil && !ex.private {
-		stdout, stderr = ex.stdout, ex.stderr
-	}
-	r.mu.Unlock()
-	if ex == nil {
-		return
-	}
-	var b jobs.Backlog
-	if stdout != nil {
-		b.Stdout, _ = stdout.snapshot()
-		b.Stderr, _ = stderr.snapshot()
-	}
-	data, _ := json.Marshal(b)
-	_ = m.Respond(data)
-}
-
-func (r *Runner) publishStatus(jobID string, s jobs.Status) {
-	data, _ := json.Marshal(jobs.StatusEvent{JobID: jobID, Status: s})
-	if err := r.nc.Publish(jobs.StatusSubject(jobID), data); err != nil {
-		r.log.Warn("publish status", "job_id", jobID, "err", err)
-	}
-}
-
-// sessionIDFromSubject returns the id in gantry.session.<id>.closed.
-func sessionIDFromSubject(subject string) string {
-	rest, ok := strings.CutPrefix(subject, "gantry.session.")
-	if !ok {
-		return ""
-	}
-	id, _, _ := strings.Cut(rest, ".")
-	return id
 }

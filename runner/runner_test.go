@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,10 +20,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -32,7 +36,7 @@ type harness struct {
 	st     *store.Store
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	pub    *jobs.Publisher
+	pub    *queue.Publisher
 	blobs  *blob.Store
 	sb     *Sandbox
 	r      *Runner
@@ -54,11 +58,15 @@ func testImage() string {
 // GANTRY_TEST_RUNTIME=runsc runs them under gVisor.
 func testRuntime() string { return os.Getenv("GANTRY_TEST_RUNTIME") }
 
-func testSandbox(t *testing.T) *Sandbox {
+func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, "") }
+
+// testSandboxWith is testSandbox with the given isolation ("": the
+// runtime's default).
+func testSandboxWith(t *testing.T, iso agent.Isolation) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime()})
+	sb, err := NewSandbox("", SandboxConfig{Image: testImage(), RunnerID: "test-" + hex.EncodeToString(b), Runtime: testRuntime(), Isolation: iso})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +81,17 @@ func testSandbox(t *testing.T) *Sandbox {
 
 func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	sb := testSandbox(t)
+	return newHarnessWith(t, testSandbox(t), slots, opts...)
+}
+
+// newHarnessWith is newHarness on the given sandbox.
+func newHarnessWith(t *testing.T, sb *Sandbox, slots int, opts ...func(*harness, *Config)) *harness {
+	t.Helper()
 	h := &harness{st: storetest.New(t), blobs: blobtest.New(t), sb: sb}
-	h.nc = jobstest.Connect(t, jobstest.Server(t))
+	h.nc = queuetest.Connect(t, queuetest.Server(t))
 	h.js, _ = jetstream.New(h.nc)
 	h.tenant, _ = storetest.Tenant(t, h.st, "t1")
-	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: jobs.QueueConfig{AckWait: 5 * time.Second},
+	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: queue.Config{AckWait: 5 * time.Second},
 		Artifacts: ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 2 << 20}, DrainTimeout: time.Second}
 	for _, o := range opts {
 		o(h, &cfg)
@@ -92,23 +105,15 @@ func newHarness(t *testing.T, slots int, opts ...func(*harness, *Config)) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jobs.EnsureQueue(context.Background(), h.js, cfg.Queue); err != nil {
+	if err := queue.Ensure(context.Background(), h.js, cfg.Queue); err != nil {
 		t.Fatal(err)
 	}
-	h.pub = jobs.NewPublisher(h.nc, h.js, cfg.Queue)
+	h.pub = queue.NewPublisher(h.nc, h.js, cfg.Queue)
 	h.r = r
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	h.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("runner: %v", err)
-			}
-		})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	h.stop = r.Stop
 	t.Cleanup(h.stop)
 	return h
 }
@@ -137,7 +142,7 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 			if err != nil {
 				return 0, err
 			}
-			return h.pub.Publish(ctx, jobs.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
+			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -149,24 +154,22 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 // waitFor polls the job until cond holds or a minute passes.
 func (h *harness) waitFor(t *testing.T, id string, cond func(jobs.Job) bool) jobs.Job {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		tenant := h.tenant
-		if v, ok := h.owners.Load(id); ok {
-			tenant = v.(string)
-		}
-		j, err := h.st.GetJob(context.Background(), tenant, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s stuck in %s", id, j.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
+	tenant := h.tenant
+	if v, ok := h.owners.Load(id); ok {
+		tenant = v.(string)
 	}
+	var j jobs.Job
+	eventually.NoError(t, time.Minute, "job "+id, func() error {
+		var err error
+		if j, err = h.st.GetJob(context.Background(), tenant, id); err != nil {
+			return err
+		}
+		if !cond(j) {
+			return fmt.Errorf("stuck in %s", j.Status)
+		}
+		return nil
+	})
+	return j
 }
 
 func (h *harness) run(t *testing.T, req jobs.Request) jobs.Job {
@@ -181,25 +184,19 @@ func (h *harness) gone(t *testing.T, prefix string) bool {
 	if prefix == "" {
 		t.Fatal("no container id")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return eventually.Within(10*time.Second, func() bool {
 		res, err := h.sb.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true,
 			Filters: make(client.Filters).Add("label", LabelRunner+"="+h.sb.cfg.RunnerID)})
 		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, c := range res.Items {
-			found = found || strings.HasPrefix(c.ID, prefix)
-		}
-		if !found {
-			return true
-		}
-		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		for _, c := range res.Items {
+			if strings.HasPrefix(c.ID, prefix) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func TestRunner(t *testing.T) {
@@ -384,7 +381,7 @@ test -S /var/run/docker.sock && echo docker-socket`})
 			t.Fatalf("cancel: %v %v", out, err)
 		}
 		start := time.Now()
-		if err := h.nc.Publish(jobs.CancelSubject(id), nil); err != nil {
+		if err := h.nc.Publish(queue.CancelSubject(id), nil); err != nil {
 			t.Fatal(err)
 		}
 		j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
@@ -449,6 +446,11 @@ func withFleet(f FleetConfig) func(*harness, *Config) {
 	return func(_ *harness, c *Config) { c.Fleet = f }
 }
 
+// awaitingWarm has every container handed out only once its warm
+// interpreter has loaded (not only the pool's), so that each Python job
+// forks from it.
+func awaitingWarm(h *harness, _ *Config) { h.sb.awaitWarm = true }
+
 // withoutWarm turns the containers' warm interpreter off: Python jobs run
 // in spare sandboxes' own interpreters.
 func withoutWarm(h *harness, _ *Config) {
@@ -461,22 +463,23 @@ func withoutWarm(h *harness, _ *Config) {
 // the runner, as the ingress's log stream does) and returns it.
 func (h *harness) liveOutput(t *testing.T, jobID string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if ex := h.r.lookup(jobID); ex != nil {
-			h.r.mu.Lock()
-			out := ex.stdout
-			h.r.mu.Unlock()
-			if out != nil {
-				if b, _ := out.snapshot(); strings.Contains(string(b), "\n") {
-					return strings.SplitN(string(b), "\n", 2)[0]
-				}
-			}
+	var line string
+	eventually.True(t, 30*time.Second, "job "+jobID+" to print a line", func() bool {
+		ex := h.r.lookup(jobID)
+		if ex == nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("job %s printed nothing", jobID)
-	return ""
+		h.r.mu.Lock()
+		out := ex.stdout
+		h.r.mu.Unlock()
+		if out == nil {
+			return false
+		}
+		b, _ := out.snapshot()
+		line, _, _ = strings.Cut(string(b), "\n")
+		return strings.Contains(string(b), "\n")
+	})
+	return line
 }
 
 func TestTypeScript(t *testing.T) {

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -78,7 +80,7 @@ type SandboxConfig struct {
 	// Warm lists the modules each container's warm interpreter imports
 	// (Namespaces only): Python jobs are forked from it. nil means
 	// DefaultWarm; an empty list turns the warm interpreter off (Python
-	// jobs then start their own, and stateful sessions are refused).
+	// jobs then start their own, a stateful session's in bubblewrap's sandbox).
 	Warm []string
 	// WarmMB is added to each container's memory limit for its warm
 	// interpreter, so that a job's memory_mb is not shrunk by it
@@ -121,7 +123,21 @@ func (c SandboxConfig) WithDefaults() SandboxConfig {
 type Sandbox struct {
 	docker dockerAPI
 	cfg    SandboxConfig
+	// awaitWarm has Create wait for every container's warm interpreter
+	// (tests that need each Python job forked from it).
+	awaitWarm bool
+
+	// languages are the languages the image labels (LabelLanguages), read
+	// by CheckImage; nil until then, or when the image says nothing.
+	languages atomic.Pointer[[]string]
+	// labels caches other images' languages (environments').
+	labelsMu sync.Mutex
+	labels   map[string]imageLabels
 }
+
+// LabelLanguages is the sandbox image's label naming the languages it
+// runs, comma-separated (images/sandbox sets it).
+const LabelLanguages = "dev.gantry.languages"
 
 // NewSandbox returns a Sandbox using the Docker engine at host ("" means the
 // environment's DOCKER_HOST or the default socket).
@@ -144,10 +160,6 @@ func newSandbox(d dockerAPI, cfg SandboxConfig) *Sandbox {
 // Isolation is how this sandbox's containers run programs.
 func (s *Sandbox) Isolation() agent.Isolation { return s.cfg.Isolation }
 
-// Warm reports whether containers have a warm interpreter (which stateful
-// sessions need under the Namespaces isolation).
-func (s *Sandbox) Warm() bool { return len(s.cfg.Warm) > 0 }
-
 // Close releases the Docker client.
 func (s *Sandbox) Close() error { return s.docker.Close() }
 
@@ -162,13 +174,36 @@ func (s *Sandbox) CheckImage(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return fmt.Errorf("docker engine not reachable (start it with `make docker` or set DOCKER_HOST): %w", err)
 	}
-	if _, err := s.docker.ImageInspect(ctx, s.cfg.Image); err != nil {
+	img, err := s.docker.ImageInspect(ctx, s.cfg.Image)
+	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("sandbox image %s not found: build it with `make image` (or set GANTRY_IMAGE)", s.cfg.Image)
 		}
 		return fmt.Errorf("inspect sandbox image %s: %w", s.cfg.Image, err)
 	}
+	if img.Config != nil {
+		if v, ok := img.Config.Labels[LabelLanguages]; ok {
+			langs := strings.Split(v, ",")
+			s.languages.Store(&langs)
+		}
+	}
 	return nil
+}
+
+// Languages are the languages the sandbox image runs, as it labels them
+// (known once CheckImage succeeded); nil when the image does not say.
+func (s *Sandbox) Languages() []string {
+	if p := s.languages.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Runs reports whether the image runs the named language, as far as it
+// says.
+func (s *Sandbox) Runs(language string) bool {
+	langs := s.Languages()
+	return langs == nil || slices.Contains(langs, language)
 }
 
 // Check makes one container and has its agent report in: the image holds
@@ -183,16 +218,24 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(s.cfg.Warm) > 0 {
-		err = c.conn.Warm(ctx)
-		if err != nil {
-			err = fmt.Errorf("%w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", err)
-		}
-	}
+	err = c.awaitWarm(ctx)
 	if rerr := c.Remove(context.WithoutCancel(ctx)); err == nil {
 		err = rerr
 	}
 	return err
+}
+
+// awaitWarm waits until the container's warm interpreter has loaded (at
+// once without one), so that its Python jobs fork from it: an error means
+// it failed to, and the container cannot serve.
+func (c *Container) awaitWarm(ctx context.Context) error {
+	if len(c.sb.cfg.Warm) == 0 {
+		return nil
+	}
+	if err := c.conn.Warm(ctx); err != nil {
+		return fmt.Errorf("%w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, err)
+	}
+	return nil
 }
 
 // ContainerSpec says what a container is for and what it may use.
@@ -260,6 +303,13 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 			errAgent, cmp.Or(cs.Image, s.cfg.Image), hello.Protocol, agent.Protocol)
 	case hello.Error != "":
 		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
+	}
+	// A container made ahead of demand is handed out once its warm
+	// interpreter has loaded (half a second to a second). One made for a
+	// waiting job is not: the job runs at once, in a sandbox of
+	// bubblewrap's, the interpreter's loading paused while it runs.
+	if err == nil && (cs.Pool || s.awaitWarm) {
+		err = c.awaitWarm(ctx)
 	}
 	if err == nil {
 		err = want.Err()
@@ -473,12 +523,16 @@ type Container struct {
 	epoch    int64  // the tenant's key epoch when bound
 	jobs     int
 	lastUsed time.Time
+	state    ctrState // changed by fleet.setLocked only
 	// skills is the stamp of the skills the agent holds ("" for none);
 	// only the attempt that owns the container touches it.
 	skills string
 
 	removeOnce sync.Once
 	removeErr  error
+	// copied closes when the goroutine copying the agent's output ends
+	// (the connection closed); Remove waits for it.
+	copied chan struct{}
 }
 
 // ID is the Docker container id.
@@ -486,7 +540,9 @@ func (c *Container) ID() string { return c.id }
 
 func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
+	c.copied = make(chan struct{})
 	go func() {
+		defer close(c.copied)
 		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
 		pw.CloseWithError(err)
 	}()
@@ -508,6 +564,12 @@ func (c *Container) Remove(ctx context.Context) error {
 			c.conn.Close()
 		}
 		c.removeErr = c.sb.remove(ctx, c.id)
+		if c.copied != nil {
+			select {
+			case <-c.copied:
+			case <-ctx.Done():
+			}
+		}
 	})
 	return c.removeErr
 }

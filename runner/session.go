@@ -13,8 +13,10 @@ import (
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // SessionStore is what the runner needs of the store to run sessions.
@@ -46,7 +48,10 @@ var errSessionLost = errors.New("session lost")
 // queued jobs, one at a time in submission order, and lets go only when
 // none is left. A runner that cannot become owner acks the message: the
 // owner cannot let go while the job it announced is queued.
-func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.RunMessage) {
+func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.RunMessage) {
+	// The message's trace is the one of the job whose submission sent it:
+	// each job run here is a span in its own job's trace, linked to it.
+	ctx = queue.TraceContext(ctx, msg.Headers())
 	log := r.log.With("session_id", rm.SessionID)
 	stopHolding := r.hold(msg)
 	defer stopHolding()
@@ -61,7 +66,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		return
 	case err != nil:
 		log.Error("acquire session", "err", err)
-		r.handBack(msg, rm.TenantID, 2*time.Second, "database")
+		r.handBack(ctx, msg, rm.TenantID, 2*time.Second, "database")
 		return
 	case !ok:
 		_ = msg.Ack()
@@ -72,8 +77,10 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 	// (Postgres away) is retried every second, so that this owner holds
 	// the session again as soon as Postgres is back.
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
-	defer stopLoop(nil)
+	renewed := make(chan struct{})
+	defer func() { stopLoop(nil); <-renewed }()
 	go func() {
+		defer close(renewed)
 		every := lease / 3
 		t := time.NewTimer(every)
 		defer t.Stop()
@@ -111,7 +118,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm jobs.R
 		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
 			log.Error("release session", "err", rerr)
 		}
-		r.handBack(msg, rm.TenantID, time.Second, "session_handover")
+		r.handBack(ctx, msg, rm.TenantID, time.Second, "session_handover")
 	}
 }
 
@@ -195,21 +202,12 @@ type sessionAt struct {
 // runSessionJob runs one job in the session's workspace and records it with
 // the workspace it left. It returns where the session is after it.
 func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, at sessionAt, sj store.SessionJob) (sessionAt, error) {
-	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt)
-	ex := &execution{jobID: sj.JobID, attempt: sj.Attempt}
-	execCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancel = cancel
-	r.track(ex)
-	defer r.untrack(ex)
-	if sj.Claim.CancelRequested {
-		cancel(errCancelled)
-	}
-	r.publishStatus(sj.JobID, jobs.StatusRunning)
-	log.Info("session job started")
-
+	ctx, span := r.processSessionJob(ctx, sessionID, sj)
+	defer span.End()
+	log = log.With("job_id", sj.JobID, "attempt", sj.Attempt).With(tracing.LogAttrs(ctx)...)
 	work := &sessionWork{r: r, log: log, id: sessionID, state: st, at: at}
-	a := &attempt{r: r, log: log, ex: ex, claim: sj.Claim, session: work, jobCtx: ctx}
+	a, execCtx, end := r.begin(ctx, log, sj.JobID, sj.Claim, work)
+	defer end()
 	res, ctr, err := r.runAttempt(execCtx, log, a)
 	if errors.Is(err, errS3Held) {
 		// Nothing of it ran, or what ran was never recorded: the job goes
@@ -235,12 +233,14 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		// While S3 is unavailable the container, the result and the lease
 		// are held: every write of the session is kept.
 		snapStart := time.Now()
-		err = r.throughS3Outage(ctx, log, "a session's workspace and its job's result", func() error {
-			snapCtx, cancelSnap := context.WithTimeout(ctx, artifactTimeout)
+		snapSpanCtx, endSnap := r.stage(ctx, "job.snapshot")
+		err = r.throughS3Outage(snapSpanCtx, log, "a session's workspace and its job's result", func() error {
+			snapCtx, cancelSnap := context.WithTimeout(snapSpanCtx, artifactTimeout)
 			defer cancelSnap()
 			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
 			return err
 		})
+		endSnap(err)
 		r.metrics.stage("snapshot", snapStart)
 		if errors.Is(err, errS3Held) {
 			r.fleet.release(ctr, false, "runner stopping")
@@ -278,10 +278,12 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	var replaced string
 	recordStart := time.Now()
 	defer r.metrics.stage("record", recordStart)
-	applied, err := r.record(ctx, log, func(ctx context.Context) (applied bool, err error) {
+	recordCtx, endRecord := r.stage(ctx, "job.record")
+	applied, err := r.record(recordCtx, log, func(ctx context.Context) (applied bool, err error) {
 		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap, live)
 		return applied, err
 	})
+	endRecord(err)
 	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelCommit()
 	if err != nil {
@@ -319,6 +321,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		r.fleet.park(sessionID, ctr, at.version, time.Duration(st.TTLSeconds)*time.Second)
 	}
 	if applied {
+		finished(ctx, res)
 		r.publishStatus(sj.JobID, res.Status)
 		if r.metrics != nil {
 			r.metrics.observe(sj.Claim.Spec.Language, sj.Claim.TenantID, res)
@@ -380,6 +383,15 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 			w.r.fleet.release(c, false, "restore failed")
 			c = nil
 			return err
+		}
+		// A stateful session's interpreter forks from the warm one, which
+		// loaded while the workspace was restored.
+		if w.state.Stateful {
+			if err := c.awaitWarm(ctx); err != nil {
+				w.r.fleet.release(c, false, "warm interpreter failed")
+				c = nil
+				return err
+			}
 		}
 		return nil
 	})
@@ -455,7 +467,7 @@ func (w *sessionWork) lostBecause(jobID string) string {
 
 // saveSnapshot uploads the container's workspace as the given version.
 func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
-	snap := &store.Snapshot{Version: version, Key: jobs.SessionKey(tenantID, sessionID, version)}
+	snap := &store.Snapshot{Version: version, Key: blob.SessionKey(tenantID, sessionID, version)}
 	n, err := snapshot.Put(ctx, r.blobs, snap.Key, diskMB, func(w io.Writer) error {
 		tr, wait, err := ctr.conn.Tar(ctx, nil, true)
 		if err != nil {

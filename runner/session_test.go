@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -57,17 +57,13 @@ func TestSessions(t *testing.T) {
 		// The replaced snapshot is deleted just after the result is
 		// recorded: wait for it.
 		sess, _ := h.st.GetSession(context.Background(), h.tenant, sid)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, err := h.blobs.Count(context.Background(), jobs.SessionPrefix(h.tenant, sid))
-			if err == nil && n == 1 && sess.Version == 3 {
-				break
+		eventually.NoError(t, 10*time.Second, "only the current snapshot kept", func() error {
+			n, err := h.blobs.Count(context.Background(), blob.SessionPrefix(h.tenant, sid))
+			if err == nil && (n != 1 || sess.Version != 3) {
+				err = fmt.Errorf("%d snapshot objects (want only the current one), version %d", n, sess.Version)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d snapshot objects (want only the current one), version %d, %v", n, sess.Version, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err
+		})
 	})
 
 	t.Run("20 jobs submitted at once run in order", func(t *testing.T) {
@@ -90,15 +86,14 @@ func TestSessions(t *testing.T) {
 	t.Run("sessions do not share a workspace", func(t *testing.T) {
 		t.Parallel()
 		a, b := h.session(t), h.session(t)
-		var wg sync.WaitGroup
-		for _, sid := range []string{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "echo " + sid + " > who.txt"}), func(j jobs.Job) bool { return j.Status.Terminal() })
-			}()
+		// Both queued at once, so that they run side by side.
+		ids := []string{
+			h.submitIn(t, a, jobs.Request{Language: "bash", Code: "echo " + a + " > who.txt"}),
+			h.submitIn(t, b, jobs.Request{Language: "bash", Code: "echo " + b + " > who.txt"}),
 		}
-		wg.Wait()
+		for _, id := range ids {
+			h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() })
+		}
 		for _, sid := range []string{a, b} {
 			j := h.waitFor(t, h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "cat who.txt"}), func(j jobs.Job) bool { return j.Status.Terminal() })
 			if j.Stdout != sid+"\n" {
@@ -147,6 +142,9 @@ plt.savefig("out/plot.png")
 	}
 	if n := h.metric(t, "gantry_tenant_jobs_total", map[string]string{"tenant": h.tenant, "status": "succeeded"}); n != 1 {
 		t.Errorf("gantry_tenant_jobs_total: %v", n)
+	}
+	if n := h.metric(t, "gantry_tenant_cpu_seconds_total", map[string]string{"tenant": h.tenant}); n <= 0 {
+		t.Errorf("gantry_tenant_cpu_seconds_total: %v", n)
 	}
 	sid := h.session(t)
 	for i, code := range []string{"rm -r out && echo gone", "ls -d out && echo x > out/a.txt", "rm -r out; echo file > out", "cat out"} {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 )
@@ -66,7 +68,7 @@ func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]stri
 		_, _ = tw.Write([]byte(content))
 	}
 	_ = tw.Close()
-	snap := store.Snapshot{Version: sess.Version + 1, Key: jobs.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
 	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,13 @@ func TestStatefulSessions(t *testing.T) {
 				t.Fatalf("%s %s %q value %q (want %s %q %q) stderr %q %+v", j.Status, j.LiveState, j.Stdout, got, state, stdout, value, j.Stderr, j.Error)
 			}
 		}
-		want(h.in(t, sid, py("import pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\nprint('loaded')")), jobs.LiveNew, "loaded\n", "")
+		// The session's interpreter forks from the warm one (its container
+		// is handed out once that has loaded): the libraries are there
+		// before the first job imports them. Under the container isolation
+		// it is a new interpreter.
+		preloaded := map[bool]string{true: "True", false: "False"}[h.sb.Isolation() == agent.Namespaces]
+		want(h.in(t, sid, py("import sys\nprint('pandas' in sys.modules)\nimport pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})")),
+			jobs.LiveNew, preloaded+"\n", "")
 		want(h.in(t, sid, py("x + 1")), jobs.LiveKept, "", "42")
 		want(h.in(t, sid, py("x += 1\nprint(x)\nx;")), jobs.LiveKept, "42\n", "")
 		j := h.in(t, sid, py("df.a.sum()\ndf"))
@@ -135,6 +143,34 @@ func TestStatefulSessions(t *testing.T) {
 		j = h.in(t, sid, jobs.Request{Language: "python", Code: "import os, sys\nprint(sys.stdin.read(), os.environ['WHO'], open('in.txt').read())",
 			Stdin: "in", Env: map[string]string{"WHO": "me"}, Files: []jobs.File{{Path: "in.txt", Content: "file"}}})
 		want(j, jobs.LiveKept, "in me file\n", "")
+	})
+
+	t.Run("jobs are measured; a compiled program runs in the session", func(t *testing.T) {
+		t.Parallel()
+		sid := h.statefulSession(t)
+		h.in(t, sid, bash("echo from-bash > /tmp/note"))
+		j := h.in(t, sid, py("import time\nwhile time.process_time() < 0.4: pass\nx = 7"))
+		if j.Status != jobs.StatusSucceeded || j.CPUTimeMS == nil || *j.CPUTimeMS < 350 || *j.CPUTimeMS > 1500 {
+			t.Errorf("a cell burning 0.4 s: %s %q cpu %v", j.Status, j.Stderr, deref(j.CPUTimeMS))
+		}
+		if !h.sb.Runs("cpp") {
+			return // the image has no compilers
+		}
+		j = h.in(t, sid, jobs.Request{Language: "cpp", Code: "#include <fstream>\n#include <iostream>\n" +
+			"int main() { std::ifstream f(\"/tmp/note\"); std::string s; f >> s; std::cout << s << std::endl; }"})
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "from-bash\n" || j.Compile == nil || j.LiveState != jobs.LiveKept {
+			t.Errorf("C++ in the session: %s %q %q %+v %s", j.Status, j.Stdout, j.Stderr, j.Compile, j.LiveState)
+		}
+		if j := h.in(t, sid, py("x")); j.Value == nil || j.Value.Text != "7" {
+			t.Errorf("after the C++ job: %+v %q", j.Value, j.Stderr)
+		}
+		j = h.in(t, sid, jobs.Request{Language: "cpp", Code: "int main() { return nope; }"})
+		if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeCompileError {
+			t.Errorf("a compile error in the session: %s %+v", j.Status, j.Error)
+		}
+		if j := h.in(t, sid, py("x")); j.Value == nil || j.Value.Text != "7" || j.LiveState != jobs.LiveKept {
+			t.Errorf("after the compile error: %+v %s", j.Value, j.LiveState)
+		}
 	})
 
 	t.Run("a timeout loses the live state, not the files", func(t *testing.T) {
@@ -199,6 +235,29 @@ func TestStatefulSessions(t *testing.T) {
 		j := h.in(t, sid, py("print(v, open('api.txt').read())"))
 		if j.Stdout != "5 from the API\n" || j.LiveState != jobs.LiveKept {
 			t.Errorf("after a files API write: %q %s %q", j.Stdout, j.LiveState, j.Stderr)
+		}
+	})
+
+	t.Run("without the warm interpreter, in bubblewrap's sandbox", func(t *testing.T) {
+		t.Parallel()
+		if h.sb.Isolation() != agent.Namespaces {
+			t.Skip("the container isolation has its own way")
+		}
+		cold := newHarness(t, 1, withoutWarm)
+		req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+		sess, err := cold.st.CreateSession(context.Background(), cold.tenant, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j := cold.in(t, sess.ID, py("import sys\nprint('pandas' in sys.modules)\nn = 2")); j.Stdout != "False\n" || j.LiveState != jobs.LiveNew {
+			t.Fatalf("job 1: %s %q %s %q", j.Status, j.Stdout, j.LiveState, j.Stderr)
+		}
+		j := cold.in(t, sess.ID, py("n * 21"))
+		if j.Value == nil || j.Value.Text != "42" || j.LiveState != jobs.LiveKept {
+			t.Errorf("job 2: %s %+v %s %q", j.Status, j.Value, j.LiveState, j.Stderr)
+		}
+		if j := cold.in(t, sess.ID, py("import subprocess\nprint(subprocess.run(['grep', 'Seccomp_filters', '/proc/self/status'], capture_output=True, text=True).stdout.split())")); j.Stdout != "['Seccomp_filters:', '2']\n" {
+			t.Errorf("job 3: %q %q", j.Stdout, j.Stderr)
 		}
 	})
 }

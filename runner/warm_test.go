@@ -13,14 +13,15 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-// warmHarness is a harness whose containers have a warm interpreter (the
-// test is skipped under the container isolation, which has none).
+// warmHarness is a harness whose containers are handed out with their
+// warm interpreter loaded (the test is skipped under the container
+// isolation, which has none).
 func warmHarness(t *testing.T, slots int) *harness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarness(t, slots)
+	h := newHarness(t, slots, awaitingWarm)
 	if h.sb.Isolation() != agent.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
@@ -341,4 +342,36 @@ func memoryHolds(pid string, b []byte) (int, bool, error) {
 		regions++
 	}
 	return regions, false, nil
+}
+
+// TestWarmJobsAreMeasured: a job forked from the warm interpreter reports
+// what it used itself (not the interpreter's start or its preloaded
+// libraries), and one that runs past its timeout is killed by the agent,
+// measured, as any job.
+func TestWarmJobsAreMeasured(t *testing.T) {
+	h := warmHarness(t, 1)
+	const forked = "import sys\nif 'pandas' not in sys.modules: print('not forked')\n"
+	j := h.run(t, jobs.Request{Language: "python", Code: forked +
+		"import time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n" +
+		"while time.process_time() < 0.5: pass\nprint('done')"})
+	if j.Status != jobs.StatusSucceeded || j.Stdout != "done\n" {
+		t.Fatalf("%s %q %q", j.Status, j.Stdout, j.Stderr)
+	}
+	if cpu := deref(j.CPUTimeMS); j.CPUTimeMS == nil || *j.CPUTimeMS < 450 || *j.CPUTimeMS > 1500 {
+		t.Errorf("cpu_time_ms %v, want 450 to 1500", cpu)
+	}
+	// About 64 MiB (what the sandbox held when it started is read a moment
+	// after the job began): the interpreter's own pages are not the job's.
+	if j.PeakMemoryKB == nil || *j.PeakMemoryKB < 56<<10 || *j.PeakMemoryKB > 96<<10 {
+		t.Errorf("peak_memory_kb %v, want 56 to 96 MiB", deref(j.PeakMemoryKB))
+	}
+	t.Logf("forked: cpu_time_ms %v, peak_memory_kb %v", deref(j.CPUTimeMS), deref(j.PeakMemoryKB))
+
+	j = h.run(t, jobs.Request{Language: "python", TimeoutMS: 1500, Code: forked +
+		"b = bytearray(32 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nwhile True: pass"})
+	// The agent kills it at 1.5 s; the runner's own deadline is 5 s later.
+	if j.Status != jobs.StatusTimedOut || j.CPUTimeMS == nil || *j.CPUTimeMS < 500 ||
+		j.PeakMemoryKB == nil || *j.PeakMemoryKB < 32<<10 || j.DurationMS == nil || *j.DurationMS > 3000 {
+		t.Errorf("timed out: %s %q cpu %v peak %v duration %v", j.Status, j.Stdout, deref(j.CPUTimeMS), deref(j.PeakMemoryKB), deref(j.DurationMS))
+	}
 }

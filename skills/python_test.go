@@ -19,6 +19,7 @@ import (
 // skill's examples run there, laid out as runners mount them, and so do a
 // public-style skill's scripts.
 func TestPythonImportsSkillFolders(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Docker and the sandbox image")
 	}

@@ -16,6 +16,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
+	t.Parallel()
 	all, err := skills.Builtins()
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func TestBuiltins(t *testing.T) {
 // standard field, descriptions over several lines, scripts, references and
 // a binary asset.
 func TestPublicSkills(t *testing.T) {
+	t.Parallel()
 	pdf := skillstest.Skill(t, skillstest.PDF)
 	if pdf.License != "Apache-2.0" || pdf.Metadata["version"] != "1.0" || pdf.Metadata["author"] != "example-org" ||
 		!strings.HasPrefix(pdf.Description, "Extract text and page counts from PDF files, and list their form fields. Use when") {
@@ -110,6 +112,7 @@ func TestPublicSkills(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range skillstest.InvalidSkills() {
 		_, err := skills.Parse([]byte(c.SkillMD))
 		var e *skills.Error
@@ -160,6 +163,7 @@ func TestParseErrors(t *testing.T) {
 // TestBinaryFilesInJSON: content that is not text travels as base64 and
 // comes back as the same bytes.
 func TestBinaryFilesInJSON(t *testing.T) {
+	t.Parallel()
 	logo := skillstest.Files(t, skillstest.PDF)["assets/logo.png"]
 	files := []skills.File{{Path: "a.txt", Content: "héllo\n"}, {Path: "logo.png", Content: string(logo)}, {Path: "nul.txt", Content: "a\x00b"}}
 	raw, err := jsonMarshal(files)
@@ -185,6 +189,7 @@ func TestBinaryFilesInJSON(t *testing.T) {
 }
 
 func TestArchives(t *testing.T) {
+	t.Parallel()
 	want := skillstest.Skill(t, skillstest.PDF)
 	for _, c := range []struct {
 		format string

@@ -16,6 +16,7 @@ import (
 )
 
 func TestPutWalk(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the S3 server")
 	}
@@ -53,6 +54,7 @@ func TestPutWalk(t *testing.T) {
 }
 
 func TestPutTooLargeLeavesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the S3 server")
 	}

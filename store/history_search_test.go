@@ -47,6 +47,7 @@ func listIDs(t *testing.T, st *store.Store, tenantID string, f store.JobFilter) 
 // TestListJobsFilters: each filter of the history alone, together, with
 // the cursor, and never across tenants.
 func TestListJobsFilters(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -137,6 +138,7 @@ func TestListJobsFilters(t *testing.T) {
 // values or file contents; env sealed by the caller is not in the row, and
 // rows stored in the clear are sealed by SealPlainEnv.
 func TestJobSpecsAndSealedEnv(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -166,7 +168,7 @@ func TestJobSpecsAndSealedEnv(t *testing.T) {
 
 	rowHolds := func(id, value string) bool {
 		var n int
-		if err := st.QueryRowForTest(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND spec::text LIKE '%' || $2 || '%'`, id, value).Scan(&n); err != nil {
+		if err := storetest.QueryRow(st, `SELECT count(*) FROM jobs WHERE id = $1 AND spec::text LIKE '%' || $2 || '%'`, id, value).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // NewJob is a validated job about to be queued.
@@ -35,14 +36,18 @@ type NewJob struct {
 	// MaxQueued caps the tenant's queued jobs (0: no cap): a submission
 	// beyond it fails with ErrTooManyQueued.
 	MaxQueued int
+	// TraceParent is the W3C traceparent of the span that queues the job
+	// ("" with tracing off): runners' spans for the job are its children.
+	TraceParent string
 }
 
 // ErrTooManyQueued means the tenant has as many queued jobs as it may.
 var ErrTooManyQueued = errors.New("too many queued jobs")
 
-const jobColumns = `id, status, language, session_id, attempt, created_at, started_at, finished_at,
+const jobColumns = `id, status, language, session_id, attempt, trace_parent, created_at, started_at, finished_at,
 	exit_code, duration_ms, stdout, stderr, stdout_truncated, stderr_truncated, artifacts,
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
+	cpu_time_ms, peak_memory_kb, compile, compile_output,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
 	value, live_state, live_state_reason, egress`
 
@@ -119,13 +124,13 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	}
 	row := tx.QueryRow(ctx, `
 		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
-			batch_id, webhook_url)
-		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			batch_id, webhook_url, trace_parent)
+		VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING `+jobColumns,
 		id, nj.TenantID, nj.Spec.Language, nj.SessionID, seq, spec, meta, key, nj.RequestHash,
-		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL))
-	job, err = scanJob(row)
+		nilIfEmpty(nj.BatchID), nilIfEmpty(nj.WebhookURL), nilIfEmpty(nj.TraceParent))
+	r, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) && key != nil {
 		_ = tx.Rollback(ctx)
 		return s.jobByIdempotencyKey(ctx, nj.TenantID, *key, nj.RequestHash)
@@ -133,6 +138,7 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("insert job: %w", err)
 	}
+	job = r.job // new: all its output (none) is in the row
 	seqNo, err := publish(ctx, job.ID)
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -149,21 +155,24 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 func (s *Store) jobByIdempotencyKey(ctx context.Context, tenantID, key string, hash []byte) (jobs.Job, bool, error) {
 	var stored []byte
 	row := s.pool.QueryRow(ctx, `SELECT request_hash, `+jobColumns+` FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
-	job, err := scanJobWith(row, &stored)
+	r, err := scanJobWith(row, &stored)
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("find job by idempotency key: %w", notFound(err))
 	}
 	if !bytes.Equal(stored, hash) {
-		return jobs.Job{}, false, fmt.Errorf("idempotency key %q was used for a different request (job %s): %w", key, job.ID, ErrConflict)
+		return jobs.Job{}, false, fmt.Errorf("idempotency key %q was used for a different request (job %s): %w", key, r.job.ID, ErrConflict)
 	}
-	return job, false, nil
+	job, err := s.loadOne(ctx, r)
+	return job, false, err
 }
 
 // GetJob returns the tenant's job, or ErrNotFound.
 func (s *Store) GetJob(ctx context.Context, tenantID, id string) (jobs.Job, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID)
-	j, err := scanJob(row)
-	return j, notFound(err)
+	r, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	if err != nil {
+		return jobs.Job{}, notFound(err)
+	}
+	return s.loadOne(ctx, r)
 }
 
 // JobFilter narrows a job listing. Every field set must hold.
@@ -243,23 +252,25 @@ func (s *Store) ListJobs(ctx context.Context, tenantID string, f JobFilter) ([]j
 		return nil, "", err
 	}
 	defer rows.Close()
-	out := make([]jobs.Job, 0, f.Limit)
+	page := make([]row, 0, f.Limit)
 	for rows.Next() {
-		j, err := scanJob(rows)
+		r, err := scanJob(rows)
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, j)
+		page = append(page, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", err
 	}
+	rows.Close()
 	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
+	if len(page) > f.Limit {
+		page = page[:f.Limit]
+		next = page[len(page)-1].job.ID
 	}
-	return out, next, nil
+	out, err := s.load(ctx, page...)
+	return out, next, err
 }
 
 // jobSpecView selects what the API shows of a jobs row's spec, computed in
@@ -443,6 +454,9 @@ type Claim struct {
 	// EgressAllow is the tenant's egress allow-list as it is when the job
 	// is claimed (empty: no network).
 	EgressAllow []string
+	// TraceParent is the traceparent of the span that queued the job (""
+	// with tracing off, or for a job queued before it was on).
+	TraceParent string
 }
 
 // tenantClaim selects what a claim carries of a jobs row's tenant: its
@@ -533,8 +547,8 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 	err = tx.QueryRow(ctx, `
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
-		RETURNING attempt, tenant_id, spec, cancel_requested, `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.Private, &c.KeyEpoch, &c.EgressAllow)
+		RETURNING attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim, req.JobID, req.RunnerID).
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch, &c.EgressAllow)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
 	}
@@ -547,8 +561,19 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 // FinishJob records the result of an attempt. It applies only if the job is
 // still running this attempt, so a runner that lost its job to a
 // redelivery cannot overwrite the newer attempt; applied says whether it did.
+//
+// Output longer than the inline maximum is put in the output store first
+// (KeepOutput); if the result does not apply, it is deleted again.
 func (s *Store) FinishJob(ctx context.Context, id string, attempt int, r jobs.Result) (applied bool, err error) {
-	return finishJob(ctx, s.pool, id, attempt, r)
+	m, err := s.moveOutput(ctx, id, attempt, r)
+	if err != nil {
+		return false, err
+	}
+	applied, err = finishJob(ctx, s.pool, id, attempt, m)
+	if err == nil && !applied {
+		s.forget(ctx, m.keys)
+	}
+	return applied, err
 }
 
 // execer is a pool or a transaction.
@@ -556,7 +581,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Result) (bool, error) {
+func finishJob(ctx context.Context, db execer, id string, attempt int, r movedResult) (bool, error) {
 	arts, err := json.Marshal(storedArtifacts(r.Artifacts, r.ArtifactsOmitted))
 	if err != nil {
 		return false, err
@@ -574,6 +599,17 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 		c := string(r.Error.Code)
 		code, msg = &c, &r.Error.Message
 	}
+	var cpuMS, peakKB *int64
+	if r.Usage != nil {
+		ms, kb := r.Usage.CPUTimeMS(), r.Usage.PeakMemoryKB
+		cpuMS, peakKB = &ms, &kb
+	}
+	var compile []byte
+	if r.Compile != nil {
+		if compile, err = json.Marshal(r.Compile); err != nil {
+			return false, err
+		}
+	}
 	var value []byte
 	if r.Value != nil {
 		if value, err = json.Marshal(r.Value); err != nil {
@@ -590,12 +626,14 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r jobs.Re
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
-			stdout_key = $14, stderr_key = $15, value = $16, live_state = $17, live_state_reason = $18,
-			egress = $19
+			stdout_key = $14, stderr_key = $15,
+			cpu_time_ms = $16, peak_memory_kb = $17, compile = $18, compile_output = $19,
+			value = $20, live_state = $21, live_state_reason = $22, egress = $23
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
-		arts, code, msg, callsJSON, nilIfEmpty(r.StdoutKey), nilIfEmpty(r.StderrKey),
+		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
+		cpuMS, peakKB, compile, nonNil(r.CompileOutput),
 		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), egress)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
@@ -640,66 +678,76 @@ type storedEgress struct {
 	Omitted     int                     `json:"omitted,omitempty"`
 }
 
-func scanJob(row pgx.Row) (jobs.Job, error) { return scanJobWith(row) }
+func scanJob(r pgx.Row) (row, error) { return scanJobWith(r) }
 
-func scanJobWith(row pgx.Row, extra ...any) (jobs.Job, error) {
+// scanJobWith reads a jobs row (jobColumns, after extra). The job's moved
+// output is still to be read (Store.load).
+func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 	var (
-		j               jobs.Job
-		status          string
-		stdout, stderr  []byte
-		arts, meta      []byte
-		calls, webhook  []byte
-		errCode, errMsg *string
-		outKey, errKey  *string
-		value, egress   []byte
-		live, liveWhy   *string
+		j                jobs.Job
+		status           string
+		stdout, stderr   []byte
+		arts, meta       []byte
+		calls, webhook   []byte
+		errCode, errMsg  *string
+		outKey, errKey   *string
+		compile, compOut []byte
+		value, egress    []byte
+		live, liveWhy    *string
 	)
-	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
+	var traceParent *string
+	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &traceParent, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
-		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL, &webhook,
+		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
+		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook,
 		&value, &live, &liveWhy, &egress)
-	if err := row.Scan(dest...); err != nil {
-		return jobs.Job{}, err
+	if err := r.Scan(dest...); err != nil {
+		return row{}, err
 	}
 	j.Status = jobs.Status(status)
-	j.Stdout, j.Stderr = text(stdout), text(stderr)
+	j.TraceID = tracing.SampledTraceID(deref(traceParent))
+	j.Stdout, j.Stderr, j.CompileOutput = text(stdout), text(stderr), text(compOut)
 	var err error
+	if compile != nil {
+		if err := json.Unmarshal(compile, &j.Compile); err != nil {
+			return row{}, fmt.Errorf("decode compile: %w", err)
+		}
+	}
 	if j.Artifacts, j.ArtifactsOmitted, err = loadArtifacts(arts); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode artifacts: %w", err)
+		return row{}, fmt.Errorf("decode artifacts: %w", err)
 	}
 	if err := json.Unmarshal(meta, &j.Metadata); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode metadata: %w", err)
+		return row{}, fmt.Errorf("decode metadata: %w", err)
 	}
 	if err := json.Unmarshal(calls, &j.ToolCalls); err != nil {
-		return jobs.Job{}, fmt.Errorf("decode tool calls: %w", err)
+		return row{}, fmt.Errorf("decode tool calls: %w", err)
 	}
 	if errCode != nil {
 		j.Error = &jobs.ErrorInfo{Code: jobs.ErrorCode(*errCode), Message: deref(errMsg)}
 	}
 	if webhook != nil {
 		if j.Webhook, err = decodeDelivery(webhook); err != nil {
-			return jobs.Job{}, err
+			return row{}, err
 		}
 	}
-	j.StdoutKey, j.StderrKey = deref(outKey), deref(errKey)
 	if value != nil {
 		j.Value = new(jobs.Value)
 		if err := json.Unmarshal(value, j.Value); err != nil {
-			return jobs.Job{}, fmt.Errorf("decode value: %w", err)
+			return row{}, fmt.Errorf("decode value: %w", err)
 		}
 	}
 	j.LiveState, j.LiveStateReason = jobs.LiveState(deref(live)), deref(liveWhy)
 	if egress != nil {
 		var e storedEgress
 		if err := json.Unmarshal(egress, &e); err != nil {
-			return jobs.Job{}, fmt.Errorf("decode egress: %w", err)
+			return row{}, fmt.Errorf("decode egress: %w", err)
 		}
 		j.Egress, j.EgressOmitted = e.Connections, e.Omitted
 	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)
-	return j, nil
+	return row{job: j, stdoutKey: deref(outKey), stderrKey: deref(errKey)}, nil
 }
 
 // text turns program output into a JSON-safe string: invalid UTF-8 becomes

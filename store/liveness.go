@@ -34,6 +34,9 @@ type Unfinished struct {
 	Attempt  int
 	// MsgSeq is the stream sequence of the job's run message.
 	MsgSeq uint64
+	// TraceParent is the traceparent of the span that queued the job ("":
+	// none): a new message for it continues its trace.
+	TraceParent string
 }
 
 // Repair is what the reconciler decided for an Unfinished job.
@@ -70,7 +73,7 @@ func (s *Store) ReconcileJobs(ctx context.Context, opt ReconcileOptions, repair 
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	rows, err := tx.Query(ctx, `
-		SELECT id, tenant_id, status, attempt, msg_seq FROM jobs
+		SELECT id, tenant_id, status, attempt, msg_seq, coalesce(trace_parent, '') FROM jobs
 		WHERE status IN ('queued', 'running') AND session_id IS NULL AND msg_seq IS NOT NULL
 		  AND coalesce(checked_at, created_at) < now() - make_interval(secs => $2)
 		  AND (status = 'queued' OR coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => $1))
@@ -83,7 +86,7 @@ func (s *Store) ReconcileJobs(ctx context.Context, opt ReconcileOptions, repair 
 		var u Unfinished
 		var status string
 		var seq int64
-		err := row.Scan(&u.ID, &u.TenantID, &status, &u.Attempt, &seq)
+		err := row.Scan(&u.ID, &u.TenantID, &status, &u.Attempt, &seq, &u.TraceParent)
 		u.Status, u.MsgSeq = jobs.Status(status), uint64(seq)
 		return u, err
 	})

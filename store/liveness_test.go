@@ -19,6 +19,7 @@ import (
 // taken over as the next attempt, and the job is given up once its
 // attempts are spent.
 func TestClaimCountsRunsNotDeliveries(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -80,6 +81,7 @@ func TestClaimCountsRunsNotDeliveries(t *testing.T) {
 // TestHeartbeatBringsCancel: the heartbeat keeps the job alive and reports
 // a cancel request.
 func TestHeartbeatBringsCancel(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -88,7 +90,7 @@ func TestHeartbeatBringsCancel(t *testing.T) {
 	if _, ok, err := storetest.Claim(st, j.ID, "r"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if err := st.ExecForTest(ctx, `UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if yes, err := st.Heartbeat(ctx, j.ID, 1); yes || err != nil {
@@ -107,6 +109,7 @@ func TestHeartbeatBringsCancel(t *testing.T) {
 // (no heartbeat; for a session's job, no owner) at once, with a message
 // that says so.
 func TestCancelOrphanedJob(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -115,7 +118,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 	if _, ok, _ := storetest.Claim(st, j.ID, "r"); !ok {
 		t.Fatal("claim")
 	}
-	if err := st.ExecForTest(ctx, `UPDATE jobs SET heartbeat_at = now() - interval '2 minutes' WHERE id = $1`, j.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE jobs SET heartbeat_at = now() - interval '2 minutes' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := st.CancelJob(ctx, a, j.ID, time.Minute); out != store.CancelledOrphan || err != nil {
@@ -145,7 +148,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 	if out, _ := st.CancelJob(ctx, a, ids[0], time.Minute); out != store.CancelRequested {
 		t.Fatalf("cancel with a live owner: %v", out)
 	}
-	if err := st.ExecForTest(ctx, `UPDATE sessions SET owner_until = now() - interval '1 second' WHERE id = $1`, sess.ID); err != nil {
+	if err := storetest.Exec(st, `UPDATE sessions SET owner_until = now() - interval '1 second' WHERE id = $1`, sess.ID); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := st.CancelJob(ctx, a, ids[0], time.Minute); out != store.CancelledOrphan {
@@ -158,6 +161,7 @@ func TestCancelOrphanedJob(t *testing.T) {
 // session's, not a young one — oldest check first, and what it decides is
 // applied. Concurrent reconcilers see disjoint jobs.
 func TestReconcileJobs(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -179,7 +183,7 @@ func TestReconcileJobs(t *testing.T) {
 	queueSessionJobs(t, st, a, sess.ID, &pubs, "x")
 	age := func(q string, args ...any) {
 		t.Helper()
-		if err := st.ExecForTest(ctx, q, args...); err != nil {
+		if err := storetest.Exec(st, q, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,21 +237,26 @@ func TestReconcileJobs(t *testing.T) {
 	age(`UPDATE jobs SET created_at = now() - interval '5 minutes', checked_at = NULL WHERE status = 'queued'`)
 	var mu sync.Mutex
 	counts := map[string]int{}
-	inside := make(chan struct{})
-	var once sync.Once
+	// Each reconciler waits in its first repair until the other is in its
+	// own: both hold their rows at once.
+	var both sync.WaitGroup
+	both.Add(2)
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			first := true
 			_, err := st.ReconcileJobs(ctx, store.ReconcileOptions{Stale: time.Minute, Recheck: time.Minute, Limit: 4},
 				func(_ context.Context, u store.Unfinished) (store.Repair, error) {
 					mu.Lock()
 					counts[u.ID]++
 					mu.Unlock()
-					once.Do(func() { close(inside) })
-					<-inside
-					time.Sleep(50 * time.Millisecond) // both hold their rows
+					if first {
+						first = false
+						both.Done()
+						both.Wait()
+					}
 					return store.Repair{}, nil
 				})
 			if err != nil {

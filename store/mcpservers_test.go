@@ -16,6 +16,7 @@ import (
 // codemode.ErrUnavailable and still Unavailable (the API's 503), with its
 // cause; anything else passes as it is.
 func TestMCPErrors(t *testing.T) {
+	t.Parallel()
 	if err := mcpErr(nil); err != nil {
 		t.Errorf("nil became %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 // a scan of the table nor a sort of its rows. The statements are the
 // store's own, recorded as it runs them.
 func TestHistoryQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	start := time.Now()
@@ -53,8 +54,8 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 	const big, small = "ten_0", "ten_5"
 	id := func(i int) string { return "job_" + strings.Repeat("0", 26-len(strconv.Itoa(i))) + strconv.Itoa(i) }
 	session := "ses_" + strings.Repeat("0", 26-len("1000")) + "1000"
-	log := &store.QueryLog{}
-	lctx := store.WithQueryLog(ctx, log)
+	log := &storetest.QueryLog{}
+	lctx := storetest.WithQueryLog(ctx, log)
 	run := func(name string, f func() error) {
 		t.Helper()
 		if err := f(); err != nil {
@@ -136,7 +137,7 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 			continue
 		}
 		var raw []byte
-		if err := st.QueryRowForTest(ctx, "EXPLAIN (FORMAT JSON) "+s.SQL, s.Args...).Scan(&raw); err != nil {
+		if err := storetest.QueryRow(st, "EXPLAIN (FORMAT JSON) "+s.SQL, s.Args...).Scan(&raw); err != nil {
 			t.Fatalf("explain %s: %v", s.SQL, err)
 		}
 		var plans []struct{ Plan planNode }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -18,6 +19,7 @@ import (
 // TestUnavailableTerminatedBackend: a query whose backend is terminated (as
 // in a fast shutdown: SQLSTATE 57P01) is an outage, not a failed query.
 func TestUnavailableTerminatedBackend(t *testing.T) {
+	t.Parallel()
 	url := storetest.DatabaseURL(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
@@ -31,23 +33,24 @@ func TestUnavailableTerminatedBackend(t *testing.T) {
 	}
 	t.Cleanup(func() { admin.Close(ctx) })
 
+	victim, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Close(ctx) })
 	errc := make(chan error, 1)
-	go func() { errc <- st.ExecForTest(ctx, `SELECT pg_sleep(30) /* victim */`) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	go func() {
+		_, err := victim.Exec(ctx, `SELECT pg_sleep(30) /* victim */`)
+		errc <- err
+	}()
+	eventually.True(t, 10*time.Second, "the victim's query to start (and be terminated)", func() bool {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND query LIKE '%/* victim */%' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the query never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n > 0
+	})
 	err = <-errc
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
@@ -71,6 +74,7 @@ func TestUnavailableTerminatedBackend(t *testing.T) {
 // TestBinaryStdinStored: stdin with NUL and invalid UTF-8 goes into the
 // jobs table and comes back to the runner's claim byte for byte.
 func TestBinaryStdinStored(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -93,6 +97,7 @@ func TestBinaryStdinStored(t *testing.T) {
 // TestSyncBuiltinsConcurrent: ingresses starting together store each
 // built-in skill once (ten rounds of eight at once, each on a fresh table).
 func TestSyncBuiltinsConcurrent(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	builtins, err := skills.Builtins()
@@ -141,6 +146,7 @@ func TestSyncBuiltinsConcurrent(t *testing.T) {
 // TestKeyEpoch: every revocation of one of a tenant's keys moves the
 // tenant's key epoch on, and claims (plain and session jobs) carry it.
 func TestKeyEpoch(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -200,6 +206,7 @@ func TestKeyEpoch(t *testing.T) {
 // whatever ends them: cancelled ones are not counted, so the owner's view
 // (acquire, release) and the API's agree with the jobs.
 func TestSessionQueuedExact(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

@@ -340,10 +340,11 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var spec []byte
 	var cancelReq, private bool
 	var keyEpoch int64
+	var traceParent string
 	var egressAllow []string
-	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, `+tenantClaim+` FROM jobs
+	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &private, &keyEpoch, &egressAllow)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sj, false, false, nil // nothing left
 	}
@@ -360,7 +361,8 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
+	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
+	sj.Claim.TraceParent = traceParent
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)
 	}
@@ -387,14 +389,24 @@ type Live struct {
 // and, when the snapshot was recorded, the key of the snapshot it replaced
 // (for deletion). If the session is closing or the owner lost it, the
 // result is still recorded but the snapshot is not (snapshotApplied=false):
-// the caller deletes the object it uploaded.
+// the caller deletes the object it uploaded. Long output is kept as
+// FinishJob keeps it.
 func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *Snapshot, live *Live) (applied, snapshotApplied bool, replaced string, err error) {
+	m, err := s.moveOutput(ctx, jobID, attempt, r)
+	if err != nil {
+		return false, false, "", err
+	}
+	defer func() {
+		if err == nil && !applied {
+			s.forget(ctx, m.keys)
+		}
+	}()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, false, "", err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	applied, err = finishJob(ctx, tx, jobID, attempt, r)
+	applied, err = finishJob(ctx, tx, jobID, attempt, m)
 	if err != nil {
 		return false, false, "", err
 	}

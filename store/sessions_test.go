@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -47,6 +48,7 @@ func queueSessionJobs(t *testing.T, st *store.Store, tenantID, sessionID string,
 }
 
 func TestSessionQueueAndOwnership(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -80,13 +82,13 @@ func TestSessionQueueAndOwnership(t *testing.T) {
 		if err != nil || !ok || sj.JobID != want || sj.Attempt != 1 {
 			t.Fatalf("next %d: %+v %v %v", i, sj, ok, err)
 		}
-		snap := &store.Snapshot{Version: int64(i + 1), Key: jobs.SessionKey(a, sess.ID, int64(i+1)), Bytes: 10}
+		snap := &store.Snapshot{Version: int64(i + 1), Key: blob.SessionKey(a, sess.ID, int64(i+1)), Bytes: 10}
 		code := 0
 		applied, snapApplied, replaced, err := st.FinishSessionJob(ctx, sj.JobID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &code}, sess.ID, "r1", snap, nil)
 		if err != nil || !applied || !snapApplied {
 			t.Fatalf("finish %d: %v %v %v", i, applied, snapApplied, err)
 		}
-		if i > 0 && replaced != jobs.SessionKey(a, sess.ID, int64(i)) {
+		if i > 0 && replaced != blob.SessionKey(a, sess.ID, int64(i)) {
 			t.Errorf("replaced = %q", replaced)
 		}
 	}
@@ -103,6 +105,7 @@ func TestSessionQueueAndOwnership(t *testing.T) {
 }
 
 func TestSessionLostOwnerAndAttempts(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -132,6 +135,7 @@ func TestSessionLostOwnerAndAttempts(t *testing.T) {
 }
 
 func TestSessionCloseAndExpiry(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")

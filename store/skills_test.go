@@ -15,6 +15,7 @@ import (
 )
 
 func TestSkills(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -86,6 +87,7 @@ func TestSkills(t *testing.T) {
 // from Postgres exactly as saved; built-ins that no longer ship go away;
 // a tenant's skills as a whole are capped.
 func TestAgentSkillsStored(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -152,6 +154,7 @@ func TestAgentSkillsStored(t *testing.T) {
 // TestSkillSearchRanking checks the ranking on a fixed corpus: the built-ins
 // plus decoys that mention the query words less prominently.
 func TestSkillSearchRanking(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -199,6 +202,7 @@ func TestSkillSearchRanking(t *testing.T) {
 // TestSyncBuiltinsConcurrently is several ingresses starting at once against
 // a fresh database: each built-in skill is stored once, not once per replica.
 func TestSyncBuiltinsConcurrently(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	builtins, err := skills.Builtins()

@@ -36,10 +36,22 @@ var (
 // Store is gantry's Postgres store. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// output keeps streams longer than inlineMax (nil: every stream is
+	// kept in the row).
+	output    Output
+	inlineMax int
+}
+
+// Option changes how Open connects.
+type Option func(*pgxpool.Config)
+
+// WithTracer has every statement the store runs traced by t.
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
 }
 
 // Open connects to Postgres. It does not apply migrations.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -49,7 +61,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		// log streams and runners sharing one process.
 		cfg.MaxConns = 16
 	}
-	cfg.ConnConfig.Tracer = queryTracer{}
+	for _, o := range opts {
+		o(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -156,17 +170,4 @@ func Unavailable(err error) bool {
 func Unstorable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05")
-}
-
-// QueryRowForTest runs a query directly; like ExecForTest, for tests only.
-func (s *Store) QueryRowForTest(ctx context.Context, sql string, args ...any) pgx.Row {
-	return s.pool.QueryRow(ctx, sql, args...)
-}
-
-// ExecForTest runs a statement directly. It exists for tests (storetest)
-// that must put the database in states such as "this session expired an
-// hour ago"; production code never calls it.
-func (s *Store) ExecForTest(ctx context.Context, sql string, args ...any) error {
-	_, err := s.pool.Exec(ctx, sql, args...)
-	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +32,7 @@ func published(ids *[]string) func(context.Context, string) (uint64, error) {
 }
 
 func TestAuthenticate(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, key := storetest.Tenant(t, st, "acme")
@@ -67,6 +70,7 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -82,6 +86,7 @@ func TestEnqueuePublishFailureLeavesNoJob(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -130,6 +135,7 @@ func TestIdempotency(t *testing.T) {
 }
 
 func TestTenantScoping(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -154,6 +160,7 @@ func TestTenantScoping(t *testing.T) {
 }
 
 func TestClaimFinishFencing(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -193,7 +200,57 @@ func TestClaimFinishFencing(t *testing.T) {
 	}
 }
 
+// TestUsageAndCompileRecorded: what a job used and its compile step are
+// kept with its result, and absent (null) for a job that has none.
+func TestUsageAndCompileRecorded(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	var pubs []string
+	one, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	two, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	for _, id := range []string{one.ID, two.ID} {
+		if _, ok, err := storetest.Claim(st, id, "r1"); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+	}
+	code, zero := 1, 0
+	res := jobs.Result{Status: jobs.StatusFailed, ExitCode: &code,
+		Usage: &jobs.ProgramUsage{CPUTime: 1234567 * time.Microsecond, PeakMemoryKB: 204800},
+		Compile: &jobs.Compile{Status: jobs.CompileSucceeded, ExitCode: &zero, DurationMS: 812,
+			CPUTimeMS: ptr(int64(790)), PeakMemoryKB: ptr(int64(150000)), OutputTruncated: true},
+		CompileOutput: []byte("main.c:3: warning: \xff unused\n")}
+	if applied, err := st.FinishJob(ctx, one.ID, 1, res); err != nil || !applied {
+		t.Fatalf("finish: %v %v", applied, err)
+	}
+	got, err := st.GetJob(ctx, a, one.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CPUTimeMS == nil || *got.CPUTimeMS != 1235 || got.PeakMemoryKB == nil || *got.PeakMemoryKB != 204800 {
+		t.Errorf("usage: cpu %v peak %v", got.CPUTimeMS, got.PeakMemoryKB)
+	}
+	if c := got.Compile; c == nil || c.Status != jobs.CompileSucceeded || *c.ExitCode != 0 || c.DurationMS != 812 ||
+		*c.CPUTimeMS != 790 || *c.PeakMemoryKB != 150000 || !c.OutputTruncated {
+		t.Errorf("compile: %+v", got.Compile)
+	}
+	if got.CompileOutput != "main.c:3: warning: \uFFFD unused\n" {
+		t.Errorf("compile output %q", got.CompileOutput)
+	}
+
+	if applied, err := st.FinishJob(ctx, two.ID, 1, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &zero}); err != nil || !applied {
+		t.Fatalf("finish: %v %v", applied, err)
+	}
+	got, _ = st.GetJob(ctx, a, two.ID)
+	if got.CPUTimeMS != nil || got.PeakMemoryKB != nil || got.Compile != nil || got.CompileOutput != "" {
+		t.Errorf("a job without them: cpu %v peak %v compile %+v output %q", got.CPUTimeMS, got.PeakMemoryKB, got.Compile, got.CompileOutput)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -219,6 +276,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestListPagination(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	a, _ := storetest.Tenant(t, st, "a")
@@ -263,6 +321,7 @@ func TestListPagination(t *testing.T) {
 // database: the migrations are applied once, every replica comes up, and
 // the schema version says so.
 func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := storetest.DatabaseURL(t)
 	const replicas = 3
@@ -276,8 +335,11 @@ func TestMigrateConcurrently(t *testing.T) {
 		stores[i] = st
 	}
 	files, _ := fs.Glob(migrations.FS, "*.sql")
+	// The newest version is the highest file's number (numbers may skip
+	// one another branch has taken).
+	newest, _ := strconv.ParseInt(strings.SplitN(files[len(files)-1], "_", 2)[0], 10, 64)
 	cur, want, err := stores[0].SchemaVersion(ctx)
-	if err != nil || cur != 0 || want != int64(len(files)) {
+	if err != nil || cur != 0 || want != newest {
 		t.Fatalf("fresh database: version %d of %d, %v", cur, want, err)
 	}
 	type result struct {

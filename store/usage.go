@@ -47,15 +47,18 @@ func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time, 
 	if err := rows.Err(); err != nil {
 		return u, err
 	}
-	// Durations, artifact bytes and sessions, per bucket and over the
-	// range (GROUPING SETS: the range's percentiles are not the buckets').
+	// Durations, artifact bytes, sessions, CPU time and peak memory, per
+	// bucket and over the range (GROUPING SETS: the range's percentiles
+	// are not the buckets').
 	rows, err = s.pool.Query(ctx, `
 		SELECT date_bin(make_interval(secs => $4), created_at, 'epoch'),
 			percentile_disc(0.5) WITHIN GROUP (ORDER BY duration_ms),
 			percentile_disc(0.95) WITHIN GROUP (ORDER BY duration_ms),
 			coalesce(sum((SELECT coalesce(sum((a->>'size')::bigint), 0) FROM jsonb_array_elements(artifacts) a
 				WHERE coalesce(a->>'omitted', '') = '')), 0)::bigint,
-			count(DISTINCT session_id)
+			count(DISTINCT session_id),
+			coalesce(sum(cpu_time_ms), 0)::bigint,
+			max(peak_memory_kb)
 		FROM jobs WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
 		GROUP BY GROUPING SETS ((1), ())`, tenantID, from, to, interval)
 	if err != nil {
@@ -66,7 +69,9 @@ func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time, 
 		var p50, p95 *int64
 		var bytes int64
 		var sessions int
-		if err := rows.Scan(&at, &p50, &p95, &bytes, &sessions); err != nil {
+		var cpuMS int64
+		var peakKB *int64
+		if err := rows.Scan(&at, &p50, &p95, &bytes, &sessions, &cpuMS, &peakKB); err != nil {
 			rows.Close()
 			return u, err
 		}
@@ -79,6 +84,7 @@ func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time, 
 			f = &b.UsageFigures
 		}
 		f.DurationP50MS, f.DurationP95MS, f.ArtifactBytes, f.Sessions = p50, p95, bytes, sessions
+		f.CPUSeconds, f.PeakMemoryKB = float64(cpuMS)/1000, peakKB
 	}
 	rows.Close()
 	return u, rows.Err()

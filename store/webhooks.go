@@ -97,13 +97,14 @@ func (s *Store) ClaimWebhooks(ctx context.Context, limit int, lease time.Duratio
 		WHERE d.id IN (SELECT id FROM webhook_deliveries
 			WHERE status = 'pending' AND next_attempt_at <= now()
 			ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-		RETURNING d.id, d.tenant_id, d.job_id, d.url, d.created_at, jsonb_array_length(d.attempts)`, limit, lease.Seconds())
+		RETURNING d.id, d.tenant_id, d.job_id, d.url, d.created_at, jsonb_array_length(d.attempts),
+			coalesce((SELECT trace_parent FROM jobs j WHERE j.id = d.job_id), '')`, limit, lease.Seconds())
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (webhook.DueDelivery, error) {
 		var w webhook.DueDelivery
-		err := row.Scan(&w.ID, &w.TenantID, &w.JobID, &w.URL, &w.CreatedAt, &w.Attempts)
+		err := row.Scan(&w.ID, &w.TenantID, &w.JobID, &w.URL, &w.CreatedAt, &w.Attempts, &w.TraceParent)
 		return w, err
 	})
 }

@@ -13,6 +13,7 @@ import (
 // TestWebhookOutbox: every way a job finishes writes its delivery with the
 // result — the job's own URL, else the tenant's default, else none.
 func TestWebhookOutbox(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -140,6 +141,7 @@ func TestWebhookOutbox(t *testing.T) {
 }
 
 func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")
@@ -166,6 +168,7 @@ func TestWebhookSecrets(t *testing.T) {
 }
 
 func TestListByBatch(t *testing.T) {
+	t.Parallel()
 	st := storetest.New(t)
 	ctx := context.Background()
 	tenantID, _ := storetest.Tenant(t, st, "acme")

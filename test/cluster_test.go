@@ -16,9 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantryhq/gantry/blob/blobtest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
 	"github.com/gantryhq/gantry/migrations"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -36,7 +37,7 @@ func TestClusterStart(t *testing.T) {
 	dbURL := storetest.DatabaseURL(t)
 	// Postgres is reached through a port nothing listens on yet.
 	pgAddr, lateURL := lateAddress(t, dbURL)
-	nats := jobstest.NewCluster(t, 3)
+	nats := queuetest.NewCluster(t, 3)
 	s3 := blobtest.Server(t)
 	env := []string{
 		"GANTRY_DATABASE_URL=" + lateURL,
@@ -161,17 +162,12 @@ print("from the cluster")`})
 	// runner says it is not ready, naming NATS.
 	nats.Stop(1)
 	nats.Stop(2)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		r := get(t, "http://"+healthAddr+"/readyz")
+	if !eventually.Within(time.Minute, func() bool {
+		r = get(t, "http://"+healthAddr+"/readyz")
 		_ = json.Unmarshal(r.body, &ready)
-		if r.status == 503 && strings.HasPrefix(ready.Checks["nats"], "error") && ready.Checks["postgres"] == "ok" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runner /readyz without a NATS quorum: %d %s", r.status, r.body)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return r.status == 503 && strings.HasPrefix(ready.Checks["nats"], "error") && ready.Checks["postgres"] == "ok"
+	}) {
+		t.Fatalf("runner /readyz without a NATS quorum: %d %s", r.status, r.body)
 	}
 	out, err := exec.Command(gantryBin(t), "probe", "http://"+healthAddr+"/readyz").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "503") {

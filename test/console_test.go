@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -69,10 +70,8 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc() // kills the browser and waits for it
-		deadline := time.Now().Add(10 * time.Second)
-		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond) // a child process still writing
-		}
+		// A child process may still be writing into it.
+		eventually.Within(10*time.Second, func() bool { return os.RemoveAll(profile) == nil })
 	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
@@ -316,11 +315,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		present(".empty"),
 	)
 	// The overview charts the tenant's usage (GET /v1/usage): the job that
-	// ran is in today's bar, green.
+	// ran is in today's bar, green, and its CPU time in the CPU chart.
 	run(t, ctx, "overview", 30*time.Second,
 		chromedp.Navigate(base),
 		present(`nav a[aria-current="page"][href="/console/overview"]`),
 		present(`svg rect.s-succeeded`),
+		present(`svg rect.cpu`),
 		shot(t, "overview"),
 	)
 	if n := textOf(t, ctx, "#total-jobs"); n == "" || n == "0" {

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -166,16 +168,24 @@ func (p *proc) kill() {
 // waitOutput waits until the process printed something matching re.
 func (p *proc) waitOutput(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(p.output()); m != nil {
-			return m
+	var m []string
+	exited := false
+	eventually.Within(within, func() bool {
+		if m = re.FindStringSubmatch(p.output()); m != nil {
+			return true
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("gantry exited:\n%s", p.output())
-		case <-time.After(50 * time.Millisecond):
+			exited = true
+		default:
 		}
+		return exited
+	})
+	switch {
+	case m != nil:
+		return m
+	case exited:
+		t.Fatalf("gantry exited:\n%s", p.output())
 	}
 	t.Fatalf("no %q in output within %s:\n%s", re, within, p.output())
 	return nil
@@ -277,16 +287,28 @@ var httpClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func (d *dev) call(t *testing.T, method, path, body string) resp {
 	t.Helper()
-	req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+	r, err := d.try(method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// try is call for goroutines the test does not own: it fails nothing.
+func (d *dev) try(method, path, body string) (resp, error) {
+	req, err := http.NewRequest(method, d.url+path, strings.NewReader(body))
+	if err != nil {
+		return resp{}, err
+	}
 	req.Header.Set("Authorization", "Bearer "+d.key)
 	req.Header.Set("Content-Type", "application/json")
 	r, err := httpClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return resp{}, err
 	}
 	defer r.Body.Close()
-	b, _ := io.ReadAll(r.Body)
-	return resp{r.StatusCode, r.Header, b}
+	b, err := io.ReadAll(r.Body)
+	return resp{r.StatusCode, r.Header, b}, err
 }
 
 func (d *dev) job(t *testing.T, method, path, body string) jobs.Job {
@@ -314,19 +336,14 @@ func (d *dev) submit(t *testing.T, req map[string]any) jobs.Job {
 // await polls the job (with long polls) until cond holds.
 func (d *dev) await(t *testing.T, id string, within time.Duration, cond func(jobs.Job) bool) jobs.Job {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		j := d.job(t, "GET", "/v1/jobs/"+id+"?wait=1s", "")
-		if cond(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: still %s after %s", id, j.Status, within)
-		}
-		if j.Status == jobs.StatusQueued || j.Status == jobs.StatusRunning {
-			time.Sleep(20 * time.Millisecond)
-		}
+	var j jobs.Job
+	if !eventually.Within(within, func() bool {
+		j = d.job(t, "GET", "/v1/jobs/"+id+"?wait=1s", "") // a long poll
+		return cond(j)
+	}) {
+		t.Fatalf("job %s: still %s after %s", id, j.Status, within)
 	}
+	return j
 }
 
 func terminal(j jobs.Job) bool { return j.Status.Terminal() }
@@ -416,6 +433,9 @@ print("wrote 2 files")
 		if j.Status != jobs.StatusSucceeded || j.Stdout != "42\n" {
 			t.Errorf("execute: %+v", j)
 		}
+		if j.TraceID != "" {
+			t.Errorf("with no collector named, tracing is off, yet the job has trace_id %q", j.TraceID)
+		}
 	})
 
 	t.Run("live logs over SSE", func(t *testing.T) {
@@ -470,8 +490,10 @@ print("wrote 2 files")
 			}
 			waitGone(t, ctrs[id])
 		}
-		// The cancelled queued job never ran, even once slots freed up.
-		time.Sleep(500 * time.Millisecond)
+		// The cancelled queued job never ran, even once slots freed up: a
+		// job of the tenant queued after it has run since.
+		later := d.submit(t, map[string]any{"language": "bash", "code": "echo later"})
+		d.await(t, later.ID, 30*time.Second, terminal)
 		if j := d.job(t, "GET", "/v1/jobs/"+c.ID, ""); j.Status != jobs.StatusCancelled || j.StartedAt != nil {
 			t.Errorf("cancelled queued job ran: %+v", j)
 		}
@@ -482,31 +504,27 @@ print("wrote 2 files")
 // whose command line contains pattern, and returns its id.
 func (d *dev) containerRunning(t *testing.T, pattern string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var found string
+	eventually.True(t, 30*time.Second, "a container running "+strconv.Quote(pattern), func() bool {
 		for _, id := range dockerContainers(t, "dev.gantry.runner="+d.runnerID, "status=running") {
 			out, _ := exec.Command("docker", "top", id, "-o", "pid,args").Output()
 			if strings.Contains(string(out), pattern) {
-				return id
+				found = id
+				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no container runs %q", pattern)
-	return ""
+		return false
+	})
+	return found
 }
 
 // waitGone waits for the container to be removed (a container that saw a
 // timeout or cancel is retired).
 func waitGone(t *testing.T, id string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for exec.Command("docker", "inspect", id).Run() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s still exists", id)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, 15*time.Second, "container "+id+" to be removed", func() bool {
+		return exec.Command("docker", "inspect", id).Run() != nil
+	})
 }
 
 // TestRunnerKilledMidJob runs an ingress and separate runner processes, and
@@ -533,13 +551,9 @@ open("out/done.txt", "w").write("finished")
 	leftovers := dockerContainers(t, "dev.gantry.runner="+idA) // its job's and its warm pool's
 	a.kill()
 	// Its containers stop at once: their agents see the runner's connection close.
-	stopDeadline := time.Now().Add(15 * time.Second)
-	for len(dockerContainers(t, "dev.gantry.runner="+idA, "status=running")) > 0 {
-		if time.Now().After(stopDeadline) {
-			t.Fatal("the killed runner's containers are still running")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, 15*time.Second, "the killed runner's containers to stop", func() bool {
+		return len(dockerContainers(t, "dev.gantry.runner="+idA, "status=running")) == 0
+	})
 	b := runner(idB)
 	j = d.await(t, j.ID, 2*time.Minute, terminal)
 	if j.Status != jobs.StatusSucceeded || j.Attempt != 2 || len(j.Artifacts) != 1 {
@@ -555,14 +569,8 @@ open("out/done.txt", "w").write("finished")
 	}
 	// The killed runner's containers are removed when it comes back.
 	a = runner(idA)
-	deadline := time.Now().Add(15 * time.Second)
 	for _, id := range leftovers {
-		for exec.Command("docker", "inspect", id).Run() == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("container %s of the killed runner still exists", id)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitGone(t, id)
 	}
 
 	// A job whose runner dies on every attempt ends as an error saying so.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -69,13 +70,9 @@ func TestHistoryAtScale(t *testing.T) {
 	if _, err := conn.Exec(context.Background(), `UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for d.call(t, "GET", "/v1/jobs/"+j.ID, "").status != 404 {
-		if time.Now().After(deadline) {
-			t.Fatal("the expired job is still there")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the expired job to be deleted", func() bool {
+		return d.call(t, "GET", "/v1/jobs/"+j.ID, "").status == 404
+	})
 	if n := objects(j.ID); n != 0 {
 		t.Errorf("the expired job left %d objects", n)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -106,18 +107,15 @@ type task struct {
 // pollTask polls tasks/get until cond holds.
 func (c *rpc) pollTask(id string, within time.Duration, cond func(task) bool) task {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		var tk task
+	var tk task
+	if !eventually.Within(within, func() bool {
+		tk = task{}
 		c.must("tasks/get", map[string]any{"taskId": id}, &tk)
-		if cond(tk) {
-			return tk
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("task %s: %+v after %s", id, tk, within)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return cond(tk)
+	}) {
+		c.t.Fatalf("task %s: %+v after %s", id, tk, within)
 	}
+	return tk
 }
 
 // TestMCPTasksAcrossReplicas: behind a load balancer without sticky

@@ -60,9 +60,9 @@ func TestSessionWritesBoundedMemory(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				content := fmt.Sprintf("round %d of session %d\n", round, i)
-				r := d.call(t, "PUT", "/v1/sessions/"+id+"/files/notes/a.txt", content)
-				if r.status != 200 {
-					errs <- fmt.Sprintf("PUT %s: %d %s", id, r.status, r.body)
+				r, err := d.try("PUT", "/v1/sessions/"+id+"/files/notes/a.txt", content)
+				if err != nil || r.status != 200 {
+					errs <- fmt.Sprintf("PUT %s: %v %d %s", id, err, r.status, r.body)
 				}
 			}()
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -92,19 +93,15 @@ print('done')
 		accepted[j.ID], keys = key, append(keys, key)
 	}
 	// Stop Postgres while a full wave runs and has made its call.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		marked := 0
+	marked := 0
+	if !eventually.Within(2*time.Minute, func() bool {
+		marked = 0
 		for _, k := range keys {
 			marked += marks.Count(k)
 		}
-		if marked >= slots {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d jobs ran", marked, slots)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return marked >= slots
+	}) {
+		t.Fatalf("only %d of %d jobs ran", marked, slots)
 	}
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
@@ -132,23 +129,22 @@ print('done')
 
 	// The refused submission, retried with its key, is accepted once.
 	var late jobs.Job
-	for {
-		r := submit(lateKey)
-		if r.status == 202 {
-			_ = json.Unmarshal(r.body, &late)
-			break
-		}
-		if r.status != 503 || time.Since(back) > 10*time.Second {
-			t.Fatalf("late submission after the outage: %d %s", r.status, r.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var lr resp
+	if !eventually.Within(10*time.Second, func() bool {
+		lr = submit(lateKey)
+		return lr.status != 503
+	}) || lr.status != 202 {
+		t.Fatalf("late submission after the outage: %d %s", lr.status, lr.body)
 	}
+	_ = json.Unmarshal(lr.body, &late)
 	accepted[late.ID] = lateKey
 
-	// Watch every job end, noting when.
+	// Watch every job end, noting when (sampled every 100 ms).
 	ended := map[string]time.Duration{}
 	final := map[string]jobs.Job{}
-	for len(final) < len(accepted) {
+	sample := time.NewTicker(100 * time.Millisecond)
+	defer sample.Stop()
+	for ; len(final) < len(accepted); <-sample.C {
 		if time.Since(back) > 60*time.Second {
 			var stuck []string
 			for id := range accepted {
@@ -168,7 +164,6 @@ print('done')
 				final[id], ended[id] = j, time.Since(back)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 
 	// Exactly once each, no attempt spent, nothing extra.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -77,8 +78,11 @@ func TestSlowBodyCutOff(t *testing.T) {
 	defer pw.Close()
 	go func() {
 		pw.Write([]byte(`{"language":"python",`)) //nolint:errcheck
+		// A byte every 300 ms: far slower than the body timeout allows.
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
 		for i := 0; i < 100; i++ {
-			time.Sleep(300 * time.Millisecond)
+			<-tick.C
 			if _, err := pw.Write([]byte(" ")); err != nil {
 				return
 			}
@@ -143,11 +147,8 @@ func TestRevokedKeyAcrossReplicas(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		for _, u := range urls {
-			for status(u, key) != 401 {
-				if time.Since(start) > within {
-					t.Fatalf("%s still accepts the revoked key %s after the revocation", u, time.Since(start))
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !eventually.Within(within-time.Since(start), func() bool { return status(u, key) == 401 }) {
+				t.Fatalf("%s still accepts the revoked key %s after the revocation", u, time.Since(start))
 			}
 		}
 		return time.Since(start)

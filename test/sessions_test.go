@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -160,18 +161,15 @@ if __name__ == "__main__":
 // no object, no row.
 func waitReclaimed(t *testing.T, d *dev, sid string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctrs := dockerContainers(t, "dev.gantry.session="+sid)
-		rows := d.sessionRows(t, sid)
-		prefixObjs := countSessionObjects(t, d, sid)
-		if len(ctrs) == 0 && prefixObjs == 0 && rows == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s not reclaimed: %d containers, %d objects, %d rows", sid, len(ctrs), prefixObjs, rows)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var ctrs []string
+	var rows, prefixObjs int
+	if !eventually.Within(30*time.Second, func() bool {
+		ctrs = dockerContainers(t, "dev.gantry.session="+sid)
+		rows = d.sessionRows(t, sid)
+		prefixObjs = countSessionObjects(t, d, sid)
+		return len(ctrs) == 0 && prefixObjs == 0 && rows == 0
+	}) {
+		t.Fatalf("session %s not reclaimed: %d containers, %d objects, %d rows", sid, len(ctrs), prefixObjs, rows)
 	}
 }
 
@@ -183,7 +181,7 @@ func countSessionObjects(t *testing.T, d *dev, sid string) int {
 	defer conn.Close(context.Background())
 	var tenant string
 	_ = conn.QueryRow(context.Background(), `SELECT id FROM tenants WHERE name = 'default'`).Scan(&tenant)
-	n, err := d.blobs(t).Count(context.Background(), jobs.SessionPrefix(tenant, sid))
+	n, err := d.blobs(t).Count(context.Background(), blob.SessionPrefix(tenant, sid))
 	if err != nil {
 		t.Fatal(err)
 	}

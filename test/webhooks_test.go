@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -109,17 +110,14 @@ func (h *hookReceiver) state() (verified []hookCall, accepted int, bad []string)
 // awaitWebhook waits until the job's webhook satisfies cond.
 func (d *dev) awaitWebhook(t *testing.T, id string, within time.Duration, cond func(*jobs.WebhookDelivery) bool) jobs.Job {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		j := d.job(t, "GET", "/v1/jobs/"+id, "")
-		if j.Webhook != nil && cond(j.Webhook) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: webhook %+v after %s", id, j.Webhook, within)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var j jobs.Job
+	if !eventually.Within(within, func() bool {
+		j = d.job(t, "GET", "/v1/jobs/"+id, "")
+		return j.Webhook != nil && cond(j.Webhook)
+	}) {
+		t.Fatalf("job %s: webhook %+v after %s", id, j.Webhook, within)
 	}
+	return j
 }
 
 // TestWebhooksAndBatches: a batch's jobs call the tenant's default webhook

@@ -27,9 +27,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is the operator's webhook configuration.
@@ -48,6 +55,8 @@ type Config struct {
 	RetryFor time.Duration
 	// Batch is how many deliveries one round claims (and attempts at once).
 	Batch int
+	// Poll is how often due deliveries are looked for.
+	Poll time.Duration
 	// Overlap is how long a rotated-out secret goes on signing.
 	Overlap time.Duration
 	// UserAgent is sent with every attempt.
@@ -58,6 +67,9 @@ type Config struct {
 	// Attempted, when set, is told each attempt's outcome: the delivery's
 	// status after it (delivered, pending: to be retried, failed: given up).
 	Attempted func(status string)
+	// Tracer makes a span of each attempt, linked to the job's trace (nil:
+	// none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -76,6 +88,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Batch == 0 {
 		c.Batch = 16
+	}
+	if c.Poll == 0 {
+		c.Poll = time.Second
 	}
 	if c.Overlap == 0 {
 		c.Overlap = 24 * time.Hour
@@ -116,6 +131,9 @@ type DueDelivery struct {
 	CreatedAt time.Time
 	// Attempts is how many attempts were made before this one.
 	Attempts int
+	// TraceParent is the traceparent of the span that queued the job (""
+	// when it has none): each attempt's span links to the job's trace.
+	TraceParent string
 }
 
 // Dispatcher delivers webhooks and keeps tenants' signing secrets.
@@ -126,6 +144,8 @@ type Dispatcher struct {
 	box    *secret.Box
 	client *http.Client
 	log    *slog.Logger
+	loops  startstop.Loops
+	tracer trace.Tracer
 }
 
 // New returns a Dispatcher. Secrets are sealed in the store with box, which
@@ -143,7 +163,8 @@ func New(cfg Config, st Store, box *secret.Box, log *slog.Logger) (*Dispatcher, 
 		// it would send the signed event somewhere the tenant did not name.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Dispatcher{cfg: cfg, policy: policy, store: st, box: box, client: client, log: log}, nil
+	return &Dispatcher{cfg: cfg, policy: policy, store: st, box: box, client: client, log: log,
+		tracer: tracing.Tracer(cfg.Tracer, "github.com/gantryhq/gantry/webhook")}, nil
 }
 
 // CheckURL checks a webhook URL a tenant gives: its form, and that its host
@@ -238,10 +259,18 @@ func (d *Dispatcher) signing(ctx context.Context, tenantID string) ([]string, er
 	return out, nil
 }
 
-// Run delivers what is due every interval until ctx ends (at once again
-// after a full round, so a backlog drains).
-func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// Start starts delivering what is due, every Poll, until Stop (see
+// startstop).
+func (d *Dispatcher) Start(ctx context.Context) error { return d.loops.Start(ctx, d.run) }
+
+// Stop stops delivering and returns once the attempts in progress have
+// been cancelled and have returned.
+func (d *Dispatcher) Stop() { d.loops.Stop() }
+
+// run delivers what is due every Poll until ctx ends (at once again after
+// a full round, so a backlog drains).
+func (d *Dispatcher) run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
 	for {
 		n, err := d.RunOnce(ctx)
@@ -321,9 +350,29 @@ func cut(s string, n int) string {
 
 // deliver makes one attempt and records it with what comes next.
 func (d *Dispatcher) deliver(ctx context.Context, w DueDelivery) {
+	// Each attempt is a trace of its own (a delivery may be retried for a
+	// day), linked to the job's.
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithNewRoot(),
+		trace.WithAttributes(tracing.JobID.String(w.JobID), tracing.TenantID.String(w.TenantID),
+			attribute.String("gantry.webhook.id", w.ID), attribute.Int("gantry.webhook.attempt", w.Attempts+1))}
+	job := tracing.SpanContextOf(w.TraceParent)
+	if job.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: job}))
+	}
+	ctx, span := d.tracer.Start(ctx, "webhook.deliver", opts...)
+	defer span.End()
 	log := d.log.With("webhook_id", w.ID, "job_id", w.JobID, "tenant_id", w.TenantID)
+	if job.IsSampled() {
+		log = log.With("trace_id", job.TraceID().String())
+	}
 	started := time.Now()
 	code, err := d.attempt(ctx, w)
+	if code != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	if ctx.Err() != nil {
 		return // shutting down: the lease ends and the delivery is tried again
 	}
@@ -338,6 +387,7 @@ func (d *Dispatcher) deliver(ctx context.Context, w DueDelivery) {
 			log.Warn("webhook given up", "attempts", w.Attempts+1, "err", err)
 		}
 	}
+	span.SetAttributes(tracing.Outcome.String(status))
 	if err := d.store.RecordWebhookAttempt(ctx, w.ID, a, status, next); err != nil && ctx.Err() == nil {
 		log.Warn("record webhook attempt", "err", err)
 	}
@@ -386,6 +436,8 @@ func (d *Dispatcher) attempt(ctx context.Context, w DueDelivery) (int, error) {
 	req.Header.Set(HeaderID, w.ID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
+	// The receiver may continue the attempt's trace (traceparent).
+	tracing.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		var uerr *url.Error

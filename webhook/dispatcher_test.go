@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
@@ -111,22 +112,21 @@ func (f fixture) delivery(t *testing.T, jobID string) *jobs.WebhookDelivery {
 // runUntil runs rounds until the delivery settles.
 func (f fixture) runUntil(t *testing.T, jobID string, within time.Duration) *jobs.WebhookDelivery {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var w *jobs.WebhookDelivery
+	if !eventually.Within(within, func() bool {
 		if _, err := f.d.RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if w := f.delivery(t, jobID); w.Settled() {
-			return w
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery not settled: %+v", f.delivery(t, jobID))
-		}
-		time.Sleep(10 * time.Millisecond)
+		w = f.delivery(t, jobID)
+		return w.Settled()
+	}) {
+		t.Fatalf("delivery not settled: %+v", w)
 	}
+	return w
 }
 
 func TestDeliverRetriesUntilAccepted(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true, Backoff: 20 * time.Millisecond})
 	r := newReceiver(t, 500, 503, 200)
 	j := f.finishedJob(t, r.URL+"/hook?token=abc")
@@ -174,6 +174,7 @@ func TestDeliverRetriesUntilAccepted(t *testing.T) {
 }
 
 func TestDeliverGivesUp(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true, Backoff: 50 * time.Millisecond, RetryFor: 300 * time.Millisecond})
 	r := newReceiver(t, 500, 500, 500, 500, 500, 500, 500, 500)
 	j := f.finishedJob(t, r.URL)
@@ -186,6 +187,7 @@ func TestDeliverGivesUp(t *testing.T) {
 // TestPrivateAddressesRefused: without the operator's leave, a receiver on
 // a private address is never called, whether named by address or by name.
 func TestPrivateAddressesRefused(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{Backoff: time.Hour})
 	r := newReceiver(t)
 	for _, u := range []string{r.URL, strings.Replace(r.URL, "127.0.0.1", "localhost", 1)} {
@@ -207,6 +209,7 @@ func TestPrivateAddressesRefused(t *testing.T) {
 
 // TestRotation: after a rotation both secrets sign until the overlap ends.
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	f := setup(t, webhook.Config{AllowPrivate: true})
 	ctx := context.Background()
 	old, err := f.d.Secret(ctx, f.tenantID)

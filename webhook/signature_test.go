@@ -18,6 +18,7 @@ const (
 )
 
 func TestSignMatchesTheSpec(t *testing.T) {
+	t.Parallel()
 	got, err := Sign(specSecret, specID, time.Unix(specTimestamp, 0), []byte(specBody))
 	if err != nil || got != specSignature {
 		t.Fatalf("Sign = %q, %v; want %q", got, err, specSignature)
@@ -25,6 +26,7 @@ func TestSignMatchesTheSpec(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(specTimestamp, 0)
 	hdr := func(sig string) http.Header {
 		h := http.Header{}

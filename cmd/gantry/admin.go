@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -170,7 +171,7 @@ func applyRunningCap(cfg config, tenantID string, maxRunning int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = jobs.EnsureTenantQueue(ctx, js, cfg.Queue, tenantID, maxRunning)
+	_, err = queue.EnsureTenant(ctx, js, cfg.Queue, tenantID, maxRunning)
 	return err
 }
 
@@ -252,8 +253,8 @@ func announceRevocation(natsURL string, rk store.RevokedKey) error {
 		return err
 	}
 	defer nc.Close()
-	data, _ := json.Marshal(jobs.KeyRevoked{KeyID: rk.ID, TenantID: rk.TenantID, KeyEpoch: rk.KeyEpoch})
-	if err := nc.Publish(jobs.KeyRevokedSubject, data); err != nil {
+	data, _ := json.Marshal(queue.KeyRevoked{KeyID: rk.ID, TenantID: rk.TenantID, KeyEpoch: rk.KeyEpoch})
+	if err := nc.Publish(queue.KeyRevokedSubject, data); err != nil {
 		return err
 	}
 	return nc.FlushTimeout(2 * time.Second)

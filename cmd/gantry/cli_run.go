@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,14 +26,17 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-const runUsage = `Usage: gantry run [flags] FILE|-
+const runUsage = `Usage: gantry run [flags] FILE|- [-- ARG...]
 
-Runs the program in FILE (or read from stdin with -) on gantry, streams its
-output as it runs and exits with its exit code (124: timed out, 130:
-cancelled, 125: gantry could not run it or could not be reached).
+Runs the program in FILE (or read from stdin with -) on gantry, with the
+ARGs after -- as its arguments, streams its output as it runs and exits
+with its exit code (124: timed out, 130: cancelled, 125: gantry could not
+run it or could not be reached; a program that did not compile prints the
+compiler's output and exits 1).
 
 Flags:
-  --lang LANG        python, bash, node or typescript (default: from FILE's extension)
+  --lang LANG        python, bash, node, typescript, or with the compilers image c, cpp, go,
+                     java, rust (default: from FILE's extension)
   -f PATH[:DEST]     add a file or directory to the workspace (as DEST; default its name); repeatable
   -e NAME=VALUE      set an environment variable (-e NAME takes it from here); repeatable
   --session ID       run in a session's workspace
@@ -49,6 +53,7 @@ Flags:
 var languageByExt = map[string]string{
 	".py": "python", ".sh": "bash", ".bash": "bash", ".js": "node", ".mjs": "node", ".cjs": "node",
 	".ts": "typescript", ".mts": "typescript",
+	".c": "c", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".go": "go", ".java": "java", ".rs": "rust",
 }
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -64,6 +69,10 @@ func cmdRun(ctx context.Context, args []string) error {
 	hook := c.fs.String("webhook", "", "")
 	detach := c.fs.Bool("detach", false, "")
 	c.fs.BoolVar(&c.json, "json", false, "")
+	var progArgs []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, progArgs = args[:i], args[i+1:]
+	}
 	pos, err := c.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -72,6 +81,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	req.Args = progArgs
 	req.Environment = *environment
 	a, err := newAPI()
 	if err != nil {
@@ -106,7 +116,7 @@ func buildRequest(file, lang string, files, env stringList, session, timeout, ho
 		code, err = os.ReadFile(file)
 		if lang == "" {
 			if lang = languageByExt[strings.ToLower(filepath.Ext(file))]; lang == "" && err == nil {
-				err = fmt.Errorf("cannot tell the language of %s from its extension: give --lang (python, bash, node or typescript)", file)
+				err = fmt.Errorf("cannot tell the language of %s from its extension: give --lang (python, bash, node, typescript, c, cpp, go, java or rust)", file)
 			}
 		}
 	}
@@ -238,6 +248,10 @@ func (r *jobRun) run(ctx context.Context) error {
 			return err
 		}
 	} else {
+		if c := r.job.Compile; c != nil && c.Status != jobs.CompileSucceeded {
+			// The program never ran: what the compiler said is its output.
+			fmt.Fprint(os.Stderr, r.job.CompileOutput)
+		}
 		// A stateful session's Python job: its last expression's value,
 		// as a REPL prints it.
 		if r.job.Value != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // config is everything gantry reads from the environment. Each subcommand
@@ -57,7 +60,7 @@ type config struct {
 	ArtifactFileMB  int
 	ArtifactTotalMB int
 
-	Queue         jobs.QueueConfig
+	Queue         queue.Config
 	TenantLimits  jobs.TenantLimits
 	Policy        jobs.Policy
 	MaxBodyBytes  int64
@@ -71,6 +74,8 @@ type config struct {
 
 	LogLevel  slog.Level
 	LogFormat string
+	// Traces: GANTRY_OTLP_ENDPOINT, beside the standard OTEL_* variables.
+	Traces tracing.Config
 
 	// Code mode and privacy tokens.
 	SecretKey []byte // nil: not set
@@ -184,7 +189,33 @@ func (e *envReader) policy() jobs.Policy {
 	p.MaxLimits.DiskMB = int(e.maximum("GANTRY_MAX_DISK_MB", float64(p.MaxLimits.DiskMB), float64(max(d.DiskMB, jobs.DefaultSessionMB)), 1<<20, "limits.disk_mb and a session's disk_mb"))
 	p.MaxLimits.OutputBytes = int(e.maximum("GANTRY_MAX_OUTPUT_BYTES", float64(p.MaxLimits.OutputBytes), float64(d.OutputBytes), 1<<30, "limits.output_bytes"))
 	p.MaxTimeoutMS = int(e.maximum("GANTRY_MAX_TIMEOUT_MS", float64(p.MaxTimeoutMS), float64(p.DefaultTimeoutMS), 24*3600*1000, "timeout_ms"))
+	p.Languages = e.languages()
 	return p
+}
+
+// languages reads the languages the ingress offers: those of the sandbox
+// image its runners run. Unset, the standard image's (gantry dev asks its
+// runner's image instead); "all" is every language gantry knows.
+func (e *envReader) languages() []string {
+	v := e.str("GANTRY_LANGUAGES", "")
+	switch strings.TrimSpace(v) {
+	case "":
+		return jobs.StandardLanguages()
+	case "all":
+		return jobs.LanguageNames()
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		l, ok := jobs.LookupLanguage(strings.TrimSpace(n))
+		if !ok {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_LANGUAGES=%q: %q is not a language (want some of %s, or all)", v, n, strings.Join(jobs.LanguageNames(), ", ")))
+			return jobs.StandardLanguages()
+		}
+		if !slices.Contains(names, l.Name) {
+			names = append(names, l.Name)
+		}
+	}
+	return names
 }
 
 // tenantLimits reads the quotas of tenants the operator set none for
@@ -299,7 +330,7 @@ func loadConfig() (config, error) {
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
 		ArtifactTotalMB: e.int("GANTRY_ARTIFACT_MAX_TOTAL_MB", 256, 1, 1<<20),
-		Queue: jobs.QueueConfig{
+		Queue: queue.Config{
 			Replicas:    e.int("GANTRY_NATS_REPLICAS", 1, 1, 5),
 			AckWait:     e.duration("GANTRY_ACK_WAIT", 30*time.Second, time.Second, time.Hour),
 			MaxAttempts: e.int("GANTRY_MAX_ATTEMPTS", 3, 1, 20),
@@ -433,6 +464,8 @@ func loadConfig() (config, error) {
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
 	}
+	c.Traces = tracing.Config{Endpoint: e.str("GANTRY_OTLP_ENDPOINT", ""), Version: version}
+	e.errs = append(e.errs, c.Traces.Validate()...)
 	return c, e.err()
 }
 

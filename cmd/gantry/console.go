@@ -12,9 +12,9 @@ import (
 	"github.com/gantryhq/gantry/secret"
 )
 
-// newAgent makes the agent loop when a model is configured; without
+// newChat makes the agent loop when a model is configured; without
 // GANTRY_LLM_URL it returns nil and the agent's route says how to set one.
-func newAgent(cfg config, log *slog.Logger) (httpapi.ChatAgent, error) {
+func newChat(cfg config, log *slog.Logger) (httpapi.Chat, error) {
 	if cfg.LLMURL == "" {
 		return nil, nil
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -96,7 +95,3 @@ func writeHealthJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// errNATSDown is what the nats check says while the connection is down
-// (it reconnects by itself).
-var errNATSDown = errors.New("not connected (reconnecting)")

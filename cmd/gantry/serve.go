@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
@@ -27,9 +28,11 @@ import (
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -37,9 +40,9 @@ import (
 type deps struct {
 	log   *slog.Logger
 	store *store.Store
-	// history is store with long output moved to blobs, and retention:
-	// what the ingress and the runner are given.
-	history *history.Store
+	// history deletes finished jobs past their retention, with their
+	// objects (the store keeps long output in blobs: history.Output).
+	history *history.Retention
 	blobs   *blob.Store
 	nc      *nats.Conn
 	reg     *prometheus.Registry
@@ -48,11 +51,23 @@ type deps struct {
 	codeMode  *codemode.Registry
 	upstreams *codemode.Upstreams
 	privacy   *pii.Tokenizer // nil without a key
+	// tracer makes every part's spans (a no-op one with tracing off).
+	tracer *tracing.Provider
 }
 
 func (d *deps) close() {
 	if d.upstreams != nil {
-		d.upstreams.Close()
+		d.upstreams.Stop()
+	}
+	if d.tracer != nil {
+		// Last: what the parts did while stopping is sent too.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := d.tracer.Shutdown(ctx); err != nil {
+				d.log.Warn("send the last traces", "err", err)
+			}
+		}()
 	}
 	if d.nc != nil {
 		d.nc.Close()
@@ -75,6 +90,14 @@ func newDeps(log *slog.Logger) *deps {
 func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	log := d.log
 	var err error
+	tc := cfg.Traces
+	tc.Log = log
+	if d.tracer, err = tracing.New(ctx, tc); err != nil {
+		return err
+	}
+	if tc.Enabled() {
+		log.Info("traces are exported over OTLP/HTTP", "endpoint", traceEndpoint(tc), "sampler", cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on"))
+	}
 	if d.store, err = awaitStore(ctx, log, cfg.DatabaseURL); err != nil {
 		return err
 	}
@@ -105,7 +128,8 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	if err := awaitBucket(ctx, log, d.blobs); err != nil {
 		return err
 	}
-	d.history = history.New(d.store, d.blobs, history.Config{InlineMax: cfg.OutputInlineBytes, TTL: cfg.HistoryTTL}, log)
+	d.store.KeepOutput(history.NewOutput(d.blobs, log), cfg.OutputInlineBytes)
+	d.history = history.NewRetention(d.store, d.blobs, history.Config{TTL: cfg.HistoryTTL})
 	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
@@ -125,9 +149,24 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	mcp := codeModeConfig(cfg)
 	mcp.Remote = codemode.NewRemoteTools(d.nc)
 	d.upstreams = codemode.NewUpstreams(mcp, log)
-	go d.upstreams.Run(ctx)
+	if err := d.upstreams.Start(ctx); err != nil {
+		return err
+	}
 	d.codeMode = codemode.NewRegistry(d.store, d.box, d.upstreams, log)
 	return nil
+}
+
+// traces is the provider the parts are given (nil before connect).
+func (d *deps) traces() trace.TracerProvider {
+	if d.tracer == nil {
+		return nil
+	}
+	return d.tracer
+}
+
+// traceEndpoint says where traces go, for the log.
+func traceEndpoint(tc tracing.Config) string {
+	return cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), tc.Endpoint, os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
 func codeModeConfig(cfg config) codemode.Config {
@@ -136,7 +175,7 @@ func codeModeConfig(cfg config) codemode.Config {
 }
 
 func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Check) (*ingress.Server, error) {
-	agent, err := newAgent(cfg, d.log)
+	chat, err := newChat(cfg, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +196,13 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			TenantLimits: cfg.TenantLimits,
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
+			Tracer:       d.traces(),
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-		Agent:          agent,
-	}, d.log, d.history, d.blobs, d.nc, d.reg, checks...)
+		Chat:           chat,
+	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +223,8 @@ func startMaintenance(ctx context.Context, cfg config, d *deps, srv *ingress.Ser
 		History:      d.history,
 		Webhooks:     srv.Webhooks(),
 		Box:          d.box,
-	}, d.log, d.history, d.blobs, d.nc, d.reg)
+		Tracer:       d.traces(),
+	}, d.log, d.store, d.blobs, d.nc, d.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +270,8 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
-	}, d.log, d.nc, d.history, d.blobs, sb, d.reg)
+		Tracer:       d.traces(),
+	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
 }
 
@@ -312,8 +354,10 @@ func runRunner(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer sb.Close()
-	defer up.Close()
-	go up.Run(ctx)
+	if err := up.Start(ctx); err != nil {
+		return err
+	}
+	defer up.Stop()
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
 	}, func() float64 { return float64(cfg.Slots) }))
@@ -321,14 +365,7 @@ func runRunner(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	natsUp := func(ctx context.Context) error {
-		if !d.nc.IsConnected() {
-			return errNATSDown
-		}
-		// The runners' consumer answers: the stream has a leader.
-		_, err := js.Consumer(ctx, jobs.StreamName, jobs.ConsumerName)
-		return err
-	}
+	natsUp := func(ctx context.Context) error { return queue.Healthy(ctx, d.nc, js) }
 	health.ready([]readyCheck{
 		{"docker", r.Check}, // the engine answers and has the sandbox image
 		{"postgres", d.store.Ping},
@@ -339,8 +376,16 @@ func runRunner(ctx context.Context, cfg config) error {
 	service.RegisterDependencyGauges(d.reg, []service.Check{
 		{Name: "docker", Fn: sb.Ping}, {Name: "postgres", Fn: d.store.Ping}, {Name: "nats", Fn: natsUp}, {Name: "s3", Fn: d.blobs.Ping},
 	})
-	go func() { <-ctx.Done(); health.draining() }()
-	return r.Run(ctx)
+	if err := r.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before it started
+		}
+		return err
+	}
+	<-ctx.Done()
+	health.draining()
+	r.Stop() // drains: running jobs finish or go back to the queue
+	return nil
 }
 
 func runMigrate(ctx context.Context, cfg config) error {
@@ -452,12 +497,19 @@ func runDev(ctx context.Context, cfg config) error {
 			return err
 		}
 		defer sb.Close()
-		defer up.Close()
-		go up.Run(ctx)
+		if err := up.Start(ctx); err != nil {
+			return err
+		}
+		defer up.Stop()
 		if err := r.Check(ctx); err != nil {
 			return err
 		}
 		checks = append(checks, ingress.Check{Name: "docker", Fn: sb.Ping})
+		// One process, one image: its languages are the ones offered,
+		// unless the operator says otherwise.
+		if langs := sb.Languages(); langs != nil && os.Getenv("GANTRY_LANGUAGES") == "" {
+			cfg.Policy.Languages = langs
+		}
 	}
 	srv, err := newIngress(ctx, cfg, d, checks...)
 	if err != nil {
@@ -474,13 +526,17 @@ func runDev(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer maint.Stop()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(gctx, ln, h) })
 	if r != nil {
-		g.Go(func() error { return r.Run(gctx) })
+		if err := r.Start(ctx); err != nil {
+			return err
+		}
+		// Stopped when ctx ends, beside the HTTP server's shutdown, and
+		// before the rest: its jobs finish (or go back) first.
+		stopRunner := context.AfterFunc(ctx, r.Stop)
+		defer func() { stopRunner(); r.Stop() }()
 	}
 	printBanner(cfg, ln.Addr().String(), key, s3)
-	err = g.Wait()
+	err = serveHTTP(ctx, ln, h)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Build the gantry sandbox image offline, in two layers:
+# Build the gantry sandbox image offline, in two layers (three with VARIANT=compilers):
 #   1. the base: mmdebstrap (Debian packages only) + docker import, tagged
 #      $IMAGE-base:<first 12 hex of sha256 of its inputs>; about 2 minutes, rebuilt only
 #      when those inputs change;
-#   2. the image: the base plus the sandbox agent (the static Go binary built from
-#      cmd/gantry-agent), tagged $IMAGE:<sha of the base tag and the agent binary> and
-#      $IMAGE:latest; a few seconds.
+#   (VARIANT=compilers) the base plus compilers.Dockerfile's layer (C, C++, Go, Java and Rust
+#      from Debian's packages, apt over the host's network: about 2.5 minutes), tagged
+#      $IMAGE-compilers-base:<sha of the base tag and compilers.Dockerfile>;
+#   2. the image: that plus the sandbox agent (the static Go binary built from
+#      cmd/gantry-agent), tagged $IMAGE:<sha of the layer below and the agent binary> and
+#      $IMAGE:latest ($IMAGE-compilers:… for VARIANT=compilers); a few seconds.
 # Each step is a no-op when its tag exists. Prints the image's reference on stdout.
-# Env: IMAGE (repository, default gantry-sandbox), MIRROR (optional mmdebstrap mirror),
+# Env: IMAGE (repository, default gantry-sandbox), VARIANT (standard or compilers),
+# MIRROR (optional mmdebstrap mirror), APT_OPTS (apt options for the compilers layer),
 # GO (the go command).
 set -euo pipefail
 
@@ -27,6 +31,15 @@ NODELIB=(lib/node/gantry/index.js lib/node/gantry/package.json)
 # The base's inputs: this script up to the agent layer, and the files it copies in.
 BASE_TAG=$(cd "$DIR" && { sed '/^# --- agent layer ---$/,$d' build.sh; cat sitecustomize.py "${PYLIB[@]}" "${PYMOD[@]}" "${NODELIB[@]}"; } | sha256sum | cut -c1-12)
 BASE="$IMAGE-base:$BASE_TAG"
+# LAYER is what the agent goes on; LANGUAGES label the image (the runner reads them).
+case "${VARIANT:=standard}" in
+standard)
+  LAYER=$BASE OUT=$IMAGE LANGUAGES=python,bash,node,typescript ;;
+compilers)
+  LAYER="$IMAGE-compilers-base:$( { echo "$BASE_TAG"; cat "$DIR/compilers.Dockerfile"; } | sha256sum | cut -c1-12)"
+  OUT=$IMAGE-compilers LANGUAGES="" ;; # compilers.Dockerfile labels its languages
+*) echo "sandbox/build.sh: VARIANT=$VARIANT: want standard or compilers" >&2; exit 1 ;;
+esac
 docker info >/dev/null 2>&1 || die "docker engine not reachable (run scripts/ensure-docker.sh)"
 command -v "$GO" >/dev/null 2>&1 || die "go not found (set GO=...); it builds the sandbox agent"
 
@@ -37,10 +50,10 @@ mkdir -p "$WORK/ctx"
 # The agent first: the image's tag depends on its bytes (the build is reproducible).
 (cd "$ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -ldflags='-s -w' \
   -o "$WORK/ctx/gantry-agent" ./cmd/gantry-agent) || die "building the sandbox agent (cmd/gantry-agent) failed"
-TAG=$( { echo "$BASE_TAG"; sha256sum <"$WORK/ctx/gantry-agent"; } | sha256sum | cut -c1-12)
-REF="$IMAGE:$TAG"
+TAG=$( { echo "$LAYER"; sha256sum <"$WORK/ctx/gantry-agent"; } | sha256sum | cut -c1-12)
+REF="$OUT:$TAG"
 if docker image inspect "$REF" >/dev/null 2>&1; then
-  docker tag "$REF" "$IMAGE:latest"
+  docker tag "$REF" "$OUT:latest"
   echo "$REF"
   exit 0
 fi
@@ -113,16 +126,32 @@ $(tail -n 40 "$WORK/mmdebstrap.log")"
 fi
 
 # --- agent layer ---
+# The compilers' layer: apt in a build container on the host's network (the Debian mirror
+# mmdebstrap used), so it needs no registry either.
+if [ "$LAYER" != "$BASE" ] && ! docker image inspect "$LAYER" >/dev/null 2>&1; then
+  start=$SECONDS
+  echo "sandbox/build.sh: building $LAYER (compilers.Dockerfile, ~2.5 min)" >&2
+  mkdir -p "$WORK/compilers"
+  DOCKER_BUILDKIT=0 docker build --network host --build-arg BASE="$BASE" --build-arg APT_OPTS="${APT_OPTS:-}" \
+    -t "$LAYER" -f "$DIR/compilers.Dockerfile" "$WORK/compilers" >"$WORK/compilers.log" 2>&1 ||
+    die "docker build of the compilers layer failed (it needs the Debian mirror the host's apt uses); log tail:
+$(tail -n 30 "$WORK/compilers.log")"
+  echo "sandbox/build.sh: built $LAYER in $((SECONDS - start))s" >&2
+fi
+
 # The agent is every sandbox container's main process (see package agent). The legacy
 # builder needs nothing but the local base image.
 PROTOCOL=$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$ROOT/agent/proto.go")
-printf 'FROM %s\nCOPY gantry-agent /usr/local/bin/gantry-agent\nLABEL dev.gantry.agent-protocol=%s\nCMD ["/usr/local/bin/gantry-agent"]\n' \
-  "$BASE" "$PROTOCOL" >"$WORK/ctx/Dockerfile"
+{
+  printf 'FROM %s\nCOPY gantry-agent /usr/local/bin/gantry-agent\nLABEL dev.gantry.agent-protocol=%s\n' "$LAYER" "$PROTOCOL"
+  [ -z "$LANGUAGES" ] || printf 'LABEL dev.gantry.languages=%s\n' "$LANGUAGES"
+  printf 'CMD ["/usr/local/bin/gantry-agent"]\n'
+} >"$WORK/ctx/Dockerfile"
 chmod 755 "$WORK/ctx/gantry-agent"
 DOCKER_BUILDKIT=0 docker build -q -t "$REF" "$WORK/ctx" >"$WORK/build.log" 2>&1 ||
   die "docker build of the agent layer failed:
 $(tail -n 20 "$WORK/build.log")"
-docker tag "$REF" "$IMAGE:latest"
+docker tag "$REF" "$OUT:latest"
 size=$(docker image inspect -f '{{.Size}}' "$REF")
 echo "sandbox/build.sh: built $REF ($((size / 1000000)) MB)" >&2
 echo "$REF"

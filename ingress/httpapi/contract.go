@@ -27,7 +27,7 @@ type constraint struct {
 // type of their own, such as jobs.Status, come with the type: see the
 // openapi package.)
 func constraints() []constraint {
-	languages := js{"enum": openapi.Enum(jobs.LanguageNames())}
+	languages := js{"enum": openapi.Enum(jobs.LanguageNamesAndAliases())}
 	encodings := js{"enum": openapi.Enum(jobs.Encodings)}
 	skillName := js{"pattern": skills.NamePattern}
 	skillLanguages := js{"enum": openapi.Enum(skills.Languages)}

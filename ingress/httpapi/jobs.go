@@ -10,7 +10,7 @@ import (
 )
 
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request, _ service.Principal) error {
-	WriteJSON(w, http.StatusOK, languageList{Languages: jobs.Languages})
+	WriteJSON(w, http.StatusOK, languageList{Languages: s.svc.Policy().Offered()})
 	return nil
 }
 

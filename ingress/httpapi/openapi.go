@@ -93,6 +93,7 @@ var componentTypes = []openapi.Component{
 	{Name: "InputFile", Type: typ[jobs.File]()},
 	{Name: "JobRequest", Type: typ[jobs.Request]()},
 	{Name: "ErrorInfo", Type: typ[jobs.ErrorInfo]()},
+	{Name: "Compile", Type: typ[jobs.Compile]()},
 	{Name: "Artifact", Type: typ[jobs.Artifact]()},
 	{Name: "Job", Type: typ[jobs.Job]()},
 	{Name: "Value", Type: typ[jobs.Value]()},

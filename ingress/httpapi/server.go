@@ -20,8 +20,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is the HTTP API's own configuration.
@@ -36,15 +39,23 @@ type Config struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For names a
 	// request's source (for throttling invalid keys); none by default.
 	TrustedProxies []netip.Prefix
-	// Agent answers POST /v1/agent/chat/completions (nil: no model is
+	// Chat answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
-	Agent ChatAgent
+	Chat Chat
 	// MCP serves /mcp, behind the API's key check (nil: 404). It finds
 	// the caller with service.PrincipalFrom.
 	MCP http.Handler
+	// Compat are the compatible APIs by name (sandboxfusion, judge0,
+	// piston), each served at /compat/<name>/... with that prefix stripped.
+	// They authenticate their own callers (package compat) and are not
+	// part of the document.
+	Compat map[string]http.Handler
 	// Document is the OpenAPI document served at /openapi.json (what
 	// OpenAPI writes, as committed).
 	Document []byte
+	// Tracer makes a span of each API request (public routes aside: health,
+	// readiness, metrics, the document). nil: none.
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -70,12 +81,14 @@ type Server struct {
 	mux     *http.ServeMux
 	// metricsHandler serves GET /metrics from the registry.
 	metricsHandler http.Handler
+	tracer         trace.Tracer
 }
 
 // New makes the HTTP API over svc. Its metrics are registered with reg,
 // which GET /metrics serves.
 func New(cfg Config, log *slog.Logger, svc *service.Service, reg *prometheus.Registry) *Server {
-	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc, metrics: newMetrics(reg)}
+	s := &Server{cfg: cfg.WithDefaults(), log: log, svc: svc, metrics: newMetrics(reg),
+		tracer: tracing.Tracer(cfg.Tracer, "github.com/gantryhq/gantry/ingress/httpapi")}
 	s.metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	s.routes()
 	return s
@@ -101,6 +114,15 @@ func (s *Server) routes() {
 			return nil
 		})))
 	}
+	for name, h := range s.cfg.Compat {
+		base := compat.Prefix + name
+		h := http.StripPrefix(base, h)
+		// The route label is the API's name: a key sent in the path was
+		// taken out before (compat.PathKeys), and never names a series.
+		m.Handle(base+"/", s.instrument(base, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(compat.Arrived(r.Context(), s.keySource(r))))
+		})))
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, service.NotFound("route "+r.Method+" "+r.URL.Path))
 	})
@@ -120,6 +142,9 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 			key = ""
 		}
 		p, err := s.svc.Authenticate(r.Context(), strings.TrimSpace(key), s.keySource(r))
+		if err == nil {
+			trace.SpanFromContext(r.Context()).SetAttributes(tracing.TenantID.String(p.TenantID))
+		}
 		if err != nil {
 			var e *service.Error
 			if errors.As(err, &e) && e.Status == http.StatusUnauthorized {

@@ -113,6 +113,12 @@ type jobResult struct {
 	Value           *jobs.Value    `json:"value,omitempty"`
 	LiveState       jobs.LiveState `json:"live_state,omitempty"`
 	LiveStateReason string         `json:"live_state_reason,omitempty"`
+	// Compile and CompileOutput report a compiled language's compile step.
+	Compile       *jobs.Compile `json:"compile,omitempty"`
+	CompileOutput string        `json:"compile_output,omitempty"`
+	// CPUTimeMS and PeakMemoryKB are what the program used.
+	CPUTimeMS    *int64 `json:"cpu_time_ms,omitempty"`
+	PeakMemoryKB *int64 `json:"peak_memory_kb,omitempty"`
 }
 
 // artifactLink is an artifact with a presigned URL that needs no API key.
@@ -134,7 +140,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		inputOf[codeArgs](codeNote()),
+		inputOf[codeArgs](s.codeNote()),
 	), s.toolExecuteCode)
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
@@ -143,7 +149,7 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 		mcp.WithTitleAnnotation("Queue code"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		inputOf[submitArgs](codeNote()),
+		inputOf[submitArgs](s.codeNote()),
 	), s.toolSubmitJob)
 
 	// Five tools answer with a job (jobResult); its schema is listed once,
@@ -198,9 +204,13 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 // codeNote is what codeArgs cannot say: the languages this server runs, and
 // what a model needs to write the call. The server checks every bound and
 // names the argument that breaks one.
-func codeNote() toolNote {
+func (s *Server) codeNote() toolNote {
+	var langs []string
+	for _, l := range s.svc.Policy().Offered() {
+		langs = append(langs, l.Name)
+	}
 	return toolNote{props: map[string]js{
-		"language":       {"enum": openapi.Enum(jobs.LanguageNames())},
+		"language":       {"enum": openapi.Enum(langs)},
 		"code":           {"minLength": 1},
 		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
@@ -415,6 +425,7 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 		Stdout: j.Stdout, Stderr: j.Stderr, StdoutTruncated: j.StdoutTruncated, StderrTruncated: j.StderrTruncated,
 		Error: j.Error, Artifacts: []artifactLink{}, ArtifactsOmitted: j.ArtifactsOmitted,
 		Value: j.Value, LiveState: j.LiveState, LiveStateReason: j.LiveStateReason,
+		Compile: j.Compile, CompileOutput: j.CompileOutput, CPUTimeMS: j.CPUTimeMS, PeakMemoryKB: j.PeakMemoryKB,
 	}
 	for _, a := range j.Artifacts {
 		u, err := s.svc.ArtifactURL(ctx, p, j.ID, a.Path)
@@ -443,6 +454,7 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 	if j.LiveState == jobs.LiveLost {
 		fmt.Fprintf(&b, "the session's live state was lost (%s): this call ran in a fresh interpreter; files in /workspace are as the last call left them\n", j.LiveStateReason)
 	}
+	writeStream(&b, "compile output", j.CompileOutput, j.Compile != nil && j.Compile.OutputTruncated, j.ID)
 	writeStream(&b, "stdout", j.Stdout, j.StdoutTruncated, j.ID)
 	if j.Value != nil {
 		writeStream(&b, "value", j.Value.Text, false, j.ID)

@@ -9,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/gantryhq/gantry/ingress/service"
-	"github.com/gantryhq/gantry/jobs"
 )
 
 func (s *Server) addPrompt(ms *server.MCPServer) {
@@ -46,8 +45,10 @@ func (s *Server) agentPrompt(sel toolsetSelection) string {
 	var b strings.Builder
 	b.WriteString("You can run code in gantry, a sandbox service. Each run gets a fresh, isolated Linux container with no network access.\n\n")
 	b.WriteString("Languages:\n")
-	for _, l := range jobs.Languages {
+	compiled := false
+	for _, l := range p.Offered() {
 		fmt.Fprintf(&b, "- %s: %s\n", l.Name, l.Description)
+		compiled = compiled || l.Compiled()
 	}
 	fmt.Fprintf(&b, `
 How to work:
@@ -57,6 +58,9 @@ How to work:
 - The default time limit is %d s (timeout_ms up to %d s); memory is %d MB by default. A job ends as succeeded, failed (non-zero exit, or error.code oom_killed), timed_out, cancelled, or error (gantry could not run it).
 - If a run fails, read stderr, fix the code and run it again.
 `, p.DefaultLimits.OutputBytes, p.DefaultTimeoutMS/1000, p.MaxTimeoutMS/1000, p.DefaultLimits.MemoryMB)
+	if compiled {
+		b.WriteString("- Code in a compiled language is compiled first (compile_timeout_ms, default 30 s): a failed compile ends the job with error.code compile_error and the compiler's messages in compile_output.\n")
+	}
 	if sel.has(toolsetJobs) {
 		b.WriteString("- For long work use submit_job, then get_job with wait_ms; cancel_job stops a job. list_jobs shows your history.\n")
 	}

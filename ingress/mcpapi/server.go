@@ -21,10 +21,13 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // Config is the MCP surface's own configuration.
@@ -36,6 +39,9 @@ type Config struct {
 	// TaskInlineWait is how long execute_code waits for its job before it
 	// answers a client of the tasks extension with a task instead.
 	TaskInlineWait time.Duration
+	// Tracer makes a span of each tool call, under the request's (nil:
+	// none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -86,8 +92,9 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 		// mcp-go's in-memory task table; these advertise them.
 		server.WithTaskCapabilities(true, true, true),
 		server.WithExtensions(map[string]any{extTasks: map[string]any{}}),
-		// Arguments are checked by the catalog, in plain words, for calls
-		// and tasks alike.
+		// Each call is a span; its arguments are checked by the catalog,
+		// in plain words, for calls and tasks alike.
+		server.WithToolHandlerMiddleware(s.traced(tracing.Tracer(s.cfg.Tracer, "github.com/gantryhq/gantry/ingress/mcpapi"))),
 		server.WithToolHandlerMiddleware(tools.validate),
 		server.WithToolFilter(tools.filter),
 		server.WithOutputSchemaValidation(),
@@ -214,3 +221,25 @@ type js = map[string]any
 
 // typ is the reflect.Type of T, for the tools' schemas.
 func typ[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+// traced makes a span of each tool call, named as OpenTelemetry's MCP
+// conventions name it (tools/call execute_code): a job the call submits is
+// in its trace.
+func (s *Server) traced(tr trace.Tracer) server.ToolHandlerMiddleware {
+	return func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			name := req.Params.Name
+			if _, ok := s.tools.toolset[name]; !ok {
+				name = "unknown" // a client's words never name a span
+			}
+			ctx, span := tr.Start(ctx, "tools/call "+name, trace.WithAttributes(
+				attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name)))
+			defer span.End()
+			res, err := next(ctx, req)
+			if err != nil || res != nil && res.IsError {
+				span.SetAttributes(attribute.String("error.type", "tool_error"))
+			}
+			return res, err
+		}
+	}
+}

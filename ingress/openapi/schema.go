@@ -41,10 +41,11 @@ type Component struct {
 // enums are the values of the API's string enumerations, from the Go
 // constants that define them.
 var enums = map[reflect.Type][]any{
-	typ[jobs.Status]():    Enum(jobs.Statuses),
-	typ[jobs.ErrorCode](): Enum(jobs.ErrorCodes),
-	typ[service.Code]():   Enum(service.Codes),
-	typ[jobs.LiveState](): Enum(jobs.LiveStates),
+	typ[jobs.Status]():        Enum(jobs.Statuses),
+	typ[jobs.ErrorCode]():     Enum(jobs.ErrorCodes),
+	typ[jobs.CompileStatus](): Enum(jobs.CompileStatuses),
+	typ[service.Code]():       Enum(service.Codes),
+	typ[jobs.LiveState]():     Enum(jobs.LiveStates),
 }
 
 // Enum is a list of values as a schema's enum.

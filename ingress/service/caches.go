@@ -2,13 +2,17 @@ package service
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -40,6 +44,20 @@ func (c *authCache) put(key string, p store.Principal) {
 }
 
 // dropKey forgets every lookup that resolved to the key with this id.
+// onRevoked drops a revoked key from the cache at once, so that it stops
+// working on this ingress now rather than when its cache entry expires.
+func (c *authCache) onRevoked(log *slog.Logger) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		var ev queue.KeyRevoked
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
+			log.Warn("malformed key revocation message", "err", err)
+			return
+		}
+		c.dropKey(ev.KeyID)
+		log.Info("API key revoked", "key_id", ev.KeyID, "tenant_id", ev.TenantID)
+	}
+}
+
 func (c *authCache) dropKey(keyID string) {
 	for _, h := range c.lru.Keys() {
 		if p, ok := c.lru.Peek(h); ok && p.KeyID == keyID {

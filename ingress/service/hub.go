@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // hub wakes requests waiting on a job (long polls, execute) when the job's
@@ -25,12 +26,12 @@ func newHub() *hub {
 }
 
 func (h *hub) start(nc *nats.Conn) error {
-	sub, err := nc.Subscribe(jobs.StatusSubjectAll, func(m *nats.Msg) {
-		var ev jobs.StatusEvent
+	sub, err := nc.Subscribe(queue.StatusSubjectAll, func(m *nats.Msg) {
+		var ev queue.StatusEvent
 		if json.Unmarshal(m.Data, &ev) != nil {
 			return
 		}
-		h.notify(jobs.JobIDFromSubject(m.Subject), ev.Status)
+		h.notify(queue.JobIDFromSubject(m.Subject), ev.Status)
 	})
 	if err != nil {
 		return err

@@ -14,10 +14,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // SubmitJob validates a request, records the job and queues it. It is the
@@ -28,13 +36,27 @@ func (s *Service) SubmitJob(ctx context.Context, p Principal, req jobs.Request) 
 	return s.submitJob(ctx, p, req, "")
 }
 
-// submitJob is SubmitJob for a job of a batch ("" for none).
-func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, batchID string) (jobs.Job, bool, error) {
+// submitJob is SubmitJob for a job of a batch ("" for none). Its span,
+// job.submit, is where the job's trace begins on the ingress (under the
+// request's); job.enqueue, under it, is the span the job's row and run
+// message name as their runners' parent.
+func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, batchID string) (job jobs.Job, created bool, err error) {
+	ctx, span := s.tracer.Start(ctx, "job.submit", trace.WithAttributes(tracing.TenantID.String(p.TenantID)))
+	defer func() {
+		if job.ID != "" {
+			span.SetAttributes(tracing.JobID.String(job.ID))
+			if !created {
+				span.SetAttributes(tracing.Outcome.String("existing"))
+			}
+		}
+		endSpan(span, err)
+	}()
 	spec, err := s.cfg.Policy.Normalize(req)
 	if err != nil {
 		return jobs.Job{}, false, err
 	}
-	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
+	span.SetAttributes(tracing.Language.String(spec.Language))
+	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	if req.SessionID == nil {
@@ -61,8 +83,14 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if err := sealEnv(s.cfg.Box, &spec, p.TenantID, id); err != nil {
 		return jobs.Job{}, false, err
 	}
-	limits := s.limits(p)
-	job, created, err := s.store.EnqueueJob(ctx, store.NewJob{
+	limits := s.Limits(p)
+	attrs := []attribute.KeyValue{tracing.JobID.String(id), tracing.TenantID.String(p.TenantID)}
+	if sessionID != "" {
+		attrs = append(attrs, tracing.SessionID.String(sessionID))
+	}
+	ctx, enqueue := s.tracer.Start(ctx, "job.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(append(attrs, tracing.Publish(queue.TenantSubject(p.TenantID))...)...))
+	job, created, err = s.store.EnqueueJob(ctx, store.NewJob{
 		ID:             id,
 		TenantID:       p.TenantID,
 		Spec:           spec,
@@ -73,9 +101,11 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		BatchID:        batchID,
 		WebhookURL:     req.WebhookURL,
 		MaxQueued:      limits.MaxQueued,
+		TraceParent:    tracing.Traceparent(ctx),
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.queue.publish(ctx, jobs.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
 	})
+	endSpan(enqueue, err)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
 	}
@@ -169,15 +199,20 @@ func (s *Service) SubmitBatch(ctx context.Context, p Principal, items []BatchIte
 	return batchID, out, nil
 }
 
-// queue puts run messages on the job stream: the service for submissions
+// publisher puts run messages on the job stream: the service for submissions
 // and session edits, the maintenance for stranded jobs and stalled
 // sessions.
-type queue struct {
-	pub *jobs.Publisher
+type publisher struct {
+	pub *queue.Publisher
 	// limits reads a tenant's quotas; defaults stand where it set none.
 	limits   limitsReader
 	defaults jobs.TenantLimits
 	log      *slog.Logger
+	tracer   trace.Tracer
+}
+
+func newPublisher(nc *nats.Conn, js jetstream.JetStream, cfg queue.Config, limits limitsReader, defaults jobs.TenantLimits, log *slog.Logger, tp trace.TracerProvider) *publisher {
+	return &publisher{pub: queue.NewPublisher(nc, js, cfg), limits: limits, defaults: defaults, log: log, tracer: tracing.Tracer(tp, tracerName)}
 }
 
 // limitsReader reads a tenant's quotas (the store).
@@ -189,25 +224,26 @@ type limitsReader interface {
 // jobs) and waits for JetStream's ack, and returns the message's stream
 // sequence. msgID (the job id for a job's first message) lets the stream
 // deduplicate a retried publish.
-func (q *queue) publish(ctx context.Context, m jobs.RunMessage, msgID string, maxRunning int) (uint64, error) {
+func (q *publisher) publish(ctx context.Context, m queue.RunMessage, msgID string, maxRunning int) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	seq, err := q.pub.Publish(ctx, m, msgID, maxRunning)
-	if errors.Is(err, jobs.ErrQueueFull) {
-		q.log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
+	log := q.log.With(tracing.LogAttrs(ctx)...)
+	if errors.Is(err, queue.ErrFull) {
+		log.Warn("job queue full; submission refused", "job_id", m.JobID, "err", err)
 		e := Unavailable("the job queue is full; the job was not accepted, retry later")
 		e.RetryAfter = 5
 		return 0, e
 	}
 	if err != nil {
-		q.log.Error("publish job", "job_id", m.JobID, "err", err)
+		log.Error("publish job", "job_id", m.JobID, "err", err)
 		return 0, Unavailable("the job queue is unavailable; the job was not accepted, retry later")
 	}
 	return seq, nil
 }
 
 // publishFor publishes for a tenant whose quotas are not at hand.
-func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string) (uint64, error) {
+func (q *publisher) publishFor(ctx context.Context, m queue.RunMessage, msgID string) (uint64, error) {
 	l, err := q.limits.TenantLimits(ctx, m.TenantID)
 	if err != nil {
 		return 0, err
@@ -216,8 +252,8 @@ func (q *queue) publishFor(ctx context.Context, m jobs.RunMessage, msgID string)
 }
 
 // kickSession announces that a session has jobs to run.
-func (q *queue) kickSession(ctx context.Context, sessionID, tenantID string) {
-	m := jobs.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
+func (q *publisher) kickSession(ctx context.Context, sessionID, tenantID string) {
+	m := queue.RunMessage{JobID: jobs.NewID("job"), TenantID: tenantID, SessionID: sessionID}
 	if _, err := q.publishFor(ctx, m, m.JobID); err != nil {
 		q.log.Error("announce session jobs", "session_id", sessionID, "err", err)
 	}
@@ -256,14 +292,14 @@ func (s *Service) CancelJob(ctx context.Context, p Principal, id string) (jobs.J
 	}
 	switch outcome {
 	case store.CancelledQueued, store.CancelledOrphan:
-		data, _ := json.Marshal(jobs.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
-		_ = s.nc.Publish(jobs.StatusSubject(job.ID), data)
+		data, _ := json.Marshal(queue.StatusEvent{JobID: job.ID, Status: jobs.StatusCancelled})
+		_ = s.nc.Publish(queue.StatusSubject(job.ID), data)
 		if outcome == store.CancelledOrphan {
 			// In case its runner is alive after all: it must stop.
-			_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+			_ = s.nc.Publish(queue.CancelSubject(job.ID), nil)
 		}
 	case store.CancelRequested:
-		_ = s.nc.Publish(jobs.CancelSubject(job.ID), nil)
+		_ = s.nc.Publish(queue.CancelSubject(job.ID), nil)
 		return s.WaitJob(ctx, p, job, Watch{Until: time.Now().Add(5 * time.Second)})
 	}
 	return s.store.GetJob(ctx, p.TenantID, job.ID)
@@ -377,4 +413,18 @@ func requestHash(box *secret.Box, tenantID string, req jobs.Request) ([]byte, er
 		req.Env = keyed
 	}
 	return jobs.RequestHash(req), nil
+}
+
+// endSpan ends a span of the service, marking it failed when err is a
+// failure of gantry's own (a caller's mistake, a 4xx, is the caller's:
+// it is recorded as error.type only).
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		e, internal := ToError(err)
+		span.SetAttributes(attribute.String("error.type", string(e.Code)))
+		if internal || e.Status >= 500 {
+			span.SetStatus(codes.Error, e.Message)
+		}
+	}
+	span.End()
 }

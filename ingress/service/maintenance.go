@@ -2,17 +2,19 @@ package service
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/webhook"
@@ -25,7 +27,7 @@ type MaintenanceConfig struct {
 	// Queue is the job stream's configuration: its ack wait says when a
 	// job or session shows no sign of life, MaxAttempts when a stranded
 	// job is given up.
-	Queue jobs.QueueConfig
+	Queue queue.Config
 	// TenantLimits are the quotas of tenants the operator set none for
 	// (the running cap of the messages the maintenance publishes).
 	TenantLimits jobs.TenantLimits
@@ -37,11 +39,12 @@ type MaintenanceConfig struct {
 	// Webhooks delivers job webhooks (nil: off). Server.Webhooks is the
 	// ingress's.
 	Webhooks *webhook.Dispatcher
-	// WebhookPoll is how often due webhook deliveries are looked for.
-	WebhookPoll time.Duration
 	// Box seals the env of jobs stored in the clear before the key was
 	// set (nil or disabled: they stay as they are).
 	Box *secret.Box
+	// Tracer makes the spans of the run messages the reconciler publishes
+	// again, in their jobs' traces (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -51,9 +54,6 @@ func (c MaintenanceConfig) WithDefaults() MaintenanceConfig {
 	}
 	c.Queue = c.Queue.WithDefaults()
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
-	if c.WebhookPoll == 0 {
-		c.WebhookPoll = time.Second
-	}
 	return c
 }
 
@@ -102,14 +102,11 @@ type Maintenance struct {
 	log     *slog.Logger
 	store   MaintenanceStore
 	js      jetstream.JetStream
-	queue   *queue
+	queue   *publisher
 	closer  *closer
 	metrics *maintenanceMetrics
 
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc // ends the loops; nil before Start
-	loops   sync.WaitGroup
+	loops startstop.Loops
 }
 
 // NewMaintenance makes the maintenance; Start starts it.
@@ -121,27 +118,23 @@ func NewMaintenance(cfg MaintenanceConfig, log *slog.Logger, st MaintenanceStore
 	cfg = cfg.WithDefaults()
 	return &Maintenance{
 		cfg: cfg, log: log, store: st, js: js,
-		queue:   &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:   newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer:  &closer{log: log, nc: nc, blobs: blobs, store: st},
 		metrics: newMaintenanceMetrics(reg),
 	}, nil
 }
 
-// Start starts the loops, which run until Stop. ctx bounds nothing but
-// the start (its values are kept). A Maintenance starts at most once, and
-// not after Stop.
+// Start starts the sweeper and the webhook dispatcher, which run until
+// Stop (see startstop).
 func (m *Maintenance) Start(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.started {
-		return errors.New("maintenance already started (or stopped)")
+	if err := m.loops.Start(ctx, m.runSweeper); err != nil {
+		return fmt.Errorf("maintenance: %w", err)
 	}
-	m.started = true
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
-	m.loops.Go(func() { m.runSweeper(bg) })
 	if m.cfg.Webhooks != nil {
-		m.loops.Go(func() { m.cfg.Webhooks.Run(bg, m.cfg.WebhookPoll) })
+		if err := m.cfg.Webhooks.Start(ctx); err != nil {
+			m.loops.Stop()
+			return err
+		}
 	}
 	return nil
 }
@@ -150,14 +143,10 @@ func (m *Maintenance) Start(ctx context.Context) error {
 // progress is cancelled, not waited out. It is safe to call more than
 // once, and without Start.
 func (m *Maintenance) Stop() {
-	m.mu.Lock()
-	m.started = true // no Start after Stop: nothing would stop it
-	cancel := m.cancel
-	m.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if m.cfg.Webhooks != nil {
+		m.cfg.Webhooks.Stop()
 	}
-	m.loops.Wait()
+	m.loops.Stop()
 }
 
 // runSweeper runs the maintenance passes every interval until ctx ends.

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue/queuetest"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/webhook"
@@ -93,18 +93,18 @@ func TestMaintenanceStopWaitsForLoops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs NATS")
 	}
-	nc := jobstest.Connect(t, jobstest.Server(t))
+	nc := queuetest.Connect(t, queuetest.Server(t))
 	log := slog.New(slog.DiscardHandler)
 	sweep, deliver := newGate(), newGate()
 	box, err := secret.New(make([]byte, secret.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := webhook.New(webhook.Config{}, heldWebhooks{deliver}, box, log)
+	d, err := webhook.New(webhook.Config{Poll: 10 * time.Millisecond}, heldWebhooks{deliver}, box, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMaintenance(MaintenanceConfig{Interval: 10 * time.Millisecond, Webhooks: d, WebhookPoll: 10 * time.Millisecond},
+	m, err := NewMaintenance(MaintenanceConfig{Interval: 10 * time.Millisecond, Webhooks: d},
 		log, heldStore{sweep}, nowhere{}, nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestMaintenanceStopWithoutStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs NATS")
 	}
-	nc := jobstest.Connect(t, jobstest.Server(t))
+	nc := queuetest.Connect(t, queuetest.Server(t))
 	m, err := NewMaintenance(MaintenanceConfig{}, slog.New(slog.DiscardHandler), heldStore{newGate()}, nowhere{}, nc, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 )
 
 // reconcileRecheck is how often the reconciler looks at one unfinished
@@ -26,7 +30,7 @@ const reconcileRecheck = time.Minute
 func (m *Maintenance) reconcile(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	stream, err := m.js.Stream(ctx, jobs.StreamName)
+	stream, err := m.js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		m.log.Warn("reconcile jobs: job stream unavailable", "err", err)
 		return
@@ -53,18 +57,28 @@ func (m *Maintenance) repairJob(ctx context.Context, stream jetstream.Stream, u 
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return store.Repair{}, fmt.Errorf("look up message %d: %w", u.MsgSeq, err)
 	}
+	// The new message continues the job's trace: its runner's spans are
+	// children of job.republish, a child of the span that queued the job.
+	ctx, span := m.queue.tracer.Start(tracing.FromTraceparent(ctx, u.TraceParent), "job.republish",
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(append(tracing.Publish(queue.TenantSubject(u.TenantID)),
+			tracing.JobID.String(u.ID), tracing.TenantID.String(u.TenantID), tracing.Attempt.Int(u.Attempt))...))
+	defer span.End()
 	log := m.log.With("job_id", u.ID, "tenant_id", u.TenantID, "status", u.Status, "attempt", u.Attempt)
+	log = log.With(tracing.LogAttrs(ctx)...)
 	if u.Status == jobs.StatusRunning && u.Attempt >= m.cfg.Queue.MaxAttempts {
 		log.Warn("stranded job given up: its runner is gone and it has no attempt left")
+		span.SetAttributes(tracing.Outcome.String("failed"))
 		m.metrics.reconciled.WithLabelValues("failed").Inc()
 		return store.Repair{Fail: store.GaveUpMessage(u.Attempt)}, nil
 	}
 	// The id names the message it replaces, so that a repair whose commit
 	// failed and is done again publishes no second message.
-	seq, err := m.queue.publishFor(ctx, jobs.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
+	seq, err := m.queue.publishFor(ctx, queue.RunMessage{JobID: u.ID, TenantID: u.TenantID}, fmt.Sprintf("%s/%d", u.ID, u.MsgSeq))
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return store.Repair{}, err
 	}
+	span.SetAttributes(tracing.Outcome.String("republished"))
 	log.Warn("stranded job: its run message was gone; published a new one", "old_seq", u.MsgSeq, "seq", seq)
 	m.metrics.reconciled.WithLabelValues("republished").Inc()
 	return store.Repair{Republished: seq}, nil

@@ -14,8 +14,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,19 +23,22 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/tracing"
 	"github.com/gantryhq/gantry/webhook"
 )
 
 // Config is the service's configuration.
 type Config struct {
 	Policy jobs.Policy
-	Queue  jobs.QueueConfig
+	Queue  queue.Config
 	// MaxExecuteWait caps how long a caller may wait for a job to finish
 	// after submitting it (default: the policy's longest timeout and 30 s).
 	MaxExecuteWait time.Duration
@@ -67,6 +68,9 @@ type Config struct {
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
 	History Retention
+	// Tracer makes the spans of submissions (and the adapters' of
+	// requests, and webhook attempts'). nil: none.
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults fills in zero fields.
@@ -145,7 +149,7 @@ type (
 )
 
 // Retention deletes finished jobs older than the history's TTL, with what
-// they stored (history.Store).
+// they stored (history.Retention).
 type Retention interface {
 	// Sweep deletes a bounded amount of expired history and returns how
 	// many jobs it deleted. Replicas may call it at once.
@@ -181,7 +185,7 @@ type Service struct {
 	blobs   Blobs
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	queue   *queue
+	queue   *publisher
 	closer  *closer
 	editor  *editor
 	rates   *rateLimits
@@ -195,8 +199,14 @@ type Service struct {
 	// webhooks checks webhook URLs and keeps tenants' signing secrets;
 	// the Maintenance runs its deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
-	envs     environments // the registered environments, cached
+	// callbacks are the compatible APIs' (callbacks.go).
+	callbacks *callbacks
+	envs      environments // the registered environments, cached
+	tracer    trace.Tracer
 }
+
+// tracerName names the ingress's spans' instrumentation scope.
+const tracerName = "github.com/gantryhq/gantry/ingress"
 
 // New makes a Service. Start must be called before it serves jobs.
 func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg prometheus.Registerer, extraChecks ...Check) (*Service, error) {
@@ -207,20 +217,31 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	cfg = cfg.WithDefaults()
 	s := &Service{
 		cfg: cfg, log: log, store: st, blobs: blobs, nc: nc, js: js, rates: newRateLimits(10_000),
-		queue:  &queue{pub: jobs.NewPublisher(nc, js, cfg.Queue), limits: st, defaults: cfg.TenantLimits, log: log},
+		queue:  newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
+		tracer: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gantry_queue_depth", Help: "Jobs waiting in the stream for a runner (read from JetStream at scrape time).",
-	}, s.queueDepth))
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := queue.Pending(ctx, js)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	}))
 	s.checks = append([]Check{
 		{"postgres", st.Ping},
-		{"nats", s.checkQueue},
+		// Otherwise every submission would fail: not ready.
+		{"nats", func(ctx context.Context) error { return queue.Healthy(ctx, nc, js) }},
 		{"s3", blobs.Ping},
 	}, extraChecks...)
 	RegisterDependencyGauges(reg, s.checks)
@@ -228,6 +249,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		wc := s.cfg.Webhooks
 		wc.View = View
 		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
+		if wc.Tracer == nil {
+			wc.Tracer = cfg.Tracer
+		}
 		if wc.UserAgent == "" {
 			wc.UserAgent = "gantry-webhooks/" + s.cfg.Version
 		}
@@ -242,7 +266,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 // subscribes to job status events and key revocations. It returns once the
 // service is ready to serve.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := jobs.EnsureQueue(ctx, s.js, s.cfg.Queue); err != nil {
+	if err := queue.Ensure(ctx, s.js, s.cfg.Queue); err != nil {
 		return err
 	}
 	builtins, err := skills.Builtins()
@@ -257,7 +281,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.hub.start(s.nc); err != nil {
 		return err
 	}
-	revoked, err := s.nc.Subscribe(jobs.KeyRevokedSubject, s.onKeyRevoked)
+	revoked, err := s.nc.Subscribe(queue.KeyRevokedSubject, s.auth.onRevoked(s.log))
 	if err != nil {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
@@ -267,6 +291,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop releases the service's subscriptions.
 func (s *Service) Stop() {
+	s.callbacks.stop()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}
@@ -299,58 +324,6 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 		out[c.Name] = c.Fn(ctx)
 	}
 	return out
-}
-
-// onKeyRevoked drops a revoked key from the cache at once, so that it stops
-// working on this ingress now rather than when its cache entry expires.
-func (s *Service) onKeyRevoked(m *nats.Msg) {
-	var ev jobs.KeyRevoked
-	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.KeyID == "" {
-		s.log.Warn("malformed key revocation message", "err", err)
-		return
-	}
-	s.auth.dropKey(ev.KeyID)
-	s.log.Info("API key revoked", "key_id", ev.KeyID, "tenant_id", ev.TenantID)
-}
-
-// queueDepth counts the messages no runner has taken yet, over every
-// tenant's queue.
-func (s *Service) queueDepth() float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	stream, err := s.js.Stream(ctx, jobs.StreamName)
-	if err != nil {
-		return -1
-	}
-	list := stream.ListConsumers(ctx)
-	var n uint64
-	for info := range list.Info() {
-		n += info.NumPending
-	}
-	if list.Err() != nil {
-		return -1
-	}
-	return float64(n)
-}
-
-// checkQueue checks that the job stream can take a publish: NATS is
-// connected and the stream answers its info request, with a leader when it
-// is replicated. During a leader election, or with the stream gone, every
-// submission would fail: the ingress is not ready.
-func (s *Service) checkQueue(ctx context.Context) error {
-	if !s.nc.IsConnected() {
-		return errors.New("not connected")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	stream, err := s.js.Stream(ctx, jobs.StreamName)
-	if err != nil {
-		return fmt.Errorf("job stream %s: %w", jobs.StreamName, err)
-	}
-	if c := stream.CachedInfo().Cluster; c != nil && c.Leader == "" {
-		return fmt.Errorf("job stream %s has no leader", jobs.StreamName)
-	}
-	return nil
 }
 
 // metrics are the service's own: what it accepted.

@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -100,10 +102,10 @@ type closer struct {
 func (c *closer) reclaim(ctx context.Context, ref store.SessionRef) {
 	log := c.log.With("session_id", ref.ID)
 	for _, jobID := range ref.RunningJobs {
-		_ = c.nc.Publish(jobs.CancelSubject(jobID), nil)
+		_ = c.nc.Publish(queue.CancelSubject(jobID), nil)
 	}
-	_ = c.nc.Publish(jobs.SessionClosedSubject(ref.ID), nil)
-	if _, err := c.blobs.DeletePrefix(ctx, jobs.SessionPrefix(ref.TenantID, ref.ID)); err != nil {
+	_ = c.nc.Publish(queue.SessionClosedSubject(ref.ID), nil)
+	if _, err := c.blobs.DeletePrefix(ctx, blob.SessionPrefix(ref.TenantID, ref.ID)); err != nil {
 		log.Warn("delete session objects; the sweeper will retry", "err", err)
 		return
 	}

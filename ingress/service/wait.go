@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 )
 
 // Watch says what WaitJob does besides waiting. The zero value waits until
@@ -51,11 +52,11 @@ type Chunk struct {
 }
 
 func chunkOf(m *nats.Msg) Chunk {
-	off, err := strconv.Atoi(m.Header.Get(jobs.HeaderOffset))
+	off, err := strconv.Atoi(m.Header.Get(queue.HeaderOffset))
 	if err != nil {
 		off = -1
 	}
-	return Chunk{Stream: m.Header.Get(jobs.HeaderStream), Offset: off, Data: m.Data}
+	return Chunk{Stream: m.Header.Get(queue.HeaderStream), Offset: off, Data: m.Data}
 }
 
 // Output is a subscription to a job's live output, as its runner
@@ -70,7 +71,7 @@ type Output struct {
 // chunks the waiter has not taken yet (later ones are dropped).
 func (s *Service) FollowOutput(jobID string, buffer int) (*Output, error) {
 	o := &Output{msgs: make(chan *nats.Msg, buffer)}
-	sub, err := s.nc.ChanSubscribe(jobs.LogSubject(jobID), o.msgs)
+	sub, err := s.nc.ChanSubscribe(queue.LogSubject(jobID), o.msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +85,10 @@ func (o *Output) Close() { _ = o.sub.Unsubscribe() }
 // Backlog asks the runner running a job for its output so far, waiting up
 // to a second; ok is false when no runner answered (the job is not
 // running, or its runner is gone, or its tenant's output is private).
-func (s *Service) Backlog(ctx context.Context, jobID string) (b jobs.Backlog, ok bool) {
+func (s *Service) Backlog(ctx context.Context, jobID string) (b queue.Backlog, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	reply, err := s.nc.RequestWithContext(ctx, jobs.BacklogSubject(jobID), nil)
+	reply, err := s.nc.RequestWithContext(ctx, queue.BacklogSubject(jobID), nil)
 	if err != nil {
 		return b, false
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
@@ -36,7 +37,7 @@ func snapshotKey(tenantID string, sess jobs.Session) string {
 	if sess.Version == 0 {
 		return ""
 	}
-	return jobs.SessionKey(tenantID, sess.ID, sess.Version)
+	return blob.SessionKey(tenantID, sess.ID, sess.Version)
 }
 
 // ListFiles lists the session's workspace below dir ("" for all),
@@ -116,7 +117,7 @@ type editor struct {
 		CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
 	}
 	blobs Blobs
-	queue *queue
+	queue *publisher
 	log   *slog.Logger
 }
 
@@ -158,7 +159,7 @@ func (s *editor) edit(ctx context.Context, tenantID, sessionID string, edit edit
 	}
 
 	// Pass 2: copy the entries the edit keeps, then add the edit's own.
-	next := store.Snapshot{Version: st.Version + 1, Key: jobs.SessionKey(st.TenantID, sessionID, st.Version+1)}
+	next := store.Snapshot{Version: st.Version + 1, Key: blob.SessionKey(st.TenantID, sessionID, st.Version+1)}
 	n, err := snapshot.Put(ctx, s.blobs, next.Key, st.DiskMB, func(w io.Writer) error {
 		tw := tar.NewWriter(w)
 		skip, err := edit(tw, existing)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/store"
@@ -90,7 +91,8 @@ func database(t testing.TB, template string) string {
 	return u.String()
 }
 
-// New returns a migrated store on a fresh database.
+// New returns a migrated store on a fresh database. Its statements can be
+// recorded (WithQueryLog), and Exec and QueryRow reach its database.
 func New(t testing.TB) *store.Store {
 	t.Helper()
 	ctx := context.Background()
@@ -98,12 +100,48 @@ func New(t testing.TB) *store.Store {
 	if err != nil {
 		t.Fatalf("template database: %v", err)
 	}
-	st, err := store.Open(ctx, database(t, tmpl))
+	dbURL := database(t, tmpl)
+	st, err := store.Open(ctx, dbURL, store.WithTracer(queryTracer{}))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(st.Close)
+	side, err := pgxpool.New(ctx, withParam(dbURL, "pool_max_conns", "4"))
+	if err != nil {
+		t.Fatalf("open the test's own connections: %v", err)
+	}
+	pools.Store(st, side)
+	t.Cleanup(func() { pools.Delete(st); side.Close() })
 	return st
+}
+
+func withParam(raw, name, value string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pools are connections of the tests' own to the database of each store
+// New made (*store.Store → *pgxpool.Pool), for Exec and QueryRow.
+var pools sync.Map
+
+func pool(st *store.Store) *pgxpool.Pool {
+	p, ok := pools.Load(st)
+	if !ok {
+		panic("storetest: a store New did not make")
+	}
+	return p.(*pgxpool.Pool)
+}
+
+// QueryRow runs a query on the store's database, for tests that check
+// what a row holds.
+func QueryRow(st *store.Store, sql string, args ...any) pgx.Row {
+	return pool(st).QueryRow(context.Background(), sql, args...)
 }
 
 // TemplatePrefix names the template databases New clones.
@@ -199,7 +237,8 @@ func Tenant(t testing.TB, st *store.Store, name string) (tenantID, key string) {
 // Exec runs a statement on the store's database, for tests that need to
 // set up states the API cannot reach quickly (an expired session).
 func Exec(st *store.Store, sql string, args ...any) error {
-	return st.ExecForTest(context.Background(), sql, args...)
+	_, err := pool(st).Exec(context.Background(), sql, args...)
+	return err
 }
 
 // Claim claims a job as a runner would for a first delivery (its

@@ -17,7 +17,9 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -80,7 +82,7 @@ func TestChaos(t *testing.T) {
 			f.at = time.Now()
 			c.runners[0].kill9()
 			orphans = runningJobs(c.runners[0].output())
-			time.Sleep(3 * time.Second)
+			eventually.Pause(t.Context(), 3*time.Second)
 			// Its containers outlive it (their agents stop when its
 			// connections close); its next life removes them.
 			f.detail = fmt.Sprintf("%d jobs running on it, %d containers left behind", len(orphans), countContainers(t, "dev.gantry.runner="+c.runnerID[0]))
@@ -92,7 +94,7 @@ func TestChaos(t *testing.T) {
 			f.detail = "leader " + c.nats.names[i]
 			f.at = time.Now()
 			c.nats.nodes[i].kill9()
-			time.Sleep(5 * time.Second)
+			eventually.Pause(t.Context(), 5*time.Second)
 			c.nats.nodes[i].start(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -101,7 +103,7 @@ func TestChaos(t *testing.T) {
 			if err := c.pg.ctl("stop", "-m", "fast"); err != nil {
 				t.Error(err)
 			}
-			time.Sleep(20 * time.Second)
+			eventually.Pause(t.Context(), 20*time.Second)
 			if err := c.pg.ctl("start"); err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +115,7 @@ func TestChaos(t *testing.T) {
 			f.at = time.Now()
 			n := c.objects.fill(t)
 			f.detail = fmt.Sprintf("%d MiB written to fill it", n>>20)
-			time.Sleep(20 * time.Second)
+			eventually.Pause(t.Context(), 20*time.Second)
 			c.objects.unfill(t)
 			f.back = time.Now()
 		}, after: 20 * time.Second},
@@ -122,20 +124,20 @@ func TestChaos(t *testing.T) {
 			f.detail = fmt.Sprintf("%d requests in flight", cl.inflight[0].Load())
 			f.at = time.Now()
 			c.ingress[0].kill9()
-			time.Sleep(3 * time.Second)
+			eventually.Pause(t.Context(), 3*time.Second)
 			c.ingress[0].start(t)
 			f.back = time.Now()
 		}, after: 15 * time.Second},
 	}
 	steady := fault{name: "steady load, no fault", at: time.Now()}
-	time.Sleep(8 * time.Second) // steady state before the first fault
+	eventually.Pause(t.Context(), 8*time.Second) // steady state before the first fault
 	for i := range faults {
 		f := &faults[i]
 		f.start = time.Now()
-		time.Sleep(3 * time.Second)
+		eventually.Pause(t.Context(), 3*time.Second)
 		f.inject(f)
 		t.Logf("%s (%s) at +%s, undone after %s", f.name, f.detail, f.at.Sub(began).Round(100*time.Millisecond), f.back.Sub(f.at).Round(100*time.Millisecond))
-		time.Sleep(f.after)
+		eventually.Pause(t.Context(), f.after)
 	}
 	close(l.stop)
 	l.wg.Wait()
@@ -179,7 +181,7 @@ func s3Outage(t *testing.T, c *cluster, d time.Duration) func(*fault) {
 	return func(f *fault) {
 		f.at = time.Now()
 		c.objects.stop()
-		time.Sleep(d)
+		eventually.Pause(t.Context(), d)
 		c.objects.start(t)
 		f.back = time.Now()
 	}
@@ -236,13 +238,8 @@ func phaseOf(r *record, ats []time.Time) int {
 
 func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Logf("condition not met within %s; injecting anyway", within)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !eventually.Within(within, cond) {
+		t.Logf("condition not met within %s; injecting anyway", within)
 	}
 }
 
@@ -338,7 +335,7 @@ func (c *cluster) streamLeader(t *testing.T) int {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, jobs.StreamName)
+	s, err := js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/devstack"
+	"github.com/gantryhq/gantry/internal/eventually"
 )
 
 // proc is one process of the cluster, restartable with the same command.
@@ -122,19 +123,15 @@ func freePort(t *testing.T) int {
 // waitHTTP waits until url answers 200.
 func waitHTTP(t *testing.T, url string, within time.Duration, p *proc) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	if !eventually.Within(within, func() bool {
 		r, err := http.Get(url)
-		if err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 within %s:\n%s", url, within, tail(p.output(), 4000))
-		}
-		time.Sleep(100 * time.Millisecond)
+		r.Body.Close()
+		return r.StatusCode == 200
+	}) {
+		t.Fatalf("%s did not answer 200 within %s:\n%s", url, within, tail(p.output(), 4000))
 	}
 }
 

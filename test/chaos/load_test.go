@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -76,7 +77,7 @@ func (c *client) retry(ctx context.Context, first int, within time.Duration, met
 			}
 			return status, b, err
 		}
-		time.Sleep(wait)
+		eventually.Pause(ctx, wait)
 		wait = min(wait*2, time.Second)
 	}
 }
@@ -227,7 +228,7 @@ func (l *load) session(name string) {
 			status, b, err := l.c.retry(ctx, n%2, 30*time.Second, "GET", "/v1/jobs/"+r.id+"?wait=10s", nil)
 			var j jobs.Job
 			if err == nil && status == 200 && json.Unmarshal(b, &j) == nil && j.Status.Terminal() {
-				time.Sleep(500 * time.Millisecond)
+				eventually.Pause(ctx, 500*time.Millisecond)
 				break
 			}
 			select {
@@ -254,6 +255,8 @@ func (l *load) sessionIDs() map[string][]*record {
 // records each job's final state.
 func (l *load) settle(within time.Duration) {
 	deadline := time.Now().Add(within)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	work := make(chan *record)
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
@@ -262,7 +265,7 @@ func (l *load) settle(within time.Duration) {
 			defer wg.Done()
 			for r := range work {
 				for try := 0; ; try++ {
-					status, b, err := l.c.do(context.Background(), (w+try)%2, "GET", "/v1/jobs/"+r.id+"?wait=5s", nil)
+					status, b, err := l.c.do(ctx, (w+try)%2, "GET", "/v1/jobs/"+r.id+"?wait=5s", nil)
 					if err == nil && status == 404 {
 						r.found = false
 						break
@@ -279,7 +282,7 @@ func (l *load) settle(within time.Duration) {
 						break
 					}
 					if err != nil || status != 200 {
-						time.Sleep(200 * time.Millisecond)
+						eventually.Pause(ctx, 200*time.Millisecond)
 					}
 				}
 			}

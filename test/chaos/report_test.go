@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantryhq/gantry/codemode/codemodetest"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -195,10 +196,10 @@ func measureCosts(t *testing.T, c *cluster, cl *client) []costRow {
 		return s
 	}
 	// Statistics reach pg_stat_* within a second of a transaction.
-	settle := func() { time.Sleep(1500 * time.Millisecond) }
+	settle := func() { eventually.Pause(t.Context(), 1500*time.Millisecond) }
 	settle()
 	idle0 := snap()
-	time.Sleep(6 * time.Second)
+	eventually.Pause(t.Context(), 6*time.Second) // six seconds of idling, measured
 	settle()
 	idle1 := snap()
 	idleSecs := idle1.at.Sub(idle0.at).Seconds()

@@ -258,6 +258,28 @@ class ChatUsage(TypedDict):
     total_tokens: int
 
 
+class Compile(TypedDict):
+    """How a compiled language's compile step went. It ran in a sandbox of its own
+    (the job's limits, no network, /workspace read-only), with its own timeout;
+    its output is the job's compile_output.
+    """
+
+    #: CPU time the compiler's processes used, measured as the job's cpu_time_ms.
+    cpu_time_ms: Optional[int]
+    #: The compile's wall-clock time, in milliseconds.
+    duration_ms: int
+    #: The compiler's exit status (128+n when signal n killed it, 137 when it ran
+    #: out of the job's memory); null when it timed out.
+    exit_code: Optional[int]
+    #: The compiler printed more than 65536 bytes; the rest was dropped.
+    output_truncated: bool
+    #: The largest resident set of a compiler process, in KiB.
+    peak_memory_kb: Optional[int]
+    #: succeeded (the program ran next), failed (the compiler exited non-zero or
+    #: was killed) or timed_out (it ran longer than compile_timeout_ms).
+    status: Literal["succeeded", "failed", "timed_out"]
+
+
 class _EgressConnectionRequired(TypedDict):
     #: On the tenant's allow-list, and reached.
     allowed: bool
@@ -331,7 +353,7 @@ class ErrorDetail(_ErrorDetailRequired, total=False):
 class ErrorInfo(TypedDict):
     """Why a job did not succeed: a limit it hit, or why gantry could not run it."""
 
-    code: Literal["timed_out", "oom_killed", "cancelled", "infrastructure"]
+    code: Literal["timed_out", "oom_killed", "cancelled", "infrastructure", "compile_error"]
     message: str
 
 
@@ -395,8 +417,29 @@ class _JobRequired(TypedDict):
     attempt: int
     #: The batch the job was submitted in (POST /v1/jobs/batch), or null.
     batch_id: Optional[str]
+    #: How the compile step went, for code in a compiled language (c, cpp, go,
+    #: java, rust), once the job finished; null for other languages, for a command,
+    #: and before. A program that did not compile has status failed, error.code
+    #: compile_error, a null exit_code, and this says whether the compiler failed
+    #: or ran out of its compile_timeout_ms.
+    compile: Optional[Compile]
+    #: What the compiler printed, its stdout and stderr interleaved as written
+    #: (warnings too, when it succeeded); at most 65536 bytes
+    #: (compile.output_truncated says more were cut). Empty without a compile step.
+    #: The program's own output is in stdout and stderr.
+    compile_output: str
+    #: CPU time (user and system, milliseconds, rounded up) the program used: every
+    #: process of its sandbox, as the kernel accounted them when the sandbox ended
+    #: (rusage), including an interpreter's start-up (none for a Python job forked
+    #: from the warm interpreter; in a stateful session, what the session's
+    #: processes used while the job ran, background ones too). Also for a program
+    #: killed at its timeout or memory limit. Null while the job has not finished,
+    #: when the program did not run (a compile error, a cancelled or lost job), and
+    #: for jobs recorded before gantry measured it.
+    cpu_time_ms: Optional[int]
     created_at: str
-    #: How long the program ran, in milliseconds, once finished.
+    #: How long the program ran (wall clock, milliseconds), once finished; a
+    #: compile step's time is in compile.duration_ms, not here.
     duration_ms: Optional[int]
     error: Optional[ErrorInfo]
     #: The program's exit code, once it has exited.
@@ -405,8 +448,15 @@ class _JobRequired(TypedDict):
     #: "job_" and 26 lower-case Crockford base32 characters; ids sort by creation
     #: time.
     id: str
+    #: The language's name (a request may have given an alias).
     language: str
     metadata: Dict[str, str]
+    #: The largest resident set (KiB) that any one process of the program's sandbox
+    #: reached (the kernel's maxrss): not a sum over processes, and not the files
+    #: it wrote. For a Python job forked from the warm interpreter, what it added
+    #: to the interpreter's preloaded pages. Null as cpu_time_ms, and for a
+    #: stateful session's jobs.
+    peak_memory_kb: Optional[int]
     #: The session the job ran in, or null.
     session_id: Optional[str]
     started_at: Optional[str]
@@ -434,7 +484,8 @@ class _JobRequired(TypedDict):
 
 class Job(_JobRequired, total=False):
     """A job as the API shows it. Every field is always present, but spec (only
-    with ?include=spec) and artifacts_omitted (only when files were left out).
+    with ?include=spec), artifacts_omitted (only when files were left out) and
+    trace_id (only when traced).
     """
 
     #: Files that matched the artifact patterns but were left out because they
@@ -457,6 +508,11 @@ class Job(_JobRequired, total=False):
     #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
     #: /v1/jobs/{id}. Never the env values.
     spec: JobSpec
+    #: The OpenTelemetry trace of the job, from the request that submitted it to
+    #: its recorded result (32 hex digits), when the operator exports traces and
+    #: this one was sampled; absent otherwise. A request that arrives with a W3C
+    #: traceparent puts the job in the caller's trace.
+    trace_id: str
     #: A Python job in a stateful session: the value of its code's last expression,
     #: as a notebook shows it. Absent for other jobs, and when the code ends in a
     #: statement, or in an expression that is None or ends with `;`, or raised.
@@ -471,8 +527,10 @@ class JobList(TypedDict):
 
 
 class _JobRequestRequired(TypedDict):
-    #: The language to run in (GET /v1/languages lists them).
-    language: Literal["python", "bash", "node", "typescript"]
+    #: The language to run in, by name or alias (GET /v1/languages lists those this
+    #: gantry offers: the compiled ones need the compilers image). Any other known
+    #: language answers 400 saying it is not offered.
+    language: Literal["python", "python3", "py", "bash", "sh", "node", "javascript", "js", "nodejs", "typescript", "ts", "c", "cpp", "c++", "go", "golang", "java", "rust", "rs"]
 
 
 class JobRequest(_JobRequestRequired, total=False):
@@ -482,19 +540,33 @@ class JobRequest(_JobRequestRequired, total=False):
     refused with 400 naming the field that holds the bad bytes.
     """
 
+    #: Arguments given to the program after its path (sys.argv[1:],
+    #: process.argv.slice(2), "$@"), or to the compiled program, with `code` only
+    #: (a `command` carries its own). At most 256, 65536 bytes in all, no NUL
+    #: bytes.
+    args: List[str]
     #: Glob patterns, relative to /workspace, of files to collect after the run.
     #: Segments are path.Match patterns and a segment `**` matches any number of
     #: directories. No leading /, no `..`. At most 32; absent or empty means
     #: ["out/**"].
     artifacts: List[str]
-    #: The program. It is written to /tmp/gantry/<file> (main.py, main.sh or
-    #: main.js) and run with the language's command, in /workspace. Required unless
-    #: `command` is given; must not be blank. At most 1048576 bytes.
+    #: The program. It is written to /tmp/gantry/<file> (the language's file:
+    #: main.py, main.c, …; Java's is named after its public class) and run with the
+    #: language's command, in /workspace; a compiled language's is compiled first
+    #: (see compile_timeout_ms). Required unless `command` is given; must not be
+    #: blank. At most 1048576 bytes.
     code: str
     #: An argv to run in /workspace instead of a program, e.g. ["python3",
     #: "main.py"]. At most 256 arguments; the first must not be empty; no NUL
     #: bytes.
     command: List[str]
+    #: Wall-clock limit of a compiled language's compile step, in milliseconds,
+    #: apart from timeout_ms (which bounds the program's run). The compile runs in
+    #: a sandbox of its own, made as the program's (same limits.memory_mb, cpus,
+    #: pids and disk; no network), with /workspace read-only. Absent or 0 means the
+    #: default; ignored for languages without a compile step. At most
+    #: GANTRY_MAX_TIMEOUT_MS.
+    compile_timeout_ms: int
     #: Environment variables: at most 128, names of letters, digits and _ not
     #: starting with a digit, values without NUL bytes, names and values at most
     #: 65536 bytes in all. The values are sealed at rest with AES-256-GCM under the
@@ -542,9 +614,10 @@ class JobRequest(_JobRequestRequired, total=False):
     #: alphabet, padded) for binary input; the program reads the decoded bytes.
     #: `utf-8` is accepted as a spelling of `utf8`.
     stdin_encoding: Literal["utf8", "base64"]
-    #: Wall-clock limit in milliseconds; the sandbox is killed when it passes.
-    #: Absent or 0 means the default. The maximum is the operator's
-    #: GANTRY_MAX_TIMEOUT_MS (default 900000).
+    #: Wall-clock limit of the program's run in milliseconds (a compile step has
+    #: its own, compile_timeout_ms); the program is killed when it passes, and what
+    #: it used until then is still measured. Absent or 0 means the default. The
+    #: maximum is the operator's GANTRY_MAX_TIMEOUT_MS (default 900000).
     timeout_ms: int
     #: An http or https URL called when the job finishes (see the jobFinished
     #: webhook), instead of the tenant's default (settings.webhook_url). No
@@ -579,10 +652,14 @@ class JobSpec(_JobSpecRequired, total=False):
     timeout, limits and artifact patterns.
     """
 
+    #: The program's arguments (absent when none, and for a command).
+    args: List[str]
     #: The program (absent for a command).
     code: str
     #: The argv that ran (absent for code).
     command: List[str]
+    #: The compile step's limit (absent without a compile step).
+    compile_timeout_ms: int
 
 
 class JobSpecFile(TypedDict):
@@ -602,14 +679,29 @@ class JobSpecFile(TypedDict):
 JobStatus = Literal["queued", "running", "succeeded", "failed", "timed_out", "cancelled", "error"]
 
 
-class Language(TypedDict):
-    #: argv that runs the program; the program's path is appended.
+class _LanguageRequired(TypedDict):
+    #: Other names a request may give the language; jobs record its name.
+    aliases: List[str]
+    #: argv that runs the program: an interpreted language's program path is
+    #: appended; a compiled language's runs what the compile step built in
+    #: /tmp/gantry/build ({build}; {class} is Java's main class). The job's args
+    #: follow.
     command: List[str]
     #: What the sandbox offers for the language.
     description: str
     #: Name the program is written to, under /tmp/gantry.
     file: str
     name: str
+
+
+class Language(_LanguageRequired, total=False):
+    """A language this gantry offers (its sandbox image has it). The compiled ones
+    (c, cpp, go, java, rust) have a compile step.
+    """
+
+    #: A compiled language's compile step ({source} is the program's path, {build}
+    #: the build directory); absent for the others.
+    compile: List[str]
 
 
 class LanguageList(TypedDict):
@@ -952,7 +1044,7 @@ class SessionRequest(TypedDict, total=False):
     environment: str
     #: The session's language (GET /v1/languages lists them). Absent or empty means
     #: python.
-    language: Literal["python", "bash", "node", "typescript"]
+    language: Literal["python", "python3", "py", "bash", "sh", "node", "javascript", "js", "nodejs", "typescript", "ts", "c", "cpp", "c++", "go", "golang", "java", "rust", "rs"]
     #: Free-form string labels returned with the session: at most 32 keys of 1-64
     #: bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
     #: `metadata` or `metadata.<key>`).
@@ -1266,6 +1358,10 @@ class UsageBucket(TypedDict):
     #: The size of the files the jobs produced that gantry kept (omitted ones
     #: aside).
     artifact_bytes: int
+    #: The CPU time (user and system) the jobs' programs used, summed; jobs
+    #: recorded without it (before it was measured, or whose program never ran)
+    #: count nothing.
+    cpu_seconds: float
     #: The median wall time of the programs that ran; null when none did.
     duration_p50_ms: Optional[int]
     #: The 95th percentile of the programs' wall time; null when none ran.
@@ -1274,6 +1370,9 @@ class UsageBucket(TypedDict):
     jobs: Dict[str, int]
     #: All jobs submitted.
     jobs_total: int
+    #: The largest resident set (KiB) any one job's program reached; null when no
+    #: job was measured.
+    peak_memory_kb: Optional[int]
     #: The sessions jobs were submitted to.
     sessions: int
     #: The bucket's first instant.
@@ -1286,6 +1385,10 @@ class UsageFigures(TypedDict):
     #: The size of the files the jobs produced that gantry kept (omitted ones
     #: aside).
     artifact_bytes: int
+    #: The CPU time (user and system) the jobs' programs used, summed; jobs
+    #: recorded without it (before it was measured, or whose program never ran)
+    #: count nothing.
+    cpu_seconds: float
     #: The median wall time of the programs that ran; null when none did.
     duration_p50_ms: Optional[int]
     #: The 95th percentile of the programs' wall time; null when none ran.
@@ -1294,6 +1397,9 @@ class UsageFigures(TypedDict):
     jobs: Dict[str, int]
     #: All jobs submitted.
     jobs_total: int
+    #: The largest resident set (KiB) any one job's program reached; null when no
+    #: job was measured.
+    peak_memory_kb: Optional[int]
     #: The sessions jobs were submitted to.
     sessions: int
 
@@ -1376,4 +1482,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -228,6 +228,32 @@ export interface ChatUsage {
   total_tokens: number;
 }
 
+/**
+ * How a compiled language's compile step went. It ran in a sandbox of its own
+ * (the job's limits, no network, /workspace read-only), with its own timeout;
+ * its output is the job's compile_output.
+ */
+export interface Compile {
+  /** CPU time the compiler's processes used, measured as the job's cpu_time_ms. */
+  cpu_time_ms: number | null;
+  /** The compile's wall-clock time, in milliseconds. */
+  duration_ms: number;
+  /**
+   * The compiler's exit status (128+n when signal n killed it, 137 when it ran
+   * out of the job's memory); null when it timed out.
+   */
+  exit_code: number | null;
+  /** The compiler printed more than 65536 bytes; the rest was dropped. */
+  output_truncated: boolean;
+  /** The largest resident set of a compiler process, in KiB. */
+  peak_memory_kb: number | null;
+  /**
+   * succeeded (the program ran next), failed (the compiler exited non-zero or
+   * was killed) or timed_out (it ran longer than compile_timeout_ms).
+   */
+  status: "succeeded" | "failed" | "timed_out";
+}
+
 /** One connection a job asked the egress proxy for. */
 export interface EgressConnection {
   /** On the tenant's allow-list, and reached. */
@@ -295,7 +321,7 @@ export interface ErrorDetail {
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
 export interface ErrorInfo {
-  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure";
+  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure" | "compile_error";
   message: string;
 }
 
@@ -350,7 +376,8 @@ export interface InputFile {
 
 /**
  * A job as the API shows it. Every field is always present, but spec (only
- * with ?include=spec) and artifacts_omitted (only when files were left out).
+ * with ?include=spec), artifacts_omitted (only when files were left out) and
+ * trace_id (only when traced).
  */
 export interface Job {
   artifacts: Artifact[];
@@ -371,8 +398,37 @@ export interface Job {
   attempt: number;
   /** The batch the job was submitted in (POST /v1/jobs/batch), or null. */
   batch_id: string | null;
+  /**
+   * How the compile step went, for code in a compiled language (c, cpp, go,
+   * java, rust), once the job finished; null for other languages, for a command,
+   * and before. A program that did not compile has status failed, error.code
+   * compile_error, a null exit_code, and this says whether the compiler failed
+   * or ran out of its compile_timeout_ms.
+   */
+  compile: Compile | null;
+  /**
+   * What the compiler printed, its stdout and stderr interleaved as written
+   * (warnings too, when it succeeded); at most 65536 bytes
+   * (compile.output_truncated says more were cut). Empty without a compile step.
+   * The program's own output is in stdout and stderr.
+   */
+  compile_output: string;
+  /**
+   * CPU time (user and system, milliseconds, rounded up) the program used: every
+   * process of its sandbox, as the kernel accounted them when the sandbox ended
+   * (rusage), including an interpreter's start-up (none for a Python job forked
+   * from the warm interpreter; in a stateful session, what the session's
+   * processes used while the job ran, background ones too). Also for a program
+   * killed at its timeout or memory limit. Null while the job has not finished,
+   * when the program did not run (a compile error, a cancelled or lost job), and
+   * for jobs recorded before gantry measured it.
+   */
+  cpu_time_ms: number | null;
   created_at: string;
-  /** How long the program ran, in milliseconds, once finished. */
+  /**
+   * How long the program ran (wall clock, milliseconds), once finished; a
+   * compile step's time is in compile.duration_ms, not here.
+   */
   duration_ms: number | null;
   /**
    * The connections the job asked the egress proxy for, allowed or refused, in
@@ -391,6 +447,7 @@ export interface Job {
    * time.
    */
   id: string;
+  /** The language's name (a request may have given an alias). */
   language: string;
   /**
    * A job of a stateful session that ran: whether it found the session's live
@@ -404,6 +461,14 @@ export interface Job {
    */
   live_state_reason?: string;
   metadata: Record<string, string>;
+  /**
+   * The largest resident set (KiB) that any one process of the program's sandbox
+   * reached (the kernel's maxrss): not a sum over processes, and not the files
+   * it wrote. For a Python job forked from the warm interpreter, what it added
+   * to the interpreter's preloaded pages. Null as cpu_time_ms, and for a
+   * stateful session's jobs.
+   */
+  peak_memory_kb: number | null;
   /** The session the job ran in, or null. */
   session_id: string | null;
   /**
@@ -430,6 +495,13 @@ export interface Job {
    * that called no tools.
    */
   tool_calls: ToolCall[];
+  /**
+   * The OpenTelemetry trace of the job, from the request that submitted it to
+   * its recorded result (32 hex digits), when the operator exports traces and
+   * this one was sampled; absent otherwise. A request that arrives with a W3C
+   * traceparent puts the job in the caller's trace.
+   */
+  trace_id?: string;
   /**
    * A Python job in a stateful session: the value of its code's last expression,
    * as a notebook shows it. Absent for other jobs, and when the code ends in a
@@ -463,6 +535,13 @@ export interface JobList {
  */
 export interface JobRequest {
   /**
+   * Arguments given to the program after its path (sys.argv[1:],
+   * process.argv.slice(2), "$@"), or to the compiled program, with `code` only
+   * (a `command` carries its own). At most 256, 65536 bytes in all, no NUL
+   * bytes.
+   */
+  args?: string[];
+  /**
    * Glob patterns, relative to /workspace, of files to collect after the run.
    * Segments are path.Match patterns and a segment `**` matches any number of
    * directories. No leading /, no `..`. At most 32; absent or empty means
@@ -470,9 +549,11 @@ export interface JobRequest {
    */
   artifacts?: string[];
   /**
-   * The program. It is written to /tmp/gantry/<file> (main.py, main.sh or
-   * main.js) and run with the language's command, in /workspace. Required unless
-   * `command` is given; must not be blank. At most 1048576 bytes.
+   * The program. It is written to /tmp/gantry/<file> (the language's file:
+   * main.py, main.c, …; Java's is named after its public class) and run with the
+   * language's command, in /workspace; a compiled language's is compiled first
+   * (see compile_timeout_ms). Required unless `command` is given; must not be
+   * blank. At most 1048576 bytes.
    */
   code?: string;
   /**
@@ -481,6 +562,15 @@ export interface JobRequest {
    * bytes.
    */
   command?: string[];
+  /**
+   * Wall-clock limit of a compiled language's compile step, in milliseconds,
+   * apart from timeout_ms (which bounds the program's run). The compile runs in
+   * a sandbox of its own, made as the program's (same limits.memory_mb, cpus,
+   * pids and disk; no network), with /workspace read-only. Absent or 0 means the
+   * default; ignored for languages without a compile step. At most
+   * GANTRY_MAX_TIMEOUT_MS.
+   */
+  compile_timeout_ms?: number;
   /**
    * Environment variables: at most 128, names of letters, digits and _ not
    * starting with a digit, values without NUL bytes, names and values at most
@@ -508,8 +598,12 @@ export interface JobRequest {
    * request, 409 conflict.
    */
   idempotency_key?: string;
-  /** The language to run in (GET /v1/languages lists them). */
-  language: "python" | "bash" | "node" | "typescript";
+  /**
+   * The language to run in, by name or alias (GET /v1/languages lists those this
+   * gantry offers: the compiled ones need the compilers image). Any other known
+   * language answers 400 saying it is not offered.
+   */
+  language: "python" | "python3" | "py" | "bash" | "sh" | "node" | "javascript" | "js" | "nodejs" | "typescript" | "ts" | "c" | "cpp" | "c++" | "go" | "golang" | "java" | "rust" | "rs";
   limits?: Limits;
   /**
    * Free-form string labels returned with the job: at most 32 keys of 1-64
@@ -545,9 +639,10 @@ export interface JobRequest {
    */
   stdin_encoding?: "utf8" | "base64";
   /**
-   * Wall-clock limit in milliseconds; the sandbox is killed when it passes.
-   * Absent or 0 means the default. The maximum is the operator's
-   * GANTRY_MAX_TIMEOUT_MS (default 900000).
+   * Wall-clock limit of the program's run in milliseconds (a compile step has
+   * its own, compile_timeout_ms); the program is killed when it passes, and what
+   * it used until then is still measured. Absent or 0 means the default. The
+   * maximum is the operator's GANTRY_MAX_TIMEOUT_MS (default 900000).
    */
   timeout_ms?: number;
   /**
@@ -568,12 +663,16 @@ export interface JobRequest {
  * timeout, limits and artifact patterns.
  */
 export interface JobSpec {
+  /** The program's arguments (absent when none, and for a command). */
+  args?: string[];
   /** The globs under /workspace whose files were collected. */
   artifacts: string[];
   /** The program (absent for a command). */
   code?: string;
   /** The argv that ran (absent for code). */
   command?: string[];
+  /** The compile step's limit (absent without a compile step). */
+  compile_timeout_ms?: number;
   /**
    * The names of the job's environment variables, sorted. Their values are never
    * shown.
@@ -609,9 +708,25 @@ export interface JobSpecFile {
  */
 export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "error";
 
+/**
+ * A language this gantry offers (its sandbox image has it). The compiled ones
+ * (c, cpp, go, java, rust) have a compile step.
+ */
 export interface Language {
-  /** argv that runs the program; the program's path is appended. */
+  /** Other names a request may give the language; jobs record its name. */
+  aliases: string[];
+  /**
+   * argv that runs the program: an interpreted language's program path is
+   * appended; a compiled language's runs what the compile step built in
+   * /tmp/gantry/build ({build}; {class} is Java's main class). The job's args
+   * follow.
+   */
   command: string[];
+  /**
+   * A compiled language's compile step ({source} is the program's path, {build}
+   * the build directory); absent for the others.
+   */
+  compile?: string[];
   /** What the sandbox offers for the language. */
   description: string;
   /** Name the program is written to, under /tmp/gantry. */
@@ -1033,7 +1148,7 @@ export interface SessionRequest {
    * The session's language (GET /v1/languages lists them). Absent or empty means
    * python.
    */
-  language?: "python" | "bash" | "node" | "typescript";
+  language?: "python" | "python3" | "py" | "bash" | "sh" | "node" | "javascript" | "js" | "nodejs" | "typescript" | "ts" | "c" | "cpp" | "c++" | "go" | "golang" | "java" | "rust" | "rs";
   /**
    * Free-form string labels returned with the session: at most 32 keys of 1-64
    * bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
@@ -1389,6 +1504,12 @@ export interface UsageBucket {
    * aside).
    */
   artifact_bytes: number;
+  /**
+   * The CPU time (user and system) the jobs' programs used, summed; jobs
+   * recorded without it (before it was measured, or whose program never ran)
+   * count nothing.
+   */
+  cpu_seconds: number;
   /** The median wall time of the programs that ran; null when none did. */
   duration_p50_ms: number | null;
   /** The 95th percentile of the programs' wall time; null when none ran. */
@@ -1397,6 +1518,11 @@ export interface UsageBucket {
   jobs: Record<string, number>;
   /** All jobs submitted. */
   jobs_total: number;
+  /**
+   * The largest resident set (KiB) any one job's program reached; null when no
+   * job was measured.
+   */
+  peak_memory_kb: number | null;
   /** The sessions jobs were submitted to. */
   sessions: number;
   /** The bucket's first instant. */
@@ -1410,6 +1536,12 @@ export interface UsageFigures {
    * aside).
    */
   artifact_bytes: number;
+  /**
+   * The CPU time (user and system) the jobs' programs used, summed; jobs
+   * recorded without it (before it was measured, or whose program never ran)
+   * count nothing.
+   */
+  cpu_seconds: number;
   /** The median wall time of the programs that ran; null when none did. */
   duration_p50_ms: number | null;
   /** The 95th percentile of the programs' wall time; null when none ran. */
@@ -1418,6 +1550,11 @@ export interface UsageFigures {
   jobs: Record<string, number>;
   /** All jobs submitted. */
   jobs_total: number;
+  /**
+   * The largest resident set (KiB) any one job's program reached; null when no
+   * job was measured.
+   */
+  peak_memory_kb: number | null;
   /** The sessions jobs were submitted to. */
   sessions: number;
 }

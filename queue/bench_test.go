@@ -1,4 +1,4 @@
-package jobs_test
+package queue_test
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 )
 
 // BenchmarkQueueR3 measures how many jobs a 3-node JetStream cluster
@@ -22,7 +24,7 @@ import (
 // process, so they share its CPUs: a floor for three separate servers. It
 // reports jobs/s.
 func BenchmarkQueueR3(b *testing.B) {
-	c := jobstest.NewCluster(b, 3)
+	c := queuetest.NewCluster(b, 3)
 	c.StartAll()
 	ctx := context.Background()
 	pub, err := nats.Connect(c.URL())
@@ -37,7 +39,11 @@ func BenchmarkQueueR3(b *testing.B) {
 	defer sub.Close()
 	pjs, _ := jetstream.New(pub)
 	sjs, _ := jetstream.New(sub)
-	cons, err := jobs.EnsureQueue(ctx, sjs, jobs.QueueConfig{Replicas: 3})
+	cfg := queue.Config{Replicas: 3}
+	if err := queue.Ensure(ctx, sjs, cfg); err != nil {
+		b.Fatal(err)
+	}
+	cons, err := queue.EnsureTenant(ctx, sjs, cfg, "ten_bench", -1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,16 +77,14 @@ func BenchmarkQueueR3(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			id := jobs.NewID("job")
-			data, _ := json.Marshal(jobs.RunMessage{JobID: id, TenantID: "ten_bench"})
-			if _, err := pjs.Publish(ctx, jobs.SubjectRun, data, jetstream.WithMsgID(id)); err != nil {
+			data, _ := json.Marshal(queue.RunMessage{JobID: id, TenantID: "ten_bench"})
+			if _, err := pjs.Publish(ctx, queue.TenantSubject("ten_bench"), data, jetstream.WithMsgID(id)); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
-	for acked.Load() < int64(b.N) && b.Elapsed() < time.Duration(b.N)*time.Second {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Within(time.Duration(b.N)*time.Second, func() bool { return acked.Load() >= int64(b.N) })
 	b.StopTimer()
 	close(done)
 	wg.Wait()

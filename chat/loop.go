@@ -63,15 +63,15 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Agent runs conversations. It is safe for concurrent use.
-type Agent struct {
+// Loop runs conversations: the agent loop. It is safe for concurrent use.
+type Loop struct {
 	cfg   Config
 	log   *slog.Logger
 	model *model
 }
 
-// New returns an Agent for cfg, which must name a URL and a model.
-func New(cfg Config, log *slog.Logger) (*Agent, error) {
+// New returns a Loop for cfg, which must name a URL and a model.
+func New(cfg Config, log *slog.Logger) (*Loop, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.URL == "" || cfg.Model == "" {
 		return nil, errors.New("the agent needs a model server URL and a model name")
@@ -79,13 +79,13 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
 		return nil, fmt.Errorf("model server URL %q: want http:// or https://", cfg.URL)
 	}
-	return &Agent{cfg: cfg, log: log, model: &model{
+	return &Loop{cfg: cfg, log: log, model: &model{
 		url: strings.TrimRight(cfg.URL, "/") + "/chat/completions", name: cfg.Model, apiKey: cfg.APIKey, client: cfg.Client,
 	}}, nil
 }
 
 // Model is the configured model's name.
-func (a *Agent) Model() string { return a.cfg.Model }
+func (a *Loop) Model() string { return a.cfg.Model }
 
 // Event is the loop's progress, streamed to clients as the gantry field of
 // a chunk.
@@ -130,7 +130,7 @@ type Sink struct {
 // Run carries the conversation msgs forward until the model answers without
 // asking for a tool, or maxSteps model calls were made. Tools run through
 // api, as its tenant. Errors are the model's (*ModelError) or ctx's.
-func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, opt Options, sink Sink) (Run, error) {
+func (a *Loop) Run(ctx context.Context, api *localapi.Client, msgs []Message, opt Options, sink Sink) (Run, error) {
 	steps := a.cfg.MaxSteps
 	if opt.MaxSteps > 0 && opt.MaxSteps < steps {
 		steps = opt.MaxSteps
@@ -218,7 +218,7 @@ func (a *Agent) Run(ctx context.Context, api *localapi.Client, msgs []Message, o
 
 // ended is why a run's context ended: the client's (parent's) error, or
 // the run's own time limit, a *ModelError the client is told about.
-func (a *Agent) ended(parent, run context.Context) error {
+func (a *Loop) ended(parent, run context.Context) error {
 	if parent.Err() != nil {
 		return parent.Err()
 	}

@@ -141,7 +141,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func newAgent(t *testing.T, model *scripted, steps int) (*Agent, *httptest.Server) {
+func newAgent(t *testing.T, model *scripted, steps int) (*Loop, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewServer(model)
 	t.Cleanup(srv.Close)
@@ -394,7 +394,7 @@ func TestRunLimits(t *testing.T) {
 
 // post calls the endpoint as the ingress would, with key. The request and
 // the answer are checked against the API's OpenAPI document.
-func post(t *testing.T, a *Agent, api http.Handler, key, body string) *httptest.ResponseRecorder {
+func post(t *testing.T, a *Loop, api http.Handler, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/v1/agent/chat/completions", strings.NewReader(body))
 	r.Header.Set("Authorization", "Bearer "+key)

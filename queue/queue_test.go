@@ -1,4 +1,4 @@
-package jobs_test
+package queue_test
 
 import (
 	"bytes"
@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/jobs/jobstest"
+	"github.com/gantryhq/gantry/internal/eventually"
+	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/queue/queuetest"
 )
 
 // logBuffer collects log lines written from several goroutines.
@@ -39,10 +40,11 @@ func (b *logBuffer) String() string {
 // the cluster has a leader and three peers. EnsureQueue waits, saying so,
 // and succeeds once the other nodes join.
 func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS cluster")
 	}
-	c := jobstest.NewCluster(t, 3)
+	c := queuetest.NewCluster(t, 3)
 	c.Start(0)
 	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1))
 	if err != nil {
@@ -54,11 +56,11 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	cfg := jobs.QueueConfig{Replicas: 3, AckWait: 5 * time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	cfg := queue.Config{Replicas: 3, AckWait: 5 * time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 
 	// A caller that stops waiting gets an error saying what it waited for.
 	short, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	_, err = jobs.EnsureQueue(short, js, cfg)
+	err = queue.Ensure(short, js, cfg)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "gave up waiting for JetStream") {
 		t.Fatalf("EnsureQueue on a cluster without quorum, with a 1.5s deadline: %v", err)
@@ -66,15 +68,10 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := jobs.EnsureQueue(context.Background(), js, cfg)
-		done <- err
+		done <- queue.Ensure(context.Background(), js, cfg)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for the JetStream cluster") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiting line in the log:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually.Within(30*time.Second, func() bool { return strings.Contains(logs.String(), "waiting for the JetStream cluster") }) {
+		t.Fatalf("no waiting line in the log:\n%s", logs.String())
 	}
 	select {
 	case err := <-done:
@@ -96,7 +93,7 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	stream, err := js.Stream(ctx, jobs.StreamName)
+	stream, err := js.Stream(ctx, queue.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +105,18 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 		t.Fatalf("stream: replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
 	}
 	// The queue works: a job published is the one a runner fetches.
-	if _, err := js.Publish(ctx, jobs.SubjectRun, []byte(`{"job_id":"job_x"}`), jetstream.WithMsgID("job_x")); err != nil {
+	if err := queue.Ensure(ctx, js, cfg); err != nil { // again, as every replica does
 		t.Fatal(err)
 	}
-	cons, err := jobs.EnsureQueue(ctx, js, cfg) // again, as every replica does
+	if _, err := queue.NewPublisher(nc, js, cfg).Publish(ctx, queue.RunMessage{JobID: "job_x", TenantID: "ten_x"}, "job_x", 1); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, queue.StreamName, queue.TenantConsumer("ten_x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
-	if err != nil || string(msg.Data()) != `{"job_id":"job_x"}` {
+	if err != nil || !strings.Contains(string(msg.Data()), `"job_id":"job_x"`) {
 		t.Fatalf("fetch: %v", err)
 	}
 	_ = msg.DoubleAck(ctx)
@@ -125,14 +125,15 @@ func TestEnsureQueueWaitsForClusterLeader(t *testing.T) {
 // TestEnsureQueueRefusesAtOnce: a mistake that waiting cannot fix (three
 // replicas on a server without clustering) is reported at once.
 func TestEnsureQueueRefusesAtOnce(t *testing.T) {
-	js, err := jetstream.New(jobstest.Connect(t, jobstest.Server(t)))
+	t.Parallel()
+	js, err := jetstream.New(queuetest.Connect(t, queuetest.Server(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = jobs.EnsureQueue(ctx, js, jobs.QueueConfig{Replicas: 3})
+	err = queue.Ensure(ctx, js, queue.Config{Replicas: 3})
 	if err == nil || !strings.Contains(err.Error(), "replicas") || time.Since(start) > 5*time.Second {
 		t.Fatalf("R3 on a single server: %v after %s", err, time.Since(start))
 	}

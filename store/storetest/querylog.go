@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueryLog records the statements the store runs for a context that
-// carries it (WithQueryLog), so that tests can check their plans against
-// a large table. Statements run without one cost a context lookup.
+// QueryLog records the statements a store New made runs for a context
+// that carries it (WithQueryLog), so that tests can check their plans
+// against a large table.
 type QueryLog struct {
 	mu         sync.Mutex
 	statements []Statement
@@ -35,8 +35,8 @@ func WithQueryLog(ctx context.Context, l *QueryLog) context.Context {
 	return context.WithValue(ctx, queryLogKey{}, l)
 }
 
-// queryTracer is the pool's pgx tracer: it records statements in the
-// context's QueryLog, if any.
+// queryTracer is the tracer of the stores New makes: it records statements
+// in the context's QueryLog, if any.
 type queryTracer struct{}
 
 func (queryTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {

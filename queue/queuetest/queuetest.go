@@ -1,6 +1,6 @@
-// Package jobstest starts a real NATS JetStream server in-process for tests,
+// Package queuetest starts a real NATS JetStream server in-process for tests,
 // on a random port with its store in a temporary directory.
-package jobstest
+package queuetest
 
 import (
 	"testing"

@@ -1,4 +1,9 @@
-package jobs
+// Package queue is the job queue: the JetStream stream and each tenant's
+// consumer on it, the run messages published there, and the core NATS
+// subjects the ingress and the runners speak over (status, output, backlog,
+// cancel, ready, key revocations, sessions closed). Both sides use it, and
+// neither imports the other.
+package queue
 
 import (
 	"context"
@@ -8,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,14 +21,9 @@ import (
 const (
 	// StreamName is the work-queue stream holding jobs waiting for a runner.
 	StreamName = "GANTRY_JOBS"
-	// SubjectRun is the subject older gantry versions published run
-	// messages on; runners still drain it (consumer ConsumerName).
-	SubjectRun = "gantry.jobs.run"
 	// SubjectTenantAll matches the per-tenant subjects run messages are
 	// published on (TenantSubject).
 	SubjectTenantAll = "gantry.jobs.tenant.*"
-	// ConsumerName is the durable pull consumer of SubjectRun.
-	ConsumerName = "runners"
 	// ReadySubject carries a tenant id each time a run message is
 	// published for it (core NATS): idle runners wake at once.
 	ReadySubject = "gantry.jobs.ready"
@@ -45,6 +46,9 @@ func LogSubject(jobID string) string { return "gantry.job." + jobID + ".log" }
 // BacklogSubject answers requests for the output a running job produced so
 // far; only the runner running the job replies.
 func BacklogSubject(jobID string) string { return "gantry.job." + jobID + ".backlog" }
+
+// BacklogSubjectAll matches the backlog subjects of every job.
+const BacklogSubjectAll = "gantry.job.*.backlog"
 
 // CancelSubject asks the runner running a job to kill it.
 func CancelSubject(jobID string) string { return "gantry.job." + jobID + ".cancel" }
@@ -81,8 +85,8 @@ func JobIDFromSubject(subject string) string {
 	return ""
 }
 
-// QueueConfig shapes the stream and the runners' consumer.
-type QueueConfig struct {
+// Config shapes the stream and the tenants' consumers.
+type Config struct {
 	// Replicas is the stream's replication factor: 1 for a single server,
 	// 3 for a NATS cluster.
 	Replicas int
@@ -99,13 +103,13 @@ type QueueConfig struct {
 	// refused (the API answers 503), never an old message dropped.
 	MaxMsgs  int64
 	MaxBytes int64
-	// Log receives a line while EnsureQueue waits for the JetStream
+	// Log receives a line while Ensure waits for the JetStream
 	// cluster to become able to create the stream (nil: nothing is logged).
 	Log *slog.Logger
 }
 
 // WithDefaults fills in zero fields.
-func (c QueueConfig) WithDefaults() QueueConfig {
+func (c Config) WithDefaults() Config {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -127,7 +131,7 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	return c
 }
 
-// How EnsureQueue waits for a cluster: each attempt may take
+// How Ensure waits for a cluster: each attempt may take
 // queueAttemptTimeout (the JetStream API default; a request sent before the
 // cluster had a leader gets no answer at all, so this is also how soon a
 // retry follows), and failed attempts are spaced from queueRetryMin
@@ -138,45 +142,42 @@ var (
 	queueRetryMax       = 5 * time.Second
 )
 
-// EnsureQueue creates or updates the jobs stream and the consumer of the
-// legacy subject (each tenant's consumer is made by EnsureTenantQueue).
-// It is idempotent and safe to call from every ingress and runner at start.
+// Ensure creates or updates the jobs stream (each tenant's consumer is
+// made by EnsureTenant). It is idempotent and safe to call from every
+// ingress and runner at start.
 //
 // A JetStream cluster that has just started cannot create a replicated
-// stream until it has elected a leader (and enough peers have joined), and
-// a new stream cannot take a consumer until the stream has a leader of its
-// own. EnsureQueue therefore retries what a forming or recovering cluster
-// answers (timeouts, no responders, "temporarily unavailable", "no suitable
-// peers", "insufficient resources") until it succeeds or ctx ends, logging
-// to cfg.Log while it waits. Other errors, such as R3 on a server without
+// stream until it has elected a leader (and enough peers have joined).
+// Ensure therefore retries what a forming or recovering cluster answers
+// (timeouts, no responders, "temporarily unavailable", "no suitable peers",
+// "insufficient resources") until it succeeds or ctx ends, logging to
+// cfg.Log while it waits. Other errors, such as R3 on a server without
 // clustering, are returned at once.
-func EnsureQueue(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Consumer, error) {
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	start := time.Now()
-	var cons jetstream.Consumer
 	waited := false
 	err := retryTemporary(ctx, cfg, func(ctx context.Context) error {
-		var err error
-		cons, err = ensureQueueOnce(ctx, js, cfg)
+		err := ensureStream(ctx, js, cfg)
 		if err != nil {
 			waited = true
 		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if waited {
 		cfg.Log.Info("JetStream stream ready", "stream", StreamName, "replicas", cfg.Replicas, "waited", time.Since(start).Round(time.Millisecond).String())
 	}
-	return cons, nil
+	return nil
 }
 
-func ensureQueueOnce(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Consumer, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "gantry jobs waiting for a runner",
-		Subjects:    []string{SubjectRun, SubjectTenantAll},
+		Subjects:    []string{SubjectTenantAll},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
@@ -186,27 +187,14 @@ func ensureQueueOnce(ctx context.Context, js jetstream.JetStream, cfg QueueConfi
 		Discard:     jetstream.DiscardNew,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s (replicas %d): %w", StreamName, cfg.Replicas, err)
+		return fmt.Errorf("create stream %s (replicas %d): %w", StreamName, cfg.Replicas, err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "gantry runners (run messages of older versions)",
-		FilterSubject: SubjectRun,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-		Replicas:      cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create consumer %s: %w", ConsumerName, err)
-	}
-	return cons, nil
+	return nil
 }
 
 // retryTemporary runs fn, each attempt under its own timeout, until it
 // succeeds, fails with an error that waiting cannot fix, or ctx ends.
-func retryTemporary(ctx context.Context, cfg QueueConfig, fn func(context.Context) error) error {
+func retryTemporary(ctx context.Context, cfg Config, fn func(context.Context) error) error {
 	delay := queueRetryMin
 	var lastLog time.Time
 	for attempt := 1; ; attempt++ {
@@ -267,4 +255,49 @@ func temporary(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Healthy checks that the connection is up and the job stream answers
+// (Ready): what every process that submits or runs jobs needs of NATS.
+func Healthy(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+	if !nc.IsConnected() {
+		return ErrDisconnected
+	}
+	return Ready(ctx, js)
+}
+
+// ErrDisconnected is Healthy's answer while the connection is down (it
+// reconnects by itself).
+var ErrDisconnected = errors.New("not connected (reconnecting)")
+
+// Pending counts the messages no runner has taken yet, over every tenant's
+// queue.
+func Pending(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return 0, err
+	}
+	list := stream.ListConsumers(ctx)
+	var n uint64
+	for info := range list.Info() {
+		n += info.NumPending
+	}
+	return n, list.Err()
+}
+
+// Ready checks that the job stream can take a publish and deliver: it
+// answers its info request, with a leader when it is replicated. During a
+// leader election, or with the stream gone, every submission and fetch
+// fails.
+func Ready(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return fmt.Errorf("job stream %s: %w", StreamName, err)
+	}
+	if c := stream.CachedInfo().Cluster; c != nil && c.Leader == "" {
+		return fmt.Errorf("job stream %s has no leader", StreamName)
+	}
+	return nil
 }

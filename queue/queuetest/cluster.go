@@ -1,4 +1,4 @@
-package jobstest
+package queuetest
 
 import (
 	"fmt"

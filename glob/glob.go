@@ -1,4 +1,7 @@
-package jobs
+// Package glob is the syntax of artifact patterns: slash-separated paths
+// relative to /workspace whose segments are path.Match patterns, where a
+// segment "**" matches any number of directories.
+package glob
 
 import (
 	"errors"
@@ -6,10 +9,10 @@ import (
 	"strings"
 )
 
-// ValidateGlob checks an artifact pattern: a slash-separated path relative
+// Validate checks an artifact pattern: a slash-separated path relative
 // to /workspace whose segments are path.Match patterns, where a segment "**"
 // matches any number of directories.
-func ValidateGlob(g string) error {
+func Validate(g string) error {
 	if g == "" {
 		return errors.New("pattern must not be empty")
 	}
@@ -33,10 +36,10 @@ func ValidateGlob(g string) error {
 	return nil
 }
 
-// MatchGlob reports whether the clean relative path p matches pattern g (see
-// ValidateGlob). "out/**" matches every file below out/; "**/*.png" matches
+// Match reports whether the clean relative path p matches pattern g (see
+// Validate). "out/**" matches every file below out/; "**/*.png" matches
 // PNG files at any depth.
-func MatchGlob(g, p string) bool {
+func Match(g, p string) bool {
 	return matchSegs(strings.Split(g, "/"), strings.Split(p, "/"))
 }
 
