@@ -236,7 +236,10 @@ func (s *server) compile(c Compile, env []string, runDir string) (built bool, er
 	if err := os.MkdirAll(buildDir(runDir), 0o755); err != nil {
 		return false, err
 	}
-	p, _, err := s.launch(c.Argv, env, launchOpts{announce: s.announceStart, build: true})
+	// A stateful session's live sandbox shares the container under the
+	// Container isolation.
+	keep := s.live != nil && !s.live.isGone()
+	p, _, err := s.launch(c.Argv, env, launchOpts{announce: s.announceStart, build: true, keep: keep})
 	if err != nil {
 		return false, err
 	}
@@ -359,6 +362,9 @@ type launchOpts struct {
 	build bool
 	// extra files are passed to the program from fd 6 on (Namespaces).
 	extra []*os.File
+	// keep (Container) leaves the container's other processes alone when
+	// the program ends: they are a stateful session's.
+	keep bool
 }
 
 // pipes are the descriptors a launch makes, every one closed if it fails
@@ -467,7 +473,7 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 	}
 	go func() {
 		p.waitErr = p.cmd.Wait()
-		if p.isolation == Container {
+		if p.isolation == Container && !o.keep {
 			// The program's leftovers share the container with the agent:
 			// kill every process the agent may signal (all but itself and
 			// the container's init).
