@@ -97,7 +97,7 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 
 # The runner tests that also run under gVisor: hardening, escapes, program
 # faults, sessions, usage, stateful sessions (their interpreter runs in the container there).
-RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions)$$
+RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
 
 # Every package's tests run under the race detector but the end-to-end
 # ones (test/...: they drive the gantry binary, built without it).

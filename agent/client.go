@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,6 +230,13 @@ type Bridge interface {
 	Handle(ctx context.Context, req []byte) []byte
 }
 
+// Egress serves a running program's egress connections (egress.Proxy is
+// one): each is a net.Conn whose other end is the program's proxy client.
+type Egress interface {
+	// ServeConn serves one connection until it or ctx ends, and closes it.
+	ServeConn(ctx context.Context, c net.Conn)
+}
+
 // RunResult is what a run yields.
 type RunResult struct {
 	// Started: the agent reported that the program's sandbox (or its
@@ -265,6 +273,8 @@ type RunIO struct {
 	Stdout, Stderr io.Writer
 	// Bridge answers the program's code-mode requests (nil: none).
 	Bridge Bridge
+	// Egress serves the program's egress connections (nil: none).
+	Egress Egress
 	// Compiled, when set, is called as soon as the compile step ended,
 	// before the program starts.
 	Compiled func(CompileReport)
@@ -277,16 +287,18 @@ const maxBridgeWaiting = 64
 
 // Run runs a program (req.Op is set to "run"), building it first when
 // req.Compile says how, copying its output to rio's writers, answering its
-// code-mode requests with rio.Bridge, until it exits (or its compile step
-// failed). When ctx ends first the connection is closed (which stops the
-// container) and Run returns an error; the caller knows why from ctx.
-// Every bridge request started is finished before Run returns, so the
-// caller's record of them is complete.
+// code-mode requests with rio.Bridge and serving its egress connections
+// with rio.Egress, until it exits (or its compile step failed). When ctx
+// ends first the connection is closed (which stops the container) and Run
+// returns an error; the caller knows why from ctx. Every bridge request
+// started is finished before Run returns, so the caller's record of them
+// is complete; every egress connection is closed.
 func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, error) {
 	defer c.watch(ctx)()
 	req.Op = "run"
-	bridge, stdout, stderr := rio.Bridge, rio.Stdout, rio.Stderr
+	bridge, egress, stdout, stderr := rio.Bridge, rio.Egress, rio.Stdout, rio.Stderr
 	req.Bridge = bridge != nil
+	req.Egress = egress != nil
 	var res RunResult
 	var compileOut []byte
 	var compileStarted time.Time
@@ -298,6 +310,14 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 	bctx, stopBridge := context.WithCancel(ctx)
 	var inFlight sync.WaitGroup
 	defer func() { stopBridge(); inFlight.Wait() }()
+	var mux *netMux
+	if egress != nil {
+		mux = newNetMux(c.fw.frame, func(s *netStream) {
+			inFlight.Add(1)
+			go func() { defer inFlight.Done(); egress.ServeConn(bctx, s) }()
+		})
+		defer mux.close() // runs before the wait above: the proxies end
+	}
 	waiting := make(chan struct{}, maxBridgeWaiting)
 	if err := c.send(req); err != nil {
 		return res, err
@@ -369,6 +389,8 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 				_ = c.send(Request{Op: "reply", ID: br.ID, Body: json.RawMessage(
 					`{"ok":false,"error":{"code":"busy","message":"too many tool requests in progress"}}`)})
 			}
+		case isNetFrame(kind) && mux != nil && !exited:
+			mux.handle(kind, payload)
 		case kind == KindExit && !exited:
 			if err := json.Unmarshal(payload, &res.Exit); err != nil {
 				return res, c.fail(fmt.Errorf("the sandbox agent's exit report: %w", err))

@@ -247,12 +247,20 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
 		return err
 	}
+	// The session's egress relay (a job's is `gantry-agent relay`): the
+	// agent holds the proxy's address for as long as the sandbox lives.
+	ln, err := net.Listen("tcp", EgressProxy)
+	if err != nil {
+		return fmt.Errorf("the session's egress relay could not listen on %s: %w", EgressProxy, err)
+	}
+	go serveRelay(ln)
 	cmd := exec.Command(s.cfg.Self, "exec", "--", "python3", src, "kernel")
 	cmd.Env = environ(nil)
 	cmd.Dir = Workspace
 	cmd.ExtraFiles = []*os.File{sock} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		ln.Close()
 		return fmt.Errorf("start the session's interpreter: %w", err)
 	}
 	l.root = cmd.Process.Pid
@@ -260,6 +268,7 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	l.agentRoot = true
 	go func() {
 		err := cmd.Wait()
+		ln.Close()
 		code := 0
 		if err != nil {
 			code = -1
@@ -279,7 +288,9 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 // runLive runs a stateful session's job in the container's live sandbox,
 // making one first if there is none (or it ended).
 func (s *server) runLive(req Request) (Exit, error) {
-	br, cleanup, err := s.prepareRun(req)
+	// The sandbox's egress relay outlives the run; the socket behind it is
+	// the run's (prepareRun), closed as the run ends.
+	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
 		return Exit{}, err
 	}
@@ -375,7 +386,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br, req.TimeoutMS)
+	return s.await(p, br, eg, req.TimeoutMS)
 }
 
 // setLive replaces the container's live sandbox (only the serving

@@ -95,6 +95,9 @@ type Request struct {
 	OutputCap int `json:"output_cap,omitempty"`
 	// Bridge opens the code-mode bridge socket for the program.
 	Bridge bool `json:"bridge,omitempty"`
+	// Egress runs the program behind a relay to the runner's egress proxy
+	// (EgressProxy in the sandbox), its connections carried as streams.
+	Egress bool `json:"egress,omitempty"`
 	// Fresh empties the workspace before the run (a job's container);
 	// without it the workspace is kept (a session's container).
 	Fresh bool `json:"fresh,omitempty"`

@@ -82,14 +82,18 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	}
 	// A Python job forks from the warm interpreter once it has loaded;
 	// until then (a container made on demand, in its first second or so)
-	// it runs as without one, rather than wait.
-	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
+	// it runs as without one, rather than wait. An egress job runs behind
+	// its relay, in a sandbox of its own.
+	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
 	var sp *spare
-	if !warm {
+	if !warm && !req.Egress {
 		sp = s.takeSpare()
 		if s.warm != nil {
 			defer s.warm.pauseLoading()()
 		}
+	}
+	if req.Egress {
+		req.Argv = append([]string{s.cfg.Self, "relay", "--"}, req.Argv...)
 	}
 	if req.Fresh {
 		if err := emptyDir(Workspace); err != nil {
@@ -97,7 +101,7 @@ func (s *server) runProgram(req Request) (Exit, error) {
 			return Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
-	br, cleanup, err := s.prepareRun(req)
+	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
 		sp.discard()
 		return Exit{}, err
@@ -127,35 +131,49 @@ func (s *server) runProgram(req Request) (Exit, error) {
 	if s.cfg.Isolation == Namespaces {
 		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
 	}
-	return s.await(p, br, req.TimeoutMS)
+	return s.await(p, br, eg, req.TimeoutMS)
 }
 
 // prepareRun writes the run's program files and opens the code-mode
-// bridge; cleanup closes the bridge and empties the program directory.
-func (s *server) prepareRun(req Request) (*bridge, func(), error) {
+// bridge and the egress socket; cleanup closes them (every egress
+// connection ended, nothing of them sent after) and empties the program
+// directory.
+func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) {
 	runDir := s.runDir()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := emptyDir(runDir); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := placeFiles(req.Files, runDir); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var br *bridge
-	if req.Bridge {
-		var err error
-		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
-			return nil, nil, err
-		}
-	}
-	return br, func() {
+	var eg *egressRelay
+	closeAll := func() {
 		if br != nil {
 			br.close()
 		}
+		if eg != nil {
+			eg.close()
+		}
 		_ = emptyDir(runDir) // the next run empties it again
-	}, nil
+	}
+	if req.Bridge {
+		var err error
+		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if req.Egress {
+		var err error
+		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(EgressSocket)), s.fw); err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("egress socket: %w", err)
+		}
+	}
+	return br, eg, closeAll, nil
 }
 
 // build runs the request's compile step, if it has one (after
@@ -171,9 +189,10 @@ func (s *server) build(req Request, env []string) error {
 	return err
 }
 
-// await relays the runner's bridge replies (br may be nil) until the
-// program ends, and kills it timeoutMS after now (0: never).
-func (s *server) await(p running, br *bridge, timeoutMS int) (Exit, error) {
+// await relays the runner's bridge replies (br may be nil) and egress
+// streams (eg may be nil) until the program ends, and kills it timeoutMS
+// after now (0: never).
+func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (Exit, error) {
 	var deadline <-chan time.Time
 	if timeoutMS > 0 {
 		t := time.NewTimer(time.Duration(timeoutMS) * time.Millisecond)
@@ -186,6 +205,10 @@ func (s *server) await(p running, br *bridge, timeoutMS int) (Exit, error) {
 			if !ok {
 				p.abandon()
 				return Exit{}, ErrRunnerGone
+			}
+			if isNetFrame(f.kind) && eg != nil {
+				eg.handle(f.kind, f.payload)
+				continue
 			}
 			if f.kind != KindRequest {
 				continue
@@ -221,7 +244,7 @@ func (s *server) compile(c Compile, env []string, runDir string) (built bool, er
 		return false, err
 	}
 	p.relayMerged(s, KindCompileOutput, c.OutputCap)
-	exit, err := s.await(p, nil, c.TimeoutMS)
+	exit, err := s.await(p, nil, nil, c.TimeoutMS)
 	if err != nil {
 		return false, err
 	}

@@ -18,7 +18,8 @@ import (
 //   - the container's /workspace, the skills (read-only) and the run's
 //     program directory (read-only, as ProgramDir);
 //   - bwrap's own init as pid 1: when the program's main process exits,
-//     init exits and the kernel kills every process left in the namespace;
+//     init exits and the kernel kills every process left in the namespace
+//     (the job cannot trace it or write its memory, so cannot hold it);
 //     --die-with-parent kills the sandbox if bwrap itself dies;
 //   - (added by launch and probe) the job seccomp filter (seccomp.go).
 //
@@ -37,6 +38,10 @@ func (s *server) sandboxArgs(tmpMB int, runDir string, build bool) []string {
 		"--proc", "/proc",
 	}
 	args = append(args, s.masks...)
+	// Pid 1 is bwrap's own init, the job's uid and dumpable: the seccomp
+	// filter refuses ptrace and process_vm_* on it, and its memory file
+	// is covered, so the job cannot stop or steer it.
+	args = append(args, "--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
 	workspace := "--bind"
 	if build {
 		workspace = "--ro-bind"

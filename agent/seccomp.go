@@ -43,6 +43,12 @@ const (
 const cloneNewFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWCGROUP | syscall.CLONE_NEWUTS |
 	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET
 
+// initPID is the sandbox's init, as the job sees it: bubblewrap's, or the
+// warm interpreter's sandbox init. The job may not trace it, nor read or
+// write its memory: a stopped init would hold the job after its program
+// ended (it would end as timed_out).
+const initPID = 1
+
 // System calls added after the syscall package was frozen; their numbers
 // are the same on every architecture.
 const (
@@ -71,11 +77,15 @@ type filterArch struct {
 	// unshare, setns, mount, umount2, pivot_root; clone
 	sandbox []uint32
 	clone   uint32
+	// ptrace (its pid in args[1]); process_vm_readv and _writev (pid in
+	// args[0])
+	ptrace    uint32
+	processVM []uint32
 }
 
 var filterArchs = map[string]filterArch{
-	"amd64": {audit: 0xc000003e, x32: true, sandbox: []uint32{272, 308, 165, 166, 155}, clone: 56}, // AUDIT_ARCH_X86_64
-	"arm64": {audit: 0xc00000b7, x32: false, sandbox: []uint32{97, 268, 40, 39, 41}, clone: 220},   // AUDIT_ARCH_AARCH64
+	"amd64": {audit: 0xc000003e, x32: true, sandbox: []uint32{272, 308, 165, 166, 155}, clone: 56, ptrace: 101, processVM: []uint32{310, 311}}, // AUDIT_ARCH_X86_64
+	"arm64": {audit: 0xc00000b7, x32: false, sandbox: []uint32{97, 268, 40, 39, 41}, clone: 220, ptrace: 117, processVM: []uint32{270, 271}},   // AUDIT_ARCH_AARCH64
 }
 
 // JobFilter is the job seccomp filter as the kernel takes it: an array of
@@ -119,9 +129,39 @@ func JobFilter() ([]byte, error) {
 		jumpIf(bpfJeqK, nr, toEPERM)
 	}
 	jumpIf(bpfJeqK, sysClone3, toENOSYS)
+	// Calls whose target pid must not be the init: load the pid's low half
+	// (the kernel reads a pid_t, an int, from the argument) and refuse 1.
+	// The accumulator holds nr until a match, so each check is a pair of
+	// jumps to its own short block.
+	type pidCheck struct{ nr, argOff uint32 }
+	checks := []pidCheck{{a.ptrace, 24}}
+	for _, nr := range a.processVM {
+		checks = append(checks, pidCheck{nr, 16})
+	}
+	// nr == check.nr: jump to its block (laid out after clone's check,
+	// each ending in its own return); else fall through to the next.
+	type block struct {
+		at     int
+		argOff uint32
+	}
+	var blocks []block
+	for _, c := range checks {
+		blocks = append(blocks, block{at: emit(bpfInsn{code: bpfJeqK, k: c.nr}), argOff: c.argOff})
+	}
 	jumps = append(jumps, jump{at: emit(bpfInsn{code: bpfJeqK, k: a.clone}), target: toAllow, onTrue: false})
 	emit(bpfInsn{code: bpfLdAbsW, k: 16}) // clone's flags: the low half of args[0] (little-endian)
 	jumpIf(bpfJsetK, cloneNewFlags, toEPERM)
+	emit(bpfInsn{code: bpfRetK, k: seccompRetAllow})
+	for _, b := range blocks {
+		off := len(prog) - b.at - 1
+		if off > 255 {
+			return nil, fmt.Errorf("seccomp filter jump of %d", off)
+		}
+		prog[b.at].jt = uint8(off)
+		emit(bpfInsn{code: bpfLdAbsW, k: b.argOff}) // the pid's low half (little-endian)
+		jumpIf(bpfJeqK, initPID, toEPERM)
+		emit(bpfInsn{code: bpfRetK, k: seccompRetAllow})
+	}
 	labels := map[int]int{
 		toAllow:  emit(bpfInsn{code: bpfRetK, k: seccompRetAllow}),
 		toEPERM:  emit(bpfInsn{code: bpfRetK, k: seccompRetErrno | uint32(syscall.EPERM)}),

@@ -9,12 +9,14 @@ import (
 
 // evalFilter runs a classic BPF seccomp program (the instructions
 // JobFilter uses) over one system call, as the kernel would.
-func evalFilter(t *testing.T, prog []byte, arch, nr uint32, arg0 uint64) uint32 {
+func evalFilter(t *testing.T, prog []byte, arch, nr uint32, args ...uint64) uint32 {
 	t.Helper()
 	var data [64]byte
 	binary.NativeEndian.PutUint32(data[0:], nr)
 	binary.NativeEndian.PutUint32(data[4:], arch)
-	binary.NativeEndian.PutUint64(data[16:], arg0)
+	for i, a := range args {
+		binary.NativeEndian.PutUint64(data[16+8*i:], a)
+	}
 	var acc uint32
 	for pc := 0; pc < len(prog)/8; pc++ {
 		in := prog[8*pc:]
@@ -62,36 +64,44 @@ func TestJobFilter(t *testing.T) {
 		name string
 		arch uint32
 		nr   uint32
-		arg0 uint64
+		args []uint64
 		want uint32
 	}{
-		{"read", a.audit, uint32(syscall.SYS_READ), 0, seccompRetAllow},
-		{"getpid", a.audit, uint32(syscall.SYS_GETPID), 0, seccompRetAllow},
-		{"fork-like clone", a.audit, a.clone, uint64(syscall.SIGCHLD), seccompRetAllow},
-		{"thread clone", a.audit, a.clone, syscall.CLONE_VM | syscall.CLONE_FS | syscall.CLONE_FILES | syscall.CLONE_SIGHAND | syscall.CLONE_THREAD, seccompRetAllow},
-		{"clone into a new user namespace", a.audit, a.clone, syscall.CLONE_NEWUSER | uint64(syscall.SIGCHLD), eperm},
-		{"clone into a new pid namespace", a.audit, a.clone, syscall.CLONE_NEWPID, eperm},
-		{"clone into a new mount namespace", a.audit, a.clone, syscall.CLONE_NEWNS, eperm},
-		{"clone into a new network namespace, high bits set", a.audit, a.clone, 1<<40 | syscall.CLONE_NEWNET, eperm},
-		{"clone3", a.audit, sysClone3, 0, enosys},
-		{"unshare", a.audit, unshare, 0, eperm},
-		{"setns", a.audit, setns, 0, eperm},
-		{"mount", a.audit, mount, 0, eperm},
-		{"umount2", a.audit, umount2, 0, eperm},
-		{"pivot_root", a.audit, pivotRoot, 0, eperm},
-		{"open_tree", a.audit, sysOpenTree, 0, eperm},
-		{"move_mount", a.audit, sysMoveMount, 0, eperm},
-		{"fsopen", a.audit, sysFsopen, 0, eperm},
-		{"fsmount", a.audit, sysFsmount, 0, eperm},
-		{"mount_setattr", a.audit, sysMountSetattr, 0, eperm},
-		{"another architecture's call", 0x40000003 /* AUDIT_ARCH_I386 */, 1, 0, seccompRetKillProcess},
+		{"read", a.audit, uint32(syscall.SYS_READ), []uint64{0}, seccompRetAllow},
+		{"getpid", a.audit, uint32(syscall.SYS_GETPID), []uint64{0}, seccompRetAllow},
+		{"fork-like clone", a.audit, a.clone, []uint64{uint64(syscall.SIGCHLD)}, seccompRetAllow},
+		{"thread clone", a.audit, a.clone, []uint64{syscall.CLONE_VM | syscall.CLONE_FS | syscall.CLONE_FILES | syscall.CLONE_SIGHAND | syscall.CLONE_THREAD}, seccompRetAllow},
+		{"clone into a new user namespace", a.audit, a.clone, []uint64{syscall.CLONE_NEWUSER | uint64(syscall.SIGCHLD)}, eperm},
+		{"clone into a new pid namespace", a.audit, a.clone, []uint64{syscall.CLONE_NEWPID}, eperm},
+		{"clone into a new mount namespace", a.audit, a.clone, []uint64{syscall.CLONE_NEWNS}, eperm},
+		{"clone into a new network namespace, high bits set", a.audit, a.clone, []uint64{1<<40 | syscall.CLONE_NEWNET}, eperm},
+		{"clone3", a.audit, sysClone3, []uint64{0}, enosys},
+		{"unshare", a.audit, unshare, []uint64{0}, eperm},
+		{"setns", a.audit, setns, []uint64{0}, eperm},
+		{"mount", a.audit, mount, []uint64{0}, eperm},
+		{"umount2", a.audit, umount2, []uint64{0}, eperm},
+		{"pivot_root", a.audit, pivotRoot, []uint64{0}, eperm},
+		{"open_tree", a.audit, sysOpenTree, []uint64{0}, eperm},
+		{"move_mount", a.audit, sysMoveMount, []uint64{0}, eperm},
+		{"fsopen", a.audit, sysFsopen, []uint64{0}, eperm},
+		{"fsmount", a.audit, sysFsmount, []uint64{0}, eperm},
+		{"mount_setattr", a.audit, sysMountSetattr, []uint64{0}, eperm},
+		{"ptrace of another process", a.audit, a.ptrace, []uint64{16 /* PTRACE_ATTACH */, 7}, seccompRetAllow},
+		{"ptrace of a child (PTRACE_TRACEME)", a.audit, a.ptrace, []uint64{0, 0}, seccompRetAllow},
+		{"ptrace of the init", a.audit, a.ptrace, []uint64{16, 1}, eperm},
+		{"PTRACE_SEIZE of the init", a.audit, a.ptrace, []uint64{0x4206, 1}, eperm},
+		{"ptrace of the init, high bits set", a.audit, a.ptrace, []uint64{16, 1<<32 | 1}, eperm},
+		{"process_vm_readv of another process", a.audit, a.processVM[0], []uint64{7}, seccompRetAllow},
+		{"process_vm_readv of the init", a.audit, a.processVM[0], []uint64{1}, eperm},
+		{"process_vm_writev of the init", a.audit, a.processVM[1], []uint64{1}, eperm},
+		{"another architecture's call", 0x40000003 /* AUDIT_ARCH_I386 */, 1, []uint64{0}, seccompRetKillProcess},
 	} {
-		if got := evalFilter(t, prog, tc.arch, tc.nr, tc.arg0); got != tc.want {
+		if got := evalFilter(t, prog, tc.arch, tc.nr, tc.args...); got != tc.want {
 			t.Errorf("%s: %#x, want %#x", tc.name, got, tc.want)
 		}
 	}
 	if a.x32 {
-		if got := evalFilter(t, prog, a.audit, 0x40000000|uint32(syscall.SYS_READ), 0); got != seccompRetKillProcess {
+		if got := evalFilter(t, prog, a.audit, 0x40000000|uint32(syscall.SYS_READ)); got != seccompRetKillProcess {
 			t.Errorf("an x32 call: %#x", got)
 		}
 	}

@@ -44,9 +44,13 @@ MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
 PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 22, 38, 47
 SECCOMP_MODE_FILTER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
 # Where the sandbox's pieces are, as the job sees them (agent/proto.go).
 WORKSPACE, PROGRAM_DIR, SKILLS_DIR = "/workspace", "/tmp/gantry", "/skills"
+# The egress proxy's address in the sandbox and the agent's socket behind
+# it (agent/netmux.go's EgressProxy and EgressSocket).
+EGRESS_PROXY, EGRESS_SOCKET = ("127.0.0.1", 3128), PROGRAM_DIR + "/egress.sock"
 # What Docker hides in a container's /proc and /sys (agent/sandbox.go's
 # procMasks does the same for bubblewrap's sandboxes).
 MASKED_FILES = ("kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug")
@@ -212,6 +216,79 @@ def _arrange(fds):
     os.closerange(len(fds), 1 << 20)
 
 
+def _loopback_up():
+    """Brings the new network namespace's loopback up, as bubblewrap does
+    for its sandboxes: the job's own servers on 127.0.0.1 and ::1 work,
+    and nothing else is there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        import fcntl
+
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, ifreq))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+
+
+def _egress_listener():
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(EGRESS_PROXY)
+    ls.listen(128)
+    return ls
+
+
+def _serve_egress(ls):
+    """A stateful session's relay to the egress proxy, as `gantry-agent
+    relay` is a job's: the sandbox's init accepts on EGRESS_PROXY for as
+    long as the sandbox lives and joins each connection to the agent's
+    egress socket. That socket is there only while a run with egress runs:
+    between runs, and in runs without, a connection is closed at once.
+    Nothing is read here: the bytes go to the runner's proxy, which
+    decides."""
+    import threading, time
+
+    def pipe(src, dst):
+        try:
+            while True:
+                b = src.recv(1 << 16)
+                if not b:
+                    break
+                dst.sendall(b)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def join(c):
+        with c:
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with up:
+                try:
+                    up.connect(EGRESS_SOCKET)
+                except OSError:
+                    return
+                t = threading.Thread(target=pipe, args=(c, up), daemon=True)
+                t.start()
+                pipe(up, c)
+                t.join()
+
+    def accept():
+        while True:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                time.sleep(0.01)  # out of descriptors or memory: do not spin
+                continue
+            try:
+                threading.Thread(target=join, args=(c,), daemon=True).start()
+            except RuntimeError:
+                c.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+
+
 def _fail(what, e):
     # The status pipe (fd 3 in the sandbox's processes) tells the
     # interpreter that the sandbox could not be made: no job code ran.
@@ -237,6 +314,7 @@ def _sandbox(spec, fds, zygote):
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
         _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+        _loopback_up()
         # Read in this namespace, the limit holds for it and all below it.
         _write("/proc/sys/user/max_user_namespaces", "0")
         pid = os.fork()
@@ -262,11 +340,16 @@ def _init(spec):
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _build_mounts(spec)
         os.chdir(WORKSPACE)
+        # A stateful session's sandbox serves its egress from its init,
+        # bound before the job can take the address.
+        relay = _egress_listener() if spec.get("kind") == "session" else None
         _prctl(PR_SET_DUMPABLE, 0)  # the job may not trace or read its init
         pid = os.fork()
     except BaseException as e:
         _fail("sandbox", e)
     if pid == 0:
+        if relay is not None:
+            relay.close()
         _job(spec)
     try:
         # Signals from inside the namespace reach an init only through a
@@ -276,8 +359,12 @@ def _init(spec):
         null = os.open("/dev/null", os.O_RDWR)
         for i in range(3):
             os.dup2(null, i)
-        os.closerange(3, 1 << 20)
+        keep = relay.fileno() if relay is not None else 1 << 20
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 20)
         _lock_down(_FILTER)
+        if relay is not None:
+            _serve_egress(relay)
     except BaseException:
         os._exit(127)
     code = 127
@@ -506,6 +593,12 @@ def _kernel(fd, env):
     sys.argv = [""]
     sys.path[0] = ""
     base_path = list(sys.path)
+    # Packages installed with pip --user in an earlier job are importable
+    # in the next, as they are in a new interpreter: the user's
+    # site-packages (under HOME) goes before the system's once it exists.
+    import site
+
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     null = os.open("/dev/null", os.O_RDWR)
     cells = 0
     while True:
@@ -539,8 +632,12 @@ def _kernel(fd, env):
         if req.get("mode") == "cell":
             cells += 1
             os.environ.update(env)
+            path = list(base_path)
+            if user_site and user_site not in path and os.path.isdir(user_site):
+                at = next((i for i, p in enumerate(path) if p.endswith(("-packages", "-packages/"))), len(path))
+                path.insert(at, user_site)
             # Code mode's wrappers are generated for each job.
-            sys.path[:] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in base_path] + base_path
+            sys.path[:] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in path] + path
             for m in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
                 del sys.modules[m]
             figures = sys.modules.get("gantry_figures")

@@ -168,6 +168,12 @@ type Job struct {
 	// ToolCalls are the upstream MCP tool calls the job's code made
 	// through the code-mode bridge, in the order they started.
 	ToolCalls []ToolCall `json:"tool_calls"`
+	// Egress lists the connections the job asked the egress proxy for,
+	// allowed or refused, in the order they ended (at most MaxEgressRecords;
+	// absent for a job whose tenant has no egress allow-list).
+	Egress []EgressConnection `json:"egress,omitempty"`
+	// EgressOmitted counts the connections past MaxEgressRecords.
+	EgressOmitted int `json:"egress_omitted,omitempty"`
 	// BatchID is the batch the job was submitted in (POST /v1/jobs/batch).
 	BatchID *string `json:"batch_id"`
 	// WebhookURL is the URL the request named, called when the job
@@ -218,6 +224,25 @@ type ToolCall struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// MaxEgressRecords bounds the egress connections a job's record lists.
+const MaxEgressRecords = 200
+
+// EgressConnection is one connection a job asked the egress proxy for.
+type EgressConnection struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Allowed: the host is on the tenant's allow-list and was reached.
+	Allowed bool `json:"allowed"`
+	// Reason says why it was refused or failed.
+	Reason    string    `json:"reason,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	// DurationMS is how long it was open.
+	DurationMS int64 `json:"duration_ms"`
+	// BytesOut went from the job to the host, BytesIn back.
+	BytesOut int64 `json:"bytes_out"`
+	BytesIn  int64 `json:"bytes_in"`
+}
+
 // Result is what a runner records when a job attempt ends.
 type Result struct {
 	Status   Status
@@ -237,6 +262,8 @@ type Result struct {
 	ArtifactsOmitted []OmittedArtifact
 	Error            *ErrorInfo
 	ToolCalls        []ToolCall
+	Egress           []EgressConnection
+	EgressOmitted    int
 	// Value, Displays, Exception, LiveState and LiveStateReason: a
 	// stateful session's job (see Job).
 	Value           *Value

@@ -65,6 +65,7 @@ type prepared struct {
 	stamp      string       // the tenant's skills stamp
 	skillFiles []agent.File // the tenant's skills
 	bridge     *codemode.Bridge
+	egress     *jobEgress // nil: no network
 }
 
 // run runs the attempt. The result is final when err is nil (succeeded,
@@ -174,6 +175,12 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
+	if in.egress, err = a.r.egressFor(claim.EgressAllow); err != nil {
+		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
+	}
+	if in.egress != nil {
+		env = in.egress.env(env)
+	}
 	in.req = agent.Request{
 		Files: files, Argv: plan.Run, Env: env,
 		OutputCap: spec.Limits.OutputBytes,
@@ -292,6 +299,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 			deadlines = append(deadlines, time.AfterFunc(spec.Timeout()+agentGrace, func() { cancelRun(errTimeout) }))
 		}
 	}
+	rio.Egress = in.egress.handler()
 	rr, err := ctr.conn.Run(runCtx, in.req, rio)
 	end := time.Now()
 	a.traceRun(runCtx, began, end, rr, err)
@@ -300,6 +308,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	}
 	a.r.metrics.accounted(rr.Exit.Usage)
 	res := jobs.Result{Duration: end.Sub(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
+	in.egress.record(&res)                                                        // and for the proxy's connections
 	if rr.Compile != nil {
 		res.Duration = end.Sub(compiledAt)
 		res.Compile, res.CompileOutput = compileResult(*rr.Compile, compiledAt.Sub(start)), rr.Compile.Output

@@ -165,6 +165,40 @@ func TestSandboxEscapes(t *testing.T) {
 		}
 	})
 
+	t.Run("the job cannot stop its sandbox's init", func(t *testing.T) {
+		t.Parallel()
+		// Pid 1 is bubblewrap's (a bash job), the warm interpreter's
+		// sandbox init (Python), or the agent (the container isolation):
+		// attaching to it, seizing and interrupting it, or writing its
+		// memory is refused, and the job ends by its exit. (Before,
+		// bubblewrap's init stayed stopped and the job timed out.)
+		code := `import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+for name, req in (("attach", 16), ("seize", 0x4206)):
+    r = libc.ptrace(req, 1, None, None)
+    print(name, "ok" if r == 0 else errno.errorcode[ctypes.get_errno()])
+    if r == 0 and req == 0x4206:
+        libc.ptrace(0x4207, 1, None, None)  # PTRACE_INTERRUPT
+try:
+    f = open("/proc/1/mem", "r+b")
+    print("/proc/1/mem", "opened", f.read(1))
+except OSError as e:
+    print("/proc/1/mem", errno.errorcode[e.errno])
+print("done")`
+		for _, req := range []jobs.Request{
+			{Language: "bash", Code: "python3 - <<'EOF'\n" + code + "\nEOF\n"},
+			{Language: "python", Code: code},
+		} {
+			// bubblewrap's init's memory file is covered; the warm
+			// sandbox's init, and the agent, are not dumpable.
+			j := h.run(t, jobs.Request{Language: req.Language, Code: req.Code, TimeoutMS: 20000})
+			if j.Status != jobs.StatusSucceeded || j.Stdout != "attach EPERM\nseize EPERM\n/proc/1/mem EACCES\ndone\n" {
+				t.Errorf("%s: %s %q %q", req.Language, j.Status, j.Stdout, j.Stderr)
+			}
+		}
+	})
+
 	// Not parallel: the next job must find the container free.
 	t.Run("kill -9 -1 hurts only the job", func(t *testing.T) {
 		j, c1 := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: "sleep 30 & kill -9 -1; echo survived"})

@@ -24,8 +24,9 @@ type Metrics struct {
 	tenantCPU *prometheus.CounterVec
 	// cpu is the CPU time programs used; accounting is what measuring it
 	// cost each run (the agent's wait for the sandbox's init).
-	cpu        *prometheus.HistogramVec
-	accounting prometheus.Histogram
+	cpu         *prometheus.HistogramVec
+	accounting  prometheus.Histogram
+	egressConns *prometheus.CounterVec
 }
 
 // NewMetrics registers the runner's metrics with reg.
@@ -58,7 +59,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		tenantCPU: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_tenant_cpu_seconds_total", Help: "CPU time (user and system) tenants' programs used, by tenant (bounded as gantry_tenant_jobs_total's), for jobs it was measured of.",
 		}, []string{"tenant"}),
-		tenants: &tenantLabels{max: 100, seen: map[string]bool{}},
+		tenants:     &tenantLabels{max: 100, seen: map[string]bool{}},
+		egressConns: newEgressCounter(),
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
 		}),
@@ -71,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.tenantCPU, m.cpu, m.accounting)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
 	return m
 }
 

@@ -66,6 +66,8 @@ type Config struct {
 	// Box opens the env values the ingress sealed under
 	// GANTRY_SECRET_KEY (nil: no key; a job with a sealed env fails).
 	Box *secret.Box
+	// Egress is the operator's word on jobs' egress.
+	Egress EgressConfig
 	// TenantLimits are the quotas of tenants the operator set none for
 	// (the runner uses the cap on running jobs when it makes a tenant's
 	// queue).

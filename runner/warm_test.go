@@ -75,7 +75,7 @@ print("max_user_namespaces", open("/proc/sys/user/max_user_namespaces").read().s
 			"unshare(CLONE_NEWUSER) EPERM", "mount EPERM", "umount2 EPERM", "setns EPERM", "max_user_namespaces 0")
 	})
 
-	t.Run("only lo", func(t *testing.T) {
+	t.Run("only lo, and lo up", func(t *testing.T) {
 		t.Parallel()
 		check(t, "python", `import socket
 print(socket.if_nameindex())
@@ -83,7 +83,12 @@ s = socket.socket(); s.settimeout(3)
 try:
     s.connect(("1.1.1.1", 80)); print("connected")
 except OSError as e:
-    print("blocked")`, "[(1, 'lo')]", "blocked")
+    print("blocked")
+for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    srv = socket.create_server((host, 0), family=family)
+    c = socket.create_connection(srv.getsockname()[:2], timeout=3)
+    c.sendall(b"hi")
+    print(host, srv.accept()[0].recv(2).decode())`, "[(1, 'lo')]", "blocked", "127.0.0.1 hi", "::1 hi")
 	})
 
 	t.Run("the files it sees", func(t *testing.T) {

@@ -49,7 +49,7 @@ const jobColumns = `id, status, language, session_id, attempt, trace_parent, cre
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	cpu_time_ms, peak_memory_kb, compile, compile_output,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
-	value, live_state, live_state_reason, displays, exception`
+	value, live_state, live_state_reason, displays, exception, egress`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the
@@ -451,15 +451,19 @@ type Claim struct {
 	// claim: a runner retires containers bound to the tenant under an
 	// older epoch.
 	KeyEpoch int64
+	// EgressAllow is the tenant's egress allow-list as it is when the job
+	// is claimed (empty: no network).
+	EgressAllow []string
 	// TraceParent is the traceparent of the span that queued the job (""
 	// with tracing off, or for a job queued before it was on).
 	TraceParent string
 }
 
 // tenantClaim selects what a claim carries of a jobs row's tenant: its
-// privacy switch and key epoch.
+// privacy switch, key epoch and egress allow-list.
 const tenantClaim = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id),
-	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id)`
+	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id),
+	(SELECT egress_allow FROM tenants t WHERE t.id = jobs.tenant_id)`
 
 // ClaimRequest is a runner asking for the job a message names.
 type ClaimRequest struct {
@@ -544,7 +548,7 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
 		RETURNING attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch)
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch, &c.EgressAllow)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
 	}
@@ -622,19 +626,25 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 			return false, err
 		}
 	}
+	var egress []byte
+	if r.Egress != nil || r.EgressOmitted > 0 {
+		if egress, err = json.Marshal(storedEgress{Connections: r.Egress, Omitted: r.EgressOmitted}); err != nil {
+			return false, err
+		}
+	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
 			stdout_key = $14, stderr_key = $15,
 			cpu_time_ms = $16, peak_memory_kb = $17, compile = $18, compile_output = $19,
-			value = $20, live_state = $21, live_state_reason = $22, displays = $23, exception = $24
+			value = $20, live_state = $21, live_state_reason = $22, displays = $23, exception = $24, egress = $25
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
 		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
 		cpuMS, peakKB, compile, nonNil(r.CompileOutput),
-		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception)
+		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception, egress)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}
@@ -672,6 +682,12 @@ func (s *Store) FailJob(ctx context.Context, id string, attempt int, message str
 	return tag.RowsAffected() == 1, nil
 }
 
+// storedEgress is a job's egress record as the egress column holds it.
+type storedEgress struct {
+	Connections []jobs.EgressConnection `json:"connections"`
+	Omitted     int                     `json:"omitted,omitempty"`
+}
+
 func scanJob(r pgx.Row) (row, error) { return scanJobWith(r) }
 
 // scanJobWith reads a jobs row (jobColumns, after extra). The job's moved
@@ -686,7 +702,7 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 		errCode, errMsg  *string
 		outKey, errKey   *string
 		compile, compOut []byte
-		value            []byte
+		value, egress    []byte
 		live, liveWhy    *string
 		displays, exc    []byte
 	)
@@ -695,7 +711,7 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
 		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook,
-		&value, &live, &liveWhy, &displays, &exc)
+		&value, &live, &liveWhy, &displays, &exc, &egress)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -743,6 +759,13 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 		}
 	}
 	j.LiveState, j.LiveStateReason = jobs.LiveState(deref(live)), deref(liveWhy)
+	if egress != nil {
+		var e storedEgress
+		if err := json.Unmarshal(egress, &e); err != nil {
+			return row{}, fmt.Errorf("decode egress: %w", err)
+		}
+		j.Egress, j.EgressOmitted = e.Connections, e.Omitted
+	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)
 	utc(j.FinishedAt)

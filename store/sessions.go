@@ -351,9 +351,10 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var cancelReq, private bool
 	var keyEpoch int64
 	var traceParent string
+	var egressAllow []string
 	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sj, false, false, nil // nothing left
 	}
@@ -370,7 +371,7 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		sj.JobID, sj.Attempt, runnerID); err != nil {
 		return sj, false, false, err
 	}
-	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch}
+	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
 	sj.Claim.TraceParent = traceParent
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)

@@ -5,6 +5,7 @@
 //	gantry-agent [-isolation namespaces|container] [-warm numpy,pandas,...]
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
+//	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
 package main
 
 import (
@@ -23,12 +24,18 @@ import (
 	"github.com/gantryhq/gantry/agent"
 )
 
+// prSetDumpable is PR_SET_DUMPABLE (linux/prctl.h).
+const prSetDumpable = 4
+
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "exec" && os.Args[2] == "--" {
 		execProgram(os.Args[3:])
 	}
 	if len(os.Args) == 2 && os.Args[1] == "wait" {
 		waitForJob()
+	}
+	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
+		os.Exit(agent.RelayThenRun(os.Args[3:]))
 	}
 	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
@@ -49,6 +56,14 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.Self = self
+	// Programs run as the agent's uid; under the container isolation they
+	// share its pid namespace. Not dumpable, the agent cannot be traced
+	// and its memory cannot be read or written by them (what it starts
+	// with exec is dumpable again).
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		fmt.Fprintln(os.Stderr, "gantry-agent: prctl(PR_SET_DUMPABLE):", errno)
+		os.Exit(1)
+	}
 	err = agent.Serve(cfg, os.Stdin, os.Stdout)
 	if err != nil && !errors.Is(err, agent.ErrRunnerGone) {
 		fmt.Fprintln(os.Stderr, "gantry-agent:", err)

@@ -92,10 +92,15 @@ type config struct {
 
 	// Webhooks and batches.
 	WebhookAllowPrivate *bool // nil: on in dev, off otherwise
-	WebhookTimeout      time.Duration
-	WebhookBackoff      time.Duration
-	WebhookRetryFor     time.Duration
-	BatchMax            int
+
+	// Egress: jobs' allow-listed connections through the egress proxy.
+	EgressOff          bool
+	EgressAllowPrivate *bool // nil: on in dev, off otherwise
+	EgressMaxHosts     int
+	WebhookTimeout     time.Duration
+	WebhookBackoff     time.Duration
+	WebhookRetryFor    time.Duration
+	BatchMax           int
 
 	// The web console and the agent (chat) behind the playground and
 	// POST /v1/agent/chat/completions.
@@ -405,6 +410,12 @@ func loadConfig() (config, error) {
 	if v := e.str("GANTRY_MCP_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_MCP_ALLOW_PRIVATE", false)
 		c.MCPAllowPrivate = &b
+	}
+	c.EgressOff = !e.bool("GANTRY_EGRESS", true)
+	c.EgressMaxHosts = e.int("GANTRY_EGRESS_MAX_HOSTS", 100, 1, 100)
+	if v := e.str("GANTRY_EGRESS_ALLOW_PRIVATE", ""); v != "" {
+		b := e.bool("GANTRY_EGRESS_ALLOW_PRIVATE", false)
+		c.EgressAllowPrivate = &b
 	}
 	if v := e.str("GANTRY_WEBHOOK_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_WEBHOOK_ALLOW_PRIVATE", false)

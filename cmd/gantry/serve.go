@@ -195,6 +195,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			BatchMax:     cfg.BatchMax,
 			TenantLimits: cfg.TenantLimits,
 			History:      d.history,
+			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
@@ -265,6 +266,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
 		CodeMode:     codemode.NewRegistry(d.store, d.box, up, d.log),
+		Egress:       runner.EgressConfig{Off: cfg.EgressOff, AllowPrivate: cfg.EgressAllowPrivate != nil && *cfg.EgressAllowPrivate},
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
@@ -463,6 +465,10 @@ func runDev(ctx context.Context, cfg config) error {
 	if cfg.MCPAllowPrivate == nil {
 		yes := true
 		cfg.MCPAllowPrivate = &yes
+	}
+	if cfg.EgressAllowPrivate == nil {
+		yes := true
+		cfg.EgressAllowPrivate = &yes
 	}
 	if cfg.WebhookAllowPrivate == nil {
 		yes := true

@@ -21,7 +21,7 @@ IMAGE="${IMAGE:-gantry-sandbox}"
 GO="${GO:-go}"
 # Python with the libraries a data agent reaches for first, Node.js with esbuild (TypeScript),
 # bubblewrap (each job's sandbox), procps.
-PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,python3-seaborn,python3-plotly,python3-sklearn,python3-statsmodels,python3-openpyxl,python3-xlrd,python3-networkx,python3-bs4,python3-lxml,python3-tabulate,nodejs,esbuild,procps,bubblewrap
+PACKAGES=python3,python3-numpy,python3-pandas,python3-scipy,python3-matplotlib,python3-sympy,python3-seaborn,python3-plotly,python3-sklearn,python3-statsmodels,python3-openpyxl,python3-xlrd,python3-networkx,python3-bs4,python3-lxml,python3-tabulate,nodejs,npm,python3-pip,esbuild,procps,bubblewrap
 die() { echo "sandbox/build.sh: $*" >&2; exit 1; }
 
 # Code-mode client libraries, relative to $DIR (lib/testdata is for tests, not the image).

@@ -109,6 +109,13 @@ type settings struct {
 	PIITokens *bool `json:"pii_tokens,omitempty"`
 	// WebhookURL is the default webhook ("" removes it).
 	WebhookURL *string `json:"webhook_url,omitempty"`
+	// Egress holds the hosts the tenant's jobs may reach.
+	Egress *egressSettings `json:"egress,omitempty"`
+}
+
+// egressSettings is settings.egress.
+type egressSettings struct {
+	Allow []string `json:"allow"`
 }
 
 func (s *Server) handleGetSettings(w http.ResponseWriter, r *http.Request, p service.Principal) error {
@@ -121,7 +128,8 @@ func (s *Server) handleGetSettings(w http.ResponseWriter, r *http.Request, p ser
 }
 
 func writeSettings(w http.ResponseWriter, st service.Settings) {
-	WriteJSON(w, http.StatusOK, map[string]any{"pii_tokens": st.PIITokens, "webhook_url": nilIfEmpty(st.WebhookURL)})
+	WriteJSON(w, http.StatusOK, map[string]any{"pii_tokens": st.PIITokens, "webhook_url": nilIfEmpty(st.WebhookURL),
+		"egress": egressSettings{Allow: st.EgressAllow}})
 }
 
 func (s *Server) handlePatchSettings(w http.ResponseWriter, r *http.Request, p service.Principal) error {
@@ -129,7 +137,15 @@ func (s *Server) handlePatchSettings(w http.ResponseWriter, r *http.Request, p s
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
-	st, err := s.svc.UpdateSettings(r.Context(), p, service.SettingsChange{PIITokens: in.PIITokens, WebhookURL: in.WebhookURL})
+	change := service.SettingsChange{PIITokens: in.PIITokens, WebhookURL: in.WebhookURL}
+	if in.Egress != nil {
+		allow := in.Egress.Allow
+		if allow == nil {
+			allow = []string{}
+		}
+		change.EgressAllow = &allow
+	}
+	st, err := s.svc.UpdateSettings(r.Context(), p, change)
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,7 @@ var componentTypes = []openapi.Component{
 	{Name: "UsageBucket", Type: typ[jobs.UsageBucket]()},
 	{Name: "UsageFigures", Type: typ[jobs.UsageFigures]()},
 	{Name: "Environment", Type: typ[jobs.Environment]()},
+	{Name: "EgressConnection", Type: typ[jobs.EgressConnection]()},
 	{Name: "EnvironmentList", Type: typ[environmentList]()},
 	{Name: "Health", Type: typ[health]()},
 	{Name: "Readiness", Type: typ[readiness]()},

@@ -62,6 +62,8 @@ type Config struct {
 	BatchMax int
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
+	// Egress is the operator's word on tenants' egress allow-lists.
+	Egress EgressPolicy
 	// History is the job history's retention (the Maintenance sweeps it;
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
@@ -129,6 +131,8 @@ type Store interface {
 
 	TenantPII(ctx context.Context, tenantID string) (bool, error)
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
+	TenantEgress(ctx context.Context, tenantID string) ([]string, error)
+	SetTenantEgress(ctx context.Context, tenantID string, allow []string) error
 
 	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
 

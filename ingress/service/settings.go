@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -13,12 +14,24 @@ type Settings struct {
 	PIITokens bool
 	// WebhookURL is the default webhook ("": none).
 	WebhookURL string
+	// EgressAllow lists the hosts the tenant's jobs may reach through the
+	// egress proxy (empty: no network at all).
+	EgressAllow []string
 }
 
 // SettingsChange changes the settings that are set.
 type SettingsChange struct {
-	PIITokens  *bool
-	WebhookURL *string // "" removes the default webhook
+	PIITokens   *bool
+	WebhookURL  *string   // "" removes the default webhook
+	EgressAllow *[]string // empty removes every host
+}
+
+// EgressPolicy is the operator's word on egress.
+type EgressPolicy struct {
+	// Off: no tenant may have an allow-list (GANTRY_EGRESS=false).
+	Off bool
+	// MaxHosts caps a tenant's allow-list (GANTRY_EGRESS_MAX_HOSTS).
+	MaxHosts int
 }
 
 // Settings returns the tenant's settings.
@@ -31,7 +44,14 @@ func (s *Service) Settings(ctx context.Context, p Principal) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	return Settings{PIITokens: on, WebhookURL: hook}, nil
+	allow, err := s.store.TenantEgress(ctx, p.TenantID)
+	if err != nil {
+		return Settings{}, err
+	}
+	if allow == nil {
+		allow = []string{}
+	}
+	return Settings{PIITokens: on, WebhookURL: hook, EgressAllow: allow}, nil
 }
 
 // UpdateSettings changes the tenant's settings and returns them as they
@@ -54,7 +74,33 @@ func (s *Service) UpdateSettings(ctx context.Context, p Principal, c SettingsCha
 			return Settings{}, err
 		}
 	}
+	if c.EgressAllow != nil {
+		if err := s.checkEgress(*c.EgressAllow); err != nil {
+			return Settings{}, err
+		}
+		if err := s.store.SetTenantEgress(ctx, p.TenantID, *c.EgressAllow); err != nil {
+			return Settings{}, err
+		}
+	}
 	return s.Settings(ctx, p)
+}
+
+// checkEgress checks an allow-list against its form and the operator's
+// policy; an error names egress.allow.
+func (s *Service) checkEgress(allow []string) error {
+	if len(allow) == 0 {
+		return nil
+	}
+	if s.cfg.Egress.Off {
+		return BadRequest("egress.allow", "egress is off on this gantry (GANTRY_EGRESS=false): jobs have no network")
+	}
+	if max := s.cfg.Egress.MaxHosts; max > 0 && len(allow) > max {
+		return BadRequest("egress.allow", "has %d entries; this gantry allows at most %d (GANTRY_EGRESS_MAX_HOSTS)", len(allow), max)
+	}
+	if _, err := egress.ParseAllowList(allow); err != nil {
+		return BadRequest("egress.allow", "%v", err)
+	}
+	return nil
 }
 
 // Webhooks: a job's request may name a webhook_url, and a tenant may set a

@@ -280,6 +280,27 @@ class Compile(TypedDict):
     status: Literal["succeeded", "failed", "timed_out"]
 
 
+class _EgressConnectionRequired(TypedDict):
+    #: On the tenant's allow-list, and reached.
+    allowed: bool
+    #: Bytes from the host to the job (bodies and tunnelled bytes).
+    bytes_in: int
+    #: Bytes from the job to the host.
+    bytes_out: int
+    duration_ms: int
+    #: The host as the job named it (a name or an address).
+    host: str
+    port: int
+    started_at: str
+
+
+class EgressConnection(_EgressConnectionRequired, total=False):
+    """One connection a job asked the egress proxy for."""
+
+    #: Why it was refused (not on the allow-list, not a public address) or failed.
+    reason: str
+
+
 class Environment(TypedDict):
     """An environment: a sandbox image the operator registered (`gantry
     environments add`), derived from gantry's sandbox image with more packages.
@@ -491,6 +512,12 @@ class Job(_JobRequired, total=False):
     #: end, as image/png with its repr as text/plain), instead of files under out/.
     #: At most 32, 4 MiB in all. Absent otherwise.
     displays: List[Value]
+    #: The connections the job asked the egress proxy for, allowed or refused, in
+    #: the order they ended (at most 200; egress_omitted counts the rest). Absent
+    #: when the tenant has no egress allow-list.
+    egress: List[EgressConnection]
+    #: How many egress connections past the first 200 are not listed.
+    egress_omitted: int
     #: A Python job in a stateful session that raised: the exception, as a
     #: notebook's error output has it (its stderr has the traceback too). Absent
     #: otherwise.
@@ -1069,12 +1096,45 @@ class SessionRequest(TypedDict, total=False):
     ttl_seconds: int
 
 
+class SettingsEgress(TypedDict):
+    """Egress: the hosts this tenant's jobs may reach, through a proxy gantry runs
+    outside the sandbox (HTTP, and HTTPS through CONNECT; the job's HTTP_PROXY
+    and HTTPS_PROXY point at it). Raw sockets still reach nothing. An empty list
+    (the default) means no network at all. Each entry is a host name (pypi.org),
+    its subdomains (*.example.com, not example.com itself), an IP address or a
+    CIDR prefix, optionally with :port; without a port, 80 and 443. The proxy
+    resolves names itself and dials public addresses only unless the operator
+    allows private ones (GANTRY_EGRESS_ALLOW_PRIVATE). At most 100 entries
+    (GANTRY_EGRESS_MAX_HOSTS); 400 naming egress.allow for a bad entry, or when
+    the operator turned egress off (GANTRY_EGRESS=false). A PATCH replaces the
+    list whole; jobs claimed after it see the change. Jobs of stateful sessions
+    have no egress yet. Every connection a job asks for is listed on the job
+    (egress).
+    """
+
+    allow: List[str]
+
+
 class Settings(TypedDict, total=False):
     """The tenant's own switches. Responses always carry every field; in a PATCH
     body every field is optional, and an absent one stays as it is. Unknown
     fields are refused with 400.
     """
 
+    #: Egress: the hosts this tenant's jobs may reach, through a proxy gantry runs
+    #: outside the sandbox (HTTP, and HTTPS through CONNECT; the job's HTTP_PROXY
+    #: and HTTPS_PROXY point at it). Raw sockets still reach nothing. An empty list
+    #: (the default) means no network at all. Each entry is a host name (pypi.org),
+    #: its subdomains (*.example.com, not example.com itself), an IP address or a
+    #: CIDR prefix, optionally with :port; without a port, 80 and 443. The proxy
+    #: resolves names itself and dials public addresses only unless the operator
+    #: allows private ones (GANTRY_EGRESS_ALLOW_PRIVATE). At most 100 entries
+    #: (GANTRY_EGRESS_MAX_HOSTS); 400 naming egress.allow for a bad entry, or when
+    #: the operator turned egress off (GANTRY_EGRESS=false). A PATCH replaces the
+    #: list whole; jobs claimed after it see the change. Jobs of stateful sessions
+    #: have no egress yet. Every connection a job asks for is listed on the job
+    #: (egress).
+    egress: SettingsEgress
     #: Privacy tokens. When on, personal data (e-mail addresses, phone numbers,
     #: card numbers, IBANs, US social security numbers) in what the tenant's jobs
     #: return (their output, and the errors of their tool calls) is replaced by
@@ -1454,4 +1514,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

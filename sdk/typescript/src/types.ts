@@ -254,6 +254,23 @@ export interface Compile {
   status: "succeeded" | "failed" | "timed_out";
 }
 
+/** One connection a job asked the egress proxy for. */
+export interface EgressConnection {
+  /** On the tenant's allow-list, and reached. */
+  allowed: boolean;
+  /** Bytes from the host to the job (bodies and tunnelled bytes). */
+  bytes_in: number;
+  /** Bytes from the job to the host. */
+  bytes_out: number;
+  duration_ms: number;
+  /** The host as the job named it (a name or an address). */
+  host: string;
+  port: number;
+  /** Why it was refused (not on the allow-list, not a public address) or failed. */
+  reason?: string;
+  started_at: string;
+}
+
 /**
  * An environment: a sandbox image the operator registered (`gantry
  * environments add`), derived from gantry's sandbox image with more packages.
@@ -435,6 +452,14 @@ export interface Job {
    * compile step's time is in compile.duration_ms, not here.
    */
   duration_ms: number | null;
+  /**
+   * The connections the job asked the egress proxy for, allowed or refused, in
+   * the order they ended (at most 200; egress_omitted counts the rest). Absent
+   * when the tenant has no egress allow-list.
+   */
+  egress?: EgressConnection[];
+  /** How many egress connections past the first 200 are not listed. */
+  egress_omitted?: number;
   error: ErrorInfo | null;
   /**
    * A Python job in a stateful session that raised: the exception, as a
@@ -1193,6 +1218,24 @@ export interface SessionRequest {
  * fields are refused with 400.
  */
 export interface Settings {
+  /**
+   * Egress: the hosts this tenant's jobs may reach, through a proxy gantry runs
+   * outside the sandbox (HTTP, and HTTPS through CONNECT; the job's HTTP_PROXY
+   * and HTTPS_PROXY point at it). Raw sockets still reach nothing. An empty list
+   * (the default) means no network at all. Each entry is a host name (pypi.org),
+   * its subdomains (*.example.com, not example.com itself), an IP address or a
+   * CIDR prefix, optionally with :port; without a port, 80 and 443. The proxy
+   * resolves names itself and dials public addresses only unless the operator
+   * allows private ones (GANTRY_EGRESS_ALLOW_PRIVATE). At most 100 entries
+   * (GANTRY_EGRESS_MAX_HOSTS); 400 naming egress.allow for a bad entry, or when
+   * the operator turned egress off (GANTRY_EGRESS=false). A PATCH replaces the
+   * list whole; jobs claimed after it see the change. Jobs of stateful sessions
+   * have no egress yet. Every connection a job asks for is listed on the job
+   * (egress).
+   */
+  egress?: {
+    allow: string[];
+  };
   /**
    * Privacy tokens. When on, personal data (e-mail addresses, phone numbers,
    * card numbers, IBANs, US social security numbers) in what the tenant's jobs
