@@ -81,7 +81,17 @@ func (c *Conn) read(fr *frameReader) {
 		switch kind {
 		case KindLive:
 			var r LiveReply
-			if json.Unmarshal(payload, &r) != nil {
+			if len(payload) > maxLiveReply {
+				// Not decoded: only its id, to answer its caller.
+				var id struct {
+					ID int64 `json:"id"`
+				}
+				if json.Unmarshal(payload, &id) != nil {
+					_ = c.fail(errors.New("the sandbox agent sent a malformed live reply"))
+					continue
+				}
+				r = LiveReply{ID: id.ID, Error: &LiveError{Code: LiveErrFailed, Message: fmt.Sprintf("the answer of %d bytes is over %d", len(payload), maxLiveReply)}}
+			} else if json.Unmarshal(payload, &r) != nil {
 				_ = c.fail(errors.New("the sandbox agent sent a malformed live reply"))
 				continue
 			}
@@ -279,6 +289,10 @@ type RunIO struct {
 	// before the program starts.
 	Compiled func(CompileReport)
 }
+
+// maxLiveReply bounds a live operation's answer the runner decodes: a
+// chunk of a file (MaxLiveChunk, base64) or a listing fits well within it.
+const maxLiveReply = 2 << 20
 
 // maxBridgeWaiting caps the bridge requests of a run in progress on the
 // runner; more are refused at once (the agent caps them too, but the agent

@@ -26,8 +26,13 @@ import (
 // maxLiveOps bounds the live operations in progress at once.
 const maxLiveOps = 64
 
-// maxListed bounds the entries one OpListDir answers.
-const maxListed = 10000
+// maxListed bounds the entries one OpListDir answers, and maxListedBytes
+// their names and link targets (an answer must fit in a NATS message of
+// the default 1 MiB).
+const (
+	maxListed      = 10000
+	maxListedBytes = 640 << 10
+)
 
 // serveLive serves a KindLive frame in a goroutine of its own, or answers
 // busy when too many are in progress.
@@ -61,7 +66,11 @@ func (s *server) liveOp(payload []byte) {
 		reply = LiveReply{Error: le}
 	}
 	reply.ID = op.ID
-	_ = s.fw.json(KindLive, reply)
+	if err := s.fw.json(KindLive, reply); err != nil {
+		// Not encodable, or over a frame: the caller still gets an
+		// answer rather than waiting for one.
+		_ = s.fw.json(KindLive, LiveReply{ID: op.ID, Error: &LiveError{Code: LiveErrFailed, Message: "the answer could not be sent: " + err.Error()}})
+	}
 }
 
 var errNoLive = &LiveError{Code: LiveErrNoSandbox, Message: "this container holds no live sandbox (the session's next job makes one)"}
@@ -81,7 +90,14 @@ func (s *server) doLive(op LiveOp) (LiveReply, error) {
 		}
 		switch op.Op {
 		case OpSpawn:
-			pid, err := ps.spawn(op, environ(op.Env))
+			env := make(map[string]string, len(op.SessionEnv)+len(op.Env))
+			for k, v := range op.SessionEnv {
+				env[k] = v
+			}
+			for k, v := range op.Env {
+				env[k] = v
+			}
+			pid, err := ps.spawn(op, environ(env))
 			return LiveReply{Pid: pid}, err
 		case OpInput:
 			return LiveReply{}, ps.input(op.Pid, op.Data)
@@ -177,6 +193,11 @@ func (l *liveSandbox) files(op LiveOp) (LiveReply, error) {
 	rel, err := relPath(op.Path)
 	if err != nil {
 		return LiveReply{}, err
+	}
+	if dir == "/" && (rel == "proc" || strings.HasPrefix(rel, "proc/")) {
+		// The Container isolation: the sandbox's /proc is the agent's,
+		// whose own files (/proc/self) the session's code may not reach.
+		return LiveReply{}, &LiveError{Code: LiveErrPermission, Message: fmt.Sprintf("path '%s' is not available to file operations here", op.Path)}
 	}
 	switch op.Op {
 	case OpStat:
@@ -280,7 +301,7 @@ func describe(root *os.Root, rel string, fi fs.FileInfo, owners *owners) FileEnt
 	if rel == "." {
 		abs = "/"
 	}
-	e := FileEntry{Name: path.Base(abs), Path: abs, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Modified: fi.ModTime().UTC()}
+	e := FileEntry{Name: path.Base(abs), Path: abs, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Modified: encodableTime(fi.ModTime())}
 	switch {
 	case fi.Mode().IsRegular():
 		e.Type = "file"
@@ -311,7 +332,7 @@ func listDir(root *os.Root, rel string, depth int) ([]FileEntry, error) {
 		return nil, &LiveError{Code: LiveErrNotDir, Message: fmt.Sprintf("/%s is not a directory", strings.TrimPrefix(rel, "."))}
 	}
 	owners := newOwners(root)
-	out := []FileEntry{}
+	out, size := []FileEntry{}, 0
 	var walk func(dir string, level int) error
 	walk = func(dir string, level int) error {
 		f, err := root.Open(dir)
@@ -325,7 +346,7 @@ func listDir(root *os.Root, rel string, depth int) ([]FileEntry, error) {
 		}
 		sort.Slice(list, func(i, j int) bool { return list[i].Name() < list[j].Name() })
 		for _, d := range list {
-			if len(out) >= maxListed {
+			if len(out) >= maxListed || size >= maxListedBytes {
 				return nil
 			}
 			child := path.Join(dir, d.Name())
@@ -333,7 +354,9 @@ func listDir(root *os.Root, rel string, depth int) ([]FileEntry, error) {
 			if err != nil {
 				continue // gone meanwhile
 			}
-			out = append(out, describe(root, child, info, owners))
+			e := describe(root, child, info, owners)
+			size += 2*len(e.Path) + len(e.Target) + 160 // and its other fields, encoded
+			out = append(out, e)
 			if d.IsDir() && level < depth {
 				if err := walk(child, level+1); err != nil {
 					return err
@@ -345,8 +368,43 @@ func listDir(root *os.Root, rel string, depth int) ([]FileEntry, error) {
 	return out, walk(rel, 1)
 }
 
+// encodableTime is t in UTC within the years JSON's time encoding takes
+// (a sandbox may set any file time).
+func encodableTime(t time.Time) time.Time {
+	lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	switch t = t.UTC(); {
+	case t.Before(lo):
+		return lo
+	case t.After(hi):
+		return hi
+	}
+	return t
+}
+
+// regular refuses what is not a regular file before it is opened (a FIFO
+// would block the open).
+func regular(root *os.Root, rel, p string) error {
+	fi, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // the open says so, or makes it
+	case err != nil:
+		return fileError(p, err)
+	case fi.IsDir():
+		return &LiveError{Code: LiveErrIsDir, Message: fmt.Sprintf("path '%s' is a directory", p)}
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil // the open resolves it within the root; its type is checked after
+	case !fi.Mode().IsRegular():
+		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", p)}
+	}
+	return nil
+}
+
 func readChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
-	f, err := root.Open(rel)
+	if err := regular(root, rel, op.Path); err != nil {
+		return LiveReply{}, err
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return LiveReply{}, fileError(op.Path, err)
 	}
@@ -389,11 +447,17 @@ func writeChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
 		}
 		flags |= os.O_CREATE | os.O_TRUNC
 	}
-	f, err := root.OpenFile(rel, flags, 0o644)
+	if err := regular(root, rel, op.Path); err != nil {
+		return LiveReply{}, err
+	}
+	f, err := root.OpenFile(rel, flags|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return LiveReply{}, fileError(op.Path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
+	}
 	if _, err := f.WriteAt(op.Data, max(op.Offset, 0)); err != nil {
 		return LiveReply{}, fileError(op.Path, err)
 	}

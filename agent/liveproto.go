@@ -79,12 +79,15 @@ type LiveOp struct {
 	ID int64  `json:"id,omitempty"`
 	Op string `json:"op"`
 
-	Argv      []string          `json:"argv,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cwd       string            `json:"cwd,omitempty"`
-	Stdin     bool              `json:"stdin,omitempty"`
-	TimeoutMS int64             `json:"timeout_ms,omitempty"`
-	Tag       string            `json:"tag,omitempty"`
+	Argv []string          `json:"argv,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+	// SessionEnv is the session's own environment, under Env: the
+	// process gets it, and a listing of processes never shows it.
+	SessionEnv map[string]string `json:"session_env,omitempty"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Stdin      bool              `json:"stdin,omitempty"`
+	TimeoutMS  int64             `json:"timeout_ms,omitempty"`
+	Tag        string            `json:"tag,omitempty"`
 
 	Pid    int    `json:"pid,omitempty"`
 	Signal int    `json:"signal,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -57,7 +58,8 @@ func ParseValue(raw []byte) (*Value, error) {
 			if !json.Valid(data) {
 				return nil, errors.New("value's application/json is not JSON")
 			}
-			v.JSON = append(json.RawMessage(nil), data...)
+			// Postgres's jsonb holds no NUL: it is U+FFFD, as in text.
+			v.JSON = bytes.ReplaceAll(append(json.RawMessage(nil), data...), []byte(`\u0000`), []byte(`\ufffd`))
 			continue
 		}
 		dst, ok := strs[mime]
@@ -70,6 +72,7 @@ func ParseValue(raw []byte) (*Value, error) {
 		if !utf8.ValidString(*dst) {
 			return nil, fmt.Errorf("value's %s is not UTF-8", mime)
 		}
+		*dst = noNUL(*dst)
 	}
 	if v.Text == "" && fields["text/plain"] == nil {
 		return nil, errors.New("value without text/plain")
@@ -126,8 +129,13 @@ func ParseException(raw []byte) (*Exception, error) {
 	if e.Name == "" || utf8.RuneCountInString(e.Name) > 257 {
 		return nil, errors.New("exception without a name, or with one over 256 characters")
 	}
+	e.Name, e.Value, e.Traceback = noNUL(e.Name), noNUL(e.Value), noNUL(e.Traceback)
 	return &e, nil
 }
+
+// noNUL replaces NUL, which Postgres cannot store in text or jsonb, with
+// U+FFFD (as invalid UTF-8 in output is).
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 // ParseDisplays reads the displays a sandbox reported (untrusted): each as
 // ParseValue reads a value, at most MaxDisplays, MaxDisplayBytes in all.

@@ -47,3 +47,16 @@ func FuzzParseCellOutputs(f *testing.F) {
 		}
 	})
 }
+
+// A NUL a program put in its value or exception is stored as U+FFFD
+// (Postgres holds none), not refused with the job's result.
+func TestValueAndExceptionWithoutNUL(t *testing.T) {
+	v, err := ParseValue([]byte(`{"text/plain": "a\u0000b", "application/json": {"k": "x\u0000"}}`))
+	if err != nil || v.Text != "a\uFFFDb" || string(v.JSON) != `{"k": "x\ufffd"}` {
+		t.Errorf("value: %+v %s %v", v, v.JSON, err)
+	}
+	e, err := ParseException([]byte(`{"name": "ValueError", "value": "\u0000", "traceback": "t\u0000"}`))
+	if err != nil || e.Value != "\uFFFD" || e.Traceback != "t\uFFFD" {
+		t.Errorf("exception: %+v %v", e, err)
+	}
+}

@@ -272,6 +272,24 @@ func TestLiveOperations(t *testing.T) {
 		}
 	})
 
+	t.Run("FIFOs and far-off file times", func(t *testing.T) {
+		// A FIFO is refused, never waited on; a time JSON cannot encode is
+		// clamped rather than losing the answer.
+		if j := h.in(t, sid, bash("mkfifo fifo; ln -s fifo fifolink; echo x > far; touch -d @300000000000 far")); j.Status != jobs.StatusSucceeded {
+			t.Fatalf("setup: %s %q", j.Status, j.Stderr)
+		}
+		for _, op := range []agent.LiveOp{{Op: agent.OpRead, Path: "/workspace/fifo"}, {Op: agent.OpRead, Path: "/workspace/fifolink"},
+			{Op: agent.OpWrite, Path: "/workspace/fifo", Data: []byte("x")}, {Op: agent.OpWrite, Path: "/workspace/fifolink", Data: []byte("x")}} {
+			if _, err := c.do(op); err == nil || err.Code != agent.LiveErrInvalid {
+				t.Errorf("%s %s: %v", op.Op, op.Path, err)
+			}
+		}
+		if st := c.ok(agent.LiveOp{Op: agent.OpStat, Path: "/workspace/far"}); st.Entry.Modified.Year() != 9999 {
+			t.Errorf("a time past year 9999: %v", st.Entry.Modified)
+		}
+		c.ok(agent.LiveOp{Op: agent.OpListDir, Path: "/workspace"})
+	})
+
 	t.Run("without a warm interpreter", func(t *testing.T) {
 		// The session's interpreter then runs in a sandbox of bubblewrap's:
 		// files are still the sandbox's view.

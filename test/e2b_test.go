@@ -359,6 +359,7 @@ func TestE2BSDKs(t *testing.T) {
 			ForgedFile    e2bThrown `json:"forgedFile"`
 			NoToken       int       `json:"noToken"`
 			StillMine     string    `json:"stillMine"`
+			TokenAsKey    []int     `json:"tokenAsKey"`
 		}
 		drive(t, "tenants", &got)
 		if got.Connect.Error != "SandboxNotFoundError" || got.Info.Error != "SandboxNotFoundError" || got.Kill {
@@ -377,6 +378,9 @@ func TestE2BSDKs(t *testing.T) {
 		}
 		if got.NoToken != 401 || got.StillMine != "mine" {
 			t.Errorf("no token: %d; still mine: %q", got.NoToken, got.StillMine)
+		}
+		if !slices.Equal(got.TokenAsKey, []int{401, 401}) {
+			t.Errorf("a sandbox's token as an API key (/v1/jobs, the control plane): %v, want 401s", got.TokenAsKey)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,6 +121,13 @@ func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal,
 	if key == "" {
 		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 			Message: "missing API key: send the header Authorization: Bearer <key>"}
+	}
+	if !strings.HasPrefix(key, store.KeyPrefix) {
+		if err := keyThrottled(s.badKeys, source); err != nil {
+			return Principal{}, err
+		}
+		s.badKeys.allow(source, failedKeysPerSecond)
+		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
 	}
 	if p, ok := s.auth.get(key); ok {
 		return p, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,20 +34,45 @@ const liveWait = 50 * time.Second
 // what kind); the session not found, not stateful, or its sandbox not
 // reachable are *Error.
 func (s *Service) LiveOp(ctx context.Context, p Principal, sessionID string, op agent.LiveOp) (agent.LiveReply, error) {
-	sess, err := s.Session(ctx, p, sessionID)
+	l, err := s.OpenLive(ctx, p, sessionID)
 	if err != nil {
 		return agent.LiveReply{}, err
 	}
-	if !sess.Stateful {
-		return agent.LiveReply{}, BadRequest("session_id", "session %s is not stateful: only a stateful session keeps a live sandbox", sess.ID)
+	return l.Op(ctx, op)
+}
+
+// Live is a tenant's stateful session looked up once for a series of live
+// operations (a file's chunks): each then costs no database query.
+type Live struct {
+	s    *Service
+	p    Principal
+	sess jobs.Session
+}
+
+// OpenLive looks up the tenant's stateful session for live operations.
+func (s *Service) OpenLive(ctx context.Context, p Principal, sessionID string) (*Live, error) {
+	sess, err := s.Session(ctx, p, sessionID)
+	if err != nil {
+		return nil, err
 	}
+	if !sess.Stateful {
+		return nil, BadRequest("session_id", "session %s is not stateful: only a stateful session keeps a live sandbox", sess.ID)
+	}
+	return &Live{s: s, p: p, sess: sess}, nil
+}
+
+// Op carries out a live operation, as LiveOp does.
+func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error) {
+	s, p, sess := l.s, l.p, l.sess
+	defer func() { l.sess = sess }() // as a wake left it
+	var err error
 	op.ID = 0
 	if op.Op == agent.OpSpawn {
 		senv, err := s.sessionEnv(p.TenantID, sess)
 		if err != nil {
 			return agent.LiveReply{}, err
 		}
-		op.Env = underEnv(op.Env, senv)
+		op.SessionEnv = senv // applied, never listed
 	}
 	body, err := json.Marshal(op)
 	if err != nil {
@@ -84,6 +111,9 @@ func (s *Service) liveRequest(ctx context.Context, sess jobs.Session, body []byt
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return agent.LiveReply{}, err
+	case errors.Is(err, nats.ErrMaxPayload):
+		return agent.LiveReply{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("the operation is over the %d bytes a message between gantry's parts may hold", s.nc.MaxPayload())}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return agent.LiveReply{}, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
 			Message: "the session's live sandbox did not answer within " + liveWait.String()}
@@ -139,62 +169,175 @@ type ProcessEvent struct {
 	Stream string
 	Data   []byte
 	Exit   *agent.ProcessExit
+	// Lost: output of the session's processes was dropped here, the
+	// reader having fallen behind (no other field is set).
+	Lost bool
 }
 
 // ProcessEvents is a subscription to the output and ends of a session's
 // live processes. What the runner published before it was made is not in
-// it. Close ends it.
+// it. It holds at most maxProcessEventBytes of output its reader has not
+// taken: past that, output is dropped and Next reports it once (Lost);
+// ends are always kept. Close ends it.
 type ProcessEvents struct {
-	msgs chan *nats.Msg
-	sub  *nats.Subscription
+	sub     *nats.Subscription
+	release func()
+	ready   chan struct{} // a token: events are waiting
+
+	mu      sync.Mutex
+	pending []*nats.Msg
+	bytes   int
+	ends    int
+	lost    bool // output was dropped and Next has not said so yet
 }
 
+// Process event bounds: the output held for a reader that has not taken
+// it, the ends held, and the streams one session may have open at once.
+const (
+	maxProcessEventBytes        = 8 << 20
+	maxProcessEventEnds         = 4096
+	maxProcessWatchesPerSession = 32
+)
+
 // WatchProcesses subscribes to the tenant's session's live processes'
-// events, holding up to buffer the caller has not taken yet (later ones
-// are dropped). Subscribe before starting a process to miss none of its
-// output.
-func (s *Service) WatchProcesses(ctx context.Context, p Principal, sessionID string, buffer int) (*ProcessEvents, error) {
+// events. Subscribe before starting a process to miss none of its output.
+func (s *Service) WatchProcesses(ctx context.Context, p Principal, sessionID string) (*ProcessEvents, error) {
 	sess, err := s.Session(ctx, p, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	pe := &ProcessEvents{msgs: make(chan *nats.Msg, buffer)}
-	if pe.sub, err = s.nc.ChanSubscribe(queue.ProcessSubjectAll(sess.ID), pe.msgs); err != nil {
+	release, ok := s.watches.take(sess.ID, maxProcessWatchesPerSession)
+	if !ok {
+		return nil, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 1,
+			Message: fmt.Sprintf("the sandbox already has %d streams of its processes open", maxProcessWatchesPerSession)}
+	}
+	pe := &ProcessEvents{release: release, ready: make(chan struct{}, 1)}
+	if pe.sub, err = s.nc.Subscribe(queue.ProcessSubjectAll(sess.ID), pe.push); err != nil {
+		release()
 		return nil, Unavailable("cannot follow the sandbox's processes: %v", err)
 	}
 	return pe, nil
 }
 
+// push queues a message, within the bounds (on the subscription's
+// goroutine).
+func (pe *ProcessEvents) push(m *nats.Msg) {
+	pe.mu.Lock()
+	if m.Header.Get(queue.HeaderStream) == queue.HeaderStreamExit {
+		if pe.ends >= maxProcessEventEnds {
+			pe.mu.Unlock()
+			return
+		}
+		pe.ends++
+	} else {
+		if pe.bytes+len(m.Data) > maxProcessEventBytes {
+			pe.lost = true
+			pe.mu.Unlock()
+			return
+		}
+		pe.bytes += len(m.Data)
+	}
+	pe.pending = append(pe.pending, m)
+	pe.mu.Unlock()
+	select {
+	case pe.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the oldest queued message; lost reports dropped output first.
+func (pe *ProcessEvents) pop() (m *nats.Msg, lost bool) {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.lost {
+		pe.lost = false
+		return nil, true
+	}
+	if len(pe.pending) == 0 {
+		return nil, false
+	}
+	m = pe.pending[0]
+	pe.pending[0] = nil
+	pe.pending = pe.pending[1:]
+	if m.Header.Get(queue.HeaderStream) == queue.HeaderStreamExit {
+		pe.ends--
+	} else {
+		pe.bytes -= len(m.Data)
+	}
+	return m, false
+}
+
 // Next returns the next event, or false when ctx ends first. Malformed
-// events are skipped.
+// events are skipped. An event with Lost set says that output was dropped
+// (the reader fell behind by more than maxProcessEventBytes).
 func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 	for {
-		select {
-		case <-ctx.Done():
-			return ProcessEvent{}, false
-		case m := <-pe.msgs:
-			ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject), Stream: m.Header.Get(queue.HeaderStream)}
-			switch ev.Stream {
-			case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
-				ev.Data = m.Data
-			case queue.HeaderStreamExit:
-				var e agent.ProcessExit
-				if json.Unmarshal(m.Data, &e) != nil {
-					continue
-				}
-				ev.Exit = &e
-			default:
+		m, lost := pe.pop()
+		if lost {
+			return ProcessEvent{Lost: true}, true
+		}
+		if m == nil {
+			select {
+			case <-ctx.Done():
+				return ProcessEvent{}, false
+			case <-pe.ready:
 				continue
 			}
-			if ev.Pid > 0 {
-				return ev, true
+		}
+		ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject), Stream: m.Header.Get(queue.HeaderStream)}
+		switch ev.Stream {
+		case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
+			ev.Data = m.Data
+		case queue.HeaderStreamExit:
+			var e agent.ProcessExit
+			if json.Unmarshal(m.Data, &e) != nil {
+				continue
 			}
+			ev.Exit = &e
+		default:
+			continue
+		}
+		if ev.Pid > 0 {
+			return ev, true
 		}
 	}
 }
 
 // Close ends the subscription.
-func (pe *ProcessEvents) Close() { _ = pe.sub.Unsubscribe() }
+func (pe *ProcessEvents) Close() {
+	_ = pe.sub.Unsubscribe()
+	pe.release()
+}
+
+// watches counts each session's open process streams.
+type watches struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more stream of the session, if it has fewer than max;
+// release (idempotent) counts it off.
+func (w *watches) take(session string, max int) (release func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == nil {
+		w.n = map[string]int{}
+	}
+	if w.n[session] >= max {
+		return nil, false
+	}
+	w.n[session]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.n[session]--; w.n[session] <= 0 {
+				delete(w.n, session)
+			}
+		})
+	}, true
+}
 
 // StartLive makes sure the tenant's stateful session holds a live
 // sandbox, running a job of the session that makes one when it does not

@@ -204,6 +204,8 @@ type Service struct {
 	callbacks *callbacks
 	envs      environments // the registered environments, cached
 	tracer    trace.Tracer
+	// watches counts each session's open streams of its live processes.
+	watches watches
 }
 
 // tracerName names the ingress's spans' instrumentation scope.

@@ -25,6 +25,10 @@ import (
 // session proves nothing about any other.
 const sessionTokenPrefix = "gst_"
 
+// sessionTokenCacheKey prefixes a token's entry in the key cache: a token
+// is never an API key (lookupKey refuses what lacks store.KeyPrefix).
+const sessionTokenCacheKey = "session\x00"
+
 // SessionToken is the caller's token for one of its sessions (which must
 // exist). It needs GANTRY_SECRET_KEY.
 func (s *Service) SessionToken(ctx context.Context, p Principal, sessionID string) (string, error) {
@@ -81,7 +85,7 @@ func (s *Service) AuthenticateSessionToken(ctx context.Context, token, sessionID
 	}
 	// The tenant's quotas, cached like a key's lookup (a token names no
 	// key: revoking keys leaves it working until its session ends).
-	p, ok := s.auth.get(token)
+	p, ok := s.auth.get(sessionTokenCacheKey + token)
 	if !ok {
 		limits, err := s.store.TenantLimits(ctx, tenantID)
 		switch {
@@ -91,7 +95,7 @@ func (s *Service) AuthenticateSessionToken(ctx context.Context, token, sessionID
 			return Principal{}, Unavailable("cannot check the access token: the database is unavailable")
 		}
 		p = Principal{TenantID: tenantID, Limits: limits}
-		s.auth.put(token, p)
+		s.auth.put(sessionTokenCacheKey+token, p)
 	}
 	return p, s.rates.admit(p.TenantID, s.Limits(p))
 }

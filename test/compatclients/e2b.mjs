@@ -185,6 +185,13 @@ const scenarios = {
     out.forgedFile = await attempt(() => forged.files.read("/home/user/x"));
     out.noToken = await fetch(`${process.env.E2B_SANDBOX_URL}/health`, { headers: { "E2b-Sandbox-Id": mine.sandboxId } }).then((r) => r.status);
     out.stillMine = (await mine.runCode("secret")).text;
+    // A sandbox's token, just used inside it, is no API key.
+    const token = mine.envdAccessToken;
+    const base = process.env.E2B_API_URL.replace(/\/compat\/e2b$/, "");
+    out.tokenAsKey = [
+      await fetch(`${base}/v1/jobs`, { headers: { Authorization: `Bearer ${token}` } }).then((r) => r.status),
+      await fetch(`${process.env.E2B_API_URL}/sandboxes`, { headers: { "X-API-Key": token } }).then((r) => r.status),
+    ];
     await mine.kill();
     await theirs.kill();
     return out;

@@ -35,10 +35,14 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) erro
 	q := r.URL.Query()
 	p := toSandbox(q.Get("path"))
 	ctx := r.Context()
+	live, err := s.svc.OpenLive(ctx, c.p, c.session)
+	if err != nil {
+		return err
+	}
 	var offset int64
 	first := true
 	for {
-		chunk, err := s.svc.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpRead, Path: p, Offset: offset, Length: agent.MaxLiveChunk})
+		chunk, err := live.Op(ctx, agent.LiveOp{Op: agent.OpRead, Path: p, Offset: offset, Length: agent.MaxLiveChunk})
 		if err != nil {
 			var le *agent.LiveError
 			if first {
@@ -147,6 +151,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (writtenEntry, error) {
 	buf := make([]byte, agent.MaxLiveChunk)
 	var offset int64
+	live, err := s.svc.OpenLive(r.Context(), c.p, c.session)
+	if err != nil {
+		return writtenEntry{}, err
+	}
 	for first := true; ; first = false {
 		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
@@ -154,7 +162,7 @@ func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (
 		}
 		if n > 0 || first {
 			op := agent.LiveOp{Op: agent.OpWrite, Path: p, Offset: offset, Data: buf[:n], Truncate: first}
-			if _, err := s.svc.LiveOp(r.Context(), c.p, c.session, op); err != nil {
+			if _, err := live.Op(r.Context(), op); err != nil {
 				return writtenEntry{}, err
 			}
 			offset += int64(n)

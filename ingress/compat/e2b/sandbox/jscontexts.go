@@ -130,7 +130,7 @@ type cellResult struct {
 // streams it to out as the interpreter's events.
 func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, code string, env map[string]string) {
 	// Following first: nothing of the cell's output is missed.
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		out.error("ContextError", s.rpcError(c, err).Message, "")
 		return
@@ -159,6 +159,12 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 			if ticks++; ticks%25 == 0 {
 				out.event(map[string]string{"type": "keepalive"})
 			}
+			continue
+		}
+		if ev.Lost {
+			lines.flush()
+			out.event(map[string]string{"type": "stderr", "text": "[gantry: output the cell printed faster than it was read was dropped]\n",
+				"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 			continue
 		}
 		if ev.Pid != k.pid {
@@ -323,7 +329,7 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, c caller
 // killKernel kills a kernel and waits (a while) for its end: until then
 // it is listed still.
 func (s *Server) killKernel(ctx context.Context, c caller, k kernel) error {
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		return err
 	}

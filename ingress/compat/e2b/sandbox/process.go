@@ -22,10 +22,6 @@ import (
 // Connect-Timeout-Ms passes (as envd kills it), or the sandbox ends; a
 // client that goes away leaves it running.
 
-// processEventBuffer bounds the events one stream holds that its client
-// has not read yet (later ones are dropped).
-const processEventBuffer = 4096
-
 // decodeAsUser reads a unary request's message into v, refusing it if it
 // names another user (requestUser).
 func decodeAsUser(r *http.Request, v any) *rpcError {
@@ -88,7 +84,7 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	ctx := r.Context()
 	// Following first: none of the process's output is missed.
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -115,7 +111,7 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 	if e != nil {
 		return e
 	}
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session, processEventBuffer)
+	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -145,7 +141,7 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream, events *service.ProcessEvents, pid int) {
 	every := 50 * time.Second
 	if n, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
-		every = time.Duration(n) * time.Second
+		every = time.Duration(min(n, 3600)) * time.Second
 	}
 	for {
 		wait, cancel := context.WithTimeout(ctx, every)
@@ -159,6 +155,13 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 				return
 			}
 			continue
+		}
+		if ev.Lost {
+			// Its output came faster than this stream took it: the stream
+			// ends (the process runs on; Connect follows it again).
+			st.end(&rpcError{Code: codeResourceExhausted,
+				Message: "the process's output came faster than this stream read it, and some was dropped; connect to it again"})
+			return
 		}
 		if ev.Pid != pid {
 			continue

@@ -258,8 +258,14 @@ func (s *Server) rpcError(c caller, err error) *rpcError {
 		return errorf(codeFailedPrecondition, "%s", e.Message)
 	case service.CodeRateLimited:
 		return errorf(codeResourceExhausted, "%s", e.Message)
-	case service.CodeUnavailable:
+	case service.CodeUnavailable, service.CodeUpstream:
 		return errorf(codeUnavailable, "%s", e.Message)
+	case service.CodePayloadTooLarge:
+		return errorf(codeResourceExhausted, "%s", e.Message)
+	case service.CodeConflict:
+		return errorf(codeFailedPrecondition, "%s", e.Message)
+	case service.CodeRequestTimeout:
+		return errorf(codeDeadlineExceeded, "%s", e.Message)
 	}
 	return errorf(codeInternal, "%s", e.Message)
 }
