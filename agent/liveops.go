@@ -451,6 +451,9 @@ func writeChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
 		return LiveReply{}, err
 	}
 	f, err := root.OpenFile(rel, flags|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ENXIO) { // a FIFO without a reader, through a link
+		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
+	}
 	if err != nil {
 		return LiveReply{}, fileError(op.Path, err)
 	}
