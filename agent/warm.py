@@ -396,7 +396,10 @@ def _job(spec):
             # job's data is ever in what it forks.
             spec = dict(spec, **json.loads(_read_all(4)))
         _reseed()
-        os.write(3, b"S")
+        # Started, with what this process holds resident before the job's
+        # code runs (the interpreter's pages: the job's peak counts from
+        # there). The job's code never sees this pipe.
+        os.write(3, b"S%d" % _rss_kb())
         os.close(3)
     except BaseException as e:
         _fail("start", e)
@@ -1054,8 +1057,12 @@ def _serve(ctl, spare_spec):
             return  # a spare that died before a job came
         if data.startswith(b"S"):
             # What the sandbox used so far was its setup, not the job's;
-            # what it holds resident now is the interpreter's pages, shared.
-            rec["setup_ns"], rec["base_kb"] = _tree_usage(rec["pid"])
+            # what its job process held then is the interpreter's pages.
+            rec["setup_ns"] = _tree_cpu_ns(rec["pid"])
+            try:
+                rec["base_kb"] = int(data[1:].decode() or 0)
+            except ValueError:
+                rec["base_kb"] = 0
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
@@ -1168,23 +1175,26 @@ def _serve(ctl, spare_spec):
                     spare = None  # the next job makes its sandbox itself
 
 
-def _tree_usage(pid):
-    """The CPU time (ns) pid and its descendants used so far (their own, not
-    what they reaped), and the largest resident memory (KiB) among them."""
-    cpu, rss, todo = 0, 0, [pid]
-    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+def _rss_kb():
+    """This process's resident memory, in KiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+def _tree_cpu_ns(pid):
+    """The CPU time (ns) pid and its descendants used so far (their own,
+    not what they reaped)."""
+    cpu, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
             with open("/proc/%d/schedstat" % p) as f:
                 cpu += int(f.read().split()[0])
-            with open("/proc/%d/statm" % p) as f:
-                rss = max(rss, int(f.read().split()[1]) * page_kb)
             with open("/proc/%d/task/%d/children" % (p, p)) as f:
                 todo += [int(x) for x in f.read().split()]
         except (OSError, ValueError, IndexError):
             pass
-    return cpu, rss
+    return cpu
 
 
 def _probe():
