@@ -647,8 +647,8 @@ func pistonCases(t *testing.T, server, badServer string, cpp bool) {
 		// (none here), and the program is held to the run's.
 		const alloc = "#include <bits/stdc++.h>\nint main() { size_t mb; std::cin >> mb; std::vector<char> v(mb << 20, 1); long s = 0; for (size_t i = 0; i < v.size(); i += 4096) s += v[i]; std::cout << s << std::endl; }"
 		res = drive(t, server,
-			[]any{"execute", "c++", alloc, map[string]any{"stdin": "1", "runMemoryLimit": 128 << 20}},
-			[]any{"execute", "c++", alloc, map[string]any{"stdin": "200", "runMemoryLimit": 128 << 20}},
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "1", "runMemoryLimit": 128 << 20, "compileTimeout": 60000}},
+			[]any{"execute", "c++", alloc, map[string]any{"stdin": "200", "runMemoryLimit": 128 << 20, "compileTimeout": 60000}},
 		)
 		if r := run(0); r == nil || r["stdout"] != "256\n" || r["code"] != 0.0 {
 			t.Errorf("C++ within its run_memory_limit: %v", res[0])

@@ -261,7 +261,13 @@ func decodeExecute(body []byte, policy jobs.Policy) (parsed, error) {
 		return def
 	}
 	out.runTimeout = msOr("run_timeout", defRunTimeout)
-	out.compileTimeout = min(msOr("compile_timeout", defCompileTimeout), msOr("compile_cpu_time", defCompileTimeout))
+	// compile_cpu_time is a CPU limit, which gantry holds as a wall-clock
+	// one (the stricter reading) only when the client sets it: its default
+	// would otherwise cut a longer compile_timeout on a busy host.
+	out.compileTimeout = msOr("compile_timeout", defCompileTimeout)
+	if _, ok := values["compile_cpu_time"].(float64); ok {
+		out.compileTimeout = min(out.compileTimeout, msOr("compile_cpu_time", defCompileTimeout))
+	}
 	out.runCPU = msOr("run_cpu_time", defRunTimeout)
 	out.runMemory, out.compileMemory = -1, -1
 	if n, ok := values["run_memory_limit"].(float64); ok {
