@@ -3,7 +3,8 @@
 // output and artifacts; sessions and their workspace files; skills; code
 // mode's upstream MCP servers; settings and webhooks — as methods of one
 // type, Service, over a narrow Store, or of the parts it hands out for a
-// group of operations (Sandboxes: stateful sessions' live sandboxes). The HTTP API (package httpapi), MCP
+// group of operations (Sandboxes: stateful sessions' live sandboxes;
+// CodeMode: code mode's servers and tools). The HTTP API (package httpapi), MCP
 // (package mcpapi) and the compatible APIs are adapters over it: they
 // authenticate a caller with Authenticate, translate a request into one
 // call and the answer back, and never reach the store themselves.
@@ -207,6 +208,7 @@ type Service struct {
 	tracer    trace.Tracer
 	// sandboxes are stateful sessions' live sandboxes (live.go).
 	sandboxes *Sandboxes
+	codeMode  *CodeMode
 }
 
 // tracerName names the ingress's spans' instrumentation scope.
@@ -228,6 +230,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
 	s.sandboxes = &Sandboxes{s: s}
+	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
