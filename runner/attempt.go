@@ -77,7 +77,7 @@ type prepared struct {
 // For a session's job, the container whose workspace the program left
 // (the program ended by itself) is returned to the caller, who snapshots
 // and parks it; otherwise it is always nil.
-func (a *attempt) run(ctx context.Context) (jobs.Result, *Container, error) {
+func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 	if errors.Is(context.Cause(ctx), errCancelled) {
 		return cancelledResult(0), nil, nil
 	}
@@ -199,7 +199,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 
 // obtain gets the container to run in: the session's, or one bound to the
 // job's tenant and limits.
-func (a *attempt) obtain(ctx context.Context) (c *Container, err error) {
+func (a *attempt) obtain(ctx context.Context) (c *lease, err error) {
 	if a.session != nil {
 		defer a.r.metrics.stage("restore", time.Now())
 		ctx, end := a.r.stage(ctx, "job.restore")
@@ -225,23 +225,23 @@ func (a *attempt) obtain(ctx context.Context) (c *Container, err error) {
 // handOn gives the container to its next owner: back to the fleet (which
 // reuses or retires it) for a job; for a session's job, a container still
 // worth keeping is returned for the session to snapshot and park.
-func (a *attempt) handOn(c *Container, reusable bool, reason string) *Container {
+func (a *attempt) handOn(c *lease, reusable bool, reason string) *lease {
 	if a.session != nil && reusable {
 		return c
 	}
 	if a.session != nil {
 		a.session.retired = reason
-		a.r.fleet.release(c, false, reason)
+		c.release(false, reason)
 		return nil
 	}
-	a.r.fleet.release(c, reusable, reason)
+	c.release(reusable, reason)
 	return nil
 }
 
 // runIn runs the program in ctr and decides the outcome. errNotStarted
 // means the container failed before the program started; the container
 // has been retired and another may be tried.
-func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs.Result, *Container, error) {
+func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Result, *lease, error) {
 	spec := a.claim.Spec
 	began := time.Now() // the sandbox's start, for its span
 	if ctr.skills != in.stamp {
@@ -396,7 +396,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *Container, in *prepared) (jobs
 	res.Usage = usage(rr.Exit.Usage)
 	res.Status = jobs.StatusSucceeded
 	if a.session != nil && a.session.state.Stateful {
-		res.LiveState, res.LiveStateReason = a.session.liveState(ctr, rr.Exit.Live)
+		res.LiveState, res.LiveStateReason = a.session.liveState(ctr.Container, rr.Exit.Live)
 		if len(rr.Exit.Value) > 0 {
 			v, err := jobs.ParseValue(rr.Exit.Value)
 			if err != nil {

@@ -395,30 +395,42 @@ func waitFor(t *testing.T, cond func() bool, mu *sync.Mutex) {
 
 // TestFleetStates checks the fleet's book of its containers: each move is
 // one its state allows, and a second release, or a park of a container no
-// attempt owns, panics rather than hand a container to two owners.
+// attempt owns, panics rather than hand a container to two owners. A
+// lease ends once: ending it again, even after its container went to a
+// new owner, does nothing.
 func TestFleetStates(t *testing.T) {
 	ctx := context.Background()
 	d := &fakeDocker{runs: []script{exits(0, "")}}
 	f := fakeRunner(t, d).fleet
 	lim := jobs.DefaultPolicy().DefaultLimits
-	c, _, err := f.acquire(ctx, "t1", 0, lim, "")
+	l, _, err := f.acquire(ctx, "t1", 0, lim, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := l.Container
 	state := func() ctrState { f.mu.Lock(); defer f.mu.Unlock(); return c.state }
 	if s := state(); s != ctrBusy || f.busy != 1 {
 		t.Fatalf("acquired: %s, %d busy", s, f.busy)
 	}
-	f.release(c, true, "")
+	l.release(true, "")
 	waitFor(t, func() bool { return c.state == ctrIdle }, &f.mu)
+	l.release(true, "")
+	l.park("ses_x", 1, time.Hour)
+	if s := state(); s != ctrIdle {
+		t.Fatalf("a lease ended again moved its container to %s", s)
+	}
 	mustPanic(t, "a second release", func() { f.release(c, true, "") })
 	mustPanic(t, "a park of an idle container", func() { f.park("ses_x", c, 1, time.Hour) })
 
 	again, source, err := f.acquire(ctx, "t1", 0, lim, "")
-	if err != nil || again != c || source != "tenant" {
+	if err != nil || again.Container != c || source != "tenant" {
 		t.Fatalf("the tenant's next job got %v from %s (%v), want its idle container", again, source, err)
 	}
-	f.release(c, false, "test")
+	l.release(false, "the old lease")
+	if s := state(); s != ctrBusy || f.busy != 1 {
+		t.Fatalf("the old lease released its container's new owner's: %s, %d busy", s, f.busy)
+	}
+	again.release(false, "test")
 	if s := state(); s != ctrRetired || f.busy != 0 {
 		t.Fatalf("released for good: %s, %d busy", s, f.busy)
 	}

@@ -83,7 +83,7 @@ func (r *Runner) begin(ctx context.Context, log *slog.Logger, jobID string, clai
 // run again, as the same attempt, once Postgres answers; a result whose
 // privacy tokens could not be made is tokenized again. The program never
 // runs twice for it.
-func (r *Runner) runAttempt(ctx context.Context, log *slog.Logger, a *attempt) (jobs.Result, *Container, error) {
+func (r *Runner) runAttempt(ctx context.Context, log *slog.Logger, a *attempt) (jobs.Result, *lease, error) {
 	blips := 0
 	for {
 		res, ctr, err := a.run(ctx)

@@ -189,10 +189,11 @@ func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger
 func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
 
 // acquire returns a container bound to the tenant, limits and image ("":
-// the sandbox image), owned by the caller until it calls release: the
+// the sandbox image), leased to the caller until it releases it: the
 // tenant's idle one used last, else a pooled one (the pool holds the
 // sandbox image only), else a new one. source says which.
-func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (c *Container, source string, err error) {
+func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (l *lease, source string, err error) {
+	var c *Container
 	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
 	f.mu.Lock()
 	stale := f.noteEpoch(tenant, epoch)
@@ -206,7 +207,7 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 		f.mu.Unlock()
 		f.retireAll(stale, "key revoked")
 		f.m.acquired.WithLabelValues("tenant").Inc()
-		return c, "tenant", nil
+		return f.lease(c), "tenant", nil
 	}
 	f.mu.Unlock()
 	f.retireAll(stale, "key revoked")
@@ -217,7 +218,7 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 			f.claimLocked(c, tenant, epoch)
 			f.mu.Unlock()
 			f.m.acquired.WithLabelValues("pool").Inc()
-			return c, "pool", nil
+			return f.lease(c), "pool", nil
 		}
 	}
 	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits, Image: image})
@@ -228,7 +229,7 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 	f.claimLocked(c, tenant, epoch)
 	f.mu.Unlock()
 	f.m.acquired.WithLabelValues("cold").Inc()
-	return c, "cold", nil
+	return f.lease(c), "cold", nil
 }
 
 // noteEpoch records the tenant's key epoch; when it moved on, the tenant's
@@ -257,7 +258,8 @@ func (f *fleet) claimLocked(c *Container, tenant string, epoch int64) {
 	f.gaugesLocked()
 }
 
-// release takes back a container from the attempt that owned it. A
+// release takes back a container from the attempt that owned it (its
+// lease's release). A
 // container that may serve again has its workspace emptied (in the
 // background) and waits for its tenant's next job; any other is retired.
 func (f *fleet) release(c *Container, reusable bool, reason string) {
@@ -312,8 +314,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 }
 
 // createSession makes a container for a session's job (never pooled: it
-// carries the session's label and disk size), owned by the caller.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*Container, error) {
+// carries the session's label and disk size), leased to the caller.
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*lease, error) {
 	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
 	if err != nil {
 		return nil, err
@@ -322,12 +324,12 @@ func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim
 	f.claimLocked(c, tenant, f.epochs[tenant])
 	f.mu.Unlock()
 	f.m.acquired.WithLabelValues("session").Inc()
-	return c, nil
+	return f.lease(c), nil
 }
 
-// unpark returns the session's parked container and the version its
-// workspace holds, owned by the caller, or nil.
-func (f *fleet) unpark(sessionID string) (*Container, int64) {
+// unpark returns the session's parked container, leased to the caller,
+// and the version its workspace holds, or nil.
+func (f *fleet) unpark(sessionID string) (*lease, int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := f.parked[sessionID]
@@ -339,11 +341,11 @@ func (f *fleet) unpark(sessionID string) (*Container, int64) {
 	p.ctr.jobs++
 	p.ctr.lastUsed = time.Now()
 	f.gaugesLocked()
-	return p.ctr, p.version
+	return f.lease(p.ctr), p.version
 }
 
 // park keeps a session's container, holding workspace version, for the
-// session's next job on this runner. A container holding a stateful
+// session's next job on this runner (its lease's park). A container holding a stateful
 // session's live sandbox (c.live set) is kept until the session would
 // expire (ttl from now), whatever the isolation and however many jobs it
 // served: it is the session's state.

@@ -132,8 +132,8 @@ type Runner struct {
 	fleet    *fleet
 	// live answers the live operations of the stateful sessions whose
 	// sandboxes its containers hold (liveops.go).
-	live *liveServer
-	traces   trace.Tracer // see tracer()
+	live   *liveServer
+	traces trace.Tracer // see tracer()
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops

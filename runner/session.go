@@ -237,13 +237,13 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		err = r.throughS3Outage(snapSpanCtx, log, "a session's workspace and its job's result", func() error {
 			snapCtx, cancelSnap := context.WithTimeout(snapSpanCtx, artifactTimeout)
 			defer cancelSnap()
-			snap, err = r.saveSnapshot(snapCtx, ctr, st.TenantID, sessionID, at.version+1, st.DiskMB)
+			snap, err = r.saveSnapshot(snapCtx, ctr.Container, st.TenantID, sessionID, at.version+1, st.DiskMB)
 			return err
 		})
 		endSnap(err)
 		r.metrics.stage("snapshot", snapStart)
 		if errors.Is(err, errS3Held) {
-			r.fleet.release(ctr, false, "runner stopping")
+			ctr.release(false, "runner stopping")
 			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
 				log.Error("give back a session job", "err", rerr)
 			}
@@ -254,7 +254,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		}
 		if err != nil {
 			log.Warn("snapshot failed; the session keeps its previous workspace", "err", err)
-			r.fleet.release(ctr, false, "snapshot failed")
+			ctr.release(false, "snapshot failed")
 			work.retired = "snapshot failed"
 			ctr = nil
 			res.Status = jobs.StatusError
@@ -291,7 +291,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 			_ = r.blobs.Delete(commitCtx, snap.Key)
 		}
 		if ctr != nil {
-			r.fleet.release(ctr, false, "record failed")
+			ctr.release(false, "record failed")
 		}
 		if blob.Unavailable(err) {
 			// S3 kept the result (its long output): the attempt is not spent.
@@ -304,7 +304,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if snap != nil && !snapApplied {
 		_ = r.blobs.Delete(commitCtx, snap.Key)
 		if ctr != nil {
-			r.fleet.release(ctr, false, "session moved on")
+			ctr.release(false, "session moved on")
 			ctr = nil
 		}
 	}
@@ -318,9 +318,9 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		at.live = *live
 	}
 	if ctr != nil {
-		r.fleet.park(sessionID, ctr, at.version, time.Duration(st.TTLSeconds)*time.Second)
+		ctr.park(sessionID, at.version, time.Duration(st.TTLSeconds)*time.Second)
 		if st.Stateful && applied {
-			r.live.serve(sessionID, ctr)
+			r.live.serve(sessionID, ctr.Container)
 		}
 	}
 	if applied {
@@ -353,7 +353,7 @@ type sessionWork struct {
 // current (a stateful session's: if it holds the session's live sandbox,
 // its workspace brought up to date if the files API changed it), else a
 // new one restored from the snapshot.
-func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container, error) {
+func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, error) {
 	lim := spec.Limits.Container()
 	lim.DiskMB = w.state.DiskMB
 	if c, version := w.r.fleet.unpark(w.id); c != nil {
@@ -362,15 +362,15 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		case fits && !w.state.Stateful && version == w.at.version:
 			return c, nil
 		case fits && w.state.Stateful && c.live == w.at.live.ID:
-			if version == w.at.version || w.restore(ctx, c) == nil {
+			if version == w.at.version || w.restore(ctx, c.Container) == nil {
 				return c, nil
 			}
 		case !fits && w.state.Stateful && c.live != "" && c.live == w.at.live.ID:
 			w.retired = "limits"
 		}
-		w.r.fleet.release(c, false, "stale")
+		c.release(false, "stale")
 	}
-	var c *Container
+	var c *lease
 	// A restore that fails because S3 is unavailable waits for it: none
 	// of the program ran, and the job keeps its attempt.
 	err := w.r.throughS3Outage(ctx, w.log, "a session's workspace to restore", func() error {
@@ -382,8 +382,8 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image); err != nil {
 			return err
 		}
-		if err := w.restore(ctx, c); err != nil {
-			w.r.fleet.release(c, false, "restore failed")
+		if err := w.restore(ctx, c.Container); err != nil {
+			c.release(false, "restore failed")
 			c = nil
 			return err
 		}
@@ -391,7 +391,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*Container
 		// loaded while the workspace was restored.
 		if w.state.Stateful {
 			if err := c.awaitWarm(ctx); err != nil {
-				w.r.fleet.release(c, false, "warm interpreter failed")
+				c.release(false, "warm interpreter failed")
 				c = nil
 				return err
 			}

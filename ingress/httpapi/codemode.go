@@ -19,7 +19,7 @@ func (s *Server) handleCreateMCPServer(w http.ResponseWriter, r *http.Request, p
 	if err := decodeBody(w, r, &in); err != nil {
 		return err
 	}
-	srv, err := s.svc.RegisterMCPServer(r.Context(), p, in)
+	srv, err := s.svc.CodeMode().RegisterMCPServer(r.Context(), p, in)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (s *Server) handleCreateMCPServer(w http.ResponseWriter, r *http.Request, p
 }
 
 func (s *Server) handleListMCPServers(w http.ResponseWriter, r *http.Request, p service.Principal) error {
-	list, err := s.svc.MCPServers(r.Context(), p)
+	list, err := s.svc.CodeMode().MCPServers(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Server) handleListMCPServers(w http.ResponseWriter, r *http.Request, p 
 }
 
 func (s *Server) handleGetMCPServer(w http.ResponseWriter, r *http.Request, p service.Principal) error {
-	detail, err := s.svc.MCPServer(r.Context(), p, r.PathValue("name"), r.URL.Query().Get("detail"))
+	detail, err := s.svc.CodeMode().MCPServer(r.Context(), p, r.PathValue("name"), r.URL.Query().Get("detail"))
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Server) handleUpdateMCPServer(w http.ResponseWriter, r *http.Request, p
 	if err := decodeBody(w, r, &upd); err != nil {
 		return err
 	}
-	srv, err := s.svc.UpdateMCPServer(r.Context(), p, r.PathValue("name"), upd)
+	srv, err := s.svc.CodeMode().UpdateMCPServer(r.Context(), p, r.PathValue("name"), upd)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (s *Server) handleUpdateMCPServer(w http.ResponseWriter, r *http.Request, p
 }
 
 func (s *Server) handleDeleteMCPServer(w http.ResponseWriter, r *http.Request, p service.Principal) error {
-	if err := s.svc.DeleteMCPServer(r.Context(), p, r.PathValue("name")); err != nil {
+	if err := s.svc.CodeMode().DeleteMCPServer(r.Context(), p, r.PathValue("name")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -68,7 +68,7 @@ func (s *Server) handleDeleteMCPServer(w http.ResponseWriter, r *http.Request, p
 }
 
 func (s *Server) handleRefreshMCPServer(w http.ResponseWriter, r *http.Request, p service.Principal) error {
-	srv, err := s.svc.RefreshMCPServer(r.Context(), p, r.PathValue("name"))
+	srv, err := s.svc.CodeMode().RefreshMCPServer(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) handleSearchTools(w http.ResponseWriter, r *http.Request, p ser
 		}
 		limit = n
 	}
-	tools, err := s.svc.SearchTools(r.Context(), p, q, detail, limit)
+	tools, err := s.svc.CodeMode().SearchTools(r.Context(), p, q, detail, limit)
 	if err != nil {
 		return err
 	}

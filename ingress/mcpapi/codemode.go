@@ -80,7 +80,7 @@ func (s *Server) beginCodeMode(ctx context.Context, req mcp.CallToolRequest, arg
 	if res != nil || err != nil {
 		return p, res, err
 	}
-	if err := s.svc.CheckCodeMode(); err != nil {
+	if err := s.svc.CodeMode().Check(); err != nil {
 		return p, toolError(err), nil
 	}
 	return p, nil, nil
@@ -101,7 +101,7 @@ func (s *Server) toolSearchTools(ctx context.Context, req mcp.CallToolRequest) (
 	if err := service.CheckText("query", args.Query); err != nil {
 		return toolError(err), nil
 	}
-	tools, err := s.svc.SearchTools(ctx, p, args.Query, args.Detail, min(args.Limit, 100))
+	tools, err := s.svc.CodeMode().SearchTools(ctx, p, args.Query, args.Detail, min(args.Limit, 100))
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -136,7 +136,7 @@ func (s *Server) toolListMCPServers(ctx context.Context, req mcp.CallToolRequest
 	if res != nil || err != nil {
 		return res, err
 	}
-	list, err := s.svc.MCPServers(ctx, p)
+	list, err := s.svc.CodeMode().MCPServers(ctx, p)
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -156,7 +156,7 @@ func (s *Server) toolAddMCPServer(ctx context.Context, req mcp.CallToolRequest) 
 	if res != nil || err != nil {
 		return res, err
 	}
-	srv, err := s.svc.RegisterMCPServer(ctx, p, args)
+	srv, err := s.svc.CodeMode().RegisterMCPServer(ctx, p, args)
 	if err != nil {
 		return toolError(err), nil
 	}
@@ -170,7 +170,7 @@ func (s *Server) toolRemoveMCPServer(ctx context.Context, req mcp.CallToolReques
 	if res != nil || err != nil {
 		return res, err
 	}
-	if err := s.svc.DeleteMCPServer(ctx, p, args.Name); err != nil {
+	if err := s.svc.CodeMode().DeleteMCPServer(ctx, p, args.Name); err != nil {
 		return toolError(err), nil
 	}
 	return mcp.NewToolResultText("removed " + args.Name), nil

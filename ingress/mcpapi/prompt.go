@@ -25,8 +25,8 @@ func (s *Server) addPrompt(ms *server.MCPServer) {
 				}
 				text += skillsPromptSection(recs)
 			}
-			if s.svc.CheckCodeMode() == nil && sel.has(toolsetCode) {
-				servers, err := s.svc.MCPServers(ctx, p)
+			if s.svc.CodeMode().Check() == nil && sel.has(toolsetCode) {
+				servers, err := s.svc.CodeMode().MCPServers(ctx, p)
 				if err != nil {
 					return nil, err
 				}

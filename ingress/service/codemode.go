@@ -13,10 +13,19 @@ import (
 // tools a job's code may call, and search across their tools. Every
 // operation answers unavailable when code mode is not configured.
 
-// CheckCodeMode says whether code mode is configured: nil, or the error
-// every code-mode operation answers.
-func (s *Service) CheckCodeMode() error {
-	if s.cfg.CodeMode == nil {
+// CodeMode is the service's code-mode operations; Service.CodeMode returns
+// it.
+type CodeMode struct {
+	reg *codemode.Registry // nil: code mode is off
+}
+
+// CodeMode is the service's code-mode operations.
+func (s *Service) CodeMode() *CodeMode { return s.codeMode }
+
+// Check says whether code mode is configured: nil, or the error every
+// code-mode operation answers.
+func (c *CodeMode) Check() error {
+	if c.reg == nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "code mode is not configured on this gantry"}
 	}
 	return nil
@@ -31,21 +40,21 @@ func mcpServerNotFound(err error, name string) error {
 
 // MCPServers lists the tenant's upstream servers (credentials by name
 // only).
-func (s *Service) MCPServers(ctx context.Context, p Principal) ([]codemode.Server, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) MCPServers(ctx context.Context, p Principal) ([]codemode.Server, error) {
+	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	return reg.List(ctx, p.TenantID)
 }
 
 // RegisterMCPServer registers an upstream server for the tenant, listing
 // its tools first (a failure leaves nothing behind).
-func (s *Service) RegisterMCPServer(ctx context.Context, p Principal, in codemode.Registration) (codemode.Server, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) RegisterMCPServer(ctx context.Context, p Principal, in codemode.Registration) (codemode.Server, error) {
+	if err := c.Check(); err != nil {
 		return codemode.Server{}, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	return reg.Register(ctx, p.TenantID, in)
 }
 
@@ -57,11 +66,11 @@ type MCPServerDetail struct {
 
 // MCPServer returns the tenant's server and its allowed tools at detail
 // (codemode.ValidDetail; a bad one names the field detail).
-func (s *Service) MCPServer(ctx context.Context, p Principal, name, detail string) (MCPServerDetail, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) MCPServer(ctx context.Context, p Principal, name, detail string) (MCPServerDetail, error) {
+	if err := c.Check(); err != nil {
 		return MCPServerDetail{}, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	srv, err := reg.Get(ctx, p.TenantID, name)
 	if err != nil {
 		return MCPServerDetail{}, mcpServerNotFound(err, name)
@@ -77,41 +86,41 @@ func (s *Service) MCPServer(ctx context.Context, p Principal, name, detail strin
 }
 
 // UpdateMCPServer changes the tenant's server.
-func (s *Service) UpdateMCPServer(ctx context.Context, p Principal, name string, upd codemode.Update) (codemode.Server, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) UpdateMCPServer(ctx context.Context, p Principal, name string, upd codemode.Update) (codemode.Server, error) {
+	if err := c.Check(); err != nil {
 		return codemode.Server{}, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	srv, err := reg.Update(ctx, p.TenantID, name, upd)
 	return srv, mcpServerNotFound(err, name)
 }
 
 // DeleteMCPServer removes the tenant's server with its credentials and
 // tools.
-func (s *Service) DeleteMCPServer(ctx context.Context, p Principal, name string) error {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) DeleteMCPServer(ctx context.Context, p Principal, name string) error {
+	if err := c.Check(); err != nil {
 		return err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	return mcpServerNotFound(reg.Delete(ctx, p.TenantID, name), name)
 }
 
 // RefreshMCPServer fetches the server's tool list again, now.
-func (s *Service) RefreshMCPServer(ctx context.Context, p Principal, name string) (codemode.Server, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) RefreshMCPServer(ctx context.Context, p Principal, name string) (codemode.Server, error) {
+	if err := c.Check(); err != nil {
 		return codemode.Server{}, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	srv, err := reg.Refresh(ctx, p.TenantID, name)
 	return srv, mcpServerNotFound(err, name)
 }
 
 // SearchTools searches the tools code may call of the tenant's servers
 // (every one, by server and name, when q is empty), at most limit.
-func (s *Service) SearchTools(ctx context.Context, p Principal, q, detail string, limit int) ([]codemode.ToolInfo, error) {
-	if err := s.CheckCodeMode(); err != nil {
+func (c *CodeMode) SearchTools(ctx context.Context, p Principal, q, detail string, limit int) ([]codemode.ToolInfo, error) {
+	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	reg := s.cfg.CodeMode
+	reg := c.reg
 	return reg.Search(ctx, p.TenantID, q, detail, limit)
 }

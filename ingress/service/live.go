@@ -29,12 +29,25 @@ import (
 // liveWait bounds one live operation's round trip.
 const liveWait = 50 * time.Second
 
+// Sandboxes is the service's stateful sessions' live sandboxes: their live
+// operations and process streams, and the session tokens that let a
+// caller use one session's sandbox and nothing else (sessiontoken.go).
+// The E2B adapter is its user; Service.Sandboxes returns it.
+type Sandboxes struct {
+	s *Service
+	// watches counts each session's open streams of its live processes.
+	watches watches
+}
+
+// Sandboxes is the service's live sandboxes.
+func (s *Service) Sandboxes() *Sandboxes { return s.sandboxes }
+
 // LiveOp carries out a live operation on the tenant's stateful session.
 // A failure of the operation itself is an *agent.LiveError (its Code says
 // what kind); the session not found, not stateful, or its sandbox not
 // reachable are *Error.
-func (s *Service) LiveOp(ctx context.Context, p Principal, sessionID string, op agent.LiveOp) (agent.LiveReply, error) {
-	l, err := s.OpenLive(ctx, p, sessionID)
+func (sb *Sandboxes) LiveOp(ctx context.Context, p Principal, sessionID string, op agent.LiveOp) (agent.LiveReply, error) {
+	l, err := sb.OpenLive(ctx, p, sessionID)
 	if err != nil {
 		return agent.LiveReply{}, err
 	}
@@ -44,31 +57,31 @@ func (s *Service) LiveOp(ctx context.Context, p Principal, sessionID string, op 
 // Live is a tenant's stateful session looked up once for a series of live
 // operations (a file's chunks): each then costs no database query.
 type Live struct {
-	s    *Service
+	sb   *Sandboxes
 	p    Principal
 	sess jobs.Session
 }
 
 // OpenLive looks up the tenant's stateful session for live operations.
-func (s *Service) OpenLive(ctx context.Context, p Principal, sessionID string) (*Live, error) {
-	sess, err := s.Session(ctx, p, sessionID)
+func (sb *Sandboxes) OpenLive(ctx context.Context, p Principal, sessionID string) (*Live, error) {
+	sess, err := sb.s.Session(ctx, p, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	if !sess.Stateful {
 		return nil, BadRequest("session_id", "session %s is not stateful: only a stateful session keeps a live sandbox", sess.ID)
 	}
-	return &Live{s: s, p: p, sess: sess}, nil
+	return &Live{sb: sb, p: p, sess: sess}, nil
 }
 
 // Op carries out a live operation, as LiveOp does.
 func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error) {
-	s, p, sess := l.s, l.p, l.sess
+	sb, p, sess := l.sb, l.p, l.sess
 	defer func() { l.sess = sess }() // as a wake left it
 	var err error
 	op.ID = 0
 	if op.Op == agent.OpSpawn {
-		senv, err := s.sessionEnv(p.TenantID, sess)
+		senv, err := sb.s.sessionEnv(p.TenantID, sess)
 		if err != nil {
 			return agent.LiveReply{}, err
 		}
@@ -83,12 +96,12 @@ func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error)
 			if woke {
 				return agent.LiveReply{}, Unavailable("the session's live sandbox could not be started; see its last job")
 			}
-			if sess, err = s.wakeLive(ctx, p, sess); err != nil {
+			if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
 				return agent.LiveReply{}, err
 			}
 			continue
 		}
-		reply, err := s.liveRequest(ctx, sess, body)
+		reply, err := sb.liveRequest(ctx, sess, body)
 		var le *agent.LiveError
 		gone := errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == agent.LiveErrNoSandbox
 		if !gone || woke || op.Op == agent.OpKeep {
@@ -96,7 +109,7 @@ func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error)
 		}
 		// The runner that held it is gone, or the sandbox ended: a job
 		// makes the session a new one.
-		if sess, err = s.wakeLive(ctx, p, sess); err != nil {
+		if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
 			return agent.LiveReply{}, err
 		}
 	}
@@ -104,16 +117,16 @@ func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error)
 
 // liveRequest sends the operation to the runner holding the session's
 // live sandbox. An error of the operation is returned as *agent.LiveError.
-func (s *Service) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (agent.LiveReply, error) {
+func (sb *Sandboxes) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (agent.LiveReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
-	msg, err := s.nc.RequestWithContext(ctx, queue.LiveSubject(sess.ID, sess.Live), body)
+	msg, err := sb.s.nc.RequestWithContext(ctx, queue.LiveSubject(sess.ID, sess.Live), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return agent.LiveReply{}, err
 	case errors.Is(err, nats.ErrMaxPayload):
 		return agent.LiveReply{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
-			Message: fmt.Sprintf("the operation is over the %d bytes a message between gantry's parts may hold", s.nc.MaxPayload())}
+			Message: fmt.Sprintf("the operation is over the %d bytes a message between gantry's parts may hold", sb.s.nc.MaxPayload())}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return agent.LiveReply{}, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
 			Message: "the session's live sandbox did not answer within " + liveWait.String()}
@@ -135,7 +148,8 @@ func (s *Service) liveRequest(ctx context.Context, sess jobs.Session, body []byt
 
 // wakeLive runs a job of the session that makes its live sandbox (an
 // empty cell) and returns the session as it then is.
-func (s *Service) wakeLive(ctx context.Context, p Principal, sess jobs.Session) (jobs.Session, error) {
+func (sb *Sandboxes) wakeLive(ctx context.Context, p Principal, sess jobs.Session) (jobs.Session, error) {
+	s := sb.s
 	job, _, err := s.SubmitJob(ctx, p, jobs.Request{Language: "python", Code: "pass", SessionID: &sess.ID,
 		Metadata: map[string]string{"gantry": "starts the session's live sandbox"}})
 	if err != nil {
@@ -201,18 +215,18 @@ const (
 
 // WatchProcesses subscribes to the tenant's session's live processes'
 // events. Subscribe before starting a process to miss none of its output.
-func (s *Service) WatchProcesses(ctx context.Context, p Principal, sessionID string) (*ProcessEvents, error) {
-	sess, err := s.Session(ctx, p, sessionID)
+func (sb *Sandboxes) WatchProcesses(ctx context.Context, p Principal, sessionID string) (*ProcessEvents, error) {
+	sess, err := sb.s.Session(ctx, p, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	release, ok := s.watches.take(sess.ID, maxProcessWatchesPerSession)
+	release, ok := sb.watches.take(sess.ID, maxProcessWatchesPerSession)
 	if !ok {
 		return nil, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 1,
 			Message: fmt.Sprintf("the sandbox already has %d streams of its processes open", maxProcessWatchesPerSession)}
 	}
 	pe := &ProcessEvents{release: release, ready: make(chan struct{}, 1)}
-	if pe.sub, err = s.nc.Subscribe(queue.ProcessSubjectAll(sess.ID), pe.push); err != nil {
+	if pe.sub, err = sb.s.nc.Subscribe(queue.ProcessSubjectAll(sess.ID), pe.push); err != nil {
 		release()
 		return nil, Unavailable("cannot follow the sandbox's processes: %v", err)
 	}
@@ -342,8 +356,8 @@ func (w *watches) take(session string, max int) (release func(), ok bool) {
 // StartLive makes sure the tenant's stateful session holds a live
 // sandbox, running a job of the session that makes one when it does not
 // (as its next job would).
-func (s *Service) StartLive(ctx context.Context, p Principal, sessionID string) error {
-	sess, err := s.Session(ctx, p, sessionID)
+func (sb *Sandboxes) StartLive(ctx context.Context, p Principal, sessionID string) error {
+	sess, err := sb.s.Session(ctx, p, sessionID)
 	if err != nil {
 		return err
 	}
@@ -353,6 +367,6 @@ func (s *Service) StartLive(ctx context.Context, p Principal, sessionID string) 
 	if sess.Live != "" {
 		return nil
 	}
-	_, err = s.wakeLive(ctx, p, sess)
+	_, err = sb.wakeLive(ctx, p, sess)
 	return err
 }

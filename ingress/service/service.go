@@ -2,7 +2,9 @@
 // tenant — submitting, waiting for, cancelling and listing jobs, their
 // output and artifacts; sessions and their workspace files; skills; code
 // mode's upstream MCP servers; settings and webhooks — as methods of one
-// type, Service, over a narrow Store. The HTTP API (package httpapi), MCP
+// type, Service, over a narrow Store, or of the parts it hands out for a
+// group of operations (Sandboxes: stateful sessions' live sandboxes;
+// CodeMode: code mode's servers and tools). The HTTP API (package httpapi), MCP
 // (package mcpapi) and the compatible APIs are adapters over it: they
 // authenticate a caller with Authenticate, translate a request into one
 // call and the answer back, and never reach the store themselves.
@@ -204,8 +206,9 @@ type Service struct {
 	callbacks *callbacks
 	envs      environments // the registered environments, cached
 	tracer    trace.Tracer
-	// watches counts each session's open streams of its live processes.
-	watches watches
+	// sandboxes are stateful sessions' live sandboxes (live.go).
+	sandboxes *Sandboxes
+	codeMode  *CodeMode
 }
 
 // tracerName names the ingress's spans' instrumentation scope.
@@ -226,6 +229,8 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		tracer: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.sandboxes = &Sandboxes{s: s}
+	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()

@@ -113,7 +113,7 @@ func (s *Service) SetSessionTTL(ctx context.Context, p Principal, id string, ttl
 		keep, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		body, _ := json.Marshal(agent.LiveOp{Op: agent.OpKeep, TimeoutMS: int64(ttlSeconds) * 1000})
-		if _, err := s.liveRequest(keep, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		if _, err := s.sandboxes.liveRequest(keep, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("keep a live sandbox for its session's new timeout", "session_id", sess.ID, "err", err)
 		}
 	}

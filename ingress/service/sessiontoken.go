@@ -31,11 +31,11 @@ const sessionTokenCacheKey = "session\x00"
 
 // SessionToken is the caller's token for one of its sessions (which must
 // exist). It needs GANTRY_SECRET_KEY.
-func (s *Service) SessionToken(ctx context.Context, p Principal, sessionID string) (string, error) {
-	if _, err := s.Session(ctx, p, sessionID); err != nil {
+func (sb *Sandboxes) SessionToken(ctx context.Context, p Principal, sessionID string) (string, error) {
+	if _, err := sb.s.Session(ctx, p, sessionID); err != nil {
 		return "", err
 	}
-	mac, err := s.sessionMAC(p.TenantID, sessionID)
+	mac, err := sb.sessionMAC(p.TenantID, sessionID)
 	if err != nil {
 		return "", err
 	}
@@ -45,9 +45,10 @@ func (s *Service) SessionToken(ctx context.Context, p Principal, sessionID strin
 
 // SessionTokens says whether this server can issue session tokens (it has
 // GANTRY_SECRET_KEY).
-func (s *Service) SessionTokens() bool { return s.cfg.Box.Enabled() }
+func (sb *Sandboxes) SessionTokens() bool { return sb.s.cfg.Box.Enabled() }
 
-func (s *Service) sessionMAC(tenantID, sessionID string) ([]byte, error) {
+func (sb *Sandboxes) sessionMAC(tenantID, sessionID string) ([]byte, error) {
+	s := sb.s
 	if !s.cfg.Box.Enabled() {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 			Message: "session tokens need GANTRY_SECRET_KEY, which this server was started without"}
@@ -61,7 +62,8 @@ func (s *Service) sessionMAC(tenantID, sessionID string) ([]byte, error) {
 // for another session is an Error with CodeUnauthenticated; the session
 // itself is not looked up here (the operation that follows finds it, or
 // not).
-func (s *Service) AuthenticateSessionToken(ctx context.Context, token, sessionID, source string) (Principal, error) {
+func (sb *Sandboxes) AuthenticateSessionToken(ctx context.Context, token, sessionID, source string) (Principal, error) {
+	s := sb.s
 	bad := &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid access token for this sandbox"}
 	if token == "" {
 		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing access token"}
@@ -74,7 +76,7 @@ func (s *Service) AuthenticateSessionToken(ctx context.Context, token, sessionID
 		s.badKeys.allow(source, failedKeysPerSecond)
 		return Principal{}, bad
 	}
-	want, err := s.sessionMAC(tenantID, sessionID)
+	want, err := sb.sessionMAC(tenantID, sessionID)
 	if err != nil {
 		return Principal{}, err
 	}

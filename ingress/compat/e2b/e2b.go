@@ -9,8 +9,8 @@
 // history the session's jobs; its template is one of gantry's
 // environments (E2B's base and code-interpreter templates are the default
 // one). Creating one starts its live sandbox at once, as E2B does, and
-// answers the sandbox's access token (service.SessionToken), which every
-// in-sandbox call carries. What gantry does not offer (pausing a
+// answers the sandbox's access token (service.Sandboxes.SessionToken),
+// which every in-sandbox call carries. What gantry does not offer (pausing a
 // sandbox's memory, snapshots and forks, network access from inside,
 // volumes, secrets, building templates, metrics, logs) answers with E2B's
 // error body ({"code": status, "message": why}) and 501.
@@ -35,11 +35,13 @@ type Config struct {
 // Server serves E2B's control plane and, below /sandbox, its in-sandbox
 // API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	svc     *service.Service
-	mux     *http.ServeMux
-	sandbox *sandbox.Server
+	cfg Config
+	log *slog.Logger
+	svc *service.Service
+	// sandboxes are the sessions' live sandboxes (svc.Sandboxes()).
+	sandboxes *service.Sandboxes
+	mux       *http.ServeMux
+	sandbox   *sandbox.Server
 }
 
 // envdVersion is the envd version gantry's sandboxes report: the SDKs
@@ -49,7 +51,7 @@ const envdVersion = "0.5.7"
 
 // New makes E2B's API over svc.
 func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
-	s := &Server{cfg: Config{Config: cfg.WithDefaults()}, log: log.With("api", "e2b"), svc: svc, mux: http.NewServeMux()}
+	s := &Server{cfg: Config{Config: cfg.WithDefaults()}, log: log.With("api", "e2b"), svc: svc, sandboxes: svc.Sandboxes(), mux: http.NewServeMux()}
 	s.sandbox = sandbox.New(s.log, svc)
 	s.mux.Handle("/sandbox/", http.StripPrefix("/sandbox", s.sandbox))
 	route := func(pattern string, h handler) { s.mux.Handle(pattern, s.authenticated(h)) }

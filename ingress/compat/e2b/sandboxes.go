@@ -149,7 +149,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 	if err := req.refuse(); err != nil {
 		return err
 	}
-	if !s.svc.SessionTokens() {
+	if !s.sandboxes.SessionTokens() {
 		return &apiError{http.StatusServiceUnavailable, "E2B's sandboxes need access tokens, which need GANTRY_SECRET_KEY: this gantry was started without it"}
 	}
 	seconds := 300.0 // NewSandboxV2's default
@@ -186,7 +186,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 		return err
 	}
 	// The sandbox is running when create returns, as E2B's is.
-	if err := s.svc.StartLive(ctx, p, sess.ID); err != nil {
+	if err := s.sandboxes.StartLive(ctx, p, sess.ID); err != nil {
 		_ = s.svc.CloseSession(ctx, p, sess.ID)
 		return err
 	}
@@ -202,7 +202,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 // detail, what E2B's SandboxDetail adds.
 func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, detail bool) (sandboxJSON, error) {
 	out := s.listed(sess)
-	token, err := s.svc.SessionToken(r.Context(), p, sess.ID)
+	token, err := s.sandboxes.SessionToken(r.Context(), p, sess.ID)
 	if err != nil {
 		return out, err
 	}
@@ -334,7 +334,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, p service.Princ
 			}
 		}
 	}
-	if err := s.svc.StartLive(ctx, p, sess.ID); err != nil {
+	if err := s.sandboxes.StartLive(ctx, p, sess.ID); err != nil {
 		return err
 	}
 	out, err := s.view(r, p, sess, false)

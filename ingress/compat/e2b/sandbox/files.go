@@ -35,7 +35,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) erro
 	q := r.URL.Query()
 	p := toSandbox(q.Get("path"))
 	ctx := r.Context()
-	live, err := s.svc.OpenLive(ctx, c.p, c.session)
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (writtenEntry, error) {
 	buf := make([]byte, agent.MaxLiveChunk)
 	var offset int64
-	live, err := s.svc.OpenLive(r.Context(), c.p, c.session)
+	live, err := s.sandboxes.OpenLive(r.Context(), c.p, c.session)
 	if err != nil {
 		return writtenEntry{}, err
 	}

@@ -29,7 +29,7 @@ func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op st
 
 // answerEntry runs a file operation that yields an entry and answers it.
 func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, op agent.LiveOp) *rpcError {
-	reply, err := s.svc.LiveOp(r.Context(), c.p, c.session, op)
+	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, op)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -46,7 +46,7 @@ func (s *Server) fsListDir(w http.ResponseWriter, r *http.Request, c caller) *rp
 		return e
 	}
 	depth := int(max(req.Depth, 1))
-	reply, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpListDir, Path: toSandbox(req.Path), Depth: min(depth, 64)})
+	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpListDir, Path: toSandbox(req.Path), Depth: min(depth, 64)})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -71,7 +71,7 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpc
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	if _, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpRemove, Path: toSandbox(req.Path)}); err != nil {
+	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpRemove, Path: toSandbox(req.Path)}); err != nil {
 		return s.rpcError(c, err)
 	}
 	writeUnary(w, struct{}{}, nil)

@@ -84,12 +84,12 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	ctx := r.Context()
 	// Following first: none of the process's output is missed.
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
+	events, err := s.sandboxes.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	reply, err := s.svc.LiveOp(ctx, c.p, c.session, op)
+	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, op)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -111,12 +111,12 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 	if e != nil {
 		return e
 	}
-	events, err := s.svc.WatchProcesses(ctx, c.p, c.session)
+	events, err := s.sandboxes.WatchProcesses(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	status, err := s.svc.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpStatus, Pid: pid})
+	status, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpStatus, Pid: pid})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -219,7 +219,7 @@ func (s *Server) selectProcess(ctx context.Context, c caller, sel processSelecto
 	case sel.Pid != nil:
 		return int(*sel.Pid), nil
 	case sel.Tag != nil:
-		list, err := s.svc.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
 		if err != nil {
 			return 0, s.rpcError(c, err)
 		}
@@ -238,7 +238,7 @@ func (s *Server) processList(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	list, err := s.svc.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpList})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -308,7 +308,7 @@ func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel
 		return e
 	}
 	op.Pid = pid
-	if _, err := s.svc.LiveOp(r.Context(), c.p, c.session, op); err != nil {
+	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, op); err != nil {
 		return s.rpcError(c, err)
 	}
 	writeUnary(w, struct{}{}, nil)

@@ -8,13 +8,13 @@
 //
 // An E2B sandbox is a gantry stateful session: code runs as the session's
 // jobs (cells of its interpreter, in its history); commands and files are
-// the session's live operations (service.LiveOp), which act on its live
+// the session's live operations (service.Sandboxes.LiveOp), which act on its live
 // sandbox beside its jobs. E2B's home directory, /home/user, is the
 // session's /workspace.
 //
 // Every call carries the sandbox's access token (X-Access-Token, or
 // E2B-Traffic-Access-Token, which the code interpreter's calls send): a
-// session token (service.SessionToken) for that sandbox, checked before
+// session token (service.Sandboxes.SessionToken) for that sandbox, checked before
 // anything else. A sandbox that was killed or expired answers 502, as
 // E2B's proxy does for a sandbox that is gone.
 package sandbox
@@ -39,16 +39,18 @@ const (
 
 // Server serves E2B's in-sandbox API.
 type Server struct {
-	log  *slog.Logger
-	svc  *service.Service
-	envd *http.ServeMux
+	log *slog.Logger
+	svc *service.Service
+	// sandboxes are the sessions' live sandboxes (svc.Sandboxes()).
+	sandboxes *service.Sandboxes
+	envd      *http.ServeMux
 	// interpreter serves the code interpreter's port.
 	interpreter *http.ServeMux
 }
 
 // New makes the in-sandbox API over svc.
 func New(log *slog.Logger, svc *service.Service) *Server {
-	s := &Server{log: log, svc: svc, envd: http.NewServeMux(), interpreter: http.NewServeMux()}
+	s := &Server{log: log, svc: svc, sandboxes: svc.Sandboxes(), envd: http.NewServeMux(), interpreter: http.NewServeMux()}
 	rpc := func(name string, h rpcHandler) { s.envd.Handle("POST /"+name, s.rpc(h)) }
 	rpc("process.Process/Start", s.processStart)
 	rpc("process.Process/Connect", s.processConnect)
@@ -116,7 +118,7 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 		return caller{}, &service.Error{Status: http.StatusBadRequest, Code: service.CodeInvalidArgument,
 			Message: "no E2b-Sandbox-Id header: set E2B_SANDBOX_URL to this URL (the SDKs then send it)"}
 	}
-	p, err := s.svc.AuthenticateSessionToken(r.Context(), strings.TrimSpace(token), sid, compat.Source(r.Context()))
+	p, err := s.sandboxes.AuthenticateSessionToken(r.Context(), strings.TrimSpace(token), sid, compat.Source(r.Context()))
 	return caller{p: p, session: sid}, err
 }
 
