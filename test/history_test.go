@@ -79,9 +79,10 @@ func TestHistoryAtScale(t *testing.T) {
 	if r := d.call(t, "GET", "/v1/jobs/"+young.ID, ""); r.status != 200 {
 		t.Errorf("the young job: %d", r.status)
 	}
-	if !strings.Contains(string(get(t, d.url+"/metrics").body), "gantry_history_deleted_total 1") {
-		t.Error("/metrics does not count the deleted job")
-	}
+	// Counted once the sweep that deleted it has ended (after its row).
+	eventually.True(t, 30*time.Second, "/metrics to count the deleted job", func() bool {
+		return strings.Contains(string(get(t, d.url+"/metrics").body), "gantry_history_deleted_total 1")
+	})
 }
 
 func dbURLOf(t *testing.T, d *dev) string {
