@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -614,6 +615,10 @@ func (f *fleet) make(ctx context.Context) {
 		f.ready = make(chan struct{})
 	}
 	f.mu.Unlock()
+	if errors.Is(err, errWarmFailed) {
+		// Counted as a retirement: the zygote's health, on the dashboard.
+		f.m.retired.WithLabelValues("warm interpreter failed").Inc()
+	}
 	if err != nil && ctx.Err() == nil {
 		f.log.Warn("warm a container", "err", err)
 		select { // Docker is unwell: do not spin

@@ -233,10 +233,14 @@ func (c *Container) awaitWarm(ctx context.Context) error {
 		return nil
 	}
 	if err := c.conn.Warm(ctx); err != nil {
-		return fmt.Errorf("%w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, err)
+		return fmt.Errorf("%w: %w: %w (GANTRY_WARM_PRELOAD names what it imports; none turns it off)", errAgent, errWarmFailed, err)
 	}
 	return nil
 }
+
+// errWarmFailed: a container's warm interpreter did not load (the
+// container is removed).
+var errWarmFailed = errors.New("the warm interpreter failed")
 
 // ContainerSpec says what a container is for and what it may use.
 type ContainerSpec struct {

@@ -8,8 +8,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -276,6 +280,27 @@ func TestWarmCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "No module named 'no_such_module'") || !strings.Contains(err.Error(), "GANTRY_WARM_PRELOAD") {
 		t.Errorf("check with a module that does not exist: %v", err)
 	}
+}
+
+// TestWarmFailuresAreCounted: a pool container whose warm interpreter
+// cannot load is not offered, and counts as retired for it (the zygote's
+// health on the dashboard).
+func TestWarmFailuresAreCounted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	if testSandbox(t).Isolation() != agent.Namespaces {
+		t.Skip("no warm interpreter under the container isolation")
+	}
+	badWarm := func(h *harness, _ *Config) {
+		cfg := h.sb.cfg
+		cfg.Warm = []string{"no_such_module"}
+		h.sb.cfg = cfg.WithDefaults()
+	}
+	h := newHarness(t, 1, badWarm, withFleet(FleetConfig{Min: 1, Max: 1, Limits: jobs.DefaultPolicy().DefaultLimits}))
+	eventually.True(t, 2*time.Minute, "a warm failure to be counted", func() bool {
+		return testutil.ToFloat64(h.r.fleet.m.retired.WithLabelValues("warm interpreter failed")) >= 1
+	})
 }
 
 // TestWarmInterpreterHoldsNoJobData: a job's environment (its secrets,
