@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/store"
@@ -366,5 +368,45 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 	if cur, want, err := stores[1].SchemaVersion(ctx); err != nil || cur != want {
 		t.Errorf("after: version %d of %d, %v", cur, want, err)
+	}
+}
+
+// TestMigrateOutOfOrder is a database migrated by a build that lacked a
+// migration another branch numbered lower (17 landed after 18): the next
+// build applies it, and until then the schema counts as behind it.
+func TestMigrateOutOfOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.DatabaseURL(t)
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// As a database that never had 17: its Down, and no record of it.
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	for _, q := range []string{`ALTER TABLE jobs DROP COLUMN egress`, `ALTER TABLE tenants DROP COLUMN egress_allow`,
+		`DELETE FROM goose_db_version WHERE version_id = 17`} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, want, err := st.SchemaVersion(ctx)
+	if err != nil || cur != 16 || want <= 17 {
+		t.Fatalf("with 17 missing: version %d of %d, %v", cur, want, err)
+	}
+	applied, err := st.Migrate(ctx)
+	if err != nil || len(applied) != 1 || !strings.HasPrefix(applied[0], "00017_") {
+		t.Fatalf("migrate: %v %v", applied, err)
+	}
+	if cur, want, err := st.SchemaVersion(ctx); err != nil || cur != want {
+		t.Fatalf("after: version %d of %d, %v", cur, want, err)
 	}
 }
