@@ -16,7 +16,7 @@ import (
 type fakeJob struct {
 	status atomic.Value // jobs.Status
 	reads  atomic.Int32
-	read1  chan struct{} // closed at the first read
+	read1  chan struct{} // closed at the first read, once it has read the status
 }
 
 func newFakeJob() *fakeJob {
@@ -26,10 +26,13 @@ func newFakeJob() *fakeJob {
 }
 
 func (f *fakeJob) read(context.Context) (jobs.Job, error) {
+	// The status is read before read1 closes: a test that changes it once
+	// read1 is closed changes it for the next read.
+	j := jobs.Job{ID: "job_1", Status: f.status.Load().(jobs.Status)}
 	if f.reads.Add(1) == 1 {
 		close(f.read1)
 	}
-	return jobs.Job{ID: "job_1", Status: f.status.Load().(jobs.Status)}, nil
+	return j, nil
 }
 
 type awaited struct {
