@@ -228,6 +228,9 @@ func (p *Proxy) forward(ctx context.Context, body []byte, m message, tr *tracked
 	ctype := resp.Header.Get("Content-Type")
 	if strings.HasPrefix(ctype, "text/event-stream") {
 		err = readSSE(resp.Body, func(data []byte) {
+			if ctx.Err() != nil {
+				return // cancelled by the client: the answer may race it
+			}
 			p.noteVersion(m, data)
 			p.write(data)
 		})
@@ -237,6 +240,9 @@ func (p *Proxy) forward(ctx context.Context, body []byte, m message, tr *tracked
 		return
 	}
 	b, err := io.ReadAll(resp.Body)
+	if ctx.Err() != nil {
+		return // cancelled by the client: it expects no answer, even one that raced the cancellation
+	}
 	if err != nil {
 		fail("reading the answer from gantry: %v", err)
 		return
