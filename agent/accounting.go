@@ -104,8 +104,9 @@ func treeCPU(pid int) time.Duration {
 	var total time.Duration
 	todo := []int{pid}
 	for len(todo) > 0 {
-		p := strconv.Itoa(todo[len(todo)-1])
+		n := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
+		p := strconv.Itoa(n)
 		if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
 			// After the command's closing parenthesis, from field 3:
 			// utime, stime, cutime and cstime are fields 14 to 17.
@@ -120,12 +121,8 @@ func treeCPU(pid int) time.Duration {
 		}
 		tasks, _ := os.ReadDir("/proc/" + p + "/task")
 		for _, t := range tasks {
-			if b, err := os.ReadFile("/proc/" + p + "/task/" + t.Name() + "/children"); err == nil {
-				for _, c := range strings.Fields(string(b)) {
-					if k, err := strconv.Atoi(c); err == nil {
-						todo = append(todo, k)
-					}
-				}
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				todo = append(todo, taskChildren(n, tid)...)
 			}
 		}
 	}

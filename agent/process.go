@@ -430,8 +430,12 @@ func stopInit(pid int) bool {
 }
 
 // children lists pid's child processes (nil when unknown).
-func children(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+func children(pid int) []int { return taskChildren(pid, pid) }
+
+// taskChildren lists the child processes thread tid of process pid
+// started (nil when unknown).
+func taskChildren(pid, tid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, tid))
 	if err != nil {
 		return nil
 	}
