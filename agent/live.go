@@ -84,7 +84,7 @@ type liveSandbox struct {
 	mu     sync.Mutex
 	code   int
 	broken string // why the agent ended it, if it did
-	// procs is the sandbox's process service (processes.go), nil until it
+	// procs is the sandbox's process service (liveprocs.go), nil until it
 	// was started.
 	procs *processService
 }

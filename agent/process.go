@@ -16,7 +16,7 @@ import (
 
 // The sandbox one program runs in, from its launch to the end of its
 // output: launching it, relaying its output, stopping it and reporting how
-// it ended. (A live sandbox's processes are processes.go's.)
+// it ended. (A live sandbox's processes are liveprocs.go's.)
 
 // process is a program's own sandbox (bubblewrap's, or the container
 // under the Container isolation), from its launch to the end of its

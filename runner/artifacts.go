@@ -44,7 +44,7 @@ type Uploader interface {
 // the object store under keyFor(path). The tar stream from the sandbox is
 // untrusted: only regular files that were selected, no larger than listed
 // and within the caps, are accepted.
-func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, []jobs.OmittedArtifact, error) {
+func collectArtifacts(ctx context.Context, ws jobFiles, globs []string, lim ArtifactLimits, up Uploader, keyFor func(string) string) ([]jobs.Artifact, []jobs.OmittedArtifact, error) {
 	listing, err := ws.list(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list workspace: %w", err)
@@ -71,9 +71,9 @@ func collectArtifacts(ctx context.Context, ws workspace, globs []string, lim Art
 	return arts, append(omitted, late...), readErr
 }
 
-// workspace gives the files a job left: a listing (see agent.ParseListing)
+// jobFiles gives the files a job left: a listing (see agent.ParseListing)
 // and a tar of chosen paths. Both come from the sandbox and are untrusted.
-type workspace interface {
+type jobFiles interface {
 	list(ctx context.Context) ([]byte, error)
 	// tar streams the paths; wait reports how the stream ended, once the
 	// caller has stopped reading.

@@ -14,9 +14,9 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
-	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
+	"github.com/gantryhq/gantry/workspace"
 )
 
 // SessionStore is what the runner needs of the store to run sessions.
@@ -27,6 +27,8 @@ type SessionStore interface {
 	NextSessionJob(ctx context.Context, sessionID, owner, runnerID string, maxAttempts int) (store.SessionJob, bool, error)
 	FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot, live *store.Live) (bool, bool, string, error)
 	LoseLive(ctx context.Context, sessionID, live, reason string) error
+	// Committing a job's workspace reads back where its session is.
+	workspace.Sessions
 }
 
 // Blobs is what the runner needs of the object store.
@@ -228,7 +230,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// The workspace is kept only when the program ended by itself (the
 	// attempt then hands the container over): after a timeout or cancel
 	// the session stays at the version before this job.
-	var snap *store.Snapshot
+	var next *workspace.Version
 	if ctr != nil {
 		// While S3 is unavailable the container, the result and the lease
 		// are held: every write of the session is kept.
@@ -237,7 +239,7 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 		err = r.throughS3Outage(snapSpanCtx, log, "a session's workspace and its job's result", func() error {
 			snapCtx, cancelSnap := context.WithTimeout(snapSpanCtx, artifactTimeout)
 			defer cancelSnap()
-			snap, err = r.saveSnapshot(snapCtx, ctr.Container, st.TenantID, sessionID, at.version+1, st.DiskMB)
+			next, err = r.saveSnapshot(snapCtx, ctr.Container, st.TenantID, sessionID, at.version+1, st.DiskMB)
 			return err
 		})
 		endSnap(err)
@@ -274,45 +276,46 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 
 	// While Postgres is unreachable the result and the snapshot wait here;
 	// the session's lease is renewed as soon as it is back.
-	var snapApplied bool
-	var replaced string
 	recordStart := time.Now()
 	defer r.metrics.stage("record", recordStart)
 	recordCtx, endRecord := r.stage(ctx, "job.record")
-	applied, err := r.record(recordCtx, log, func(ctx context.Context) (applied bool, err error) {
-		applied, snapApplied, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap, live)
-		return applied, err
-	})
+	var applied, snapTaken bool
+	finish := func(snap *store.Snapshot) (taken bool, replaced string, err error) {
+		applied, err = r.record(recordCtx, log, func(ctx context.Context) (applied bool, err error) {
+			applied, taken, replaced, err = r.sessions.FinishSessionJob(ctx, sj.JobID, sj.Attempt, res, sessionID, owner, snap, live)
+			return applied, err
+		})
+		return taken, replaced, err
+	}
+	if next == nil {
+		_, _, err = finish(nil)
+	} else {
+		snapTaken, err = next.Commit(recordCtx, func(snap store.Snapshot) (bool, string, error) { return finish(&snap) })
+		// The snapshot is taken only with the job's result, in one
+		// transaction: a commit that landed though its answer was lost
+		// recorded the job too.
+		applied = applied || snapTaken
+	}
 	endRecord(err)
-	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelCommit()
 	if err != nil {
-		if snap != nil {
-			_ = r.blobs.Delete(commitCtx, snap.Key)
-		}
 		if ctr != nil {
 			ctr.release(false, "record failed")
 		}
 		if blob.Unavailable(err) {
 			// S3 kept the result (its long output): the attempt is not spent.
-			if rerr := r.store.ReleaseJob(commitCtx, sj.JobID, sj.Attempt); rerr != nil {
+			if rerr := r.store.ReleaseJob(context.WithoutCancel(ctx), sj.JobID, sj.Attempt); rerr != nil {
 				log.Error("give back a session job", "err", rerr)
 			}
 		}
 		return at, fmt.Errorf("record session job: %w", err)
 	}
-	if snap != nil && !snapApplied {
-		_ = r.blobs.Delete(commitCtx, snap.Key)
-		if ctr != nil {
-			ctr.release(false, "session moved on")
-			ctr = nil
-		}
+	if next != nil && !snapTaken && ctr != nil {
+		// The container holds a workspace the session did not take.
+		ctr.release(false, "session moved on")
+		ctr = nil
 	}
-	if snapApplied {
-		at.version, at.key = snap.Version, snap.Key
-		if err := snapshot.Replaced(commitCtx, r.blobs, replaced, at.key); err != nil {
-			log.Warn("delete old snapshot", "key", replaced, "err", err)
-		}
+	if snapTaken {
+		at.version, at.key = next.Version, next.Key
 	}
 	if live != nil && applied {
 		at.live = *live
@@ -469,9 +472,8 @@ func (w *sessionWork) lostBecause(jobID string) string {
 }
 
 // saveSnapshot uploads the container's workspace as the given version.
-func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*store.Snapshot, error) {
-	snap := &store.Snapshot{Version: version, Key: blob.SessionKey(tenantID, sessionID, version)}
-	n, err := snapshot.Put(ctx, r.blobs, snap.Key, diskMB, func(w io.Writer) error {
+func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, sessionID string, version int64, diskMB int) (*workspace.Version, error) {
+	return workspace.Write(ctx, r.blobs, r.sessions, r.log.With("session_id", sessionID), tenantID, sessionID, version, diskMB, func(w io.Writer) error {
 		tr, wait, err := ctr.conn.Tar(ctx, nil, true)
 		if err != nil {
 			return err
@@ -482,9 +484,4 @@ func (r *Runner) saveSnapshot(ctx context.Context, ctr *Container, tenantID, ses
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	snap.Bytes = n
-	return snap, nil
 }

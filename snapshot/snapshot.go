@@ -63,7 +63,8 @@ func Put(ctx context.Context, b Blobs, key string, diskMB int, write func(w io.W
 	limit := Limit(diskMB)
 	n, err := b.PutStream(ctx, key, io.LimitReader(pr, limit+1), "application/x-tar")
 	pr.CloseWithError(io.ErrClosedPipe) // the writer stops if the upload did
-	if werr := <-writeErr; err == nil && werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+	// A failure of write is the cause of the upload's (it ended the pipe).
+	if werr := <-writeErr; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
 		err = werr
 	}
 	if err == nil && n > limit {
@@ -103,16 +104,6 @@ func Walk(ctx context.Context, b Blobs, key string, fn func(e Entry, r io.Reader
 			}
 		}
 	}
-}
-
-// Replaced deletes the snapshot a commit replaced (if another than the
-// new one), reporting a failure to the caller to log: the session already
-// moved on, so a leftover object costs space, not correctness.
-func Replaced(ctx context.Context, b Blobs, replaced, current string) error {
-	if replaced == "" || replaced == current {
-		return nil
-	}
-	return b.Delete(ctx, replaced)
 }
 
 // EntryOf describes a tar entry, or reports false for one that is not a

@@ -483,6 +483,17 @@ func (s *Store) LoseLive(ctx context.Context, sessionID, live, reason string) er
 	return err
 }
 
+// WorkspaceKey is the snapshot an active session's workspace is at ("" for
+// none yet); ErrNotFound for a session closed or unknown.
+func (s *Store) WorkspaceKey(ctx context.Context, sessionID string) (string, error) {
+	var key *string
+	err := s.pool.QueryRow(ctx, `SELECT snapshot_key FROM sessions WHERE id = $1 AND status = 'active'`, sessionID).Scan(&key)
+	if err != nil {
+		return "", notFound(err)
+	}
+	return deref(key), nil
+}
+
 // CommitWorkspace records a new workspace version written outside a job
 // (the files API), by the current owner. It returns the replaced key.
 func (s *Store) CommitWorkspace(ctx context.Context, sessionID, owner string, snap Snapshot) (replaced string, err error) {

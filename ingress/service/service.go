@@ -35,6 +35,7 @@ import (
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
 	"github.com/gantryhq/gantry/webhook"
+	"github.com/gantryhq/gantry/workspace"
 )
 
 // Config is the service's configuration.
@@ -115,9 +116,8 @@ type Store interface {
 	SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
-	AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
-	ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
-	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
+	// The files API's edits take the session's lease and commit a version.
+	workspace.Leases
 
 	SyncBuiltins(ctx context.Context, builtins []skills.Skill) (int, error)
 	SaveSkill(ctx context.Context, tenantID string, sk skills.Skill) (store.SkillRecord, error)
@@ -190,7 +190,7 @@ type Service struct {
 	js      jetstream.JetStream
 	queue   *publisher
 	closer  *closer
-	editor  *editor
+	editor  *workspace.Editor
 	rates   *rateLimits
 	hub     *hub
 	checks  []Check
@@ -228,7 +228,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 		tracer: tracing.Tracer(cfg.Tracer, tracerName),
 	}
-	s.editor = &editor{store: st, blobs: blobs, queue: s.queue, log: log}
+	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
 	s.sandboxes = &Sandboxes{s: s}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"path"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
+	"github.com/gantryhq/gantry/workspace"
 )
 
 // A session's workspace is a tar snapshot in the object store. The files API
@@ -107,96 +107,63 @@ func (s *Service) ReadFile(ctx context.Context, p Principal, sessionID, rawPath 
 	return NotFound("file " + want)
 }
 
-// editor edits sessions' workspaces for the files API: it takes the
-// session's lease (so that no job runs meanwhile), writes the edited
-// workspace as the next version and commits it.
-type editor struct {
-	store interface {
-		AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (store.SessionState, bool, error)
-		ReleaseSession(ctx context.Context, id, owner string, force bool) (bool, int, error)
-		CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
-	}
-	blobs Blobs
-	queue *publisher
-	log   *slog.Logger
-}
-
 // editWorkspace applies an edit to the tenant's session's workspace as its
-// next version.
+// next version, waiting up to busyWait for the session's running job.
 func (s *Service) editWorkspace(ctx context.Context, p Principal, sessionID string, edit editFunc) error {
 	sess, err := s.Session(ctx, p, sessionID)
 	if err != nil {
 		return err
 	}
-	return s.editor.edit(ctx, p.TenantID, sess.ID, edit)
+	owner := "ingress-" + jobs.NewID("own")
+	var diskMB int
+	err = s.editor.Edit(ctx, owner, p.TenantID, sess.ID, func(w io.Writer, st store.SessionState) error {
+		diskMB = st.DiskMB
+		return applyEdit(ctx, s.blobs, st.SnapshotKey, w, edit)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return sessionNotFound(sessionID)
+	case errors.Is(err, workspace.ErrBusy):
+		return &Error{Status: http.StatusConflict, Code: CodeConflict, RetryAfter: 5,
+			Message: "the session is busy running jobs; retry when they finish"}
+	case errors.Is(err, snapshot.ErrTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("the workspace would exceed the session's %d MB", diskMB)}
+	}
+	return err
 }
 
 // editFunc writes a workspace's new entries to tw, given the entries it
 // has, and says which of those to leave out of the next version.
 type editFunc func(tw *tar.Writer, existing map[string]FileInfo) (skip func(FileInfo) bool, err error)
 
-// edit holds the session while it applies the edit, waiting up to
-// busyWait for a running job to end.
-func (s *editor) edit(ctx context.Context, tenantID, sessionID string, edit editFunc) error {
-	owner := "ingress-" + jobs.NewID("own")
-	st, err := s.acquire(ctx, sessionID, owner)
-	if err != nil {
-		return err
-	}
-	defer s.release(sessionID, st.TenantID, owner)
-	if st.TenantID != tenantID {
-		return sessionNotFound(sessionID)
-	}
-
+// applyEdit writes to w the workspace at key with edit applied.
+func applyEdit(ctx context.Context, blobs Blobs, key string, w io.Writer, edit editFunc) error {
 	// Pass 1: index the current entries, so the edit can check for
 	// conflicts (writing over a directory, under a symlink).
 	existing := map[string]FileInfo{}
-	if err := snapshot.Walk(ctx, s.blobs, st.SnapshotKey, func(fi FileInfo, _ io.Reader) error {
+	if err := snapshot.Walk(ctx, blobs, key, func(fi FileInfo, _ io.Reader) error {
 		existing[fi.Path] = fi
 		return nil
 	}); err != nil {
 		return err
 	}
-
 	// Pass 2: copy the entries the edit keeps, then add the edit's own.
-	next := store.Snapshot{Version: st.Version + 1, Key: blob.SessionKey(st.TenantID, sessionID, st.Version+1)}
-	n, err := snapshot.Put(ctx, s.blobs, next.Key, st.DiskMB, func(w io.Writer) error {
-		tw := tar.NewWriter(w)
-		skip, err := edit(tw, existing)
-		if err != nil {
-			return err
+	tw := tar.NewWriter(w)
+	skip, err := edit(tw, existing)
+	if err != nil {
+		return err
+	}
+	err = snapshot.Walk(ctx, blobs, key, func(fi FileInfo, r io.Reader) error {
+		if skip(fi) {
+			return nil
 		}
-		err = snapshot.Walk(ctx, s.blobs, st.SnapshotKey, func(fi FileInfo, r io.Reader) error {
-			if skip(fi) {
-				return nil
-			}
-			return snapshot.WriteEntry(tw, fi, r)
-		})
-		if err != nil {
-			return err
-		}
-		return tw.Close()
+		return snapshot.WriteEntry(tw, fi, r)
 	})
-	if errors.Is(err, snapshot.ErrTooLarge) {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
-			Message: fmt.Sprintf("the workspace would exceed the session's %d MB", st.DiskMB)}
-	}
 	if err != nil {
 		return err
 	}
-	next.Bytes = n
-	replaced, err := s.store.CommitWorkspace(ctx, sessionID, owner, next)
-	if err != nil {
-		_ = s.blobs.Delete(context.WithoutCancel(ctx), next.Key)
-		if errors.Is(err, store.ErrNotFound) {
-			return sessionNotFound(sessionID)
-		}
-		return err
-	}
-	if err := snapshot.Replaced(context.WithoutCancel(ctx), s.blobs, replaced, next.Key); err != nil {
-		s.log.Warn("delete old snapshot", "key", replaced, "err", err)
-	}
-	return nil
+	return tw.Close()
 }
 
 // WriteFile puts content at path in the session's workspace, replacing a
@@ -247,44 +214,3 @@ func (s *Service) DeleteFile(ctx context.Context, p Principal, sessionID, rawPat
 // busyWait is how long a files API edit waits for the session's running
 // jobs before answering 409.
 const busyWait = 30 * time.Second
-
-// acquire takes the session for an edit, waiting for its jobs.
-func (s *editor) acquire(ctx context.Context, sessionID, owner string) (store.SessionState, error) {
-	deadline := time.Now().Add(busyWait)
-	for {
-		st, ok, err := s.store.AcquireSession(ctx, sessionID, owner, time.Minute)
-		if errors.Is(err, store.ErrNotFound) {
-			return st, sessionNotFound(sessionID)
-		}
-		if err != nil {
-			return st, err
-		}
-		if ok {
-			return st, nil
-		}
-		if time.Now().After(deadline) {
-			return st, &Error{Status: http.StatusConflict, Code: CodeConflict, RetryAfter: 5,
-				Message: "the session is busy running jobs; retry when they finish"}
-		}
-		select {
-		case <-ctx.Done():
-			return st, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// release lets go of a session after an edit, handing on jobs that were
-// queued meanwhile.
-func (s *editor) release(sessionID, tenantID, owner string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, queued, err := s.store.ReleaseSession(ctx, sessionID, owner, true)
-	if err != nil {
-		s.log.Error("release session", "session_id", sessionID, "err", err)
-		return
-	}
-	if queued > 0 {
-		s.queue.kickSession(ctx, sessionID, tenantID)
-	}
-}
