@@ -652,12 +652,16 @@ def _kernel(fd, env):
             if figures is not None:
                 figures.save_figures(unsaved_only=True)
                 displays = figures.take_displayed()
-            try:
-                import matplotlib.pyplot as plt
-
-                plt.close("all")  # as a notebook's inline backend closes them after each cell
-            except Exception:
-                pass
+            # As a notebook's inline backend closes them after each cell;
+            # only when a cell loaded pyplot (importing it here would cost
+            # a session whose interpreter was not forked from the warm one,
+            # and charge the cell, about a second of CPU).
+            plt = sys.modules.get("matplotlib.pyplot")
+            if plt is not None:
+                try:
+                    plt.close("all")
+                except Exception:
+                    pass
         else:
             code = _spawn(req["argv"], env)
         for f in (sys.stdout, sys.stderr):
