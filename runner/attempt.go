@@ -373,7 +373,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		// container that exited is the program's doing.
 		f, derr := ctr.diagnose(context.WithoutCancel(ctx))
 		a.log.Warn("the sandbox container stopped while the program ran", "container", shortID(ctr.id),
-			"err", err, "oom_killed", f.oomKilled, "exit_code", f.exitCode, "running", f.running, "gone", f.gone, "inspect_err", derr)
+			"err", err, "oom_killed", f.oomKilled, "exit_code", f.exitCode, "running", f.running, "gone", f.gone, "inspect_err", derr, "agent_stderr", ctr.lastWords())
 		a.handOn(ctr, false, "died")
 		switch {
 		case derr != nil || f.gone:

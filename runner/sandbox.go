@@ -43,6 +43,23 @@ const SkillsDir = agent.SkillsDir
 // jobs) adds to a container's process count on top of the job's limit.
 const agentPids = 24
 
+// Under gVisor the container's pids cgroup on the host holds the sandbox
+// itself: runsc's sentry and gofer (their threads) and, on the ptrace
+// platform, a stub process with threads for each process inside. Measured
+// with runsc 20221219: 44 host tasks for a sandbox running one process,
+// about 10 more for each further one. A clone refused there panics the
+// sentry ("error initializing first thread: resource temporarily
+// unavailable") and the whole sandbox dies with status 2, so the host
+// limit is scaled from the processes the sandbox may run, with room.
+const (
+	runscBasePids       = 64
+	runscPidsPerProcess = 12
+)
+
+// runscPids is the host pids limit for a gVisor sandbox that may run n
+// processes.
+func runscPids(n int64) int64 { return runscBasePids + runscPidsPerProcess*n }
+
 // agentTmpMB sizes the container's own /tmp under the Namespaces
 // isolation, where the agent keeps the skills and each run's program
 // (the program gets a fresh /tmp of disk_mb of its own).
@@ -332,6 +349,9 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *container.HostConfig, error) {
 	lim := cs.Limits
 	pids := int64(lim.Pids + agentPids)
+	if s.cfg.Runtime == "runsc" {
+		pids = runscPids(pids)
+	}
 	init := true
 	// The warm interpreter's share comes on top: the job keeps all of its
 	// memory_mb (pages it shares with the interpreter count once).
@@ -551,6 +571,20 @@ func (c *Container) attach(att client.HijackedResponse) {
 		pw.CloseWithError(err)
 	}()
 	c.conn = agent.NewConn(att.Conn, pr, func() { att.Close(); pr.CloseWithError(io.ErrClosedPipe) }, c.stderr.String)
+}
+
+// lastWords is the start of what the agent printed, for the log of a
+// container that broke: read once the agent's output has been copied to
+// its end (for at most a second), so that what it printed as it stopped is
+// in.
+func (c *Container) lastWords() string {
+	if c.copied != nil {
+		select {
+		case <-c.copied:
+		case <-time.After(time.Second):
+		}
+	}
+	return c.stderr.String()
 }
 
 // Kill kills every process in the container; the agent connection breaks.
