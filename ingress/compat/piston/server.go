@@ -174,6 +174,7 @@ type parsed struct {
 	runTimeout     int     // ms
 	compileTimeout int     // ms
 	runCPU         int     // ms
+	runCPUSent     bool    // run_cpu_time was sent, not defaulted
 	runMemory      float64 // bytes, -1 for none
 	compileMemory  float64 // bytes, -1 for none
 }
@@ -268,7 +269,12 @@ func decodeExecute(body []byte, policy jobs.Policy) (parsed, error) {
 	if _, ok := values["compile_cpu_time"].(float64); ok {
 		out.compileTimeout = min(out.compileTimeout, msOr("compile_cpu_time", defCompileTimeout))
 	}
+	// run_cpu_time likewise: sent, it also bounds the run's wall clock;
+	// its default only judges the CPU time the run used (a program past it
+	// is reported as Piston reports it), so that a longer run_timeout holds
+	// for a program that waits (node starting on a busy host).
 	out.runCPU = msOr("run_cpu_time", defRunTimeout)
+	out.runCPUSent = values["run_cpu_time"] != nil
 	out.runMemory, out.compileMemory = -1, -1
 	if n, ok := values["run_memory_limit"].(float64); ok {
 		out.runMemory = n
@@ -384,7 +390,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 		Files:         req.files,
 		Stdin:         base64.StdEncoding.EncodeToString([]byte(req.stdin)),
 		StdinEncoding: jobs.EncodingBase64,
-		TimeoutMS:     compat.TimeoutMS(float64(min(req.runTimeout, req.runCPU))/1000, policy),
+		TimeoutMS:     compat.TimeoutMS(float64(req.runWall())/1000, policy),
 		Metadata:      map[string]string{"compat": "piston", "piston.language": req.rt.Language},
 	}
 	if jr.TimeoutMS < 1 {
@@ -432,11 +438,26 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 		return nil
 	}
 	res := result{Language: req.rt.Language, Version: req.rt.Version, Compile: stage(st.Compile), Run: stage(st.Run)}
+	if run := res.Run; run != nil && run.Status == nil && run.CPUTime != nil && *run.CPUTime > float64(req.runCPU) {
+		// Past run_cpu_time, which isolate would have stopped it at.
+		kill, status, msg := "SIGKILL", "TO", "Time limit exceeded"
+		run.Signal, run.Code, run.Status, run.Message = &kill, nil, &status, &msg
+	}
 	if res.Run == nil {
 		res.Run = res.Compile // as Piston does when the run stage did not start
 	}
 	compat.WriteJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// runWall is the run's wall-clock limit: run_timeout, and run_cpu_time
+// when the client sent it (gantry has no CPU-time limit; the stricter
+// reading).
+func (r *parsed) runWall() int {
+	if r.runCPUSent {
+		return min(r.runTimeout, r.runCPU)
+	}
+	return r.runTimeout
 }
 
 // result is an execute answer.

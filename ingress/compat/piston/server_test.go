@@ -30,6 +30,17 @@ func TestDecodeExecute(t *testing.T) {
 		req.args[1] != "2" || req.stdin != "x\n" || req.runTimeout != 500 || req.runCPU != defRunTimeout {
 		t.Fatalf("%+v %v", req, err)
 	}
+	// run_cpu_time bounds the wall clock only when sent: its default
+	// would cut a longer run_timeout.
+	for body, want := range map[string]int{
+		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 20000}`:                       20000,
+		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 20000, "run_cpu_time": 1000}`: 1000,
+		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 500, "run_cpu_time": 1000}`:   500,
+	} {
+		if req, err := decodeExecute([]byte(body), jobs.DefaultPolicy()); err != nil || req.runWall() != want {
+			t.Errorf("%s: wall %d, want %d (%v)", body, req.runWall(), want, err)
+		}
+	}
 	for body, want := range map[string]string{
 		`{}`:                                     "language is required as a string",
 		`{"language": "python"}`:                 "version is required as a string",
