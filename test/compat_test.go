@@ -535,7 +535,7 @@ func judge0Cases(t *testing.T, d *dev, base, key, otherKey string, cpp bool) {
 		if statusID(a) != 3 || a.json["stdout"] != "hello judge\n" {
 			t.Errorf("bits/stdc++.h with the default limits: %s", a.body)
 		}
-		a = run(t, `{"source_code": "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\nint main() { size_t mb; if (scanf(\"%zu\", &mb) != 1) return 2; char *p = (char *)malloc(mb << 20); memset(p, (int)mb, mb << 20); long s = 0; for (size_t i = 0; i < mb << 20; i += 4096) s += p[i]; printf(\"%ld\\n\", s); }", "language_id": 54, "stdin": "200"}`)
+		a = run(t, `{"source_code": "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\nint main() { size_t mb; if (scanf(\"%zu\", &mb) != 1) return 2; char *p = (char *)malloc(mb << 20); memset(p, (int)mb, mb << 20); long s = 0; for (size_t i = 0; i < mb << 20; i += 4096) s += p[i]; printf(\"%ld\\n\", s); }", "language_id": 54, "stdin": "200", "cpu_time_limit": 15, "wall_time_limit": 20}`)
 		if statusID(a) != 12 || a.json["exit_signal"] != 9.0 {
 			t.Errorf("200 MB under a 128000 KB limit: %s", a.body)
 		}
