@@ -107,15 +107,6 @@ func (v *Version) Commit(ctx context.Context, commit func(snap store.Snapshot) (
 	return false, err
 }
 
-// Discard deletes v, which will not be committed.
-func (v *Version) Discard(ctx context.Context) {
-	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := v.blobs.Delete(cleanup, v.Key); err != nil {
-		v.log.Warn("delete a workspace snapshot", "key", v.Key, "err", err)
-	}
-}
-
 // ErrBusy is a session whose running jobs outlasted an edit's wait.
 var ErrBusy = errors.New("the session is busy running jobs")
 

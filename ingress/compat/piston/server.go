@@ -174,7 +174,6 @@ type parsed struct {
 	runTimeout     int     // ms
 	compileTimeout int     // ms
 	runCPU         int     // ms
-	runCPUSent     bool    // run_cpu_time was sent, not defaulted
 	runMemory      float64 // bytes, -1 for none
 	compileMemory  float64 // bytes, -1 for none
 }
@@ -274,7 +273,9 @@ func decodeExecute(body []byte, policy jobs.Policy) (parsed, error) {
 	// is reported as Piston reports it), so that a longer run_timeout holds
 	// for a program that waits (node starting on a busy host).
 	out.runCPU = msOr("run_cpu_time", defRunTimeout)
-	out.runCPUSent = values["run_cpu_time"] != nil
+	if _, ok := values["run_cpu_time"].(float64); ok {
+		out.runTimeout = min(out.runTimeout, out.runCPU)
+	}
 	out.runMemory, out.compileMemory = -1, -1
 	if n, ok := values["run_memory_limit"].(float64); ok {
 		out.runMemory = n
@@ -390,7 +391,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 		Files:         req.files,
 		Stdin:         base64.StdEncoding.EncodeToString([]byte(req.stdin)),
 		StdinEncoding: jobs.EncodingBase64,
-		TimeoutMS:     compat.TimeoutMS(float64(req.runWall())/1000, policy),
+		TimeoutMS:     compat.TimeoutMS(float64(req.runTimeout)/1000, policy),
 		Metadata:      map[string]string{"compat": "piston", "piston.language": req.rt.Language},
 	}
 	if jr.TimeoutMS < 1 {
@@ -448,16 +449,6 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 	}
 	compat.WriteJSON(w, http.StatusOK, res)
 	return nil
-}
-
-// runWall is the run's wall-clock limit: run_timeout, and run_cpu_time
-// when the client sent it (gantry has no CPU-time limit; the stricter
-// reading).
-func (r *parsed) runWall() int {
-	if r.runCPUSent {
-		return min(r.runTimeout, r.runCPU)
-	}
-	return r.runTimeout
 }
 
 // result is an execute answer.

@@ -37,8 +37,8 @@ func TestDecodeExecute(t *testing.T) {
 		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 20000, "run_cpu_time": 1000}`: 1000,
 		`{"language": "python", "version": "*", "files": [{"content": ""}], "run_timeout": 500, "run_cpu_time": 1000}`:   500,
 	} {
-		if req, err := decodeExecute([]byte(body), jobs.DefaultPolicy()); err != nil || req.runWall() != want {
-			t.Errorf("%s: wall %d, want %d (%v)", body, req.runWall(), want, err)
+		if req, err := decodeExecute([]byte(body), jobs.DefaultPolicy()); err != nil || req.runTimeout != want {
+			t.Errorf("%s: wall %d, want %d (%v)", body, req.runTimeout, want, err)
 		}
 	}
 	for body, want := range map[string]string{
