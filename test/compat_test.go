@@ -642,7 +642,7 @@ func pistonCases(t *testing.T, server, badServer string, cpp bool) {
 		return res
 	}
 	res := drive(t, server,
-		[]any{"execute", "python", "import sys\nprint(sys.argv[1:], repr(sys.stdin.read()))", map[string]any{"stdin": "in"}},
+		[]any{"execute", "python", "import sys\nprint(sys.argv[1:], repr(sys.stdin.read()))", map[string]any{"stdin": "in", "runTimeout": 20000}},
 		// Node starts slowly on a loaded machine: these calls are about
 		// their output, so they get a run timeout a slow machine meets.
 		[]any{"execute", "javascript", "console.log(process.argv.slice(2))", map[string]any{"args": []string{"x", "y z"}, "runTimeout": 20000}},
