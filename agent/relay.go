@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // RelayThenRun is `gantry-agent relay -- PROGRAM ARGS...`: the first
@@ -24,9 +26,9 @@ func RelayThenRun(argv []string) int {
 		fmt.Fprintln(os.Stderr, "gantry: relay: no program")
 		return 127
 	}
-	ln, err := net.Listen("tcp", EgressProxy)
+	ln, err := net.Listen("tcp", wire.EgressProxy)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gantry: the egress proxy could not listen on %s: %v\n", EgressProxy, err)
+		fmt.Fprintf(os.Stderr, "gantry: the egress proxy could not listen on %s: %v\n", wire.EgressProxy, err)
 		return 127
 	}
 	go serveRelay(ln)
@@ -80,7 +82,7 @@ func serveRelay(ln net.Listener) {
 // splice joins a program's proxy connection to the agent's socket.
 func splice(c net.Conn) {
 	defer c.Close()
-	up, err := net.Dial("unix", EgressSocket)
+	up, err := net.Dial("unix", wire.EgressSocket)
 	if err != nil {
 		return
 	}

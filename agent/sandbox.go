@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // sandboxArgs are bubblewrap's arguments for one program (Namespaces):
@@ -48,19 +50,19 @@ func (s *server) sandboxArgs(tmpMB int, runDir string, build bool) []string {
 	}
 	args = append(args,
 		"--size", strconv.Itoa(max(tmpMB, 1)<<20), "--tmpfs", "/tmp",
-		workspace, Workspace, Workspace,
-		"--ro-bind", s.skillsDir(), SkillsDir,
-		"--ro-bind", runDir, ProgramDir,
+		workspace, wire.Workspace, wire.Workspace,
+		"--ro-bind", s.skillsDir(), wire.SkillsDir,
+		"--ro-bind", runDir, wire.ProgramDir,
 	)
 	if build {
-		args = append(args, "--bind", buildDir(runDir), BuildDir)
+		args = append(args, "--bind", buildDir(runDir), wire.BuildDir)
 	}
-	return append(args, "--chdir", Workspace)
+	return append(args, "--chdir", wire.Workspace)
 }
 
 // buildDir is where, in the agent's run directory, a compile step's
 // output goes: the program sees it as BuildDir.
-func buildDir(runDir string) string { return filepath.Join(runDir, filepath.Base(BuildDir)) }
+func buildDir(runDir string) string { return filepath.Join(runDir, filepath.Base(wire.BuildDir)) }
 
 // procMasks hides in a sandbox's /proc and /sys what Docker's default
 // masked paths hide in a container (kernel memory and keys, timer and

@@ -6,6 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gantryhq/gantry/agent/wire"
+	"github.com/gantryhq/gantry/jobs"
 )
 
 // A spare is the next run's sandbox, started as soon as the last run's
@@ -45,7 +48,7 @@ const maxSpares = 2
 // waiting processes.
 func (s *server) spawnSpares(python bool) {
 	limit := maxSpares
-	if s.cfg.Isolation == Container {
+	if s.cfg.Isolation == wire.Container {
 		limit = 1 // the container serves one job
 	}
 	for len(s.spares) < limit {
@@ -91,7 +94,7 @@ const maxHeader = 32 << 10
 // take gives the spare its job: argv, environment and then stdin, as a
 // header on its stdin. It reports false (the spare is discarded) when the
 // spare cannot take it, and the run starts a sandbox of its own.
-func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
+func (sp *spare) take(s *server, req wire.Request, env []string) (*process, bool) {
 	select {
 	case <-sp.p.exited:
 		sp.discard()
@@ -154,31 +157,15 @@ func header(mode string, argv, env []string) ([]byte, bool) {
 // image's sitecustomize) reads at start-up, except PYTHONPATH, which the
 // zygote applies itself.
 func inProcess(argv []string, jobEnv map[string]string) bool {
-	if len(argv) != 2 || argv[0] != "python3" || !strings.HasPrefix(argv[1], ProgramDir+"/") || !strings.HasSuffix(argv[1], ".py") {
+	if len(argv) != 2 || argv[0] != "python3" || !strings.HasPrefix(argv[1], wire.ProgramDir+"/") || !strings.HasSuffix(argv[1], ".py") {
 		return false
 	}
 	for k := range jobEnv {
-		if StartupVariable(k) {
+		if jobs.StartupVariable(k) {
 			return false
 		}
 	}
 	return true
-}
-
-// StartupVariable says whether an interpreter reads the variable name
-// when it starts (PYTHON* but PYTHONPATH, LANG, LC_*, LD_*, HOME, TZ,
-// PATH, MPLCONFIGDIR): a Python job whose env sets one runs in a new
-// interpreter, never in an already running one.
-func StartupVariable(k string) bool {
-	switch {
-	case k == "PYTHONPATH":
-		return false
-	case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
-		return true
-	case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
-		return true
-	}
-	return false
 }
 
 // isPython says which spare suits the next run, going by the last one.

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // The warm interpreter (warm.py): one Python per container that has
@@ -120,7 +122,7 @@ func startWarm(stateDir, runDir, skillsDir string, tmpMB int, modules []string, 
 	w.cmd.Env = append(environ(nil), "GANTRY_WARM_FILTER="+bpf, "GANTRY_WARM_PRELOAD="+strings.Join(modules, ","),
 		"GANTRY_WARM_RUN_DIR="+runDir, "GANTRY_WARM_SKILLS_DIR="+skillsDir, "GANTRY_WARM_TMP_MB="+strconv.Itoa(tmpMB),
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
-	w.cmd.Dir = Workspace
+	w.cmd.Dir = wire.Workspace
 	w.cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	w.cmd.Stdout, w.cmd.Stderr = os.Stderr, os.Stderr
 	// It dies with the agent; a group of its own keeps a job's kill of
@@ -343,7 +345,7 @@ type warmJob struct {
 	pid      int // the sandbox's forked child, once started
 	failure  string
 	code     int
-	usage    *Usage
+	usage    *wire.Usage
 	timedOut bool // the agent killed it at its deadline
 	lost     bool // the interpreter died while the job ran
 }
@@ -360,7 +362,7 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 			j.failure = ev.Error
 		case "exit":
 			j.code = ev.Code
-			j.usage = &Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
+			j.usage = &wire.Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
 			j.mu.Unlock()
 			return
 		}
@@ -393,10 +395,10 @@ func (j *warmJob) expire() {
 	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
 }
 
-func (j *warmJob) exit() (Exit, error) {
+func (j *warmJob) exit() (wire.Exit, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
+	e := wire.Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
 	switch {
 	case j.lost && j.started:
 		// What the program did cannot be told from a dead interpreter:
@@ -420,7 +422,7 @@ var errWarmLost = errors.New("the warm interpreter died while a job ran")
 
 // runWarm starts the job in a fork of the warm interpreter, relaying its
 // output.
-func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
+func (s *server) runWarm(req wire.Request, env []string) (*warmJob, error) {
 	spec, err := json.Marshal(warmJobSpec{Argv: req.Argv, Env: env})
 	if err != nil {
 		return nil, err
@@ -455,7 +457,7 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 	}
 	specW.Close()
 	j := &warmJob{outR: outR, errR: errR, exited: make(chan struct{}), oomBefore: oomKills()}
-	events, err := s.warm.start(warmRequest{Kind: "job", TmpMB: int(capacity(Workspace) >> 20),
+	events, err := s.warm.start(warmRequest{Kind: "job", TmpMB: int(capacity(wire.Workspace) >> 20),
 		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), int(specR.Fd()))
 	// The interpreter has its own copies now (or failed).
 	for _, f := range []*os.File{stdinR, outW, errW, specR} {

@@ -13,7 +13,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/codemode/codemodetest"
 	"github.com/gantryhq/gantry/internal/eventually"
@@ -152,7 +152,7 @@ func TestSandboxEscapes(t *testing.T) {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, 2)
-	namespaces := h.sb.Isolation() == agent.Namespaces
+	namespaces := h.sb.Isolation() == wire.Namespaces
 
 	t.Run("no nested namespaces", func(t *testing.T) {
 		t.Parallel()

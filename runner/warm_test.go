@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -26,7 +26,7 @@ func warmHarness(t *testing.T, slots int) *harness {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, slots, awaitingWarm)
-	if h.sb.Isolation() != agent.Namespaces {
+	if h.sb.Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	return h
@@ -266,7 +266,7 @@ func TestWarmCheck(t *testing.T) {
 		t.Skip("needs Docker")
 	}
 	sb := testSandbox(t)
-	if sb.Isolation() != agent.Namespaces {
+	if sb.Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	ctx := context.Background()
@@ -289,7 +289,7 @@ func TestWarmFailuresAreCounted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	if testSandbox(t).Isolation() != agent.Namespaces {
+	if testSandbox(t).Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	badWarm := func(h *harness, _ *Config) {

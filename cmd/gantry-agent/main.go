@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // prSetDumpable is PR_SET_DUMPABLE (linux/prctl.h).
@@ -37,16 +38,16 @@ func main() {
 	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
 		os.Exit(agent.RelayThenRun(os.Args[3:]))
 	}
-	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
+	isolation := flag.String("isolation", string(wire.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
 	flag.Parse()
-	cfg := agent.Config{Isolation: agent.Isolation(*isolation)}
+	cfg := agent.Config{Isolation: wire.Isolation(*isolation)}
 	for _, m := range strings.Split(*warm, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Warm = append(cfg.Warm, m)
 		}
 	}
-	if cfg.Isolation != agent.Namespaces && cfg.Isolation != agent.Container {
+	if cfg.Isolation != wire.Namespaces && cfg.Isolation != wire.Container {
 		fmt.Fprintf(os.Stderr, "gantry-agent: -isolation=%q: want namespaces or container\n", *isolation)
 		os.Exit(2)
 	}
