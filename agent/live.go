@@ -164,8 +164,10 @@ func (s *server) newLive() (*liveSandbox, error) {
 
 // startLiveWarm forks the session's sandbox from the warm interpreter.
 func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
-	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil), TmpMB: int(capacity(wire.Workspace) >> 20),
-		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(sock.Fd()))
+	// Its relay to the egress proxy lives as long as it does; the socket
+	// behind it is there only while a run with egress runs.
+	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil),
+		Layout: s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, true)}, int(sock.Fd()))
 	if err != nil {
 		return err
 	}
@@ -287,21 +289,12 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	return nil
 }
 
-// runLive runs a stateful session's job in the container's live sandbox,
-// making one first if there is none (or it ended).
-func (s *server) runLive(req wire.Request) (wire.Exit, error) {
-	// The sandbox's egress relay outlives the run; the socket behind it is
-	// the run's (prepareRun), closed as the run ends.
-	br, eg, cleanup, err := s.prepareRun(req)
-	if err != nil {
-		return wire.Exit{}, err
-	}
-	defer cleanup()
-	// A compiled program is built in a sandbox of its own; it then runs
-	// in the session's.
-	if err := s.build(req, environ(req.Env)); err != nil {
-		return wire.Exit{}, err
-	}
+// startLive starts a stateful session's job in the container's live
+// sandbox, making one first if there is none (or it ended). The sandbox's
+// egress relay outlives the run; the socket behind it is the run's
+// (prepareRun), closed as the run ends. A compiled program was built in a
+// sandbox of its own; it runs in the session's.
+func (s *server) startLive(req wire.Request) (running, error) {
 	fresh := false
 	ended := ""
 	if s.live != nil && s.live.isGone() {
@@ -315,7 +308,7 @@ func (s *server) runLive(req wire.Request) (wire.Exit, error) {
 		}
 		l, err := s.newLive()
 		if err != nil {
-			return wire.Exit{}, err
+			return nil, err
 		}
 		fresh = true
 		go l.read()
@@ -331,25 +324,25 @@ func (s *server) runLive(req wire.Request) (wire.Exit, error) {
 	}
 	body, err := json.Marshal(lr)
 	if err != nil {
-		return wire.Exit{Live: info}, err
+		return nil, err
 	}
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return wire.Exit{Live: info}, err
+		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return wire.Exit{Live: info}, err
+		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		for _, f := range []*os.File{stdinR, stdinW, outR, outW} {
 			f.Close()
 		}
-		return wire.Exit{Live: info}, err
+		return nil, err
 	}
 	select {
 	case <-l.answers: // written by the session's own code between jobs: not an answer
@@ -370,7 +363,7 @@ func (s *server) runLive(req wire.Request) (wire.Exit, error) {
 		errR.Close()
 		l.kill()
 		<-l.gone
-		return wire.Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}, nil
+		return endedJob(wire.Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}), nil
 	}
 	s.feed(stdinW, nil, req.Stdin)
 	p := &liveJob{l: l, oomBefore: oomBefore, info: info, finished: make(chan struct{})}
@@ -388,8 +381,20 @@ func (s *server) runLive(req wire.Request) (wire.Exit, error) {
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br, eg, req.TimeoutMS)
+	return p, nil
 }
+
+// endedJob is a job that ended as it started, with exit.
+type endedJob wire.Exit
+
+func (j endedJob) wait() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+func (j endedJob) exit() (wire.Exit, error) { return wire.Exit(j), nil }
+func (endedJob) expire()                    {}
+func (endedJob) abandon()                   {}
 
 // setLive replaces the container's live sandbox (only the serving
 // goroutine does; live operations read it under liveMu).

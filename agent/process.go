@@ -101,7 +101,8 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
 	if s.cfg.Isolation == wire.Namespaces {
-		args := append(s.sandboxArgs(int(capacity(wire.Workspace)>>20), s.runDir(), o.build), "--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
+		args := append(s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), o.build, false).bwrapArgs(),
+			"--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
 		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
 		statusR, statusW, err := pipe()
 		if err != nil {

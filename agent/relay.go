@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/gantryhq/gantry/agent/wire"
 )
@@ -60,6 +61,23 @@ func RelayThenRun(argv []string) int {
 	if err != nil {
 		return 127
 	}
+	return 0
+}
+
+// ServeRelay is `gantry-agent relay -fd N`: the egress relay of a sandbox
+// the warm interpreter made, serving the listener its init bound on the
+// layout's egress address and passed as descriptor fd, for as long as the
+// sandbox lives. It is the relay RelayThenRun runs, without a program.
+func ServeRelay(fd int) int {
+	// Named for what it is among the sandbox's processes.
+	name := []byte("egress-relay\x00")
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
+	ln, err := net.FileListener(os.NewFile(uintptr(fd), "egress-relay"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gantry: relay: descriptor %d is no listener: %v\n", fd, err)
+		return 127
+	}
+	serveRelay(ln)
 	return 0
 }
 

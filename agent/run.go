@@ -50,23 +50,8 @@ func (s *server) run(req wire.Request) error {
 	return s.fw.Frame(wire.KindListing, list)
 }
 
-// running is a program in its sandbox, from its start to the end of its
-// output.
-type running interface {
-	// wait is closed when the program ended and its output was read.
-	wait() <-chan struct{}
-	// exit reports how it ended (after wait); an error means the agent can
-	// no longer tell, and must end.
-	exit() (wire.Exit, error)
-	// expire kills the program at its timeout, keeping what it used
-	// accounted; exit then reports it (Exit.TimedOut).
-	expire()
-	// abandon kills the program: the runner is gone.
-	abandon()
-}
-
-// runProgram prepares the run's files and runs the program. An error means
-// the program did not start.
+// runProgram prepares the run's files and runs the program with the
+// launcher chosen for it. An error means the program did not start.
 func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	if len(req.Argv) == 0 {
 		return wire.Exit{}, errors.New("run request without argv")
@@ -74,61 +59,42 @@ func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	if err := s.unfit(); err != nil {
 		return wire.Exit{}, err
 	}
-	if req.Stateful {
-		return s.runLive(req)
+	l, err := s.choose(req)
+	if err != nil {
+		return wire.Exit{}, err
 	}
-	// A Python job forks from the warm interpreter once it has loaded;
-	// until then (a container made on demand, in its first second or so)
-	// it runs as without one, rather than wait. An egress job runs behind
-	// its relay, in a sandbox of its own.
-	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
-	var sp *spare
-	if !warm && !req.Egress {
-		sp = s.takeSpare()
-		if s.warm != nil {
-			defer s.warm.pauseLoading()()
-		}
-	}
-	if req.Egress {
-		req.Argv = append([]string{s.cfg.Self, "relay", "--"}, req.Argv...)
+	defer l.drop()
+	if s.warm != nil && l.name() != wire.LauncherWarm && l.name() != wire.LauncherSession {
+		// A program beside a warm interpreter still loading (a container
+		// made on demand, in its first second or so) gets the container's
+		// CPUs for itself.
+		defer s.warm.pauseLoading()()
 	}
 	if req.Fresh {
 		if err := emptyDir(wire.Workspace); err != nil {
-			sp.discard()
 			return wire.Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
 	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
-		sp.discard()
 		return wire.Exit{}, err
 	}
 	defer cleanup()
-
 	env := environ(req.Env)
 	if err := s.build(req, env); err != nil {
-		sp.discard()
 		return wire.Exit{}, err
 	}
-	var p running
-	if warm {
-		p, err = s.runWarm(req, env)
-		if errors.Is(err, errWarmTooLarge) {
-			p, err = s.handOver(nil, req, env) // a sandbox of its own
-		}
-	} else {
-		p, err = s.handOver(sp, req, env)
-	}
+	p, err := l.start(req, env)
 	if err != nil {
 		return wire.Exit{}, err
 	}
-	// The next job's sandbox starts as soon as this one's program runs
-	// (under Container the container serves this one job): a Python one
-	// only when the warm interpreter does not serve Python jobs.
-	if s.cfg.Isolation == wire.Namespaces {
-		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
+	// The next job's sandbox starts as soon as this one's program runs.
+	if !req.Stateful {
+		s.topUpSpares(req)
 	}
-	return s.await(p, br, eg, req.TimeoutMS)
+	exit, err := s.await(p, br, eg, req.TimeoutMS)
+	exit.Launcher = l.name()
+	return exit, err
 }
 
 // prepareRun writes the run's program files and opens the code-mode
@@ -251,23 +217,6 @@ func (s *server) compile(c wire.Compile, env []string, runDir string) (built boo
 	return exit.Succeeded(), nil
 }
 
-// handOver starts the program: in the spare sandbox when there is one that
-// is alive (it receives the job on stdin), else in a sandbox of its own.
-func (s *server) handOver(sp *spare, req wire.Request, env []string) (*process, error) {
-	if sp != nil {
-		if p, ok := sp.take(s, req, env); ok {
-			return p, nil
-		}
-	}
-	p, stdin, err := s.launch(req.Argv, env, launchOpts{stdin: true, announce: s.announceStart})
-	if err != nil {
-		return nil, err
-	}
-	s.feed(stdin, nil, req.Stdin)
-	p.relay(s, req.OutputCap, false)
-	return p, nil
-}
-
 // announceStart tells the runner the program may act from now on: what
 // goes wrong after this may be the program's doing.
 func (s *server) announceStart() { _ = s.fw.Frame(wire.KindStarted, nil) }
@@ -364,7 +313,7 @@ func (s *server) probe() error {
 		return err
 	}
 	defer filterR.Close()
-	args := append(s.sandboxArgs(1, s.runDir(), false), "--seccomp", "3", "--", "true")
+	args := append(s.sandboxLayout(1, s.runDir(), false, false).bwrapArgs(), "--seccomp", "3", "--", "true")
 	cmd := exec.Command(s.cfg.Bwrap, args...)
 	cmd.ExtraFiles = []*os.File{filterR}
 	var out bytes.Buffer

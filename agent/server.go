@@ -65,12 +65,12 @@ type server struct {
 	fw     *wire.FrameWriter
 	frames <-chan wire.Frame
 	// masks hide host details in each sandbox's /proc and /sys, as
-	// Docker's masked paths do for containers.
-	masks []string
+	// Docker's masked paths do for containers (layout.go).
+	masks []mount
 	// spares are the next runs' sandboxes (spare.go), oldest first, each
-	// delivered on its channel once launched. Only the serving goroutine
-	// touches the slice.
-	spares []chan *spare
+	// delivered on its channel once made (nil if it could not be). Only the
+	// serving goroutine touches the slice.
+	spares []pendingSpare
 	// warm is the warm interpreter (warm.go), nil without one.
 	warm *warm
 	// filter is the job seccomp filter (seccomp.go).
@@ -120,9 +120,8 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	if err := s.setup(); err != nil {
 		hello.Error = err.Error()
 	} else {
-		// Most jobs are Python: a spare Python unless the warm
-		// interpreter serves them.
-		s.spawnSpares(s.warm == nil)
+		// Most jobs are Python.
+		s.topUpSpares(wire.Request{Argv: []string{"python3"}})
 	}
 	if err := s.fw.JSON(wire.KindHello, hello); err != nil {
 		return err
@@ -234,7 +233,7 @@ func (s *server) setup() error {
 		return err
 	}
 	s.filter = filter
-	s.masks = procMasks()
+	s.masks = hostMasks()
 	if err := s.probe(); err != nil {
 		return err
 	}
@@ -245,7 +244,7 @@ func (s *server) setup() error {
 		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
 	}
 	if len(s.cfg.Warm) > 0 {
-		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), int(capacity(wire.Workspace)>>20), s.cfg.Warm, filter); err != nil {
+		if s.warm, err = startWarm(s.cfg.StateDir, s.sandboxLayout(1, s.runDir(), false, false), s.cfg.Warm, filter); err != nil {
 			return err
 		}
 	}

@@ -47,7 +47,7 @@ func TestWarmSandbox(t *testing.T) {
 		j := h.run(t, jobs.Request{Language: lang, Code: code})
 		got := strings.Split(strings.TrimSuffix(j.Stdout, "\n"), "\n")
 		if j.Status != jobs.StatusSucceeded || strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s %q\n got: %q\nwant: %q", j.Status, j.Stderr, got, want)
+			t.Errorf("%s %q %+v\n got: %q\nwant: %q", j.Status, j.Stderr, j.Error, got, want)
 		}
 	}
 

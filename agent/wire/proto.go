@@ -92,6 +92,10 @@ type Request struct {
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 	// Compile, when set, builds the program first (see Compile).
 	Compile *Compile `json:"compile,omitempty"`
+	// Launcher, when set, is the launcher the program must start with
+	// (the conformance tests run every one); the agent chooses otherwise.
+	// One the request cannot use fails the run before anything started.
+	Launcher Launcher `json:"launcher,omitempty"`
 
 	// tar: Paths are workspace-relative regular files (artifacts); All
 	// streams the whole workspace (a session snapshot) instead.
@@ -164,7 +168,30 @@ type Exit struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 	// Usage is what the program used, when the agent could measure it.
 	Usage *Usage `json:"usage,omitempty"`
+	// Launcher is the launcher that started the program.
+	Launcher Launcher `json:"launcher,omitempty"`
 }
+
+// Launcher names a way the agent starts a program in its sandbox.
+type Launcher string
+
+// The launchers.
+const (
+	// LauncherBwrap: a new bubblewrap sandbox (Namespaces).
+	LauncherBwrap Launcher = "bwrap"
+	// LauncherContainer: the container itself (the Container isolation).
+	LauncherContainer Launcher = "container"
+	// LauncherWarm: a fork of the container's warm interpreter, in a
+	// sandbox it builds from the same layout as bubblewrap's (Python).
+	LauncherWarm Launcher = "warm"
+	// LauncherSpare: a sandbox made ahead of the job by one of the above,
+	// its first process waiting for the job.
+	LauncherSpare Launcher = "spare"
+	// LauncherSession: the container's stateful session sandbox (a Python
+	// program as a cell of the session's interpreter, anything else as a
+	// process of the sandbox); Stateful requests only.
+	LauncherSession Launcher = "session"
+)
 
 // Live describes the session sandbox a stateful run ran in.
 type Live struct {

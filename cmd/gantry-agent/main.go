@@ -6,6 +6,7 @@
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
 //	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
+//	gantry-agent relay -fd N               (internal: the egress relay of a sandbox the warm interpreter made)
 package main
 
 import (
@@ -37,6 +38,13 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
 		os.Exit(agent.RelayThenRun(os.Args[3:]))
+	}
+	if len(os.Args) == 4 && os.Args[1] == "relay" && os.Args[2] == "-fd" {
+		fd, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			os.Exit(2)
+		}
+		os.Exit(agent.ServeRelay(fd))
 	}
 	isolation := flag.String("isolation", string(wire.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
