@@ -418,8 +418,6 @@ func (g *gvisor) RemoveLeftovers(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-
-
 // Close unmounts the images' roots (the containers are the fleet's to
 // remove first).
 func (g *gvisor) Close() {
