@@ -63,6 +63,8 @@ const minRunscDate = 20240729
 type gvisor struct {
 	cfg GVisorConfig
 	sb  *Sandbox
+	// version is runsc's (its date).
+	version string
 
 	mu    sync.Mutex
 	roots map[string]*imageRoot // image reference -> its mounted layers
@@ -71,6 +73,7 @@ type gvisor struct {
 
 // imageRoot is an image's layers, mounted read-only.
 type imageRoot struct {
+	id  string
 	dir string
 	env []string
 }
@@ -105,7 +108,22 @@ func newGVisor(cfg GVisorConfig, sb *Sandbox) (*gvisor, error) {
 			return nil, err
 		}
 	}
-	return &gvisor{cfg: cfg, sb: sb, roots: map[string]*imageRoot{}}, nil
+	return &gvisor{cfg: cfg, sb: sb, version: string(m[1]), roots: map[string]*imageRoot{}}, nil
+}
+
+// runtime names what a checkpoint made here restores on: runsc's version
+// and platform (a checkpoint of another version, or of another platform,
+// does not load).
+func (g *gvisor) runtime() string { return "runsc " + g.version + " " + g.cfg.Platform }
+
+// imageID is the id of the image a container runs ("" if unknown).
+func (g *gvisor) imageID(image string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.roots[image]; r != nil {
+		return r.id
+	}
+	return ""
 }
 
 // runsc runs runsc with the runner's state root and flags.
@@ -149,7 +167,7 @@ func (g *gvisor) root(ctx context.Context, image string) (*imageRoot, error) {
 	if res.Config != nil {
 		env = res.Config.Env
 	}
-	r := &imageRoot{dir: dir, env: env}
+	r := &imageRoot{id: res.ID, dir: dir, env: env}
 	g.roots[image] = r
 	return r, nil
 }
@@ -390,6 +408,28 @@ func (g *gvisor) diagnose(ctx context.Context, id string) (fate, error) {
 		f.oomKilled = strings.Contains(string(b), "oom_kill 1") || regexp.MustCompile(`oom_kill [1-9]`).Match(b)
 	}
 	return f, nil
+}
+
+// running lists the ids of this runner's containers runsc runs.
+func (g *gvisor) running() (map[string]bool, error) {
+	out, err := g.runsc("list", "--format=json").Output()
+	if err != nil {
+		return nil, fmt.Errorf("runsc list: %w", err)
+	}
+	var list []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, fmt.Errorf("runsc list: %w", err)
+	}
+	running := map[string]bool{}
+	for _, c := range list {
+		if c.Status == "running" {
+			running[c.ID] = true
+		}
+	}
+	return running, nil
 }
 
 // RemoveLeftovers deletes the containers an earlier life of this runner

@@ -75,6 +75,8 @@ type Config struct {
 	// Tracer makes the spans of each attempt at a job, in the job's trace
 	// (nil: none).
 	Tracer trace.TracerProvider
+	// Live says how stateful sessions' live state outlives containers.
+	Live LiveConfig
 }
 
 // WithDefaults fills in zero fields.
@@ -96,6 +98,7 @@ func (c Config) WithDefaults() Config {
 		c.DrainTimeout = 30 * time.Second
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
+	c.Live = c.Live.WithDefaults()
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	return c
 }
@@ -137,6 +140,11 @@ type Runner struct {
 	// handed bounds the sessions other runners handed to this one (their
 	// live sandboxes are here) that run at once, beside the slots.
 	handed chan struct{}
+	// gv runs stateful sessions' containers under gVisor, and checkpoints
+	// keeps their checkpoints on disk (livestate.go); nil where live state
+	// stays in memory.
+	gv          *gvisor
+	checkpoints *checkpointCache
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops
@@ -182,7 +190,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
-	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -255,6 +263,7 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		}
 		r.stopTools = func() { cancelTools(); stop() }
 	}
+	r.startLive(ctx)
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
@@ -301,8 +310,13 @@ func (r *Runner) teardown() {
 	}
 	r.mu.Unlock()
 	r.background.Wait()
-	// Last: it retires every container it holds.
+	// The live sessions it holds are paused, not lost (where they run
+	// under gVisor); then it retires every container it holds.
+	r.pauseAll()
 	r.fleet.stop()
+	if r.gv != nil {
+		r.gv.Close()
+	}
 	r.log.Info("runner stopped")
 }
 

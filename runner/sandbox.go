@@ -545,6 +545,9 @@ type Container struct {
 	// ("<container>/<number>", "" for none); only the session's attempt
 	// touches it.
 	live string
+	// restored, when set, says where the live sandbox it holds was
+	// restored from, for the next job's live_state (which clears it).
+	restored string
 
 	// Set by the fleet under its lock.
 	tenant   string // "" while unbound
@@ -565,6 +568,9 @@ type Container struct {
 
 // ID is the Docker container id.
 func (c *Container) ID() string { return c.id }
+
+// imageRef is the image it runs: its environment's, else def.
+func (c *Container) imageRef(def string) string { return cmp.Or(c.image, def) }
 
 func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
