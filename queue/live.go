@@ -139,8 +139,8 @@ type ControlReply struct {
 
 // ControlError is why a control operation failed: Code is "busy" (a job
 // of the session runs: ask again), "gone" (the session is closed, or its
-// sandbox is no longer here), "unavailable" (gantry's own failure) or
-// "invalid".
+// sandbox is no longer here), "not_supported" (the runner keeps live state
+// in memory only), "unavailable" (gantry's own failure) or "invalid".
 type ControlError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

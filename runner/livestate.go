@@ -140,7 +140,7 @@ func controlFailed(code, format string, args ...any) queue.ControlReply {
 func (r *Runner) control(ctx context.Context, sessionID, live string, req queue.ControlRequest) queue.ControlReply {
 	log := r.log.With("session_id", sessionID, "op", req.Op)
 	if r.gv == nil {
-		return controlFailed("unavailable", "this runner keeps live state in memory only (no runsc that can checkpoint)")
+		return controlFailed("not_supported", "the runner holding this session keeps live state in memory only (no runsc 2024-07 or later to checkpoint it with; see scripts/ensure-runsc.sh): it cannot be paused, snapshotted or forked")
 	}
 	owner := r.newOwner()
 	st, err := r.ownFor(ctx, sessionID, owner, controlWait)

@@ -83,6 +83,23 @@ func (s *Store) PauseIdle(ctx context.Context, tenantID, sessionID string) error
 	return nil
 }
 
+// PauseLost pauses an active stateful session whose live sandbox live was
+// lost with its runner (reason): its checkpoint, if it has one, is its
+// live state now.
+func (s *Store) PauseLost(ctx context.Context, sessionID, live, reason string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE sessions SET paused = true, live_id = NULL, live_lost = $3
+		WHERE id = $1 AND live_id = $2 AND status = 'active'`, sessionID, live, reason)
+	return err
+}
+
+// CountLive counts the tenant's active stateful sessions.
+func (s *Store) CountLive(ctx context.Context, tenantID string) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE tenant_id = $1 AND stateful AND status = 'active' AND expires_at > now()`,
+		tenantID).Scan(&n)
+	return n, err
+}
+
 // KeepCheckpoint records cp, taken while the session went on, as the live
 // state to restore should its sandbox live be lost. It applies only while
 // live still holds the session's live state (false otherwise: cp is
@@ -121,6 +138,21 @@ func (s *Store) CreateSnapshot(ctx context.Context, snap jobs.Snapshot, cp Check
 			snap.DiskMB, snap.Bytes).Scan(&snap.CreatedAt)
 	})
 	return snap, err
+}
+
+// SnapshotFromCheckpoint records a snapshot whose live state is an
+// existing checkpoint (a paused session's) and whose workspace is the
+// copy at workspaceKey. snap.Bytes counts the workspace copy; the
+// checkpoint's size is added.
+func (s *Store) SnapshotFromCheckpoint(ctx context.Context, snap jobs.Snapshot, checkpointID, workspaceKey string) (jobs.Snapshot, error) {
+	err := s.pool.QueryRow(ctx, `INSERT INTO snapshots (id, tenant_id, name, session_id, checkpoint_id, workspace_key,
+			language, environment, disk_mb, bytes)
+		SELECT $1, c.tenant_id, nullif($3, ''), nullif($4, ''), c.id, nullif($5, ''), $6, $7, $8, $9 + c.bytes
+		FROM checkpoints c WHERE c.id = $2
+		RETURNING created_at, bytes`,
+		snap.ID, checkpointID, snap.Name, snap.SessionID, workspaceKey, snap.Language, snap.Environment, snap.DiskMB, snap.Bytes).
+		Scan(&snap.CreatedAt, &snap.Bytes)
+	return snap, notFound(err)
 }
 
 const snapshotColumns = `s.id, coalesce(s.name, ''), coalesce(s.session_id, ''), s.language, s.environment, s.disk_mb, s.bytes,
