@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/skills"
@@ -121,6 +122,9 @@ func ToError(err error) (e *Error, internal bool) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, codemode.ErrNotFound):
 		return NotFound("object"), false
+	case blob.Down(err):
+		// Before the database's case: a network error looks the same.
+		return Unavailable("the object store is unavailable; retry later"), false
 	case store.Unavailable(err):
 		return Unavailable("the database is unavailable; retry later"), false
 	case store.Unstorable(err):
