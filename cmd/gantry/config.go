@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
 )
 
@@ -469,6 +470,24 @@ func loadConfig() (config, error) {
 	c.Traces = tracing.Config{Endpoint: e.str("GANTRY_OTLP_ENDPOINT", ""), Version: version}
 	e.errs = append(e.errs, c.Traces.Validate()...)
 	return c, e.err()
+}
+
+// checkDevKey checks a key chosen for GANTRY_DEV_API_KEY. It must look like
+// every gantry key (gk_, then at least 13 characters, no whitespace): the
+// ingress refuses any other before looking it up, so that guessing keys
+// costs it nothing, and secret scanners find keys by that prefix. A key
+// that did not would be stored and printed, and then refused on every
+// call. The key itself is never in the message.
+func checkDevKey(key string) error {
+	switch {
+	case !strings.HasPrefix(key, store.KeyPrefix):
+		return fmt.Errorf("must start with %s, as every gantry API key does (leave it unset and gantry dev makes one)", store.KeyPrefix)
+	case len(key) < 16 || len(key) > 256:
+		return fmt.Errorf("must be 16 to 256 characters long, %s included (it has %d)", store.KeyPrefix, len(key))
+	case strings.ContainsAny(key, " \t\r\n"):
+		return errors.New("must not contain whitespace")
+	}
+	return nil
 }
 
 // runnerAddr is GANTRY_RUNNER_ADDR: unset means the default, set and empty

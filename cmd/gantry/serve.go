@@ -411,6 +411,11 @@ func runMigrate(ctx context.Context, cfg config) error {
 // the local Postgres, the ingress and (unless GANTRY_DEV_RUNNER=false) a
 // runner.
 func runDev(ctx context.Context, cfg config) error {
+	if cfg.DevAPIKey != "" {
+		if err := checkDevKey(cfg.DevAPIKey); err != nil {
+			return fmt.Errorf("bad configuration: GANTRY_DEV_API_KEY %w", err)
+		}
+	}
 	log := newLogger(cfg).With("service", "dev")
 	cfg.Queue.Log = log
 	dataDir, err := filepath.Abs(cfg.DataDir)
