@@ -19,6 +19,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/history"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
@@ -61,13 +62,16 @@ type config struct {
 	ArtifactFileMB  int
 	ArtifactTotalMB int
 
-	Queue         queue.Config
-	TenantLimits  jobs.TenantLimits
-	Policy        jobs.Policy
-	MaxBodyBytes  int64
-	BodyTimeout   time.Duration
-	PresignExpiry time.Duration
-	SweepInterval time.Duration
+	Queue        queue.Config
+	TenantLimits jobs.TenantLimits
+	Policy       jobs.Policy
+	MaxBodyBytes int64
+	BodyTimeout  time.Duration
+	// The ingress's memory for answers in progress: per tenant and in all.
+	TenantBufferMB int
+	BufferMB       int
+	PresignExpiry  time.Duration
+	SweepInterval  time.Duration
 	// History: how long finished jobs are kept (0: forever), and the
 	// longest output stream kept in Postgres.
 	HistoryTTL        time.Duration
@@ -344,6 +348,8 @@ func loadConfig() (config, error) {
 		Policy:            e.policy(),
 		MaxBodyBytes:      int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
 		BodyTimeout:       e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
+		TenantBufferMB:    e.int("GANTRY_TENANT_BUFFER_MB", service.DefaultTenantBufferBytes>>20, 16, 1<<20),
+		BufferMB:          e.int("GANTRY_BUFFER_MB", service.DefaultBufferBytes>>20, 16, 1<<20),
 		PresignExpiry:     e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
 		SweepInterval:     e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		HistoryTTL:        e.duration("GANTRY_HISTORY_TTL", 0, 0, 100*365*24*time.Hour),
@@ -463,6 +469,9 @@ func loadConfig() (config, error) {
 		}
 	} else if c.LLMModel != "" {
 		e.errs = append(e.errs, "GANTRY_LLM_MODEL is set but GANTRY_LLM_URL is not: set the model server's URL too")
+	}
+	if c.TenantBufferMB > c.BufferMB {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_TENANT_BUFFER_MB=%d is above GANTRY_BUFFER_MB=%d: one tenant's share cannot be more than the whole", c.TenantBufferMB, c.BufferMB))
 	}
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")

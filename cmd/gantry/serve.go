@@ -197,6 +197,9 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),
+
+			TenantBufferBytes: int64(cfg.TenantBufferMB) << 20,
+			BufferBytes:       int64(cfg.BufferMB) << 20,
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,

@@ -215,8 +215,12 @@ func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mc
 		if fi.Size > maxReadFile {
 			return service.BadRequest("path", "%s is %d bytes; read_file pages through files up to %d bytes (process bigger ones with a program)", fi.Path, fi.Size, maxReadFile)
 		}
+		// The bytes, the text made of them, and the page's JSON.
+		if _, err := service.Hold(ctx, 3*fi.Size); err != nil {
+			return err
+		}
 		var err error
-		content, err = io.ReadAll(r)
+		content, err = io.ReadAll(io.LimitReader(r, fi.Size))
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/membudget"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 )
@@ -93,7 +94,10 @@ func ToError(err error) (e *Error, internal bool) {
 	var skillErr *skills.Error
 	var cmErr *codemode.Error
 	var upErr *codemode.UpstreamError
+	var budgetErr *membudget.Error
 	switch {
+	case errors.As(err, &budgetErr):
+		return bufferError(budgetErr), false
 	case errors.As(err, &cmErr):
 		e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: cmErr.Message}
 		switch cmErr.Code {

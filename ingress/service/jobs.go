@@ -363,8 +363,12 @@ func (s *Service) ArtifactURL(ctx context.Context, p Principal, jobID, rawPath s
 }
 
 // ReadArtifact reads the first size bytes of one of a job's artifacts (a
-// path of its manifest) from the object store.
+// path of its manifest) from the object store into memory, held for the
+// request until it ends (Hold: its error when they do not fit).
 func (s *Service) ReadArtifact(ctx context.Context, p Principal, job jobs.Job, path string, size int64) ([]byte, error) {
+	if _, err := Hold(ctx, size); err != nil {
+		return nil, err
+	}
 	rc, err := s.blobs.Get(ctx, blob.ArtifactKey(p.TenantID, job.ID, path))
 	if err != nil {
 		return nil, err
