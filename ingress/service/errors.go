@@ -95,7 +95,11 @@ func ToError(err error) (e *Error, internal bool) {
 	var cmErr *codemode.Error
 	var upErr *codemode.UpstreamError
 	var budgetErr *membudget.Error
+	var uncertain *UncertainJob
 	switch {
+	case errors.As(err, &uncertain):
+		return Unavailable("recording job %s failed after it was queued, and it may run all the same: "+
+			"look it up (GET /v1/jobs/%s), or retry with an idempotency key", uncertain.JobID, uncertain.JobID), true
 	case errors.As(err, &budgetErr):
 		return bufferError(budgetErr), false
 	case errors.As(err, &cmErr):

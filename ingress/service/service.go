@@ -118,6 +118,7 @@ type Store interface {
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
 	JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	WithdrawJob(ctx context.Context, tenantID, id string) (bool, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
