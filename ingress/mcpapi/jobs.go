@@ -133,9 +133,9 @@ type artifactLink struct {
 
 func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetCode, mcp.NewTool("execute_code",
-		mcp.WithDescription("Run python, bash or node code in a fresh sandbox without network (Python: numpy, pandas, scipy, matplotlib, sympy) and wait "+
-			"for its status, exit code, stdout, stderr and links to files it wrote under out/. Print only what you need. "+
-			"Code can call your MCP servers' tools: from servers.<server> import <tool>."),
+		mcp.WithDescription("Run code in a fresh sandbox without network and wait for its exit code, stdout, stderr and links to files it wrote to out/. "+
+			"Python has numpy, pandas, scipy, matplotlib, sympy. Print only what you need. "+
+			"Code calls your MCP servers' tools: from servers.<server> import <tool>."),
 		mcp.WithTitleAnnotation("Run code"),
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithDestructiveHintAnnotation(false),
@@ -215,7 +215,7 @@ func (s *Server) codeNote() toolNote {
 		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"session_id":     {"description": "from create_session"},
-		"environment":    {"description": "an environment the operator registered (a sandbox image with more packages); absent: the default"},
+		"environment":    {"description": "a sandbox image with more packages; absent: the default"},
 	}}
 }
 
