@@ -172,7 +172,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request, p service
 	case gone:
 		return nil
 	case withdrawn:
-		compat.WriteJSON(w, http.StatusGatewayTimeout, detail{Detail: "the job " + job.ID + " could not start in time and was withdrawn; retry"})
+		compat.WriteJSON(w, http.StatusGatewayTimeout, detail{Detail: "the job " + job.ID + " could not start in time and will not run; retry"})
 		return nil
 	case unsettled:
 		compat.WriteJSON(w, http.StatusOK, sandboxError("gantry could not learn in time how the job "+job.ID+
@@ -372,8 +372,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (s *Server) answer(ctx context.Context, p service.Principal, job jobs.Job, fetch []string, answerBy time.Time) (runCodeResponse, error) {
 	for {
 		out, err := s.response(ctx, p, job, fetch)
-		e, _ := service.ToError(err)
-		if err == nil || !retriable(e) || !time.Now().Add(retryEvery).Before(answerBy) || !sleep(ctx, retryEvery) {
+		if err == nil {
+			return out, nil
+		}
+		if e, _ := service.ToError(err); !retriable(e) || !time.Now().Add(retryEvery).Before(answerBy) || !sleep(ctx, retryEvery) {
 			return out, err
 		}
 	}
