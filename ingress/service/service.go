@@ -29,6 +29,7 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/membudget"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
@@ -74,6 +75,9 @@ type Config struct {
 	// Tracer makes the spans of submissions (and the adapters' of
 	// requests, and webhook attempts'). nil: none.
 	Tracer trace.TracerProvider
+	// TenantBufferBytes and BufferBytes bound the memory the ingress holds
+	// for answers in progress, per tenant and in all (buffers.go).
+	TenantBufferBytes, BufferBytes int64
 }
 
 // WithDefaults fills in zero fields.
@@ -96,6 +100,12 @@ func (c Config) WithDefaults() Config {
 		c.BatchMax = 100
 	}
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
+	if c.TenantBufferBytes == 0 {
+		c.TenantBufferBytes = DefaultTenantBufferBytes
+	}
+	if c.BufferBytes == 0 {
+		c.BufferBytes = DefaultBufferBytes
+	}
 	return c
 }
 
@@ -108,6 +118,7 @@ type Store interface {
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
 	JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	WithdrawJob(ctx context.Context, tenantID, id string) (bool, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
@@ -209,6 +220,8 @@ type Service struct {
 	// sandboxes are stateful sessions' live sandboxes (live.go).
 	sandboxes *Sandboxes
 	codeMode  *CodeMode
+	// budget bounds the memory held for answers (buffers.go).
+	budget *membudget.Budget
 }
 
 // tracerName names the ingress's spans' instrumentation scope.
@@ -227,7 +240,9 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 		tracer: tracing.Tracer(cfg.Tracer, tracerName),
+		budget: membudget.New(cfg.TenantBufferBytes, cfg.BufferBytes),
 	}
+	registerBufferMetrics(reg, s.budget)
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
 	s.sandboxes = &Sandboxes{s: s}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}

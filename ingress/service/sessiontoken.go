@@ -99,6 +99,7 @@ func (sb *Sandboxes) AuthenticateSessionToken(ctx context.Context, token, sessio
 		p = Principal{TenantID: tenantID, Limits: limits}
 		s.auth.put(sessionTokenCacheKey+token, p)
 	}
+	bindMeter(ctx, p)
 	return p, s.rates.admit(p.TenantID, s.Limits(p))
 }
 
