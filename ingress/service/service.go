@@ -114,6 +114,9 @@ type Store interface {
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
 	SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error)
+	// Session tokens (sessiontoken.go).
+	OpenSessionTokens(ctx context.Context, tenantID, id string) (time.Time, error)
+	SessionTokenGrant(ctx context.Context, keyID, tenantID, sessionID string) (store.TokenGrant, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
 	// The files API's edits take the session's lease and commit a version.
