@@ -71,6 +71,9 @@ type Config struct {
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
 	History Retention
+	// Streams bound what the ingress holds of live processes' output for
+	// streams that have not read it (processevents.go).
+	Streams StreamLimits
 	// Tracer makes the spans of submissions (and the adapters' of
 	// requests, and webhook attempts'). nil: none.
 	Tracer trace.TracerProvider
@@ -96,6 +99,7 @@ func (c Config) WithDefaults() Config {
 		c.BatchMax = 100
 	}
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
+	c.Streams = c.Streams.WithDefaults()
 	return c
 }
 
@@ -232,7 +236,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		tracer: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
-	s.sandboxes = &Sandboxes{s: s}
+	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg)}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
