@@ -56,10 +56,16 @@ func endedWith(t *testing.T, pe *ProcessEvents) error {
 	return pe.end
 }
 
+// held is what the streams hold of the processes' output (without their
+// own cost).
 func held(sb *Sandboxes) int64 {
 	sb.streams.mu.Lock()
 	defer sb.streams.mu.Unlock()
-	return sb.streams.total
+	n := 0
+	for _, ts := range sb.streams.tenants {
+		n += len(ts.streams)
+	}
+	return sb.streams.total - int64(n)*streamCost
 }
 
 // A stream's bound counts what each message costs the ingress, not only
@@ -108,7 +114,7 @@ func TestStreamBoundPerTenant(t *testing.T) {
 		if ev, _ := fast.Next(ctx); ev.Err != nil {
 			t.Fatalf("a reader that keeps up was cut off: %v", ev.Err)
 		}
-		if h := held(sb); h > 256<<10 {
+		if h := sb.streams.total; h > 256<<10 {
 			t.Fatalf("the tenant's streams hold %d bytes, past its bound", h)
 		}
 	}
@@ -139,7 +145,7 @@ func TestStreamBoundPerIngress(t *testing.T) {
 		for _, feed := range feeds {
 			feed(output("ses_a", 7, chunk))
 		}
-		if h := held(sb); h > 1<<20 {
+		if h := sb.streams.total; h > 1<<20 {
 			t.Fatalf("the ingress holds %d bytes, past its bound", h)
 		}
 	}
@@ -283,6 +289,41 @@ func TestSharedMessagesCountOnce(t *testing.T) {
 	}
 }
 
+// An open stream counts against the bounds by itself: a tenant cannot
+// open streams without end. Past its bound, a new stream cuts off a
+// reader that is behind, else it is refused.
+func TestStreamsCountThemselves(t *testing.T) {
+	nc := queuetest.Connect(t, queuetest.Server(t))
+	sb := &Sandboxes{s: &Service{nc: nc}, streams: newProcessStreams(StreamLimits{PerTenant: 4 * streamCost, PerIngress: 1 << 20}, prometheus.NewRegistry())}
+	var open []*ProcessEvents
+	for i := range 4 {
+		pe, err := sb.watch("ten_a", fmt.Sprintf("ses_%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pe.Close()
+		open = append(open, pe)
+	}
+	var e *Error
+	if _, err := sb.watch("ten_a", "ses_x"); !errors.As(err, &e) || e.Code != CodeRateLimited {
+		t.Fatalf("a stream past the tenant's bound: %v", err)
+	}
+	if pe, err := sb.watch("ten_b", "ses_y"); err != nil {
+		t.Fatalf("another tenant's stream: %v", err)
+	} else {
+		pe.Close()
+	}
+	open[3].Close()
+	pe, err := sb.watch("ten_a", "ses_x")
+	if err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	pe.Close()
+	if h := held(sb); h != 0 {
+		t.Errorf("held %d", h)
+	}
+}
+
 // A session's streams on an ingress share one subscription, and are
 // bounded in number.
 func TestStreamsPerSession(t *testing.T) {
@@ -323,5 +364,35 @@ func TestStreamsPerSession(t *testing.T) {
 	}
 	for _, pe := range open[1:] {
 		pe.Close()
+	}
+}
+
+// A stream opened at the tenant's bound cuts off the one furthest behind
+// if it holds output; when they hold none, it is refused.
+func TestNewStreamCutsTheFurthestBehind(t *testing.T) {
+	sb := budgeted(StreamLimits{PerTenant: 3*streamCost + 2<<10, PerIngress: 1 << 20})
+	behind, feed := stream(sb, "ten_a", "ses_a")
+	other, _ := stream(sb, "ten_a", "ses_b")
+	defer behind.Close()
+	defer other.Close()
+	feed(output("ses_a", 7, make([]byte, 4<<10)))
+	admit := func() error {
+		ps := sb.streams
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		_, err := ps.admitStream("ten_a")
+		if err == nil {
+			sb.newProcessEventsLocked("ten_a", "ses_c")
+		}
+		return err
+	}
+	if err := admit(); err != nil {
+		t.Fatalf("a third stream: %v", err)
+	}
+	if endedWith(t, behind) == nil || endedWith(t, other) != nil {
+		t.Fatalf("the stream behind was not the one cut off: %v, %v", endedWith(t, behind), endedWith(t, other))
+	}
+	if err := admit(); err == nil {
+		t.Fatal("a fourth stream, past the bound with nothing to cut off, was admitted")
 	}
 }

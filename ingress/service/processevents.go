@@ -102,6 +102,11 @@ const (
 	// slotCost is a held message's place in one stream's queue (a
 	// pointer, grown in doubling slices).
 	slotCost = 32
+	// streamCost is what an open stream costs besides what it holds: its
+	// handler's goroutine and its connection's buffers. Counted against
+	// the tenant's and the ingress's bounds, it bounds how many streams
+	// they may have open.
+	streamCost = 16 << 10
 )
 
 // Bounds of a session's feed and of a stream's liveness checks.
@@ -161,7 +166,7 @@ func newProcessStreams(l StreamLimits, reg prometheus.Registerer) *processStream
 	ps := &processStreams{limits: l.WithDefaults(), feeds: map[string]*feed{}, tenants: map[string]*tenantStreams{},
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gantry_live_stream_held_bytes",
-			Help: "What the ingress holds of live processes' output for streams that have not read it yet, counted with each message's overhead.",
+			Help: "What the ingress holds for streams of live processes: the output they have not read yet, counted with each message's overhead, and each open stream's own cost.",
 		}),
 		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_live_stream_cutoffs_total",
@@ -219,13 +224,20 @@ func (sb *Sandboxes) watch(tenant, session string) (*ProcessEvents, error) {
 		return nil, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 1,
 			Message: fmt.Sprintf("the sandbox already has %d streams of its processes open", maxProcessWatchesPerSession)}
 	}
+	cut, err := ps.admitStream(tenant)
+	for _, v := range cut {
+		v.cutNow() // takes no lock
+	}
+	if err != nil {
+		return nil, err
+	}
 	if f == nil {
 		// Subscribed under the lock: a stream that joins the feed meanwhile
 		// must not return before the feed hears the session.
 		f = &feed{session: session, streams: map[*ProcessEvents]struct{}{}}
 		var err error
 		if f.closed, err = sb.s.nc.Subscribe(queue.SessionClosedSubject(session), func(*nats.Msg) {
-			ps.stopFeed(f, Unavailable("sandbox %s was killed: its processes ended with it", session))
+			ps.stopFeed(f, Unavailable("sandbox %s was closed (killed, or its timeout ran out): its processes ended with it", session))
 		}); err != nil {
 			return nil, Unavailable("cannot follow the sandbox's processes: %v", err)
 		}
@@ -248,13 +260,66 @@ func (sb *Sandboxes) newProcessEventsLocked(tenant, session string) *ProcessEven
 	ps := sb.streams
 	pe := &ProcessEvents{sb: sb, tenant: tenant, session: session,
 		ready: make(chan struct{}, 1), cutoff: make(chan struct{}), lastSign: time.Now()}
-	ts := ps.tenants[tenant]
+	ts := ps.tenant(tenant)
+	ts.streams[pe] = struct{}{}
+	ts.bytes += streamCost
+	ps.total += streamCost
+	ps.held.Add(streamCost)
+	return pe
+}
+
+// tenant is the tenant's streams, made if it has none. ps.mu is held.
+func (ps *processStreams) tenant(id string) *tenantStreams {
+	ts := ps.tenants[id]
 	if ts == nil {
 		ts = &tenantStreams{streams: map[*ProcessEvents]struct{}{}}
-		ps.tenants[tenant] = ts
+		ps.tenants[id] = ts
 	}
-	ts.streams[pe] = struct{}{}
-	return pe
+	return ts
+}
+
+// admitStream makes room for another stream of the tenant, cutting off
+// the readers furthest behind, or says why there is none (its streams
+// hold nothing but themselves). ps.mu is held; the streams it cut off are
+// to be told outside it.
+func (ps *processStreams) admitStream(tenant string) ([]*ProcessEvents, error) {
+	ts := ps.tenant(tenant)
+	var cut []*ProcessEvents
+	for ts.bytes+streamCost > ps.limits.PerTenant || ps.total+streamCost > ps.limits.PerIngress {
+		bound, from := "tenant", ts
+		if ts.bytes+streamCost <= ps.limits.PerTenant {
+			bound, from = "ingress", ps.mostHeld()
+		}
+		v := from.largest(nil)
+		if v == nil || v.bytes == 0 {
+			if len(ts.streams) == 0 {
+				delete(ps.tenants, tenant)
+			}
+			return cut, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
+				Message: fmt.Sprintf("too many streams of sandboxes' processes are open on this gantry ingress (each counts %d KiB against the %s's bound of %s): close some", streamCost>>10, bound, mib(ps.limitOf(bound)))}
+		}
+		ps.cutLocked(v, bound, "another stream was opened, and this one was the furthest behind")
+		cut = append(cut, v)
+	}
+	return cut, nil
+}
+
+// mostHeld is the tenant whose streams hold most. ps.mu is held.
+func (ps *processStreams) mostHeld() *tenantStreams {
+	var most *tenantStreams
+	for _, t := range ps.tenants {
+		if most == nil || t.bytes > most.bytes {
+			most = t
+		}
+	}
+	return most
+}
+
+func (ps *processStreams) limitOf(bound string) int64 {
+	if bound == "tenant" {
+		return ps.limits.PerTenant
+	}
+	return ps.limits.PerIngress
 }
 
 // Follow narrows the stream to one process of the session's live sandbox
@@ -345,13 +410,7 @@ func (ps *processStreams) admit(pe *ProcessEvents, h *heldMsg) []*ProcessEvents 
 		}
 	}
 	for ps.total+h.adds() > ps.limits.PerIngress {
-		var most *tenantStreams
-		for _, t := range ps.tenants {
-			if most == nil || t.bytes > most.bytes {
-				most = t
-			}
-		}
-		v := most.largest(pe)
+		v := ps.mostHeld().largest(pe)
 		ps.cutLocked(v, "ingress", fmt.Sprintf("this gantry ingress held more than %s of process output waiting for readers, the most it holds for all tenants, and this stream was the furthest behind of the tenant holding most", mib(ps.limits.PerIngress)))
 		if cut = append(cut, v); v == pe {
 			return cut
@@ -369,11 +428,11 @@ func (h *heldMsg) adds() int64 {
 	return slotCost
 }
 
-// largest is the stream holding most; pe when none holds anything.
+// largest is the stream holding most; pe when none holds more.
 func (ts *tenantStreams) largest(pe *ProcessEvents) *ProcessEvents {
 	out := pe
 	for s := range ts.streams {
-		if s.bytes > out.bytes {
+		if out == nil || s.bytes > out.bytes {
 			out = s
 		}
 	}
@@ -583,7 +642,12 @@ func (pe *ProcessEvents) Close() {
 		pe.end = context.Canceled
 	}
 	if ts := ps.tenants[pe.tenant]; ts != nil {
-		delete(ts.streams, pe)
+		if _, open := ts.streams[pe]; open {
+			delete(ts.streams, pe)
+			ts.bytes -= streamCost
+			ps.total -= streamCost
+			ps.held.Sub(streamCost)
+		}
 		if len(ts.streams) == 0 {
 			delete(ps.tenants, pe.tenant)
 		}
