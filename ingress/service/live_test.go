@@ -256,6 +256,37 @@ func TestProcessEventsEndWhenSandboxIsGone(t *testing.T) {
 		}
 		unavailable(t, next(t, pe))
 	})
+	t.Run("the sandbox's word overtakes its output", func(t *testing.T) {
+		// The sandbox says the process ended before its last output and
+		// its end arrive: they are not lost for it.
+		asked := make(chan struct{}, 1)
+		sub, err := nc.Subscribe(queue.LiveSubject("ses_late", "ctr/1"), func(m *nats.Msg) {
+			data, _ := json.Marshal(agent.LiveReply{Exit: &agent.ProcessExit{Pid: 7, Code: 0}})
+			_ = m.Respond(data)
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		pe := follow(t, "ses_late")
+		go func() {
+			<-asked
+			_ = nc.PublishMsg(output("ses_late", 7, []byte("last words")))
+			exit := &nats.Msg{Subject: queue.ProcessSubject("ses_late", 7), Header: nats.Header{}, Data: []byte(`{"pid": 7, "code": 4}`)}
+			exit.Header.Set(queue.HeaderStream, queue.HeaderStreamExit)
+			_ = nc.PublishMsg(exit)
+		}()
+		if ev := next(t, pe); string(ev.Data) != "last words" {
+			t.Fatalf("first: %+v", ev)
+		}
+		if ev := next(t, pe); ev.Exit == nil || ev.Exit.Code != 4 {
+			t.Fatalf("then: %+v", ev)
+		}
+	})
 	t.Run("its end was lost", func(t *testing.T) {
 		runner(t, "ses_ended", "ctr/1", &agent.ProcessExit{Pid: 7, Code: 3})
 		pe := follow(t, "ses_ended")

@@ -200,6 +200,9 @@ type ProcessEvents struct {
 	lastSign time.Time // when the sandbox was last heard from, or asked
 	live     string    // the followed process's sandbox (Session.Live)
 	pid      int       // the followed process (0: all of the session's)
+	// endSeen: a probe found the followed process ended, and its end's
+	// event has not come since (it may be on its way, behind its output).
+	endSeen bool
 }
 
 // WatchProcesses opens a stream of the tenant's session's live processes'
@@ -363,6 +366,7 @@ func (ps *processStreams) deliver(f *feed, m *nats.Msg) {
 		if pe.pid > 0 && pid != pe.pid {
 			continue
 		}
+		pe.endSeen = false
 		cut = append(cut, ps.admit(pe, h)...)
 		if pe.end == nil {
 			pe.pending = append(pe.pending, h)
@@ -546,7 +550,8 @@ func (pe *ProcessEvents) pop() (*nats.Msg, error) {
 // follows a process (Follow) and has heard nothing from its sandbox for
 // probeEvery asks the sandbox for the process: no answer on the live
 // subject (its runner or its container gone) or no sandbox there ends the
-// stream (CodeUnavailable); a process found ended gives its end.
+// stream (CodeUnavailable); a process found ended twice in a row, with
+// nothing heard between, gives its end (its event was lost).
 func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 	for {
 		m, end := pe.pop()
@@ -625,7 +630,16 @@ func (pe *ProcessEvents) probe(ctx context.Context) (ProcessEvent, bool) {
 	case errors.As(err, &le) && le.Code == agent.LiveErrNotFound:
 		pe.stop(Unavailable("process %d is no longer in sandbox %s, and its end was not seen", pid, pe.session))
 	case err == nil && reply.Exit != nil:
-		return ProcessEvent{Pid: pid, Stream: queue.HeaderStreamExit, Exit: reply.Exit}, true
+		// Its output and end may still be on their way (the answer can
+		// overtake them): only a second probe, after as long again with
+		// nothing heard, takes the end from the sandbox's word.
+		ps.mu.Lock()
+		seen := pe.endSeen
+		pe.endSeen = true
+		ps.mu.Unlock()
+		if seen {
+			return ProcessEvent{Pid: pid, Stream: queue.HeaderStreamExit, Exit: reply.Exit}, true
+		}
 	}
 	// It runs, or no word either way (slow, or ctx ended): asked again
 	// after probeEvery.
