@@ -199,8 +199,10 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, c caller, s
 
 // cutGrace is how long a stream cut off (or whose sandbox is gone) waits
 // for its client to take what is written to it before the connection is
-// dropped: a client that reads nothing holds nothing of the ingress's.
-const cutGrace = 10 * time.Second
+// dropped: a client that reads nothing holds nothing of the ingress's for
+// long (what it held is let go at once), and one that reads again in time
+// is told why.
+const cutGrace = 30 * time.Second
 
 // giveUpWhenCutOff makes writes to the response fail cutGrace after the
 // stream is cut off, so that a handler blocked on a client that reads
