@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/queue/queuetest"
 )
@@ -190,14 +190,14 @@ func TestFollowDropsOtherProcesses(t *testing.T) {
 func TestProcessEventsEndWhenSandboxIsGone(t *testing.T) {
 	nc := queuetest.Connect(t, queuetest.Server(t))
 	sb := &Sandboxes{s: &Service{nc: nc}, streams: newProcessStreams(StreamLimits{}, prometheus.NewRegistry())}
-	runner := func(t *testing.T, session, live string, exit *agent.ProcessExit) *nats.Subscription {
+	runner := func(t *testing.T, session, live string, exit *wire.ProcessExit) *nats.Subscription {
 		t.Helper()
 		sub, err := nc.Subscribe(queue.LiveSubject(session, live), func(m *nats.Msg) {
-			var op agent.LiveOp
+			var op wire.LiveOp
 			_ = json.Unmarshal(m.Data, &op)
-			reply := agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrNotFound, Message: "no such process"}}
-			if op.Op == agent.OpStatus && op.Pid == 7 {
-				reply = agent.LiveReply{Exit: exit}
+			reply := wire.LiveReply{Error: &wire.LiveError{Code: wire.LiveErrNotFound, Message: "no such process"}}
+			if op.Op == wire.OpStatus && op.Pid == 7 {
+				reply = wire.LiveReply{Exit: exit}
 			}
 			data, _ := json.Marshal(reply)
 			_ = m.Respond(data)
@@ -261,7 +261,7 @@ func TestProcessEventsEndWhenSandboxIsGone(t *testing.T) {
 		// its end arrive: they are not lost for it.
 		asked := make(chan struct{}, 1)
 		sub, err := nc.Subscribe(queue.LiveSubject("ses_late", "ctr/1"), func(m *nats.Msg) {
-			data, _ := json.Marshal(agent.LiveReply{Exit: &agent.ProcessExit{Pid: 7, Code: 0}})
+			data, _ := json.Marshal(wire.LiveReply{Exit: &wire.ProcessExit{Pid: 7, Code: 0}})
 			_ = m.Respond(data)
 			select {
 			case asked <- struct{}{}:
@@ -288,7 +288,7 @@ func TestProcessEventsEndWhenSandboxIsGone(t *testing.T) {
 		}
 	})
 	t.Run("its end was lost", func(t *testing.T) {
-		runner(t, "ses_ended", "ctr/1", &agent.ProcessExit{Pid: 7, Code: 3})
+		runner(t, "ses_ended", "ctr/1", &wire.ProcessExit{Pid: 7, Code: 3})
 		pe := follow(t, "ses_ended")
 		if ev := next(t, pe); ev.Exit == nil || ev.Exit.Code != 3 || ev.Pid != 7 {
 			t.Fatalf("the end of a process its sandbox says ended: %+v", ev)

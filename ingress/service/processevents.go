@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -44,7 +44,7 @@ type ProcessEvent struct {
 	// or HeaderStreamExit with Exit.
 	Stream string
 	Data   []byte
-	Exit   *agent.ProcessExit
+	Exit   *wire.ProcessExit
 	// Err, when set, ends the stream (no other field is set, and Next
 	// returns it again): an *Error with CodeRateLimited when its reader
 	// fell behind past a bound and was cut off, CodeUnavailable when the
@@ -569,7 +569,7 @@ func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 		case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
 			ev.Data = m.Data
 		case queue.HeaderStreamExit:
-			var e agent.ProcessExit
+			var e wire.ProcessExit
 			if json.Unmarshal(m.Data, &e) != nil {
 				continue
 			}
@@ -619,15 +619,15 @@ func (pe *ProcessEvents) probe(ctx context.Context) (ProcessEvent, bool) {
 	live, pid := pe.live, pe.pid
 	pe.lastSign = time.Now() // asked: not again for probeEvery, whatever the answer
 	ps.mu.Unlock()
-	body, _ := json.Marshal(agent.LiveOp{Op: agent.OpStatus, Pid: pid})
+	body, _ := json.Marshal(wire.LiveOp{Op: wire.OpStatus, Pid: pid})
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
 	reply, err := pe.sb.liveRequest(ctx, jobs.Session{ID: pe.session, Live: live}, body)
-	var le *agent.LiveError
+	var le *wire.LiveError
 	switch {
-	case live == "" || errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == agent.LiveErrNoSandbox:
+	case live == "" || errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == wire.LiveErrNoSandbox:
 		pe.stop(Unavailable("sandbox %s was lost with its container or its runner (stopped, killed, or the container removed): process %d ended with it", pe.session, pid))
-	case errors.As(err, &le) && le.Code == agent.LiveErrNotFound:
+	case errors.As(err, &le) && le.Code == wire.LiveErrNotFound:
 		pe.stop(Unavailable("process %d is no longer in sandbox %s, and its end was not seen", pid, pe.session))
 	case err == nil && reply.Exit != nil:
 		// Its output and end may still be on their way (the answer can
