@@ -57,6 +57,9 @@ type config struct {
 	// LiveMax bounds the stateful sessions' containers a runner keeps
 	// between their jobs.
 	LiveMax int
+	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
+	// live processes' output for readers behind, in all and per tenant.
+	LiveBufferMB, LiveBufferTenantMB int
 	// Artifact caps per job.
 	ArtifactFiles   int
 	ArtifactFileMB  int
@@ -333,6 +336,9 @@ func loadConfig() (config, error) {
 		WarmPreload:  e.modules("GANTRY_WARM_PRELOAD"),
 		WarmMB:       e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
 		LiveMax:      e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
+
+		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
+		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
 
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),

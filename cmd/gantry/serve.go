@@ -197,6 +197,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),
+			Streams: service.StreamLimits{PerIngress: int64(cfg.LiveBufferMB) << 20,
+				PerTenant: int64(cfg.LiveBufferTenantMB) << 20},
 
 			TenantBufferBytes: int64(cfg.TenantBufferMB) << 20,
 			BufferBytes:       int64(cfg.BufferMB) << 20,

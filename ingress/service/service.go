@@ -72,6 +72,9 @@ type Config struct {
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
 	History Retention
+	// Streams bound what the ingress holds of live processes' output for
+	// streams that have not read it (processevents.go).
+	Streams StreamLimits
 	// Tracer makes the spans of submissions (and the adapters' of
 	// requests, and webhook attempts'). nil: none.
 	Tracer trace.TracerProvider
@@ -106,6 +109,7 @@ func (c Config) WithDefaults() Config {
 	if c.BufferBytes == 0 {
 		c.BufferBytes = DefaultBufferBytes
 	}
+	c.Streams = c.Streams.WithDefaults()
 	return c
 }
 
@@ -125,6 +129,9 @@ type Store interface {
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
 	SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error)
+	// Session tokens (sessiontoken.go).
+	OpenSessionTokens(ctx context.Context, tenantID, id string) (time.Time, error)
+	SessionTokenGrant(ctx context.Context, keyID, tenantID, sessionID string) (store.TokenGrant, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
 	// The files API's edits take the session's lease and commit a version.
@@ -244,7 +251,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	registerBufferMetrics(reg, s.budget)
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
-	s.sandboxes = &Sandboxes{s: s}
+	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg)}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
