@@ -121,10 +121,13 @@ func (s *Store) GetSession(ctx context.Context, tenantID, id string) (jobs.Sessi
 }
 
 // SetSessionTTL changes the tenant's active session's idle timeout and
-// makes it expire that long from now, or ErrNotFound.
+// makes it expire that long from now, or ErrNotFound. Its tokens, if one
+// was handed out, then open it until that expiry (sooner or later than
+// before).
 func (s *Store) SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error) {
 	sess, err := scanSession(s.pool.QueryRow(ctx, `UPDATE sessions
-		SET ttl_seconds = $3, expires_at = now() + make_interval(secs => $3::integer)
+		SET ttl_seconds = $3, expires_at = now() + make_interval(secs => $3::integer),
+			token_until = CASE WHEN token_until IS NULL THEN NULL ELSE now() + make_interval(secs => $3::integer) END
 		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()
 		RETURNING `+sessionColumns, id, tenantID, ttlSeconds))
 	return sess, notFound(err)

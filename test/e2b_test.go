@@ -313,6 +313,7 @@ func TestE2BSDKs(t *testing.T) {
 			CommandAfterKill e2bThrown `json:"commandAfterKill"`
 			KillAgain        bool      `json:"killAgain"`
 			ConnectAfterKill e2bThrown `json:"connectAfterKill"`
+			WaitAfterKill    e2bThrown `json:"waitAfterKill"`
 		}
 		drive(t, "lifecycle", &got)
 		if got.Connected != "42" {
@@ -344,6 +345,9 @@ func TestE2BSDKs(t *testing.T) {
 		}
 		if got.ConnectAfterKill.Error != "SandboxNotFoundError" {
 			t.Errorf("connect after kill: %+v", got.ConnectAfterKill)
+		}
+		if w := got.WaitAfterKill; w.Error == "" || strings.Contains(w.Message, "still waiting") || !strings.Contains(w.Message, "killed") {
+			t.Errorf("a command's wait after its sandbox was killed: %+v", w)
 		}
 	})
 

@@ -197,6 +197,11 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),
+			Streams: service.StreamLimits{PerIngress: int64(cfg.LiveBufferMB) << 20,
+				PerTenant: int64(cfg.LiveBufferTenantMB) << 20},
+
+			TenantBufferBytes: int64(cfg.TenantBufferMB) << 20,
+			BufferBytes:       int64(cfg.BufferMB) << 20,
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
@@ -411,6 +416,11 @@ func runMigrate(ctx context.Context, cfg config) error {
 // the local Postgres, the ingress and (unless GANTRY_DEV_RUNNER=false) a
 // runner.
 func runDev(ctx context.Context, cfg config) error {
+	if cfg.DevAPIKey != "" {
+		if err := checkDevKey(cfg.DevAPIKey); err != nil {
+			return fmt.Errorf("bad configuration: GANTRY_DEV_API_KEY %w", err)
+		}
+	}
 	log := newLogger(cfg).With("service", "dev")
 	cfg.Queue.Log = log
 	dataDir, err := filepath.Abs(cfg.DataDir)

@@ -144,7 +144,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"jobs"},
 			Summary: "List and search the tenant's jobs, newest first, cursor paginated.",
 			Params:  listJobsParams,
-			Errors:  []int{400},
+			Errors:  []int{400, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "A page of jobs.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobList]()}}},
 			},
@@ -155,7 +155,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"jobs"},
 			Summary: "Get a job, optionally long-polling until it finishes.",
 			Params:  append([]openapi.Param{{Ref: "JobID"}}, getJobParams...),
-			Errors:  []int{400, 404},
+			Errors:  []int{400, 404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The job (finished, or as it was when the wait ran out).", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},
 			},
@@ -168,7 +168,7 @@ func (s *Server) routeTable() []route {
 			Params: []openapi.Param{
 				{Ref: "JobID"},
 			},
-			Errors: []int{404},
+			Errors: []int{404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The job after the cancel.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},
 			},
@@ -181,7 +181,7 @@ func (s *Server) routeTable() []route {
 			Params: []openapi.Param{
 				{Ref: "JobID"},
 			},
-			Errors: []int{404},
+			Errors: []int{404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The event stream.", Headers: js{"Cache-Control": js{"description": "no-cache", "schema": js{"type": "string"}}}, Content: []openapi.Media{{Type: "text/event-stream", Raw: js{"type": "string", "description": "Server-sent events: `event: stdout|stderr|status` lines each followed by one `data:` line of JSON."}, Events: map[string]reflect.Type{"stdout": typ[logChunk](), "stderr": typ[logChunk](), "status": typ[logStatus]()}, More: js{"example": "event: stdout\ndata: {\"data\":\"42\\n\"}\n\nevent: status\ndata: {\"attempt\":1,\"duration_ms\":120,\"error\":null,\"exit_code\":0,\"id\":\"job_01jzq3v6k8m2n4p5r7s9t0w1x2\",\"status\":\"succeeded\",\"stderr_truncated\":false,\"stdout_truncated\":false}\n\n"}}}},
 			},

@@ -163,6 +163,13 @@ const scenarios = {
     out.commandAfterKill = await attempt(() => a.commands.run("true"));
     out.killAgain = await Sandbox.kill(a.sandboxId);
     out.connectAfterKill = await attempt(() => CodeSandbox.connect(a.sandboxId));
+    // A command's wait ends when its sandbox is killed, even without a
+    // timeout of its own (it waited forever before).
+    const c = await Sandbox.create({ timeoutMs: 120_000 });
+    const handle = await c.commands.run("sleep 1000", { background: true, timeoutMs: 0 });
+    await c.kill();
+    out.waitAfterKill = await attempt(() => Promise.race([handle.wait(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("still waiting a minute after the kill")), 60_000))]));
     return out;
   },
 
