@@ -45,7 +45,12 @@ CREATE TABLE snapshots (
 );
 CREATE INDEX snapshots_tenant ON snapshots (tenant_id, id DESC);
 
+-- A tenant's cap on what its snapshots hold (NULL: the operator's default,
+-- GANTRY_TENANT_MAX_SNAPSHOT_MB).
+ALTER TABLE tenants ADD COLUMN max_snapshot_mb integer CHECK (max_snapshot_mb > 0);
+
 -- +goose Down
+ALTER TABLE tenants DROP COLUMN max_snapshot_mb;
 DROP TABLE snapshots;
 ALTER TABLE sessions DROP COLUMN checkpoint_id, DROP COLUMN on_timeout, DROP COLUMN paused;
 DROP TABLE checkpoints;

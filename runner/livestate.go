@@ -50,6 +50,9 @@ type LiveConfig struct {
 	// CacheMB bounds the checkpoints a runner keeps on local disk (for a
 	// resume or a fork here without a download). Default 4096.
 	CacheMB int
+	// Require makes Start fail when live state cannot be checkpointed here
+	// (instead of keeping it in memory).
+	Require bool
 	// CheckpointEvery: after a job, a session whose last checkpoint is
 	// older than this is checkpointed while it goes on (a runner killed
 	// outright loses at most what its sessions did since). 0: 5 minutes;
@@ -73,33 +76,42 @@ func (c LiveConfig) WithDefaults() LiveConfig {
 
 // startLive sets up gVisor for stateful sessions when configured; when it
 // cannot checkpoint here, it says why and live state stays in memory.
-func (r *Runner) startLive(ctx context.Context) {
+func (r *Runner) startLive(ctx context.Context) error {
 	cfg := r.cfg.Live
 	if cfg.GVisor.Runsc == "" {
-		return
+		if cfg.Require {
+			return errors.New("GANTRY_LIVE_STATE=gvisor: no runsc found (scripts/ensure-runsc.sh installs it)")
+		}
+		r.log.Info("stateful sessions keep their live state in memory only (no runsc): it cannot be paused, snapshotted or forked")
+		return nil
 	}
 	if cfg.GVisor.StateDir == "" {
 		cfg.GVisor.StateDir = filepath.Join("/var/lib/gantry", sanitizeID(r.cfg.ID))
 	}
 	gv, err := newGVisor(cfg.GVisor, r.sandbox)
-	if err != nil {
-		r.log.Warn("stateful sessions keep their live state in memory only: it cannot be paused, snapshotted or forked, and is lost with its runner", "why", err)
-		return
+	if err == nil {
+		var cache *checkpointCache
+		if cache, err = newCheckpointCache(filepath.Join(cfg.GVisor.StateDir, "checkpoints"), int64(cfg.CacheMB)<<20); err == nil {
+			r.checkpoints = cache
+		}
 	}
-	cache, err := newCheckpointCache(filepath.Join(cfg.GVisor.StateDir, "checkpoints"), int64(cfg.CacheMB)<<20)
 	if err != nil {
-		r.log.Warn("stateful sessions keep their live state in memory only", "why", err)
-		return
+		if cfg.Require {
+			return fmt.Errorf("GANTRY_LIVE_STATE=gvisor: %w", err)
+		}
+		r.log.Warn("stateful sessions keep their live state in memory only: it cannot be paused, snapshotted or forked, and is lost with its runner", "why", err)
+		return nil
 	}
 	if n, err := gv.RemoveLeftovers(ctx); err != nil {
 		r.log.Warn("remove an earlier life's gVisor containers", "err", err)
 	} else if n > 0 {
 		r.log.Info("removed an earlier life's gVisor containers", "count", n)
 	}
-	r.gv, r.checkpoints = gv, cache
+	r.gv = gv
 	r.fleet.gv = gv
 	r.fleet.pauseLive = r.pauseEvicted
 	r.log.Info("stateful sessions run under gVisor: their live state can be paused, snapshotted, forked and restored", "runtime", gv.runtime())
+	return nil
 }
 
 // liveImage is what a checkpoint of c restores on: its image's id.

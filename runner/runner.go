@@ -263,7 +263,9 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		}
 		r.stopTools = func() { cancelTools(); stop() }
 	}
-	r.startLive(ctx)
+	if err := r.startLive(ctx); err != nil {
+		return err
+	}
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
