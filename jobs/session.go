@@ -55,6 +55,10 @@ const (
 	SessionPaused  SessionState = "paused"
 )
 
+// PausedTTL is how long a paused session is kept (from its pause, or
+// its last use if later): then its timeout closes it, as any session's.
+const PausedTTL = 7 * 24 * time.Hour
+
 // What a session's expiry does (SessionRequest.OnTimeout).
 const (
 	OnTimeoutKill  = "kill"

@@ -48,6 +48,13 @@ func (s *Store) GetCheckpoint(ctx context.Context, id string) (Checkpoint, error
 	return scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE id = $1`, id))
 }
 
+// pausedUntil is how long a paused session is kept after its pause: its
+// timeout then closes it, as any session's.
+const pausedUntil = `now() + make_interval(secs => ` + pausedTTLSeconds + `)`
+
+// pausedTTLSeconds is jobs.PausedTTL in seconds, for SQL.
+const pausedTTLSeconds = "604800"
+
 // PauseSession records that the owner paused the session: its live state is
 // cp now (the sandbox that held it is gone), until its next job restores
 // it. ErrNotFound if the owner no longer owns the active session.
@@ -56,7 +63,8 @@ func (s *Store) PauseSession(ctx context.Context, sessionID, owner string, cp Ch
 		if err := insertCheckpoint(ctx, tx, cp); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `UPDATE sessions SET paused = true, live_id = NULL, live_lost = NULL, checkpoint_id = $3
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET paused = true, live_id = NULL, live_lost = NULL, checkpoint_id = $3,
+				expires_at = greatest(expires_at, `+pausedUntil+`)
 			WHERE id = $1 AND owner = $2 AND status = 'active'`, sessionID, owner, cp.ID)
 		if err != nil {
 			return err
@@ -72,7 +80,7 @@ func (s *Store) PauseSession(ctx context.Context, sessionID, owner string, cp Ch
 // (its live state, if it had any, is its checkpoint, or was lost): nothing
 // is left to save. ErrNotFound if it is not so.
 func (s *Store) PauseIdle(ctx context.Context, tenantID, sessionID string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET paused = true
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET paused = true, expires_at = greatest(expires_at, `+pausedUntil+`)
 		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND stateful AND live_id IS NULL`, sessionID, tenantID)
 	if err != nil {
 		return err
@@ -87,9 +95,33 @@ func (s *Store) PauseIdle(ctx context.Context, tenantID, sessionID string) error
 // lost with its runner (reason): its checkpoint, if it has one, is its
 // live state now.
 func (s *Store) PauseLost(ctx context.Context, sessionID, live, reason string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE sessions SET paused = true, live_id = NULL, live_lost = $3
+	_, err := s.pool.Exec(ctx, `UPDATE sessions SET paused = true, live_id = NULL, live_lost = $3,
+			expires_at = greatest(expires_at, `+pausedUntil+`)
 		WHERE id = $1 AND live_id = $2 AND status = 'active'`, sessionID, live, reason)
 	return err
+}
+
+// PauseRef is a session to pause at its timeout.
+type PauseRef struct {
+	ID, TenantID string
+	// Live is its live sandbox ("" for none).
+	Live string
+}
+
+// ExpiredToPause lists up to limit active stateful sessions past their
+// timeout that pause on it (and are not paused yet).
+func (s *Store) ExpiredToPause(ctx context.Context, limit int) ([]PauseRef, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, coalesce(live_id, '') FROM sessions
+		WHERE status = 'active' AND expires_at <= now() AND stateful AND on_timeout = 'pause' AND NOT paused
+		ORDER BY expires_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PauseRef, error) {
+		var r PauseRef
+		err := row.Scan(&r.ID, &r.TenantID, &r.Live)
+		return r, err
+	})
 }
 
 // CountLive counts the tenant's active stateful sessions.

@@ -227,9 +227,12 @@ func (s *Store) ExpireSessions(ctx context.Context, limit int) ([]SessionRef, er
 		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	// A stateful session that pauses on its timeout is paused, not closed
+	// (ExpiredToPause); paused, it expires PausedTTL later.
 	rows, err := tx.Query(ctx, `
 		UPDATE sessions SET status = 'closing', closing_since = now()
 		WHERE id IN (SELECT id FROM sessions WHERE status = 'active' AND expires_at <= now()
+		               AND NOT (stateful AND on_timeout = 'pause' AND NOT paused)
 		             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 		RETURNING id, tenant_id`, limit)
 	if err != nil {

@@ -204,13 +204,19 @@ var errHolderGone = errors.New("no runner holds the session's live sandbox")
 // control operation. errHolderGone when none does; the runner's failures
 // as *Error.
 func (sb *Sandboxes) control(ctx context.Context, sess jobs.Session, req queue.ControlRequest) (queue.ControlReply, error) {
+	return control(ctx, sb.s.nc, sess.ID, sess.Live, req)
+}
+
+// control asks the runner holding a session's live sandbox live for a
+// control operation (Sandboxes.control; the sweeper's pauses too).
+func control(ctx context.Context, nc *nats.Conn, sessionID, live string, req queue.ControlRequest) (queue.ControlReply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return queue.ControlReply{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, controlWait)
 	defer cancel()
-	msg, err := sb.s.nc.RequestWithContext(ctx, queue.ControlSubject(sess.ID, sess.Live), body)
+	msg, err := nc.RequestWithContext(ctx, queue.ControlSubject(sessionID, live), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return queue.ControlReply{}, errHolderGone
