@@ -18,9 +18,19 @@ type EgressConfig struct {
 	// Off: no job gets a proxy, whatever its tenant's settings say
 	// (GANTRY_EGRESS=false).
 	Off bool
-	// AllowPrivate lets the proxy dial loopback, private and link-local
-	// addresses a tenant lists (GANTRY_EGRESS_ALLOW_PRIVATE).
+	// Private is where, of the non-public addresses, the proxy may dial
+	// what a tenant lists (GANTRY_EGRESS_PRIVATE); AllowPrivate lets it
+	// dial them all (GANTRY_EGRESS_ALLOW_PRIVATE=true, the older switch).
+	Private      egress.PrivateList
 	AllowPrivate bool
+	// Reserved is gantry's own services, which the proxy never dials,
+	// whatever a tenant or the settings above say.
+	Reserved *egress.Reserved
+}
+
+// policy is what the proxy checks each address it dials against.
+func (c EgressConfig) policy() egress.Policy {
+	return egress.Policy{AllowPrivate: c.AllowPrivate, Private: c.Private, Reserved: c.Reserved, Setting: "GANTRY_EGRESS_PRIVATE"}
 }
 
 // jobEgress is one job's egress: its proxy over the tenant's allow-list,
@@ -45,7 +55,7 @@ func (r *Runner) egressFor(allow []string) (*jobEgress, error) {
 		return nil, err
 	}
 	e := &jobEgress{}
-	e.proxy = &egress.Proxy{Allow: list, Policy: egress.Policy{AllowPrivate: r.cfg.Egress.AllowPrivate, Setting: "GANTRY_EGRESS_ALLOW_PRIVATE"},
+	e.proxy = &egress.Proxy{Allow: list, Policy: r.cfg.Egress.policy(),
 		Record: func(c egress.Connection) {
 			r.metrics.egress(c.Allowed)
 			e.mu.Lock()
