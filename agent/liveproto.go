@@ -67,6 +67,9 @@ const (
 	// sandbox is kept for the session at least TimeoutMS from now (the
 	// session's timeout changed).
 	OpKeep = "keep"
+	// OpNetwork is the runner's too: the session's network changed, and
+	// the runner reads it again for its live processes' egress.
+	OpNetwork = "network"
 )
 
 // MaxLiveChunk bounds the bytes one OpRead answers or one OpWrite carries

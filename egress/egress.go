@@ -31,6 +31,9 @@ type Policy struct {
 	// Reserved is never reached, whatever AllowPrivate and Private say:
 	// gantry's own services (nil: nothing is).
 	Reserved *Reserved
+	// Narrow are a job's and its sandbox's own narrowings: each must
+	// allow a connection.
+	Narrow []Narrowing
 	// Setting names the operator's switch for non-public addresses (such
 	// as GANTRY_MCP_ALLOW_PRIVATE), quoted in refusals.
 	Setting string
@@ -98,6 +101,11 @@ func (p Policy) CheckAddr(ctx context.Context, name string, ap netip.AddrPort) e
 		}
 	}
 	a := ap.Addr()
+	for _, n := range p.Narrow {
+		if !n.allows(name, a.Unmap()) {
+			return p.narrowed(name, a)
+		}
+	}
 	if PublicAddr(a) || p.AllowPrivate || p.Private.allowsAddr(a) || name != "" && p.Private.allowsName(name) {
 		return nil
 	}
@@ -132,6 +140,26 @@ func (p Policy) CheckHost(host string) error {
 		return p.refusal(host)
 	}
 	return nil
+}
+
+// CheckName refuses, before any connection, a name the narrowings deny.
+func (p Policy) CheckName(name string) error {
+	for _, n := range p.Narrow {
+		if n.refusesName(name) {
+			return p.narrowed(name, netip.Addr{})
+		}
+	}
+	return nil
+}
+
+func (p Policy) narrowed(name string, a netip.Addr) error {
+	what := name
+	if what == "" {
+		what = a.Unmap().String()
+	} else if a.IsValid() {
+		what = fmt.Sprintf("%s (%s)", name, a.Unmap())
+	}
+	return &Refusal{fmt.Sprintf("%s is refused by this sandbox's or job's own network rules (allow_out, deny_out)", what)}
 }
 
 func (p Policy) refusal(host string) error {

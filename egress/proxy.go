@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -166,6 +167,13 @@ type Connection struct {
 type Proxy struct {
 	Allow  AllowList
 	Policy Policy
+	// Rules set headers on requests to some hosts. For CONNECT to such a
+	// host the proxy speaks to each side itself: TLS with a certificate CA
+	// issues towards the job, TLS checked against UpstreamRoots (nil: the
+	// system's) towards the host. Other hosts' tunnels stay end to end.
+	Rules         HeaderRules
+	CA            *CA
+	UpstreamRoots *x509.CertPool
 	// Record receives each connection when it ends (may be nil).
 	Record func(Connection)
 	// DialTimeout bounds connecting to a host (default 10 s).
@@ -257,6 +265,11 @@ func (p *Proxy) check(host string, port int) string {
 	if err := p.Policy.CheckHost(host); err != nil {
 		return err.Error()
 	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		if err := p.Policy.CheckName(host); err != nil {
+			return err.Error()
+		}
+	}
 	return ""
 }
 
@@ -294,6 +307,11 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 	defer up.Close()
 	rec.Allowed = true
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.record(rec)
+		return
+	}
+	if p.CA != nil && p.Rules.For(host) != nil {
+		p.intercept(ctx, c, br, up, host, &rec)
 		p.record(rec)
 		return
 	}
@@ -340,6 +358,7 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool
 	req.RequestURI = ""
 	req.Body = out
 	removeHopHeaders(req.Header)
+	p.Rules.apply(host, req.Header)
 	resp, err := p.tr.RoundTrip(req)
 	if err != nil {
 		var code int
