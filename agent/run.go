@@ -138,7 +138,8 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := emptyDir(runDir); err != nil {
+	keep := s.keepEgress(req)
+	if err := s.emptyRunDir(runDir, keep); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := placeFiles(req.Files, runDir); err != nil {
@@ -153,7 +154,9 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 		if eg != nil {
 			eg.close()
 		}
-		_ = emptyDir(runDir) // the next run empties it again
+		if !keep {
+			_ = emptyDir(runDir) // the next run empties it again
+		}
 	}
 	if req.Bridge {
 		var err error
@@ -161,7 +164,13 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 			return nil, nil, nil, err
 		}
 	}
-	if req.Egress {
+	switch {
+	case keep:
+		if err := s.openKept(runDir); err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("egress socket: %w", err)
+		}
+	case req.Egress:
 		var err error
 		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(EgressSocket)), s.fw); err != nil {
 			closeAll()

@@ -270,7 +270,7 @@ func (p *Proxy) check(host string, port int) string {
 			return err.Error()
 		}
 	}
-	return ""
+	return p.Rules.refusal(host)
 }
 
 func (p *Proxy) record(c Connection) {

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,6 +19,9 @@ import (
 type HeaderRules struct {
 	exact map[string]http.Header
 	wild  []wildHeaders // longest suffix first
+	// broken are rules that cannot be applied (a secret they name is
+	// gone), by host: requests to it are refused with the reason.
+	broken map[string]string
 }
 
 type wildHeaders struct {
@@ -39,6 +43,47 @@ func NewHeaderRules(byHost map[string]http.Header) HeaderRules {
 	}
 	sort.Slice(r.wild, func(i, j int) bool { return len(r.wild[i].suffix) > len(r.wild[j].suffix) })
 	return r
+}
+
+// Broken returns the rules with host's marked as not applicable, for why
+// (which must hold no secret): the proxy refuses the host rather than send
+// its requests without their headers.
+func (r HeaderRules) Broken(host, why string) HeaderRules {
+	b := make(map[string]string, len(r.broken)+1)
+	for k, v := range r.broken {
+		b[k] = v
+	}
+	b[strings.TrimSuffix(strings.ToLower(host), ".")] = why
+	r.broken = b
+	if _, ok := r.exact[host]; !ok && !strings.HasPrefix(host, "*.") {
+		r.exact = maps.Clone(r.exact)
+		if r.exact == nil {
+			r.exact = map[string]http.Header{}
+		}
+		r.exact[host] = http.Header{}
+	}
+	return r
+}
+
+// refusal is why requests to host are refused ("" when they are not):
+// the rule matching it is broken.
+func (r HeaderRules) refusal(host string) string {
+	if len(r.broken) == 0 {
+		return ""
+	}
+	h := strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if why, ok := r.broken[h]; ok {
+		return why
+	}
+	if _, ok := r.exact[h]; ok {
+		return ""
+	}
+	for _, w := range r.wild {
+		if strings.HasSuffix(h, w.suffix) {
+			return r.broken["*"+w.suffix]
+		}
+	}
+	return ""
 }
 
 // Empty reports whether no host has rules.

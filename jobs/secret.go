@@ -16,3 +16,8 @@ type SecretRequest struct {
 
 // MaxSecretBytes bounds a secret's value.
 const MaxSecretBytes = MaxHeaderValue
+
+// SecretSealContext is what a tenant's secret name is sealed to (under
+// GANTRY_SECRET_KEY): the ingress seals, the runner opens, and a sealed
+// value copied to another tenant or name does not open.
+func SecretSealContext(tenantID, name string) string { return "egress-secret:" + tenantID + ":" + name }

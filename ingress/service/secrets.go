@@ -24,9 +24,6 @@ import (
 // and the name), opened only by the runner serving the request, and never
 // answered, logged or put in a sandbox.
 
-// SecretContext is what a secret is sealed to.
-func SecretContext(tenantID, name string) string { return "egress-secret:" + tenantID + ":" + name }
-
 // needBox refuses what needs GANTRY_SECRET_KEY on a server without it.
 func (s *Service) needBox(what string) error {
 	if !s.cfg.Box.Enabled() {
@@ -67,7 +64,7 @@ func (s *Service) PutSecret(ctx context.Context, p Principal, name, value string
 	if err := s.needBox("secrets"); err != nil {
 		return jobs.Secret{}, false, err
 	}
-	sealed, err := s.cfg.Box.Seal([]byte(value), SecretContext(p.TenantID, name))
+	sealed, err := s.cfg.Box.Seal([]byte(value), jobs.SecretSealContext(p.TenantID, name))
 	if err != nil {
 		return jobs.Secret{}, false, err
 	}
@@ -163,7 +160,7 @@ func (s *Service) putSessionSecrets(ctx context.Context, p Principal, sessionID 
 		if err := checkSecretValue("network.rules", v); err != nil {
 			return err
 		}
-		sealed, err := s.cfg.Box.Seal([]byte(v), SecretContext(p.TenantID, name))
+		sealed, err := s.cfg.Box.Seal([]byte(v), jobs.SecretSealContext(p.TenantID, name))
 		if err != nil {
 			return err
 		}
