@@ -55,8 +55,13 @@ func (n *Network) Empty() bool {
 // secretRef is how a header value names a secret.
 var secretRef = regexp.MustCompile(`\$\{secrets\.([^}]*)\}`)
 
-// SecretNameRE is what a secret's name looks like.
-var SecretNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+// SecretNameRE is what a tenant's secret's name looks like. A session's
+// own secrets (a compatible API's literal values) start with _ instead,
+// which no tenant's name does.
+var (
+	SecretNameRE    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+	secretRefNameRE = regexp.MustCompile(`^_?[A-Za-z][A-Za-z0-9_]{0,127}$`)
+)
 
 // headers a rule may not set: they frame the request, or are the proxy's.
 var reservedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
@@ -99,7 +104,7 @@ func (n *Network) Check(field string) error {
 					return fieldErr(hf, "must be at most %d bytes, without CR, LF or NUL", MaxHeaderValue)
 				}
 				for _, ref := range SecretRefs(v) {
-					if !SecretNameRE.MatchString(ref) {
+					if !secretRefNameRE.MatchString(ref) {
 						return fieldErr(hf, "names secret %q, which is not a secret's name", ref)
 					}
 				}
