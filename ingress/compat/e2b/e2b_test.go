@@ -104,7 +104,9 @@ func TestToNetwork(t *testing.T) {
 	}
 	for name, c := range map[string]*networkConfig{
 		"egress proxy": {EgressProxy: json.RawMessage(`{"address":"p:1080"}`)},
-		"iam":          {Rules: map[string][]networkRule{"a.example": {{Transform: &struct{ Headers map[string]string `json:"headers"` }{Headers: map[string]string{"A": "${e2b.identity.tokens.aws}"}}}}}},
+		"iam": {Rules: map[string][]networkRule{"a.example": {{Transform: &struct {
+			Headers map[string]string `json:"headers"`
+		}{Headers: map[string]string{"A": "${e2b.identity.tokens.aws}"}}}}}},
 	} {
 		var ae *apiError
 		if _, _, err := toNetwork(c, nil); !errors.As(err, &ae) || ae.status != 501 {
