@@ -232,3 +232,19 @@ func TestProxyNarrowing(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseNarrowing: whatever a request's allow_out and deny_out say, no
+// panic, and what is accepted decides every address.
+func FuzzParseNarrowing(f *testing.F) {
+	f.Add("api.example.com", "0.0.0.0/0")
+	f.Add("*.a.b", "10.0.0.0/8")
+	f.Add("[::1]", "fe80::/10")
+	f.Fuzz(func(t *testing.T, allow, deny string) {
+		n, err := ParseNarrowing([]string{allow}, []string{deny})
+		if err != nil {
+			return
+		}
+		_ = n.allows("x.example", netip.MustParseAddr("192.0.2.1"))
+		_ = n.refusesName(allow)
+	})
+}

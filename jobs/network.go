@@ -130,6 +130,18 @@ func (n *Network) RuleHosts() []string {
 	return hosts
 }
 
+// ruleList is every rule of every host.
+func (n *Network) ruleList() []NetworkRule {
+	if n == nil {
+		return nil
+	}
+	var out []NetworkRule
+	for _, r := range n.Rules {
+		out = append(out, r...)
+	}
+	return out
+}
+
 // SecretRefs are the secrets a header value names, in order.
 func SecretRefs(v string) []string {
 	var out []string

@@ -125,6 +125,7 @@ func FuzzNewSandbox(f *testing.F) {
 	f.Add([]byte(`{"templateID":"code-interpreter-v1","timeout":300,"metadata":{"a":"b"},"envVars":{"K":"v"}}`))
 	f.Add([]byte(`{"templateID":"base","network":{"allowOut":["0.0.0.0/0"]},"autoResume":{"enabled":true}}`))
 	f.Add([]byte(`{"timeout":"x"}`))
+	f.Add([]byte(`{"network":{"allowOut":["a.example"],"rules":{"A.example":[{"transform":{"headers":{"K":"v"}}}]}},"allow_internet_access":false}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req newSandbox
@@ -136,6 +137,11 @@ func FuzzNewSandbox(f *testing.F) {
 			return
 		}
 		_ = req.refuse()
+		if _, _, err := toNetwork(req.Network, req.AllowInternetAccess); err != nil {
+			if _, ok := err.(*apiError); !ok {
+				t.Fatalf("a network's error is not E2B's: %T %v", err, err)
+			}
+		}
 		if req.Timeout != nil {
 			if got := ttl(*req.Timeout); got < jobs.MinSessionTTL || got > jobs.MaxSessionTTL {
 				t.Fatalf("ttl %d", got)
