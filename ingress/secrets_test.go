@@ -61,9 +61,9 @@ func TestSecretsAPI(t *testing.T) {
 		t.Errorf("a's job with a rule: %d %s", r.status, r.body)
 	}
 	for body, field := range map[string]string{
-		`{"rules":{"10.0.0.1":[{}]}}`: `network.rules[\"10.0.0.1\"]`,
+		`{"rules":{"10.0.0.1":[{}]}}`:                        `network.rules[\"10.0.0.1\"]`,
 		`{"rules":{"a.example":[{"headers":{"Host":"x"}}]}}`: `network.rules[\"a.example\"][0].headers[\"Host\"]`,
-		`{"allow_out":["http://x"]}`: "network.allow_out",
+		`{"allow_out":["http://x"]}`:                         "network.allow_out",
 	} {
 		if r := h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"python","code":"1","network":`+body+`}`); r.status != 400 || !strings.Contains(string(r.body), `"field":"`+field+`"`) {
 			t.Errorf("%s: %d %s", body, r.status, r.body)
