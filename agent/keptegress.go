@@ -3,6 +3,8 @@ package agent
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // A stateful session's live sandbox outlives its runs, and so do the
@@ -24,7 +26,7 @@ func (s *server) keptEgress() *egressRelay {
 // keepEgress settles the kept relay for req before its run: it closes one
 // the run does not keep, and reports whether the run's egress is the
 // kept relay (opened by openKept).
-func (s *server) keepEgress(req Request) bool {
+func (s *server) keepEgress(req wire.Request) bool {
 	keep := req.Stateful && req.Egress && req.KeepEgress
 	if !keep {
 		s.liveMu.Lock()
@@ -43,7 +45,7 @@ func (s *server) openKept(runDir string) error {
 	if s.keptEgress() != nil {
 		return nil
 	}
-	e, err := openEgress(filepath.Join(runDir, filepath.Base(EgressSocket)), s.fw)
+	e, err := openEgress(filepath.Join(runDir, filepath.Base(wire.EgressSocket)), s.fw)
 	if err != nil {
 		return err
 	}
@@ -63,7 +65,7 @@ func (s *server) emptyRunDir(runDir string, keep bool) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() == filepath.Base(EgressSocket) {
+		if e.Name() == filepath.Base(wire.EgressSocket) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -58,7 +58,7 @@ type EgressStore interface {
 
 // caBundlePath is where a job finds the CA bundle its proxy variables
 // name: the image's system roots and its tenant's egress CA.
-const caBundlePath = agent.ProgramDir + "/egress-ca.pem"
+const caBundlePath = wire.ProgramDir + "/egress-ca.pem"
 
 // jobEgress is one job's egress: its proxy over the tenant's allow-list
 // (narrowed by the job's and its session's network, with their header
@@ -294,7 +294,7 @@ func (e *jobEgress) env(in map[string]string) map[string]string {
 // egressEnv is the variables a program behind the proxy gets; own are the
 // program's own, whose CA variables are kept.
 func egressEnv(withCA bool, own map[string]string) map[string]string {
-	proxy := "http://" + agent.EgressProxy
+	proxy := "http://" + wire.EgressProxy
 	env := map[string]string{}
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 		env[k] = proxy
@@ -312,7 +312,7 @@ func egressEnv(withCA bool, own map[string]string) map[string]string {
 
 // caFile is the job's CA bundle file (the image's system roots and the
 // tenant's CA), none without a CA.
-func (r *Runner) caFile(ctx context.Context, e *jobEgress, c *Container) ([]agent.File, error) {
+func (r *Runner) caFile(ctx context.Context, e *jobEgress, c *Container) ([]wire.File, error) {
 	if e == nil || e.ca == nil {
 		return nil, nil
 	}
@@ -321,7 +321,7 @@ func (r *Runner) caFile(ctx context.Context, e *jobEgress, c *Container) ([]agen
 		return nil, err
 	}
 	bundle := append(append(append([]byte(nil), system...), '\n'), e.ca.CertPEM()...)
-	return []agent.File{{Path: caBundlePath, Data: bundle}}, nil
+	return []wire.File{{Path: caBundlePath, Data: bundle}}, nil
 }
 
 // systemRoots is where Debian-based images keep their CA bundle.
@@ -364,7 +364,7 @@ func (r *Runner) imageRoots(ctx context.Context, c *Container) ([]byte, error) {
 }
 
 // handler is the agent's Egress for this job (nil when it has none).
-func (e *jobEgress) handler() agent.Egress {
+func (e *jobEgress) handler() wire.Egress {
 	if e == nil {
 		return nil
 	}

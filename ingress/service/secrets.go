@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -213,7 +213,7 @@ func (s *Service) SetSessionNetwork(ctx context.Context, p Principal, id string,
 		// the session's next job reads the network with its claim.
 		tell, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		body := []byte(fmt.Sprintf(`{"op":%q}`, agent.OpNetwork))
+		body := []byte(fmt.Sprintf(`{"op":%q}`, wire.OpNetwork))
 		if _, err := s.sandboxes.liveRequest(tell, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("tell a live sandbox's runner of its session's new network", "session_id", id, "err", err)
 		}
