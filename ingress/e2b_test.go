@@ -139,10 +139,15 @@ func TestE2BControlPlane(t *testing.T) {
 				t.Errorf("POST %s: %d %s", path, r.status, r.body)
 			}
 		}
-		r = e2b(h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "allow_internet_access": true}`)
+		r = e2b(h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "network": {"egressProxy": {"address": "proxy.example.com:1080"}}}`)
 		r.json(t, &e2bErr)
-		if r.status != 501 || !strings.Contains(e2bErr.Message, "network") {
-			t.Errorf("internet access: %d %s", r.status, r.body)
+		if r.status != 501 || !strings.Contains(e2bErr.Message, "SOCKS5") {
+			t.Errorf("an egress proxy of one's own: %d %s", r.status, r.body)
+		}
+		r = e2b(h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "network": {"rules": {"api.example.com": [{"transform": {"headers": {"Bad Name": "x"}}}]}}}`)
+		r.json(t, &e2bErr)
+		if r.status != 400 || !strings.Contains(e2bErr.Message, "header name") {
+			t.Errorf("a bad rule: %d %s", r.status, r.body)
 		}
 	})
 

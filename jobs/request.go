@@ -50,6 +50,10 @@ type Request struct {
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
+	// Network narrows the job's egress below its tenant's allow-list (and
+	// its session's network), and sets headers on requests to some hosts
+	// at the egress proxy.
+	Network *Network `json:"network,omitempty"`
 }
 
 // MaxCompatBytes caps Request.Compat.
@@ -417,6 +421,12 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	if req.WebhookURL != "" {
 		if _, err := ValidateWebhookURL("webhook_url", req.WebhookURL); err != nil {
+			return Spec{}, err
+		}
+	}
+	if !req.Network.Empty() {
+		spec.Network = NormalizeNetwork(req.Network)
+		if err := spec.Network.Check("network"); err != nil {
 			return Spec{}, err
 		}
 	}

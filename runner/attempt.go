@@ -175,8 +175,13 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
-	if in.egress, err = a.r.egressFor(claim.EgressAllow); err != nil {
-		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
+	stateful := a.session != nil && a.session.state.Stateful
+	sessionID := ""
+	if a.session != nil {
+		sessionID = a.session.id
+	}
+	if in.egress, err = a.r.egressFor(ctx, claim, sessionID, stateful); err != nil {
+		return nil, fmt.Errorf("the job's egress: %w", err)
 	}
 	if in.egress != nil {
 		env = in.egress.env(env)
@@ -300,7 +305,18 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		}
 	}
 	rio.Egress = in.egress.handler()
-	rr, err := ctr.conn.Run(runCtx, in.req, rio)
+	rio.KeepEgress = in.req.Stateful
+	ca, err := a.r.caFile(ctx, in.egress, ctr.Container)
+	if err != nil {
+		a.handOn(ctr, false, "broken")
+		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
+	}
+	req := in.req
+	req.Files = append(append([]wire.File(nil), req.Files...), ca...)
+	rr, err := ctr.conn.Run(runCtx, req, rio)
+	if in.req.Stateful {
+		keepLive(ctr.Container, a.claim.TenantID, in.egress)
+	}
 	end := time.Now()
 	a.traceRun(runCtx, began, end, rr, err)
 	if rr.Compile != nil {

@@ -117,6 +117,7 @@ type Store interface {
 	SessionStore
 	SkillStore
 	EnvironmentStore
+	EgressStore
 }
 
 // Runner runs jobs from the queue, from Start until Stop.
@@ -145,6 +146,8 @@ type Runner struct {
 	// stays in memory.
 	gv          *gvisor
 	checkpoints *checkpointCache
+	// cas holds the tenants' egress CAs and the images' CA bundles.
+	cas caCache
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops
@@ -191,6 +194,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
+	r.live.renetwork = r.renetwork
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

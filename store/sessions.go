@@ -22,17 +22,20 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env,
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network,
 	paused, on_timeout, coalesce(checkpoint_id, '')`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
-	var meta []byte
+	var meta, network []byte
 	var paused bool
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv,
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network,
 		&paused, &s.OnTimeout, &s.Checkpoint)
 	if err != nil {
+		return s, err
+	}
+	if s.Network, err = decodeNetwork(network); err != nil {
 		return s, err
 	}
 	s.State = jobs.SessionRunning
@@ -94,11 +97,11 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 	}
 	sess, err := scanSession(tx.QueryRow(ctx, `
 		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
-			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14)
+			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING `+sessionColumns,
 		id, tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv,
-		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace)))
+		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace), networkJSON(req.Network)))
 	if err != nil {
 		return sess, err
 	}
@@ -434,9 +437,10 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var keyEpoch int64
 	var traceParent string
 	var egressAllow []string
+	var network []byte
 	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow, &network)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sj, false, false, nil // nothing left
 	}
@@ -454,6 +458,9 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		return sj, false, false, err
 	}
 	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
+	if sj.Claim.SessionNetwork, err = decodeNetwork(network); err != nil {
+		return sj, false, false, err
+	}
 	sj.Claim.TraceParent = traceParent
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)

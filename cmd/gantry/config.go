@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/devstack"
+	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
@@ -33,6 +36,9 @@ type config struct {
 	Addr        string
 	DatabaseURL string
 	NATSURL     string
+	// NATSAuth is sent to NATS beside any user in NATSURL's servers
+	// (GANTRY_NATS_TOKEN, GANTRY_NATS_CREDS, or gantry dev's own user).
+	NATSAuth    queue.Auth
 	S3          blob.Config
 	AutoMigrate bool
 
@@ -114,13 +120,20 @@ type config struct {
 	WebhookAllowPrivate *bool // nil: on in dev, off otherwise
 
 	// Egress: jobs' allow-listed connections through the egress proxy.
-	EgressOff          bool
-	EgressAllowPrivate *bool // nil: on in dev, off otherwise
-	EgressMaxHosts     int
-	WebhookTimeout     time.Duration
-	WebhookBackoff     time.Duration
-	WebhookRetryFor    time.Duration
-	BatchMax           int
+	EgressOff bool
+	// EgressPrivate is the operator's list of the non-public places jobs
+	// may reach (GANTRY_EGRESS_PRIVATE); EgressAllowPrivate lets them reach
+	// every one (GANTRY_EGRESS_ALLOW_PRIVATE=true, the older switch).
+	EgressPrivate      egress.PrivateList
+	EgressAllowPrivate bool
+	// EgressDeny is what jobs never reach beside gantry's own services
+	// (GANTRY_EGRESS_DENY).
+	EgressDeny      []egress.Endpoint
+	EgressMaxHosts  int
+	WebhookTimeout  time.Duration
+	WebhookBackoff  time.Duration
+	WebhookRetryFor time.Duration
+	BatchMax        int
 
 	// The web console and the agent (chat) behind the playground and
 	// POST /v1/agent/chat/completions.
@@ -308,12 +321,27 @@ func (e *envReader) bool(name string, def bool) bool {
 	return b
 }
 
+// list reads a comma-separated list, without empty entries.
+func (e *envReader) list(name string) []string {
+	var out []string
+	for _, v := range strings.Split(e.str(name, ""), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (e *envReader) err() error {
 	if len(e.errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("bad configuration:\n  %s", strings.Join(e.errs, "\n  "))
 }
+
+// devNATSCredentials is the file in GANTRY_DATA_DIR where gantry dev
+// keeps the user its NATS server admits.
+const devNATSCredentials = "nats-credentials.json"
 
 // DefaultDatabaseURL is the local cluster `make run` sets up.
 const DefaultDatabaseURL = "postgres://gantry:gantry@127.0.0.1:5432/gantry?sslmode=disable"
@@ -448,9 +476,29 @@ func loadConfig() (config, error) {
 	}
 	c.EgressOff = !e.bool("GANTRY_EGRESS", true)
 	c.EgressMaxHosts = e.int("GANTRY_EGRESS_MAX_HOSTS", 100, 1, 100)
-	if v := e.str("GANTRY_EGRESS_ALLOW_PRIVATE", ""); v != "" {
-		b := e.bool("GANTRY_EGRESS_ALLOW_PRIVATE", false)
-		c.EgressAllowPrivate = &b
+	c.EgressAllowPrivate = e.bool("GANTRY_EGRESS_ALLOW_PRIVATE", false)
+	if c.EgressPrivate, err = egress.ParsePrivateList(e.list("GANTRY_EGRESS_PRIVATE")); err != nil {
+		e.errs = append(e.errs, "GANTRY_EGRESS_PRIVATE: "+err.Error()+" (want addresses, CIDR prefixes and host names, comma-separated)")
+	}
+	for _, v := range e.list("GANTRY_EGRESS_DENY") {
+		ep, err := egress.ParseEndpoint("service the operator keeps out of reach (GANTRY_EGRESS_DENY)", v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_EGRESS_DENY: entry %q: %v (want host:port, a host, an address or a CIDR prefix)", v, err))
+			continue
+		}
+		c.EgressDeny = append(c.EgressDeny, ep)
+	}
+	c.NATSAuth = queue.Auth{Token: e.str("GANTRY_NATS_TOKEN", ""), CredsFile: e.str("GANTRY_NATS_CREDS", "")}
+	if err := c.NATSAuth.Check(); err != nil {
+		e.errs = append(e.errs, err.Error())
+	}
+	// gantry dev's server admits only the user it keeps in its data dir: a
+	// process given no NATS credentials at all (a runner joining it,
+	// `gantry keys revoke`) sends that user when the data dir has one.
+	if !queue.URLHasUser(c.NATSURL) && c.NATSAuth.Empty() {
+		if creds, err := devstack.ReadNATSCredentials(filepath.Join(c.DataDir, devNATSCredentials)); err == nil {
+			c.NATSAuth = queue.Auth{User: creds.User, Password: creds.Password}
+		}
 	}
 	if v := e.str("GANTRY_WEBHOOK_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_WEBHOOK_ALLOW_PRIVATE", false)

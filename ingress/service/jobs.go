@@ -74,6 +74,9 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 			return jobs.Job{}, false, err
 		}
 	}
+	if err := s.checkNetwork(ctx, p, "network", spec.Network, sessionID, nil); err != nil {
+		return jobs.Job{}, false, err
+	}
 	hash, err := requestHash(s.cfg.Box, p.TenantID, req)
 	if err != nil {
 		return jobs.Job{}, false, err

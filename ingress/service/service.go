@@ -154,6 +154,14 @@ type Store interface {
 	TenantEgress(ctx context.Context, tenantID string) ([]string, error)
 	SetTenantEgress(ctx context.Context, tenantID string, allow []string) error
 
+	PutSecret(ctx context.Context, tenantID, name, sessionID string, sealed []byte) (jobs.Secret, bool, error)
+	GetSecret(ctx context.Context, tenantID, name string) (jobs.Secret, error)
+	ListSecrets(ctx context.Context, tenantID string) ([]jobs.Secret, error)
+	DeleteSecret(ctx context.Context, tenantID, name string) error
+	MissingSecrets(ctx context.Context, tenantID, sessionID string, names []string) ([]string, error)
+	DeleteSessionSecrets(ctx context.Context, tenantID, sessionID string, keep []string) error
+	SetSessionNetwork(ctx context.Context, tenantID, id string, n *jobs.Network) (jobs.Session, error)
+
 	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
 
 	Environments(ctx context.Context) ([]store.Environment, error)
