@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,26 @@ func (g *gvisor) root(ctx context.Context, image string) (*imageRoot, error) {
 	r := &imageRoot{id: res.ID, dir: dir, env: env}
 	g.roots[image] = r
 	return r, nil
+}
+
+// readImageFile reads a file of image (at most max bytes), through its
+// mounted layers; a symlink is followed only within them.
+func (g *gvisor) readImageFile(ctx context.Context, image, path string, max int64) ([]byte, error) {
+	r, err := g.root(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(strings.TrimPrefix(path, "/"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // mounted reports whether dir is a mount point.

@@ -364,6 +364,9 @@ func (s *Server) routeTable() []route {
 			Errors:  []int{404},
 			Responses: []openapi.Response{
 				{Status: "204", Description: "Deleted."},
+			},
+		},
+		{
 			Method: "PUT", Path: "/v1/sessions/{id}/network", ID: "setSessionNetwork",
 			handle:  s.handlePutSessionNetwork,
 			Tags:    []string{"sessions"},
