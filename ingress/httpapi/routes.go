@@ -237,7 +237,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"sessions"},
 			Summary: "Create a session: a workspace that persists between the jobs run in it.",
 			Body:    &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.SessionRequest](), More: js{"examples": js{"defaults": js{"value": js{}}, "full": js{"value": js{"language": "python", "ttl_seconds": 7200, "disk_mb": 1024, "metadata": js{"agent": "demo"}}}, "stateful": js{"value": js{"language": "python", "stateful": true}}}}}}},
-			Errors:  []int{400},
+			Errors:  []int{400, 404},
 			Responses: []openapi.Response{
 				{Status: "201", Description: "Created: the session.", Headers: js{"Location": js{"$ref": "#/components/headers/SessionLocation"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Session]()}}},
 				{Status: "413", Description: "payload_too_large: the request body is larger than 65536 bytes.", Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
