@@ -30,9 +30,11 @@ const (
 	// A run's compile step (Request.Compile): its output, then its Exit.
 	KindCompileOutput = 'b'
 	KindCompiled      = 'B'
-	KindListing       = 'l' // the workspace's regular files, "size path\x00" records; ends a run
-	KindOK            = 'k' // a request other than run or tar succeeded
-	KindError         = 'E' // a request failed; the payload says why
+	// KindBuild carries what a compile step built (Compile.SendBuild).
+	KindBuild   = 'u'
+	KindListing = 'l' // the workspace's regular files, "size path\x00" records; ends a run
+	KindOK      = 'k' // a request other than run or tar succeeded
+	KindError   = 'E' // a request failed; the payload says why
 )
 
 // MaxFrame bounds one frame's payload. The runner reads frames from a
