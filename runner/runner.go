@@ -75,6 +75,8 @@ type Config struct {
 	// Tracer makes the spans of each attempt at a job, in the job's trace
 	// (nil: none).
 	Tracer trace.TracerProvider
+	// Builds bounds the compiled programs the runner keeps (buildcache.go).
+	Builds BuildCacheConfig
 }
 
 // WithDefaults fills in zero fields.
@@ -97,6 +99,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
+	c.Builds = c.Builds.WithDefaults()
 	return c
 }
 
@@ -130,6 +133,7 @@ type Runner struct {
 	skills   *skillCache
 	envs     *environments
 	fleet    *fleet
+	builds   *buildCache
 	// live answers the live operations of the stateful sessions whose
 	// sandboxes its containers hold (liveops.go).
 	live   *liveServer
@@ -179,6 +183,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
+	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
 	r.live = newLiveServer(nc, r.log, r.fleet)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -255,7 +260,7 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
-	if err := r.loops.Start(ctx, func(ctx context.Context) { r.consume(ctx, queues) }); err != nil {
+	if err := r.loops.Start(ctx, func(ctx context.Context) { r.consume(ctx, queues) }, r.sweepBuilds); err != nil {
 		return err
 	}
 	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
@@ -352,6 +357,17 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 		r.log.Warn("drain timeout: killing running jobs and returning them to the queue")
 		cancelJobs(errShutdown)
 		<-drained
+	}
+}
+
+// sweepBuilds deletes old builds from the object store every hour, until
+// ctx ends.
+func (r *Runner) sweepBuilds(ctx context.Context) {
+	if !r.builds.enabled() {
+		return
+	}
+	for sleep(ctx, time.Hour) {
+		r.builds.sweep(ctx)
 	}
 }
 

@@ -39,6 +39,9 @@ type Blobs interface {
 	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
+	// DeleteOlder removes what prefix holds written before a time
+	// (old builds, buildcache.go).
+	DeleteOlder(ctx context.Context, prefix string, before time.Time) (int, error)
 }
 
 // errSessionLost means the runner no longer owns the session (it closed,
