@@ -329,7 +329,7 @@ type Spec struct {
 	// Tests, Compare, Tolerance and StopOnFailure: the job's tests
 	// (Request.Tests); Compare is set whenever Tests are.
 	Tests         []Test  `json:"tests,omitempty"`
-	Compare       string  `json:"compare,omitempty"`
+	Compare       Compare `json:"compare,omitempty"`
 	Tolerance     float64 `json:"tolerance,omitempty"`
 	StopOnFailure bool    `json:"stop_on_failure,omitempty"`
 }

@@ -55,7 +55,7 @@ type Request struct {
 	Tests []Test `json:"tests,omitempty"`
 	// Compare is how a test's stdout is compared with what it expects:
 	// one of Compares (default "lines").
-	Compare string `json:"compare,omitempty"`
+	Compare Compare `json:"compare,omitempty"`
 	// Tolerance is how far a number may be from the expected one with
 	// "compare": "tokens" (absolute, or relative to the expected number).
 	Tolerance float64 `json:"tolerance,omitempty"`

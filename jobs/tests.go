@@ -22,21 +22,24 @@ type Test struct {
 	ExpectedStdout *string `json:"expected_stdout,omitempty"`
 }
 
-// The ways a test's stdout is compared with what it expects
+// Compare is how a test's stdout is compared with what it expects
 // (Request.Compare).
+type Compare string
+
+// The comparisons.
 const (
 	// CompareLines ignores whitespace at the end of each line and empty
 	// lines at the end (the default, as judges compare).
-	CompareLines = "lines"
+	CompareLines Compare = "lines"
 	// CompareExact wants the very same bytes.
-	CompareExact = "exact"
+	CompareExact Compare = "exact"
 	// CompareTokens compares the whitespace-separated tokens, numbers
 	// within Request.Tolerance of each other.
-	CompareTokens = "tokens"
+	CompareTokens Compare = "tokens"
 )
 
 // Compares lists the comparisons a request may name.
-var Compares = []string{CompareLines, CompareExact, CompareTokens}
+var Compares = []Compare{CompareLines, CompareExact, CompareTokens}
 
 // The limits of a job's tests.
 const (
@@ -147,7 +150,7 @@ func (p Policy) normalizeTests(req Request, spec *Spec) error {
 		compare = CompareLines
 	case CompareLines, CompareExact, CompareTokens:
 	default:
-		return fieldErr("compare", "must be one of %s, not %q", strings.Join(Compares, ", "), req.Compare)
+		return fieldErr("compare", "must be lines, exact or tokens, not %q", req.Compare)
 	}
 	if req.Tolerance != 0 && compare != CompareTokens {
 		return fieldErr("tolerance", "goes with \"compare\": \"tokens\"")

@@ -35,7 +35,7 @@ func TestNormalizeTests(t *testing.T) {
 
 func TestMatches(t *testing.T) {
 	for _, c := range []struct {
-		compare   string
+		compare   Compare
 		tol       float64
 		got, want string
 		ok        bool
