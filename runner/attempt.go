@@ -132,8 +132,8 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 			// What the job asks cannot be had here: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
 				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
-		case isEnv(err):
-			// Its environment cannot be had: say so, once.
+		case isEnv(err) || isTooLarge(err):
+			// Its environment, or its memory, cannot be had: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil, nil
 		case err != nil:
 			return jobs.Result{}, nil, err
@@ -363,11 +363,15 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, rr.Exit.Message)
 	case err == nil && rr.Exit.TimedOut:
 		// The agent killed the program at its timeout: measured, with
-		// nothing of it left running; the container goes all the same.
-		a.handOn(ctr, false, "timed out")
+		// nothing of it left running (its sandbox's pid namespace died
+		// with it). A job's container serves again, as after any run
+		// (a burst of programs that all run to their limit would
+		// otherwise make a container each); a session's goes, its
+		// workspace left as it was before the job.
+		ctr = a.handOn(ctr, a.session == nil && ctr.conn.Err() == nil && rr.Exit.OOMKills == 0, "timed out")
 		res.Status, res.Usage = jobs.StatusTimedOut, usage(rr.Exit.Usage)
 		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
-		return res, nil, nil
+		return res, ctr, nil
 	case err == nil:
 		// The program ended by itself: below.
 	case errors.Is(cause, errCompileTimeout):

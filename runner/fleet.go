@@ -40,6 +40,9 @@ type FleetConfig struct {
 	// kept for as long as its session lives); past it the least recently
 	// used loses its live state.
 	LiveMax int
+	// MemoryMB is the host memory the runner's containers may take
+	// together, by their limits (memory.go); 0: no bound.
+	MemoryMB int64
 }
 
 // WithDefaults fills in zero fields.
@@ -97,6 +100,8 @@ type fleet struct {
 	skills *skillCache
 	log    *slog.Logger
 	m      *fleetMetrics
+	// mem admits containers against the host's memory (nil: no bound).
+	mem *memBudget
 
 	mu       sync.Mutex
 	unbound  []*Container
@@ -178,11 +183,143 @@ func (f *fleet) setLocked(c *Container, to ctrState) {
 }
 
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
-	return &fleet{
+	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
 		target: cfg.Min, ready: make(chan struct{}), wake: make(chan struct{}, 1),
 		idle: map[bindKey][]*Container{}, parked: map[string]*parkedSession{}, epochs: map[string]int64{},
 	}
+	if cfg.MemoryMB > 0 {
+		f.mem = newMemBudget(cfg.MemoryMB)
+	}
+	return f
+}
+
+// admit reserves the memory of a container made for lim, retiring idle
+// containers for it when it does not fit, and waiting (until ctx ends) for
+// what is still missing. It returns what it reserved.
+func (f *fleet) admit(ctx context.Context, lim jobs.Limits) (int64, error) {
+	if f.mem == nil {
+		return 0, nil
+	}
+	mb := f.sb.memoryMB(lim)
+	if f.mem.tryReserve(mb) {
+		return mb, nil
+	}
+	f.evictFor(mb)
+	start := time.Now()
+	if err := f.mem.reserve(ctx, mb); err != nil {
+		return 0, err
+	}
+	f.log.Debug("a container waited for memory", "mb", mb, "waited", time.Since(start))
+	return mb, nil
+}
+
+// unadmit gives back what admit reserved for a container that was not made.
+func (f *fleet) unadmit(mb int64) {
+	if f.mem != nil {
+		f.mem.release(mb)
+	}
+}
+
+// evictFor retires idle containers, least recently used first (the pool's
+// first), until mb would be free once they are removed.
+func (f *fleet) evictFor(mb int64) {
+	f.mu.Lock()
+	free, _, _ := f.mem.state()
+	var out []*Container
+	for free < mb {
+		c := f.evictableLocked()
+		if c == nil {
+			break
+		}
+		out = append(out, c)
+		free += c.memMB
+	}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(out, "memory")
+}
+
+// evictableLocked takes out the container that goes first when memory is
+// short: the oldest in the pool, else the least recently used idle one or
+// parked session's that holds only a workspace; nil when there is none.
+// Stateful sessions' live sandboxes are kept.
+func (f *fleet) evictableLocked() *Container {
+	if len(f.unbound) > 0 {
+		c := f.unbound[0]
+		f.unbound = f.unbound[1:]
+		return c
+	}
+	var oldest *Container
+	var oldestKey bindKey
+	oldestSession := ""
+	for key, list := range f.idle {
+		if c := list[0]; oldest == nil || c.lastUsed.Before(oldest.lastUsed) {
+			oldest, oldestKey, oldestSession = c, key, ""
+		}
+	}
+	for sid, p := range f.parked {
+		if !p.live && (oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed)) {
+			oldest, oldestSession = p.ctr, sid
+		}
+	}
+	switch {
+	case oldest == nil:
+	case oldestSession != "":
+		delete(f.parked, oldestSession)
+	default:
+		f.idle[oldestKey] = f.idle[oldestKey][1:]
+		if len(f.idle[oldestKey]) == 0 {
+			delete(f.idle, oldestKey)
+		}
+	}
+	return oldest
+}
+
+// room reports whether a container of mb could be admitted now without
+// waiting: free memory, or idle containers to retire for it.
+func (f *fleet) room(mb int64) bool {
+	if f.mem == nil {
+		return true
+	}
+	free, waiting, _ := f.mem.state()
+	if waiting {
+		return false
+	}
+	if free >= mb {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.unbound {
+		free += c.memMB
+	}
+	for _, list := range f.idle {
+		for _, c := range list {
+			free += c.memMB
+		}
+	}
+	for _, p := range f.parked {
+		if !p.live {
+			free += p.ctr.memMB
+		}
+	}
+	return free >= mb
+}
+
+// create makes a container for cs once its memory is admitted.
+func (f *fleet) create(ctx context.Context, cs ContainerSpec) (*Container, error) {
+	mb, err := f.admit(ctx, cs.Limits)
+	if err != nil {
+		return nil, err
+	}
+	c, err := f.sb.Create(ctx, cs)
+	if err != nil {
+		f.unadmit(mb)
+		return nil, err
+	}
+	c.memMB = mb
+	return c, nil
 }
 
 // reusable reports whether containers serve more than one job: not when
@@ -222,7 +359,7 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 			return f.lease(c), "pool", nil
 		}
 	}
-	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits, Image: image})
+	c, err = f.create(ctx, ContainerSpec{Limits: key.limits, Image: image})
 	if err != nil {
 		return nil, "", err
 	}
@@ -317,7 +454,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 // createSession makes a container for a session's job (never pooled: it
 // carries the session's label and disk size), leased to the caller.
 func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*lease, error) {
-	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
+	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
 	if err != nil {
 		return nil, err
 	}
@@ -493,6 +630,7 @@ func (f *fleet) retire(c *Container, reason string) {
 		if err := c.Remove(ctx); err != nil {
 			f.log.Warn("remove container", "container", shortID(c.id), "err", err)
 		}
+		f.unadmit(c.memMB) // its memory is the host's again
 	})
 }
 
@@ -585,14 +723,29 @@ func (f *fleet) fill(ctx context.Context) {
 			f.mu.Unlock()
 			return
 		}
+		// The pool takes only memory that is free: it never waits for
+		// memory, nor has anything retired for it.
+		mb := f.sb.memoryMB(f.cfg.Limits.Container())
+		if f.mem != nil && !f.mem.tryReserve(mb) {
+			f.mu.Unlock()
+			return
+		}
+		if f.mem == nil {
+			mb = 0
+		}
 		f.creating++
 		f.mu.Unlock()
-		f.pending.Go(func() { f.make(ctx) })
+		f.pending.Go(func() { f.make(ctx, mb) })
 	}
 }
 
-func (f *fleet) make(ctx context.Context) {
+func (f *fleet) make(ctx context.Context, mb int64) {
 	c, err := f.sb.Create(ctx, ContainerSpec{Pool: true, Limits: f.cfg.Limits.Container()})
+	if err != nil {
+		f.unadmit(mb)
+	} else {
+		c.memMB = mb
+	}
 	if err == nil {
 		// The built-in skills go in now, off the path of the job: a tenant
 		// with no skills of its own then needs nothing more.

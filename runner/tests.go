@@ -49,8 +49,11 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 		for try := 1; ; try++ {
 			if ctr == nil {
 				if ctr, err = a.obtain(ctx); err != nil {
-					if errors.Is(context.Cause(ctx), errCancelled) {
+					switch {
+					case errors.Is(context.Cause(ctx), errCancelled):
 						return cancelledTests(res, started), nil
+					case isEnv(err) || isTooLarge(err):
+						return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil
 					}
 					return jobs.Result{}, err
 				}

@@ -104,7 +104,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		MaxQueued:      limits.MaxQueued,
 		TraceParent:    tracing.Traceparent(ctx),
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID, MemoryMB: spec.Limits.MemoryMB}, jobID, limits.MaxRunning)
 	})
 	endSpan(enqueue, err)
 	if errors.Is(err, store.ErrSessionNotFound) {
