@@ -106,11 +106,15 @@ type fleet struct {
 	mu       sync.Mutex
 	unbound  []*Container
 	creating int
+	// making counts containers being made for jobs (not the pool's).
+	making int
 	target   int
 	lastMiss time.Time
 	// ready is closed and replaced whenever a container joins the pool,
-	// waking attempts waiting for one.
+	// waking attempts waiting for one; idled whenever one goes idle,
+	// waking attempts waiting for memory.
 	ready   chan struct{}
+	idled   chan struct{}
 	wake    chan struct{}
 	idle    map[bindKey][]*Container
 	parked  map[string]*parkedSession
@@ -185,7 +189,7 @@ func (f *fleet) setLocked(c *Container, to ctrState) {
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
 	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
-		target: cfg.Min, ready: make(chan struct{}), wake: make(chan struct{}, 1),
+		target: cfg.Min, ready: make(chan struct{}), idled: make(chan struct{}), wake: make(chan struct{}, 1),
 		idle: map[bindKey][]*Container{}, parked: map[string]*parkedSession{}, epochs: map[string]int64{},
 	}
 	if cfg.MemoryMB > 0 {
@@ -194,24 +198,39 @@ func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger
 	return f
 }
 
-// admit reserves the memory of a container made for lim, retiring idle
-// containers for it when it does not fit, and waiting (until ctx ends) for
-// what is still missing. It returns what it reserved.
-func (f *fleet) admit(ctx context.Context, lim jobs.Limits) (int64, error) {
+// tryAdmit reserves the memory of a container made for lim if it is free,
+// and otherwise retires idle containers for it (their memory is free once
+// they are removed): ok says whether it reserved. A container larger than
+// the whole budget is refused (errTooLarge).
+func (f *fleet) tryAdmit(lim jobs.Limits) (mb int64, ok bool, err error) {
 	if f.mem == nil {
-		return 0, nil
+		return 0, true, nil
 	}
-	mb := f.sb.memoryMB(lim)
+	mb = f.sb.memoryMB(lim)
+	if mb > f.mem.total {
+		return 0, false, &errTooLarge{need: mb, budget: f.mem.total}
+	}
 	if f.mem.tryReserve(mb) {
-		return mb, nil
+		return mb, true, nil
 	}
 	f.evictFor(mb)
-	start := time.Now()
-	if err := f.mem.reserve(ctx, mb); err != nil {
-		return 0, err
+	return mb, f.mem.tryReserve(mb), nil
+}
+
+// awaitMemory waits until memory is released, a container goes idle
+// (idled, from f.idled), a second passes or ctx ends.
+func (f *fleet) awaitMemory(ctx context.Context, idled <-chan struct{}) error {
+	_, freed := f.mem.state()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-idled:
+	case <-t.C:
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	f.log.Debug("a container waited for memory", "mb", mb, "waited", time.Since(start))
-	return mb, nil
+	return nil
 }
 
 // unadmit gives back what admit reserved for a container that was not made.
@@ -225,7 +244,7 @@ func (f *fleet) unadmit(mb int64) {
 // first), until mb would be free once they are removed.
 func (f *fleet) evictFor(mb int64) {
 	f.mu.Lock()
-	free, _, _ := f.mem.state()
+	free, _ := f.mem.state()
 	var out []*Container
 	for free < mb {
 		c := f.evictableLocked()
@@ -282,10 +301,7 @@ func (f *fleet) room(mb int64) bool {
 	if f.mem == nil {
 		return true
 	}
-	free, waiting, _ := f.mem.state()
-	if waiting {
-		return false
-	}
+	free, _ := f.mem.state()
 	if free >= mb {
 		return true
 	}
@@ -307,13 +323,42 @@ func (f *fleet) room(mb int64) bool {
 	return free >= mb
 }
 
-// create makes a container for cs once its memory is admitted.
+// makingForJobs is how many containers are being made for jobs now.
+func (f *fleet) makingForJobs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.making
+}
+
+// create makes a container for cs once its memory is admitted, waiting
+// for memory until ctx ends.
 func (f *fleet) create(ctx context.Context, cs ContainerSpec) (*Container, error) {
-	mb, err := f.admit(ctx, cs.Limits)
-	if err != nil {
-		return nil, err
+	for {
+		f.mu.Lock()
+		idled := f.idled
+		f.mu.Unlock()
+		mb, ok, err := f.tryAdmit(cs.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f.createAdmitted(ctx, cs, mb)
+		}
+		if err := f.awaitMemory(ctx, idled); err != nil {
+			return nil, err
+		}
 	}
+}
+
+// createAdmitted makes a container for cs, whose memory mb is reserved.
+func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) (*Container, error) {
+	f.mu.Lock()
+	f.making++
+	f.mu.Unlock()
 	c, err := f.sb.Create(ctx, cs)
+	f.mu.Lock()
+	f.making--
+	f.mu.Unlock()
 	if err != nil {
 		f.unadmit(mb)
 		return nil, err
@@ -331,43 +376,57 @@ func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
 // tenant's idle one used last, else a pooled one (the pool holds the
 // sandbox image only), else a new one. source says which.
 func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (l *lease, source string, err error) {
-	var c *Container
 	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
-	f.mu.Lock()
-	stale := f.noteEpoch(tenant, epoch)
-	if list := f.idle[key]; len(list) > 0 {
-		c = list[len(list)-1]
-		f.idle[key] = list[:len(list)-1]
-		if len(f.idle[key]) == 0 {
-			delete(f.idle, key)
-		}
-		f.claimLocked(c, tenant, epoch)
-		f.mu.Unlock()
-		f.retireAll(stale, "key revoked")
-		f.m.acquired.WithLabelValues("tenant").Inc()
-		return f.lease(c), "tenant", nil
-	}
-	f.mu.Unlock()
-	f.retireAll(stale, "key revoked")
-
-	if image == "" {
-		if c, ok := f.take(ctx, key.limits); ok {
-			f.mu.Lock()
+	// Until memory is free for a new container (admit), a container of
+	// the tenant's that goes idle meanwhile serves as well.
+	for {
+		f.mu.Lock()
+		stale := f.noteEpoch(tenant, epoch)
+		if list := f.idle[key]; len(list) > 0 {
+			c := list[len(list)-1]
+			f.idle[key] = list[:len(list)-1]
+			if len(f.idle[key]) == 0 {
+				delete(f.idle, key)
+			}
 			f.claimLocked(c, tenant, epoch)
 			f.mu.Unlock()
-			f.m.acquired.WithLabelValues("pool").Inc()
-			return f.lease(c), "pool", nil
+			f.retireAll(stale, "key revoked")
+			f.m.acquired.WithLabelValues("tenant").Inc()
+			return f.lease(c), "tenant", nil
 		}
+		idled := f.idled
+		f.mu.Unlock()
+		f.retireAll(stale, "key revoked")
+
+		if image == "" {
+			if c, ok := f.take(ctx, key.limits); ok {
+				f.mu.Lock()
+				f.claimLocked(c, tenant, epoch)
+				f.mu.Unlock()
+				f.m.acquired.WithLabelValues("pool").Inc()
+				return f.lease(c), "pool", nil
+			}
+		}
+		mb, ok, err := f.tryAdmit(key.limits)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			if err := f.awaitMemory(ctx, idled); err != nil {
+				return nil, "", err
+			}
+			continue
+		}
+		c, err := f.createAdmitted(ctx, ContainerSpec{Limits: key.limits, Image: image}, mb)
+		if err != nil {
+			return nil, "", err
+		}
+		f.mu.Lock()
+		f.claimLocked(c, tenant, epoch)
+		f.mu.Unlock()
+		f.m.acquired.WithLabelValues("cold").Inc()
+		return f.lease(c), "cold", nil
 	}
-	c, err = f.create(ctx, ContainerSpec{Limits: key.limits, Image: image})
-	if err != nil {
-		return nil, "", err
-	}
-	f.mu.Lock()
-	f.claimLocked(c, tenant, epoch)
-	f.mu.Unlock()
-	f.m.acquired.WithLabelValues("cold").Inc()
-	return f.lease(c), "cold", nil
 }
 
 // noteEpoch records the tenant's key epoch; when it moved on, the tenant's
@@ -444,6 +503,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 		c.lastUsed = time.Now()
 		key := bindKey{tenant: c.tenant, limits: c.limits, image: c.image}
 		f.idle[key] = append(f.idle[key], c)
+		close(f.idled)
+		f.idled = make(chan struct{})
 		evicted := f.overflowLocked()
 		f.gaugesLocked()
 		f.mu.Unlock()

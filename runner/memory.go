@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"container/list"
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,9 +17,11 @@ import (
 // container that does not fit is made only once others are removed: idle
 // and pooled containers, and parked sessions' that hold only a workspace
 // (snapshotted), are retired for it, least recently used first; until
-// enough memory is free the job waits, first come first served, and the
-// queue loop takes no job beyond its base slots. A job that could never
-// fit ends as an error.
+// enough memory is free the job waits (taking a container of its tenant's
+// that goes idle meanwhile, if one does), and the
+// queue loop takes no job: a job whose sandbox does not fit stays queued,
+// its message held unclaimed, until it fits. A job that could never fit
+// ends as an error.
 
 // errTooLarge is a job whose container needs more memory than the
 // runner's whole budget.
@@ -36,69 +36,29 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &e)
 }
 
-// memBudget is the runner's memory for sandboxes, in MB: reserved and
-// released by the fleet, granted in the order asked.
+// memBudget is the runner's memory for sandboxes, in MB, reserved and
+// released by the fleet.
 type memBudget struct {
-	mu      sync.Mutex
-	total   int64
-	used    int64
-	waiters *list.List // of *memWaiter, oldest first
+	mu    sync.Mutex
+	total int64
+	used  int64
 	// freed is closed and replaced when memory is released.
 	freed chan struct{}
 }
 
-type memWaiter struct {
-	mb    int64
-	ready chan struct{}
-}
-
 func newMemBudget(totalMB int64) *memBudget {
-	return &memBudget{total: totalMB, waiters: list.New(), freed: make(chan struct{})}
+	return &memBudget{total: totalMB, freed: make(chan struct{})}
 }
 
-// tryReserve reserves mb if it is free now and nobody waits before it.
+// tryReserve reserves mb if it is free.
 func (m *memBudget) tryReserve(mb int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.waiters.Len() > 0 || m.used+mb > m.total {
+	if m.used+mb > m.total {
 		return false
 	}
 	m.used += mb
 	return true
-}
-
-// reserve reserves mb, waiting behind earlier waiters until it is free or
-// ctx ends. More than the whole budget is refused (errTooLarge).
-func (m *memBudget) reserve(ctx context.Context, mb int64) error {
-	m.mu.Lock()
-	if mb > m.total {
-		m.mu.Unlock()
-		return &errTooLarge{need: mb, budget: m.total}
-	}
-	if m.waiters.Len() == 0 && m.used+mb <= m.total {
-		m.used += mb
-		m.mu.Unlock()
-		return nil
-	}
-	w := &memWaiter{mb: mb, ready: make(chan struct{})}
-	e := m.waiters.PushBack(w)
-	m.mu.Unlock()
-	select {
-	case <-w.ready:
-		return nil
-	case <-ctx.Done():
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		select {
-		case <-w.ready: // granted meanwhile: give it back
-			m.used -= mb
-			m.grantLocked()
-		default:
-			m.waiters.Remove(e)
-			m.grantLocked() // who waited behind it may fit
-		}
-		return context.Cause(ctx)
-	}
 }
 
 // release gives back mb.
@@ -109,28 +69,14 @@ func (m *memBudget) release(mb int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.used -= mb
-	m.grantLocked()
 	close(m.freed)
 	m.freed = make(chan struct{})
 }
 
-// grantLocked admits the waiters at the head that fit, in order.
-func (m *memBudget) grantLocked() {
-	for e := m.waiters.Front(); e != nil; e = m.waiters.Front() {
-		w := e.Value.(*memWaiter)
-		if m.used+w.mb > m.total {
-			return
-		}
-		m.used += w.mb
-		m.waiters.Remove(e)
-		close(w.ready)
-	}
-}
-
-// state is the memory free now and whether anyone waits, with a channel
-// that closes when memory is next released.
-func (m *memBudget) state() (free int64, waiting bool, freed <-chan struct{}) {
+// state is the memory free now, with a channel that closes when memory is
+// next released.
+func (m *memBudget) state() (free int64, freed <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.total - m.used, m.waiters.Len() > 0, m.freed
+	return m.total - m.used, m.freed
 }

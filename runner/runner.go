@@ -111,6 +111,11 @@ func (c Config) WithDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	// Burst slots' containers are kept idle too (memory admission retires
+	// them when memory is wanted).
+	if c.Fleet.IdleMax == 0 {
+		c.Fleet.IdleMax = max(2*c.Slots, 4, c.MaxSlots)
+	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	c.Builds = c.Builds.WithDefaults()
@@ -277,7 +282,7 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 	if err := r.loops.Start(ctx, func(ctx context.Context) { r.consume(ctx, queues) }, r.sweepBuilds); err != nil {
 		return err
 	}
-	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
+	r.log.Info("runner started", "slots", r.cfg.Slots, "max_slots", r.cfg.MaxSlots, "memory_mb", r.cfg.Fleet.MemoryMB, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	return nil
 }
 
@@ -383,7 +388,7 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 			// parked container may hold what it needs.)
 			var freed <-chan struct{}
 			if r.fleet.mem != nil {
-				_, _, freed = r.fleet.mem.state()
+				_, freed = r.fleet.mem.state()
 			}
 			select {
 			case <-ended:
@@ -403,6 +408,16 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 		case n >= r.cfg.MaxSlots:
 			select {
 			case <-ended:
+			case <-ctx.Done():
+			}
+			continue
+		case r.fleet.makingForJobs() >= fillers:
+			// Burst slots grow as fast as containers can be made: a job
+			// taken sooner would wait for its container, unstarted,
+			// where its client cannot see it wait.
+			select {
+			case <-ended:
+			case <-time.After(100 * time.Millisecond):
 			case <-ctx.Done():
 			}
 			continue
@@ -458,7 +473,7 @@ func (r *Runner) admitMessage(ctx context.Context, msg jetstream.Msg, slots *slo
 		if n == 0 || r.fleet.room(need) {
 			return
 		}
-		_, _, freed := r.fleet.mem.state()
+		_, freed := r.fleet.mem.state()
 		select {
 		case <-ended:
 		case <-freed:
