@@ -107,7 +107,7 @@ type fleet struct {
 	unbound  []*Container
 	creating int
 	// making counts containers being made for jobs (not the pool's).
-	making int
+	making   int
 	target   int
 	lastMiss time.Time
 	// ready is closed and replaced whenever a container joins the pool,

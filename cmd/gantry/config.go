@@ -35,11 +35,11 @@ type config struct {
 	S3          blob.Config
 	AutoMigrate bool
 
-	Image        string
-	DockerHost   string
-	RunnerID     string
-	RunnerAddr   string // "": no health/metrics server
-	Slots        int
+	Image      string
+	DockerHost string
+	RunnerID   string
+	RunnerAddr string // "": no health/metrics server
+	Slots      int
 	// MaxSlots and BurstWait: burst slots beyond Slots (runner.Config);
 	// MemoryMB is the host memory the runner's sandboxes may take.
 	MaxSlots  int
@@ -48,14 +48,14 @@ type config struct {
 	// BuildCacheMB and BuildCacheTTL bound the runner's compiled programs.
 	BuildCacheMB  int
 	BuildCacheTTL time.Duration
-	DrainTimeout time.Duration
-	PoolMin      int
-	PoolMax      int
-	Runtime      string
-	Isolation    string
-	SandboxJobs  int
-	SandboxIdle  time.Duration
-	SandboxKeep  int
+	DrainTimeout  time.Duration
+	PoolMin       int
+	PoolMax       int
+	Runtime       string
+	Isolation     string
+	SandboxJobs   int
+	SandboxIdle   time.Duration
+	SandboxKeep   int
 	// WarmPreload is what each container's warm interpreter imports (nil:
 	// runner.DefaultWarm; empty: no warm interpreter); WarmMB its share of
 	// a container's memory (0: the default).
@@ -318,28 +318,28 @@ func loadConfig() (config, error) {
 			Bucket:         e.str("GANTRY_S3_BUCKET", "gantry"),
 			Region:         e.str("GANTRY_S3_REGION", "us-east-1"),
 		},
-		AutoMigrate:  e.bool("GANTRY_AUTO_MIGRATE", true),
-		Image:        e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
-		DockerHost:   e.str("GANTRY_DOCKER_HOST", ""),
-		RunnerID:     e.str("GANTRY_RUNNER_ID", host),
-		RunnerAddr:   runnerAddr(),
-		Slots:        e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
-		MaxSlots:     e.int("GANTRY_RUNNER_MAX_SLOTS", 0, 0, 4096),
-		BurstWait:    e.duration("GANTRY_RUNNER_BURST_WAIT", time.Second, 0, time.Hour),
-		MemoryMB:     e.int("GANTRY_RUNNER_MEMORY_MB", hostMemoryMB(), 0, 1<<30),
+		AutoMigrate:   e.bool("GANTRY_AUTO_MIGRATE", true),
+		Image:         e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
+		DockerHost:    e.str("GANTRY_DOCKER_HOST", ""),
+		RunnerID:      e.str("GANTRY_RUNNER_ID", host),
+		RunnerAddr:    runnerAddr(),
+		Slots:         e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
+		MaxSlots:      e.int("GANTRY_RUNNER_MAX_SLOTS", 0, 0, 4096),
+		BurstWait:     e.duration("GANTRY_RUNNER_BURST_WAIT", time.Second, 0, time.Hour),
+		MemoryMB:      e.int("GANTRY_RUNNER_MEMORY_MB", hostMemoryMB(), 0, 1<<30),
 		BuildCacheMB:  e.int("GANTRY_BUILD_CACHE_MB", 256, 0, 1<<20),
 		BuildCacheTTL: e.duration("GANTRY_BUILD_CACHE_TTL", 24*time.Hour, time.Minute, 365*24*time.Hour),
-		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
-		PoolMin:      e.int("GANTRY_POOL_MIN", -1, 0, 256),
-		PoolMax:      e.int("GANTRY_POOL_MAX", -1, 0, 1024),
-		Runtime:      e.str("GANTRY_RUNTIME", ""),
-		Isolation:    e.str("GANTRY_ISOLATION", ""),
-		SandboxJobs:  e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
-		SandboxIdle:  e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
-		SandboxKeep:  e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
-		WarmPreload:  e.modules("GANTRY_WARM_PRELOAD"),
-		WarmMB:       e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
-		LiveMax:      e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
+		DrainTimeout:  e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
+		PoolMin:       e.int("GANTRY_POOL_MIN", -1, 0, 256),
+		PoolMax:       e.int("GANTRY_POOL_MAX", -1, 0, 1024),
+		Runtime:       e.str("GANTRY_RUNTIME", ""),
+		Isolation:     e.str("GANTRY_ISOLATION", ""),
+		SandboxJobs:   e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
+		SandboxIdle:   e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
+		SandboxKeep:   e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
+		WarmPreload:   e.modules("GANTRY_WARM_PRELOAD"),
+		WarmMB:        e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
+		LiveMax:       e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
 
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
