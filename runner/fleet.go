@@ -107,7 +107,10 @@ type fleet struct {
 	unbound  []*Container
 	creating int
 	// making counts containers being made for jobs (not the pool's).
-	making   int
+	making int
+	// promised is memory counted on for jobs taken that have no
+	// container yet (memory.go).
+	promised int64
 	target   int
 	lastMiss time.Time
 	// ready is closed and replaced whenever a container joins the pool,
@@ -302,11 +305,12 @@ func (f *fleet) room(mb int64) bool {
 		return true
 	}
 	free, _ := f.mem.state()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	free -= f.promised
 	if free >= mb {
 		return true
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range f.unbound {
 		free += c.memMB
 	}
@@ -377,6 +381,7 @@ func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
 // sandbox image only), else a new one. source says which.
 func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (l *lease, source string, err error) {
 	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
+	defer promiseFrom(ctx).settle()
 	// Until memory is free for a new container (admit), a container of
 	// the tenant's that goes idle meanwhile serves as well.
 	for {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -79,4 +80,45 @@ func (m *memBudget) state() (free int64, freed <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.total - m.used, m.freed
+}
+
+// promise is memory the queue loop counted on for a job it took, until
+// the job has its container (the fleet settles it in acquire) or ends:
+// without it the loop would take a job for every idle container it saw
+// before the first of them was claimed.
+type promise struct {
+	f    *fleet
+	mb   int64
+	once sync.Once
+}
+
+type promiseKey struct{}
+
+// promise counts mb as taken until the promise is settled.
+func (f *fleet) promise(mb int64) *promise {
+	f.mu.Lock()
+	f.promised += mb
+	f.mu.Unlock()
+	return &promise{f: f, mb: mb}
+}
+
+// settle gives the promised memory back to the count; it is idempotent.
+func (p *promise) settle() {
+	if p == nil {
+		return
+	}
+	p.once.Do(func() {
+		p.f.mu.Lock()
+		p.f.promised -= p.mb
+		p.f.mu.Unlock()
+	})
+}
+
+func withPromise(ctx context.Context, p *promise) context.Context {
+	return context.WithValue(ctx, promiseKey{}, p)
+}
+
+func promiseFrom(ctx context.Context) *promise {
+	p, _ := ctx.Value(promiseKey{}).(*promise)
+	return p
 }

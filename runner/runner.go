@@ -427,13 +427,19 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 				continue
 			}
 		}
-		if n > 0 {
-			r.admitMessage(ctx, msg, slots)
+		var p *promise
+		if r.fleet.mem != nil {
+			need := r.needMB(msg)
+			if n > 0 {
+				r.admitMessage(ctx, msg, need, slots)
+			}
+			p = r.fleet.promise(need)
 		}
 		slots.add(1)
 		wg.Go(func() {
 			defer slots.add(-1)
-			r.handle(jobCtx, msg)
+			defer p.settle()
+			r.handle(withPromise(jobCtx, p), msg)
 			queues.done(msg)
 		})
 	}
@@ -453,16 +459,7 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 // host's memory now (others run), unclaimed (its job stays queued) and
 // alive (InProgress), until it fits or ctx ends: nothing more is taken
 // meanwhile. The job is then claimed, and its container made, at once.
-func (r *Runner) admitMessage(ctx context.Context, msg jetstream.Msg, slots *slotCount) {
-	if r.fleet.mem == nil {
-		return
-	}
-	lim := r.cfg.Fleet.Limits.Container()
-	var rm queue.RunMessage
-	if json.Unmarshal(msg.Data(), &rm) == nil && rm.MemoryMB > 0 {
-		lim.MemoryMB = rm.MemoryMB
-	}
-	need := r.sandbox.memoryMB(lim)
+func (r *Runner) admitMessage(ctx context.Context, msg jetstream.Msg, need int64, slots *slotCount) {
 	if r.fleet.room(need) {
 		return
 	}
@@ -481,6 +478,17 @@ func (r *Runner) admitMessage(ctx context.Context, msg jetstream.Msg, slots *slo
 		case <-ctx.Done():
 		}
 	}
+}
+
+// needMB is the memory of the sandbox the message's job needs (the
+// default limits' when the message does not say).
+func (r *Runner) needMB(msg jetstream.Msg) int64 {
+	lim := r.cfg.Fleet.Limits.Container()
+	var rm queue.RunMessage
+	if json.Unmarshal(msg.Data(), &rm) == nil && rm.MemoryMB > 0 {
+		lim.MemoryMB = rm.MemoryMB
+	}
+	return r.sandbox.memoryMB(lim)
 }
 
 // burstJob takes a message for a burst slot: one that has waited

@@ -360,6 +360,7 @@ type sessionWork struct {
 // its workspace brought up to date if the files API changed it), else a
 // new one restored from the snapshot.
 func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, error) {
+	defer promiseFrom(ctx).settle() // the session's container is counted from here
 	lim := spec.Limits.Container()
 	lim.DiskMB = w.state.DiskMB
 	if c, version := w.r.fleet.unpark(w.id); c != nil {
