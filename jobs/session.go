@@ -56,6 +56,10 @@ type SessionRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// SealedEnv is Env sealed, as the service hands it to the store.
 	SealedEnv []byte `json:"-"`
+	// MaxLive is the tenant's cap on its stateful sessions
+	// (TenantLimits.MaxLiveSessions), as the service hands it to the store:
+	// a stateful session past it is refused (0: no cap).
+	MaxLive int `json:"-"`
 }
 
 // Session bounds.

@@ -12,6 +12,10 @@ type TenantLimits struct {
 	// MaxRunning caps the tenant's jobs running at once across all
 	// runners (its queue's max ack pending).
 	MaxRunning int `json:"max_running,omitempty"`
+	// MaxLiveSessions caps the tenant's stateful sessions (each keeps a
+	// live sandbox, with its memory, on a runner). Beyond it creating one
+	// answers 429; nobody else's live state is evicted for it.
+	MaxLiveSessions int `json:"max_live_sessions,omitempty"`
 }
 
 // Or returns l with its zero fields taken from def.
@@ -25,10 +29,13 @@ func (l TenantLimits) Or(def TenantLimits) TenantLimits {
 	if l.MaxRunning == 0 {
 		l.MaxRunning = def.MaxRunning
 	}
+	if l.MaxLiveSessions == 0 {
+		l.MaxLiveSessions = def.MaxLiveSessions
+	}
 	return l
 }
 
 // DefaultTenantLimits are the operator's defaults unless configured.
 func DefaultTenantLimits() TenantLimits {
-	return TenantLimits{RequestsPerSecond: 50, MaxQueued: 1000, MaxRunning: 64}
+	return TenantLimits{RequestsPerSecond: 50, MaxQueued: 1000, MaxRunning: 64, MaxLiveSessions: 128}
 }

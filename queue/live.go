@@ -55,3 +55,38 @@ const (
 	HeaderStreamStderr = "stderr"
 	HeaderStreamExit   = "exit"
 )
+
+// TakeSubject is where the runner holding a stateful session's live
+// sandbox live is asked to run the session's jobs itself: a runner that
+// was handed the session's message but does not hold its live state asks
+// here before it would run the session elsewhere (which loses the live
+// state). The request's body is empty; the answer is a TakeReply.
+func TakeSubject(sessionID, live string) string {
+	return "gantry.live." + sessionID + ".take." + liveToken(live)
+}
+
+// TakeReply is the answer on TakeSubject.
+type TakeReply struct {
+	Outcome TakeOutcome `json:"outcome"`
+	// Reason says why a take was refused (for the session's live_state).
+	Reason string `json:"reason,omitempty"`
+}
+
+// TakeOutcome is what the holder of a live sandbox did when asked to take
+// its session.
+type TakeOutcome string
+
+// The outcomes of a take.
+const (
+	// TakeTaken: the holder owns the session now and runs its jobs.
+	TakeTaken TakeOutcome = "taken"
+	// TakeHeld: another owner holds the session (its jobs are in hand).
+	TakeHeld TakeOutcome = "held"
+	// TakeGone: the session is closed.
+	TakeGone TakeOutcome = "gone"
+	// TakeBusy: the holder cannot take it now; ask again later.
+	TakeBusy TakeOutcome = "busy"
+	// TakeRefused: the holder will not run it (it is stopping, or lost the
+	// sandbox): run the session elsewhere, for Reason.
+	TakeRefused TakeOutcome = "refused"
+)

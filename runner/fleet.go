@@ -38,7 +38,7 @@ type FleetConfig struct {
 	// LiveMax bounds how many stateful sessions' containers wait for their
 	// next job at once (apart from IdleMax: each holds a live sandbox,
 	// kept for as long as its session lives); past it the least recently
-	// used loses its live state.
+	// used of the tenant holding the most of them loses its live state.
 	LiveMax int
 	// MemoryMB is the host memory the runner's containers may take
 	// together, by their limits (memory.go); 0: no bound.
@@ -548,6 +548,15 @@ func (f *fleet) unpark(sessionID string) (*lease, int64) {
 	return f.lease(p.ctr), p.version
 }
 
+// holdsLive reports whether the session's container parked here holds
+// its live sandbox live.
+func (f *fleet) holdsLive(sessionID, live string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.parked[sessionID]
+	return p != nil && p.live && p.ctr.live == live
+}
+
 // park keeps a session's container, holding workspace version, for the
 // session's next job on this runner (its lease's park). A container holding a stateful
 // session's live sandbox (c.live set) is kept until the session would
@@ -574,7 +583,7 @@ func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Dur
 	f.gaugesLocked()
 	f.mu.Unlock()
 	f.retireAll(evicted, "idle limit")
-	f.retireLive(lost, "live limit", "the runner holding it kept too many live sessions; this one had waited longest")
+	f.retireLive(lost, "live limit", "the runner holding it kept too many live sessions (GANTRY_SESSION_LIVE_MAX); its tenant held the most of them there, and this one had waited longest")
 }
 
 // touch marks the session's parked container c as just used (a live
@@ -593,26 +602,43 @@ func (f *fleet) touch(sessionID string, c *Container, d time.Duration, keep bool
 	}
 }
 
-// liveOverflowLocked takes out the least recently used stateful sessions'
-// containers beyond LiveMax.
+// liveOverflowLocked takes out stateful sessions' containers beyond
+// LiveMax, fairly: each time the least recently used of the tenant that
+// holds the most of them here (one tenant's new sessions never evict
+// another's live state while it holds more than that one).
 func (f *fleet) liveOverflowLocked() map[string]*parkedSession {
 	out := map[string]*parkedSession{}
 	for {
-		n, oldest := 0, ""
+		n := 0
+		held := map[string]int{}      // live containers per tenant
+		oldest := map[string]string{} // each tenant's least recently used session
 		for sid, p := range f.parked {
 			if !p.live {
 				continue
 			}
 			n++
-			if oldest == "" || p.ctr.lastUsed.Before(f.parked[oldest].ctr.lastUsed) {
-				oldest = sid
+			t := p.ctr.tenant
+			held[t]++
+			if o, ok := oldest[t]; !ok || p.ctr.lastUsed.Before(f.parked[o].ctr.lastUsed) {
+				oldest[t] = sid
 			}
 		}
 		if n <= f.cfg.LiveMax {
 			return out
 		}
-		out[oldest] = f.parked[oldest]
-		delete(f.parked, oldest)
+		victim := ""
+		for t, sid := range oldest {
+			if victim == "" {
+				victim = sid
+				continue
+			}
+			vt := f.parked[victim].ctr.tenant
+			if held[t] > held[vt] || held[t] == held[vt] && f.parked[sid].ctr.lastUsed.Before(f.parked[victim].ctr.lastUsed) {
+				victim = sid
+			}
+		}
+		out[victim] = f.parked[victim]
+		delete(f.parked, victim)
 	}
 }
 

@@ -26,6 +26,9 @@ type liveServer struct {
 	nc    *nats.Conn
 	log   *slog.Logger
 	fleet *fleet
+	// take answers another runner's request to take the session (on
+	// queue.TakeSubject), whose live sandbox this runner holds.
+	take func(sessionID, live string, m *nats.Msg)
 
 	mu       sync.Mutex
 	sessions map[string]*liveServed
@@ -35,15 +38,21 @@ type liveServer struct {
 type liveServed struct {
 	ctr  *Container
 	live string
-	sub  *nats.Subscription
+	subs []*nats.Subscription
+}
+
+func (s *liveServed) unsubscribe() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
 }
 
 // liveOpTimeout bounds one relayed operation (the agent bounds its own
 // waits, e.g. for a process's stdin, below it).
 const liveOpTimeout = 45 * time.Second
 
-func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet) *liveServer {
-	return &liveServer{nc: nc, log: log, fleet: f, sessions: map[string]*liveServed{}}
+func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet, take func(sessionID, live string, m *nats.Msg)) *liveServer {
+	return &liveServer{nc: nc, log: log, fleet: f, take: take, sessions: map[string]*liveServed{}}
 }
 
 // serve answers the session's live operations on c's live sandbox (c.live,
@@ -58,19 +67,26 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 		if cur.ctr == c && cur.live == c.live {
 			return
 		}
-		_ = cur.sub.Unsubscribe()
+		cur.unsubscribe()
 		if cur.ctr != c {
 			cur.ctr.conn.OnProcessEvent(nil)
 		}
 	}
 	served := &liveServed{ctr: c, live: c.live}
-	sub, err := ls.nc.Subscribe(queue.LiveSubject(sessionID, c.live), func(m *nats.Msg) { ls.relay(sessionID, served, m) })
-	if err != nil {
-		ls.log.Warn("serve a live sandbox", "session_id", sessionID, "err", err)
-		delete(ls.sessions, sessionID)
-		return
+	live := c.live
+	for subject, handle := range map[string]nats.MsgHandler{
+		queue.LiveSubject(sessionID, live): func(m *nats.Msg) { ls.relay(sessionID, served, m) },
+		queue.TakeSubject(sessionID, live): func(m *nats.Msg) { ls.take(sessionID, live, m) },
+	} {
+		sub, err := ls.nc.Subscribe(subject, handle)
+		if err != nil {
+			ls.log.Warn("serve a live sandbox", "session_id", sessionID, "err", err)
+			served.unsubscribe()
+			delete(ls.sessions, sessionID)
+			return
+		}
+		served.subs = append(served.subs, sub)
 	}
-	served.sub = sub
 	ls.sessions[sessionID] = served
 	c.conn.OnProcessEvent(func(kind byte, payload []byte) { ls.publish(sessionID, kind, payload) })
 	go func() {
@@ -78,7 +94,7 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
 		if ls.sessions[sessionID] == served {
-			_ = sub.Unsubscribe()
+			served.unsubscribe()
 			delete(ls.sessions, sessionID)
 		}
 	}()
@@ -92,7 +108,7 @@ func (ls *liveServer) stop() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for id, s := range ls.sessions {
-		_ = s.sub.Unsubscribe()
+		s.unsubscribe()
 		delete(ls.sessions, id)
 	}
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	s3Holds   prometheus.Counter
 	stages    *prometheus.HistogramVec
 	handBacks *prometheus.CounterVec
+	handovers *prometheus.CounterVec
 	tenants   *tenantLabels
 	byTenant  *prometheus.CounterVec
 	tenantCPU *prometheus.CounterVec
@@ -50,8 +51,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_job_stage_seconds", Help: "Time a job spends in each stage on the runner: acquire (a container), restore (a session's workspace), collect (its files), snapshot (a session's workspace), record (the result).",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 120},
 		}, []string{"stage"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_session_handovers_total", Help: "Stateful sessions' messages a runner got without holding the session's live sandbox, by what the holder answered: taken (it runs the session), held (another owner has it), gone (closed), busy (asked again later), lost (nobody holds the sandbox, or its runner was stopping: the session ran here without its live state).",
+		}, []string{"outcome"}),
 		handBacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gantry_job_handbacks_total", Help: "Job messages a runner gave back to the queue, by cause: database (unreachable while claiming), busy (another runner holds it), not_started (failed before its program started), shutdown, object_store (S3 stayed away until the runner stopped), unrecorded, session_handover, uncommitted (the submission's commit not seen yet).",
+			Name: "gantry_job_handbacks_total", Help: "Job messages a runner gave back to the queue, by cause: database (unreachable while claiming), busy (another runner holds it), session_holder and session_holder_busy (the runner holding a stateful session's live sandbox did not answer, or could not take it yet), not_started (failed before its program started), shutdown, object_store (S3 stayed away until the runner stopped), unrecorded, session_handover, uncommitted (the submission's commit not seen yet).",
 		}, []string{"cause"}),
 		byTenant: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_tenant_jobs_total", Help: "Jobs finished, by tenant (the first 100 tenants a runner sees; the rest as \"other\") and status.",
@@ -73,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.handovers, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
 	return m
 }
 
@@ -115,6 +119,12 @@ func (m *Metrics) stage(name string, since time.Time) {
 func (m *Metrics) handBack(cause string) {
 	if m != nil {
 		m.handBacks.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) handedOver(outcome string) {
+	if m != nil {
+		m.handovers.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -157,6 +157,9 @@ type Runner struct {
 	// sandboxes its containers hold (liveops.go).
 	live   *liveServer
 	traces trace.Tracer // see tracer()
+	// handed bounds the sessions other runners handed to this one (their
+	// live sandboxes are here) that run at once, beside the slots.
+	handed chan struct{}
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops
@@ -198,12 +201,12 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
-		stopping: make(chan struct{}), quit: make(chan struct{}),
+		stopping: make(chan struct{}), quit: make(chan struct{}), handed: make(chan struct{}, cfg.Slots),
 		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
-	r.live = newLiveServer(nc, r.log, r.fleet)
+	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

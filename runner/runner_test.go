@@ -533,7 +533,13 @@ print(round(LinearRegression().fit([[0], [1], [2]], [1, 3, 5]).coef_[0], 6), net
 // labels given (every label of the series must match), summed.
 func (h *harness) metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := h.reg.Gather()
+	return metricIn(t, h.reg, name, labels)
+}
+
+// metricIn sums the series of name in reg that have labels.
+func metricIn(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

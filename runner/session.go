@@ -52,7 +52,9 @@ var errSessionLost = errors.New("session lost")
 // has work: the runner that becomes the session's owner runs all of its
 // queued jobs, one at a time in submission order, and lets go only when
 // none is left. A runner that cannot become owner acks the message: the
-// owner cannot let go while the job it announced is queued.
+// owner cannot let go while the job it announced is queued. A stateful
+// session's live sandbox stays where it is: a runner that does not hold it
+// hands the session to the one that does (handover.go).
 func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.RunMessage) {
 	// The message's trace is the one of the job whose submission sent it:
 	// each job run here is a span in its own job's trace, linked to it.
@@ -60,11 +62,8 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 	log := r.log.With("session_id", rm.SessionID)
 	stopHolding := r.hold(msg)
 	defer stopHolding()
-	// Each ownership is its own: two slots of one runner must not both
-	// believe they own the session.
-	owner := r.cfg.ID + "/" + jobs.NewID("own")
-	lease := r.sessionLease()
-	st, ok, err := r.acquireSession(ctx, log, rm.SessionID, owner, lease)
+	owner := r.newOwner()
+	st, ok, err := r.acquireSession(ctx, log, rm.SessionID, owner, r.sessionLease())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		_ = msg.Ack() // closed: its jobs were cancelled
@@ -77,10 +76,38 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		_ = msg.Ack()
 		return
 	}
+	if r.liveElsewhere(rm.SessionID, st) {
+		var done bool
+		if st, done = r.handOver(ctx, log, msg, rm, owner, st); done {
+			return
+		}
+	}
 
+	err = r.ownSession(ctx, log, rm.SessionID, owner, st)
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case errors.Is(err, errSessionLost):
+		_ = msg.Ack()
+	default:
+		r.handBack(ctx, msg, rm.TenantID, time.Second, "session_handover")
+	}
+}
+
+// newOwner names one ownership of a session. Each is its own: two slots of
+// one runner must not both believe they own the session.
+func (r *Runner) newOwner() string { return r.cfg.ID + "/" + jobs.NewID("own") }
+
+// ownSession runs the session's jobs as owner (who holds its lease) until
+// none is queued and it is released (nil), keeping the lease alive
+// meanwhile. errSessionLost: the session closed or was taken over. Any
+// other error (shutdown, a failure of gantry's own) has let the session go
+// with its container: the caller must see that another owner takes it.
+func (r *Runner) ownSession(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState) error {
 	// Keep the lease alive while the session runs; a renewal that failed
 	// (Postgres away) is retried every second, so that this owner holds
 	// the session again as soon as Postgres is back.
+	lease := r.sessionLease()
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
 	renewed := make(chan struct{})
 	defer func() { stopLoop(nil); <-renewed }()
@@ -95,7 +122,7 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 				return
 			case <-t.C:
 			}
-			err := r.sessions.ExtendSession(loopCtx, rm.SessionID, owner, lease)
+			err := r.sessions.ExtendSession(loopCtx, sessionID, owner, lease)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				stopLoop(errSessionLost)
@@ -108,23 +135,21 @@ func (r *Runner) handleSession(ctx context.Context, msg jetstream.Msg, rm queue.
 		}
 	}()
 
-	err = r.runSession(loopCtx, log, rm.SessionID, owner, st)
-	release := context.WithoutCancel(ctx)
-	switch {
-	case err == nil:
-		_ = msg.Ack()
-	case errors.Is(err, errSessionLost) || errors.Is(context.Cause(loopCtx), errSessionLost):
-		r.fleet.dropSession(rm.SessionID)
-		_ = msg.Ack()
-	default:
-		// Shutdown or a failure of gantry's own: hand the session over.
-		log.Warn("handing the session back to the queue", "err", err)
-		r.fleet.dropSession(rm.SessionID)
-		if _, _, rerr := r.sessions.ReleaseSession(release, rm.SessionID, owner, true); rerr != nil {
-			log.Error("release session", "err", rerr)
-		}
-		r.handBack(ctx, msg, rm.TenantID, time.Second, "session_handover")
+	err := r.runSession(loopCtx, log, sessionID, owner, st)
+	if err == nil {
+		return nil
 	}
+	if errors.Is(err, errSessionLost) || errors.Is(context.Cause(loopCtx), errSessionLost) {
+		r.fleet.dropSession(sessionID)
+		return errSessionLost
+	}
+	// Shutdown or a failure of gantry's own: let the session go.
+	log.Warn("handing the session back to the queue", "err", err)
+	r.fleet.dropSession(sessionID)
+	if _, _, rerr := r.sessions.ReleaseSession(context.WithoutCancel(ctx), sessionID, owner, true); rerr != nil {
+		log.Error("release session", "err", rerr)
+	}
+	return err
 }
 
 // acquireSession tries to become the session's owner, holding the message

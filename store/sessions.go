@@ -42,14 +42,42 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 	return s, nil
 }
 
-// CreateSession creates an empty session.
+// ErrTooManyLive means the tenant has as many stateful sessions as it may.
+var ErrTooManyLive = errors.New("too many stateful sessions")
+
+// CreateSession creates an empty session. A stateful one past the tenant's
+// cap (req.MaxLive) fails with ErrTooManyLive.
 func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error) {
 	meta, _ := json.Marshal(orEmpty(req.Metadata))
-	return scanSession(s.pool.QueryRow(ctx, `
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return jobs.Session{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if req.Stateful && req.MaxLive > 0 {
+		// The tenant's stateful creations take turns from here to commit,
+		// so that the count stays true until this session is in it.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "live:"+tenantID); err != nil {
+			return jobs.Session{}, err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE tenant_id = $1 AND stateful AND status = 'active' AND expires_at > now()`,
+			tenantID).Scan(&n); err != nil {
+			return jobs.Session{}, err
+		}
+		if n >= req.MaxLive {
+			return jobs.Session{}, fmt.Errorf("the tenant has %d stateful sessions, its limit: %w", n, ErrTooManyLive)
+		}
+	}
+	sess, err := scanSession(tx.QueryRow(ctx, `
 		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9)
 		RETURNING `+sessionColumns,
 		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv))
+	if err != nil {
+		return sess, err
+	}
+	return sess, tx.Commit(ctx)
 }
 
 // GetSession returns the tenant's active session, or ErrNotFound (also for

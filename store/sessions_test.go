@@ -180,3 +180,43 @@ func TestSessionCloseAndExpiry(t *testing.T) {
 		t.Error("expired session not deleted")
 	}
 }
+
+// TestStatefulSessionCap: a tenant's stateful sessions stop at its cap,
+// counted per tenant (another tenant's and stateless sessions are not in
+// it), and a closed one frees its place.
+func TestStatefulSessionCap(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	b, _ := storetest.Tenant(t, st, "b")
+	create := func(tenant string, stateful bool) (jobs.Session, error) {
+		req, err := jobs.SessionRequest{Stateful: stateful}.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.MaxLive = 2
+		return st.CreateSession(ctx, tenant, req)
+	}
+	first, err := create(a, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(a, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(a, true); !errors.Is(err, store.ErrTooManyLive) {
+		t.Fatalf("a third stateful session: %v, want ErrTooManyLive", err)
+	}
+	if _, err := create(a, false); err != nil {
+		t.Fatalf("a stateless session at the cap: %v", err)
+	}
+	if _, err := create(b, true); err != nil {
+		t.Fatalf("another tenant's stateful session: %v", err)
+	}
+	if _, err := st.CloseSession(ctx, a, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(a, true); err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+}

@@ -67,3 +67,25 @@ func TestTenantLimitsCLI(t *testing.T) {
 		t.Errorf("back to the default: %q", out)
 	}
 }
+
+// TestLiveSessionCap: a tenant's stateful sessions stop at its cap (set
+// with the CLI); stateless ones do not count.
+func TestLiveSessionCap(t *testing.T) {
+	d := startDev(t, "GANTRY_DEV_RUNNER=false")
+	if out := d.cli(t, "tenants", "set-limits", "default", "--max-live-sessions", "1"); !strings.Contains(out, "1 live sessions") {
+		t.Errorf("set-limits --max-live-sessions: %q", out)
+	}
+	var r resp
+	eventually.True(t, 10*time.Second, "the cap on stateful sessions to be enforced", func() bool {
+		if r = d.call(t, "POST", "/v1/sessions", `{"stateful": true}`); r.status == 201 {
+			return false
+		}
+		return r.status == 429
+	})
+	if !strings.Contains(string(r.body), "stateful sessions") {
+		t.Errorf("past the cap: %d %s", r.status, r.body)
+	}
+	if r := d.call(t, "POST", "/v1/sessions", `{}`); r.status != 201 {
+		t.Errorf("a stateless session at the cap: %d %s", r.status, r.body)
+	}
+}

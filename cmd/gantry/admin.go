@@ -56,10 +56,10 @@ func runTenants(ctx context.Context, cfg config, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tID\tCREATED\tREQUESTS/S\tMAX QUEUED\tMAX RUNNING")
+		fmt.Fprintln(tw, "NAME\tID\tCREATED\tREQUESTS/S\tMAX QUEUED\tMAX RUNNING\tMAX LIVE SESSIONS")
 		for _, t := range ts {
-			rps, queued, running := limitCells(t.Limits, cfg.TenantLimits)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ID, t.CreatedAt.Format("2006-01-02 15:04"), rps, queued, running)
+			rps, queued, running, live := limitCells(t.Limits, cfg.TenantLimits)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.ID, t.CreatedAt.Format("2006-01-02 15:04"), rps, queued, running, live)
 		}
 		return tw.Flush()
 	case args[0] == "set-limits" && len(args) >= 3:
@@ -69,7 +69,7 @@ func runTenants(ctx context.Context, cfg config, args []string) error {
 }
 
 // limitCells shows a tenant's quotas, marking the operator's defaults.
-func limitCells(l, def jobs.TenantLimits) (rps, queued, running string) {
+func limitCells(l, def jobs.TenantLimits) (rps, queued, running, live string) {
 	cell := func(v, d float64) string {
 		if v == 0 {
 			return strconv.FormatFloat(d, 'g', -1, 64) + " (default)"
@@ -77,11 +77,11 @@ func limitCells(l, def jobs.TenantLimits) (rps, queued, running string) {
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	}
 	return cell(l.RequestsPerSecond, def.RequestsPerSecond), cell(float64(l.MaxQueued), float64(def.MaxQueued)),
-		cell(float64(l.MaxRunning), float64(def.MaxRunning))
+		cell(float64(l.MaxRunning), float64(def.MaxRunning)), cell(float64(l.MaxLiveSessions), float64(def.MaxLiveSessions))
 }
 
 // setLimits is `gantry tenants set-limits NAME [--rps N] [--max-queued N]
-// [--max-running N]`; "default" puts a quota back to the operator's
+// [--max-running N] [--max-live-sessions N]`; "default" puts a quota back to the operator's
 // default. The cap on running jobs is the tenant's queue's max ack pending
 // in JetStream: it is changed there at once if NATS answers, else by the
 // next submission of the tenant after a minute.
@@ -98,6 +98,7 @@ func setLimits(ctx context.Context, cfg config, st *store.Store, name string, ar
 	rps := fs.String("rps", "", "API requests per second (each ingress), or default")
 	queued := fs.String("max-queued", "", "jobs queued at once, or default")
 	running := fs.String("max-running", "", "jobs running at once across all runners, or default")
+	live := fs.String("max-live-sessions", "", "stateful sessions (live sandboxes) at once, or default")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
@@ -125,18 +126,25 @@ func setLimits(ctx context.Context, cfg config, st *store.Store, name string, ar
 		}
 		u.MaxRunning = &v
 	}
+	if *live != "" {
+		v, err := parseLimit(*live, parseInt)
+		if err != nil {
+			errs = append(errs, "--max-live-sessions "+err.Error())
+		}
+		u.MaxLiveSessions = &v
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	if u == (store.LimitsUpdate{}) {
-		return errors.New("set-limits: give at least one of --rps, --max-queued, --max-running")
+		return errors.New("set-limits: give at least one of --rps, --max-queued, --max-running, --max-live-sessions")
 	}
 	l, err := st.SetTenantLimits(ctx, t.ID, u)
 	if err != nil {
 		return err
 	}
-	r, q, n := limitCells(l, cfg.TenantLimits)
-	fmt.Printf("tenant %s: %s requests/s, %s queued, %s running\n", t.Name, r, q, n)
+	r, q, n, lv := limitCells(l, cfg.TenantLimits)
+	fmt.Printf("tenant %s: %s requests/s, %s queued, %s running, %s live sessions\n", t.Name, r, q, n, lv)
 	if u.MaxRunning != nil {
 		if err := applyRunningCap(cfg, t.ID, l.Or(cfg.TenantLimits).MaxRunning); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the cap on running jobs is stored, but the tenant's queue could not be updated through NATS at %s (%v): "+

@@ -234,6 +234,8 @@ func (e *envReader) tenantLimits() jobs.TenantLimits {
 	l := jobs.TenantLimits{
 		MaxQueued:  e.int("GANTRY_TENANT_MAX_QUEUED", def.MaxQueued, 1, 10_000_000),
 		MaxRunning: e.int("GANTRY_TENANT_MAX_RUNNING", def.MaxRunning, 1, 1_000_000),
+		// Each stateful session keeps a live sandbox on a runner.
+		MaxLiveSessions: e.int("GANTRY_TENANT_MAX_LIVE_SESSIONS", def.MaxLiveSessions, 1, 1_000_000),
 	}
 	l.RequestsPerSecond = def.RequestsPerSecond
 	if v := e.str("GANTRY_TENANT_RPS", ""); v != "" {

@@ -66,11 +66,12 @@ func TestQuotaSettings(t *testing.T) {
 	t.Setenv("GANTRY_TENANT_RPS", "2.5")
 	t.Setenv("GANTRY_TENANT_MAX_QUEUED", "10")
 	t.Setenv("GANTRY_TENANT_MAX_RUNNING", "3")
+	t.Setenv("GANTRY_TENANT_MAX_LIVE_SESSIONS", "7")
 	t.Setenv("GANTRY_QUEUE_MAX_MSGS", "500")
 	if c, err = loadConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if (c.TenantLimits != jobs.TenantLimits{RequestsPerSecond: 2.5, MaxQueued: 10, MaxRunning: 3}) || c.Queue.MaxMsgs != 500 {
+	if (c.TenantLimits != jobs.TenantLimits{RequestsPerSecond: 2.5, MaxQueued: 10, MaxRunning: 3, MaxLiveSessions: 7}) || c.Queue.MaxMsgs != 500 {
 		t.Errorf("set: %+v, queue %d msgs", c.TenantLimits, c.Queue.MaxMsgs)
 	}
 	t.Setenv("GANTRY_TENANT_RPS", "fast")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -57,7 +58,13 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 			return jobs.Session{}, err
 		}
 	}
-	return s.store.CreateSession(ctx, p.TenantID, req)
+	req.MaxLive = s.Limits(p).MaxLiveSessions
+	sess, err := s.store.CreateSession(ctx, p.TenantID, req)
+	if errors.Is(err, store.ErrTooManyLive) {
+		return sess, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("%v (%d): close one (DELETE /v1/sessions/{id}) or let one expire", err, req.MaxLive)}
+	}
+	return sess, err
 }
 
 func sessionEnvContext(tenantID string) string { return "session-env:" + tenantID }

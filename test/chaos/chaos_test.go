@@ -65,6 +65,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	costs := measureCosts(t, c, cl)
+	liveAcrossRunners(t, cl, 2, 16)
 	// The jobs running on the runner that is killed: gantry runs them
 	// again (by design), so their programs may have run twice.
 	var orphans map[string]bool
