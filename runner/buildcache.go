@@ -176,17 +176,24 @@ func (c *buildCache) enabled() bool { return c != nil && c.cfg.MaxBytes > 0 }
 
 func memKey(tenant, key string) string { return tenant + "/" + key }
 
+// getLocal returns the build kept in memory, or nil.
+func (c *buildCache) getLocal(tenant, key string) *build {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[memKey(tenant, key)]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(e)
+	c.m.lookups.WithLabelValues("memory").Inc()
+	return e.Value.(*buildEntry).b
+}
+
 // get returns the kept build, from memory or else the object store.
 func (c *buildCache) get(ctx context.Context, tenant, key string) *build {
-	c.mu.Lock()
-	if e, ok := c.entries[memKey(tenant, key)]; ok {
-		c.lru.MoveToFront(e)
-		b := e.Value.(*buildEntry).b
-		c.mu.Unlock()
-		c.m.lookups.WithLabelValues("memory").Inc()
+	if b := c.getLocal(tenant, key); b != nil {
 		return b
 	}
-	c.mu.Unlock()
 	if c.shared == nil {
 		return nil
 	}
@@ -202,6 +209,9 @@ func (c *buildCache) get(ctx context.Context, tenant, key string) *build {
 	}
 	defer r.Close()
 	data, err := io.ReadAll(io.LimitReader(r, 2*agent.MaxBuild+(1<<20)))
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil // the object store reports a missing object on the first read
+	}
 	var b build
 	if err != nil || json.Unmarshal(data, &b) != nil || !b.OK || len(b.Tar) == 0 || len(b.Tar) > agent.MaxBuild {
 		c.log.Warn("a build in the object store could not be read; compiling", "err", err)
@@ -222,7 +232,7 @@ func (c *buildCache) lookup(ctx context.Context, tenant, key string, memoryMB in
 		if b := c.get(ctx, tenant, key); b != nil {
 			return b, nil
 		}
-		if b := c.get(ctx, tenant, failKey(key, memoryMB)); b != nil {
+		if b := c.getLocal(tenant, failKey(key, memoryMB)); b != nil {
 			return b, nil
 		}
 		c.mu.Lock()
