@@ -142,7 +142,7 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 			if err != nil {
 				return 0, err
 			}
-			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
+			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid, MemoryMB: spec.Limits.MemoryMB}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)
