@@ -228,8 +228,8 @@ func TestJudging(t *testing.T) {
 		_, file, _, _ := runtime.Caller(0)
 		dir := filepath.Join(filepath.Dir(file), "compatclients")
 		calls := []any{
-			[]any{"execute", "c++", prog("p"), map[string]any{"stdin": "a", "runTimeout": 20000}},
-			[]any{"execute", "c++", prog("p"), map[string]any{"stdin": "b", "runTimeout": 20000}},
+			[]any{"execute", "c++", prog("p"), map[string]any{"stdin": "a", "runTimeout": 20000, "compileTimeout": 120000}},
+			[]any{"execute", "c++", prog("p"), map[string]any{"stdin": "b", "runTimeout": 20000, "compileTimeout": 120000}},
 		}
 		in, _ := json.Marshal(calls)
 		cmd := exec.Command(node, filepath.Join(dir, "piston.mjs"), d.url+"/compat/key/"+d.key+"/piston")
