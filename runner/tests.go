@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/jobs"
@@ -13,89 +14,132 @@ import (
 
 // runTests runs a job's tests (jobs.Spec.Tests): the program is built once,
 // by the first test's run (or not at all, from a kept build), then every
-// test runs in a fresh sandbox of the job's container (a run's sandbox is
-// always fresh, and its workspace emptied first), with its stdin, the job's
-// timeout and limits. A test that times out or runs out of memory retires
-// its container, and the next test gets another. The job's result holds
-// each test's, and how the compile went; it has no output or artifacts of
-// its own. An error is the attempt's (runIn's): the job goes back to the
-// queue and its tests run again.
+// test runs in a fresh sandbox (a run's sandbox is always fresh, and its
+// workspace emptied first), with its stdin, the job's timeout and limits.
+// After the first, tests run on up to testWorkers containers at once (each
+// a sandbox of the job's limits, admitted against the host's memory as any),
+// one at a time with stop_on_failure, code mode or egress. A test that
+// times out keeps its container as any job does; one that runs out of
+// memory retires it and the next test gets another. The job's result holds
+// each test's, in order, and how the compile went; it has no output or
+// artifacts of its own. An error is the attempt's (runIn's): the job goes
+// back to the queue and its tests run again.
 func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared) (jobs.Result, error) {
 	spec := claim.Spec
 	a.testing = true
 	if in.req.Compile != nil {
 		in.req.Compile.SendBuild = true // for the tests after the first
 	}
-	var (
-		ctr     *lease
-		res     = jobs.Result{Status: jobs.StatusSucceeded, Tests: []jobs.TestResult{}}
-		cpu     time.Duration
-		peak    int64
-		usage   bool
-		started = time.Now()
-	)
-	defer func() {
-		if ctr != nil {
-			ctr.release(true, "")
+	started := time.Now()
+	res := jobs.Result{Status: jobs.StatusSucceeded}
+	results := make([]*jobs.TestResult, len(spec.Tests))
+	runs := make([]jobs.Result, len(spec.Tests))
+
+	// The first test alone: it builds the program.
+	w := &testWorker{a: a, in: *in}
+	defer w.done()
+	run, err := w.run(ctx, 0, spec.Tests[0])
+	if err != nil {
+		return jobs.Result{}, err
+	}
+	res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
+	switch {
+	case run.Error != nil && run.Error.Code == jobs.ErrCodeCompileError:
+		// It did not compile: nothing of it ran, no test has a result.
+		res.Status, res.Error = run.Status, run.Error
+		res.Duration = time.Since(started)
+		return res, nil
+	case run.Status == jobs.StatusCancelled:
+		return cancelledTests(res, nil, started), nil
+	case run.Error != nil && run.Error.Code == jobs.ErrCodeInfrastructure && !run.ran:
+		return run.Result, nil // its environment or memory cannot be had
+	}
+	if in.req.Compile != nil && len(w.in.built) > 0 {
+		// Built: the other tests run what the first one built.
+		in.req.Compile, in.req.Build = nil, w.in.built
+	}
+	w.in.req.Compile, w.in.req.Build = in.req.Compile, in.req.Build
+	runs[0] = run.Result
+	tr := testResult(&spec, spec.Tests[0], run.Result)
+	results[0] = &tr
+
+	if !(tr.Status != jobs.TestPassed && spec.StopOnFailure) && len(spec.Tests) > 1 {
+		workers := 1
+		if !spec.StopOnFailure && in.bridge == nil && in.egress == nil {
+			workers = min(testWorkers, a.r.cfg.Slots, len(spec.Tests)-1)
 		}
-	}()
-	for i, test := range spec.Tests {
-		in.req.Stdin = nil
-		if test.Stdin != "" {
-			in.req.Stdin = []byte(test.Stdin)
+		var (
+			mu        sync.Mutex
+			next      = 1
+			stop      bool
+			firstErr  error
+			cancelled bool
+			wg        sync.WaitGroup
+		)
+		take := func() (int, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if stop || next >= len(spec.Tests) {
+				return 0, false
+			}
+			next++
+			return next - 1, true
 		}
-		var run jobs.Result
-		var err error
-		for try := 1; ; try++ {
-			if ctr == nil {
-				if ctr, err = a.obtain(ctx); err != nil {
-					switch {
-					case errors.Is(context.Cause(ctx), errCancelled):
-						return cancelledTests(res, started), nil
-					case isEnv(err) || isTooLarge(err):
-						return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil
+		pool := []*testWorker{w}
+		for range workers - 1 {
+			tw := &testWorker{a: a, in: w.in}
+			defer tw.done()
+			pool = append(pool, tw)
+		}
+		for _, tw := range pool {
+			wg.Go(func() {
+				for {
+					i, ok := take()
+					if !ok {
+						return
 					}
-					return jobs.Result{}, err
+					run, err := tw.run(ctx, i, spec.Tests[i])
+					mu.Lock()
+					switch {
+					case err != nil:
+						stop = true
+						if firstErr == nil {
+							firstErr = err
+						}
+					case run.Status == jobs.StatusCancelled:
+						stop, cancelled = true, true
+					default:
+						tr := testResult(&spec, spec.Tests[i], run.Result)
+						results[i], runs[i] = &tr, run.Result
+						if tr.Status != jobs.TestPassed && spec.StopOnFailure {
+							stop = true
+						}
+					}
+					mu.Unlock()
 				}
-			}
-			run, ctr, err = a.runIn(ctx, ctr, in)
-			if errors.Is(err, errNotStarted) && ctx.Err() == nil && try < startTries {
-				a.log.Warn("a test's program did not start; trying another container", "test", i, "try", try, "err", err)
-				continue
-			}
-			break
+			})
 		}
-		if err != nil {
-			return jobs.Result{}, err
-		}
-		if i == 0 || res.Compile == nil {
-			res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
-		}
-		if in.req.Compile != nil && len(in.built) > 0 {
-			// Built: the next tests run what the first one built.
-			in.req.Compile, in.req.Build = nil, in.built
-		}
+		wg.Wait()
 		switch {
-		case run.Error != nil && run.Error.Code == jobs.ErrCodeCompileError:
-			// It did not compile: nothing of it ran, no test has a result.
-			res.Status, res.Error, res.Tests = run.Status, run.Error, nil
-			res.Duration = time.Since(started)
-			return res, nil
-		case run.Status == jobs.StatusCancelled:
-			return cancelledTests(res, started), nil
-		}
-		tr := testResult(&spec, test, run)
-		if run.Usage != nil {
-			usage = true
-			cpu += run.Usage.CPUTime
-			peak = max(peak, run.Usage.PeakMemoryKB)
-		}
-		res.Tests = append(res.Tests, tr)
-		if tr.Status != jobs.TestPassed && spec.StopOnFailure {
-			break
+		case firstErr != nil:
+			return jobs.Result{}, firstErr
+		case cancelled:
+			return cancelledTests(res, results, started), nil
 		}
 	}
+
+	res.Tests = collected(results)
 	res.Duration = time.Since(started)
+	var cpu time.Duration
+	var peak int64
+	usage := false
+	for _, r := range runs {
+		if r.Usage != nil {
+			usage = true
+			cpu += r.Usage.CPUTime
+			peak = max(peak, r.Usage.PeakMemoryKB)
+		}
+	}
 	if usage {
 		res.Usage = &jobs.ProgramUsage{CPUTime: cpu, PeakMemoryKB: peak}
 	}
@@ -107,6 +151,75 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 	return res, nil
 }
 
+// testWorkers is how many containers a job's tests run on at once, at
+// most (and never more than the runner's slots).
+const testWorkers = 4
+
+// collected are the results of the tests that ran, in order, up to the
+// first that did not run.
+func collected(results []*jobs.TestResult) []jobs.TestResult {
+	out := []jobs.TestResult{}
+	for _, r := range results {
+		if r == nil {
+			break
+		}
+		out = append(out, *r)
+	}
+	return out
+}
+
+// testWorker runs tests one after another in a container of its own
+// (leased for its next test), with its own copy of the run request.
+type testWorker struct {
+	a   *attempt
+	in  prepared
+	ctr *lease
+}
+
+// testRun is a test's run, and whether its program ran at all.
+type testRun struct {
+	jobs.Result
+	ran bool
+}
+
+// run runs test i in the worker's container (obtaining one when it has
+// none), trying another container when the program did not start.
+func (w *testWorker) run(ctx context.Context, i int, test jobs.Test) (testRun, error) {
+	w.in.req.Stdin = nil
+	if test.Stdin != "" {
+		w.in.req.Stdin = []byte(test.Stdin)
+	}
+	for try := 1; ; try++ {
+		if w.ctr == nil {
+			var err error
+			if w.ctr, err = w.a.obtain(ctx); err != nil {
+				switch {
+				case errors.Is(context.Cause(ctx), errCancelled):
+					return testRun{Result: cancelledResult(0)}, nil
+				case isEnv(err) || isTooLarge(err):
+					return testRun{Result: jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}}, nil
+				}
+				return testRun{}, err
+			}
+		}
+		run, ctr, err := w.a.runIn(ctx, w.ctr, &w.in)
+		w.ctr = ctr
+		if errors.Is(err, errNotStarted) && ctx.Err() == nil && try < startTries {
+			w.a.log.Warn("a test's program did not start; trying another container", "test", i, "try", try, "err", err)
+			continue
+		}
+		return testRun{Result: run, ran: true}, err
+	}
+}
+
+// done hands the worker's container back to the fleet.
+func (w *testWorker) done() {
+	if w.ctr != nil {
+		w.ctr.release(true, "")
+		w.ctr = nil
+	}
+}
+
 func stoppedAt(ran, all int) string {
 	if ran < all {
 		return fmt.Sprintf(" (stopped at the first that did not pass: %d ran)", ran)
@@ -116,9 +229,9 @@ func stoppedAt(ran, all int) string {
 
 // cancelledTests is a job cancelled among its tests, with the results of
 // those that ran.
-func cancelledTests(res jobs.Result, started time.Time) jobs.Result {
+func cancelledTests(res jobs.Result, results []*jobs.TestResult, started time.Time) jobs.Result {
 	c := cancelledResult(time.Since(started))
-	c.Tests, c.Compile, c.CompileOutput = res.Tests, res.Compile, res.CompileOutput
+	c.Tests, c.Compile, c.CompileOutput = collected(results), res.Compile, res.CompileOutput
 	return c
 }
 

@@ -27,7 +27,7 @@ if line == "sleep": time.sleep(30)
 if line == "alloc": b = bytearray(400 << 20); print(len(b))
 print(line.upper(), "seen" if seen else "")
 `
-	j := h.run(t, jobs.Request{Language: "python", Code: code, TimeoutMS: 3000, Limits: &jobs.Limits{MemoryMB: 128},
+	j := h.run(t, jobs.Request{Language: "python", Code: code, TimeoutMS: 10_000, Limits: &jobs.Limits{MemoryMB: 128},
 		Tests: []jobs.Test{
 			{Stdin: "a", ExpectedStdout: s("A")},
 			{Stdin: "b", ExpectedStdout: s("B  \n\n")},
@@ -75,7 +75,9 @@ print(line.upper(), "seen" if seen else "")
 		in := strings.Repeat("x", i)
 		tests = append(tests, jobs.Test{Stdin: in + "\n", ExpectedStdout: s("hello " + in + "\n")})
 	}
-	j = h.run(t, jobs.Request{Language: "cpp", Code: modePrograms["cpp"] + "// tests\n", CompileTimeoutMS: 60_000, Tests: tests})
+	echo := "#include <cstdio>\n#include <cstring>\nint main() { char s[256] = \"\"; if (!fgets(s, sizeof s, stdin)) s[0] = 0;\n" +
+		"s[strcspn(s, \"\\n\")] = 0; printf(\"hello %s\\n\", s); }\n"
+	j = h.run(t, jobs.Request{Language: "cpp", Code: echo, CompileTimeoutMS: 60_000, Tests: tests})
 	if j.Status != jobs.StatusSucceeded || *j.TestsPassed != 30 || j.Compile == nil || j.Compile.Status != jobs.CompileSucceeded || j.Compile.Cached {
 		t.Fatalf("cpp: %s %+v %+v passed %v", j.Status, j.Error, j.Compile, j.TestsPassed)
 	}
