@@ -18,7 +18,8 @@ import (
 // workspace emptied first), with its stdin, the job's timeout and limits.
 // After the first, tests run on up to testWorkers containers at once (each
 // a sandbox of the job's limits, admitted against the host's memory as any),
-// one at a time with stop_on_failure, code mode or egress. A test that
+// one at a time with stop_on_failure or egress (whose record is the
+// attempt's). A test that
 // times out keeps its container as any job does; one that runs out of
 // memory retires it and the next test gets another. The job's result holds
 // each test's, in order, and how the compile went; it has no output or
@@ -65,7 +66,7 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 
 	if !(tr.Status != jobs.TestPassed && spec.StopOnFailure) && len(spec.Tests) > 1 {
 		workers := 1
-		if !spec.StopOnFailure && in.bridge == nil && in.egress == nil {
+		if !spec.StopOnFailure && in.egress == nil {
 			workers = min(testWorkers, a.r.cfg.Slots, len(spec.Tests)-1)
 		}
 		var (
