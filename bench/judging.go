@@ -152,7 +152,7 @@ func judgingRows(c *client) ([]row, error) {
 	sameT, okS := timeCalls(func(int) string { return same })
 	rows = append(rows, row{Name: "20 /run_code calls of one C++ program (compiled once) vs 20 distinct programs of its size",
 		Gantry: fmt.Sprintf("%s (%d ok)", ms(sameT), okS), Baseline: fmt.Sprintf("%s (%d ok)", ms(distinctT), okD),
-		Ratio: fmt.Sprintf("%.1f× faster", distinctT.Seconds()/sameT.Seconds()),
+		Ratio:  fmt.Sprintf("%.1f× faster", distinctT.Seconds()/sameT.Seconds()),
 		Target: "≥ 8× faster", Met: met(okS == 20 && sameT*8 <= distinctT), Value: msf(sameT)})
 
 	// A C++ problem with 50 tests: cold (compiled in the job) and cached.
