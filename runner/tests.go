@@ -67,7 +67,7 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 	if !(tr.Status != jobs.TestPassed && spec.StopOnFailure) && len(spec.Tests) > 1 {
 		workers := 1
 		if !spec.StopOnFailure && in.egress == nil {
-			workers = min(testWorkers, a.r.cfg.Slots, len(spec.Tests)-1)
+			workers = min(testWorkers, 2*a.r.cfg.Slots, len(spec.Tests)-1)
 		}
 		var (
 			mu        sync.Mutex
@@ -153,7 +153,8 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 }
 
 // testWorkers is how many containers a job's tests run on at once, at
-// most (and never more than the runner's slots).
+// most (and never more than twice the runner's slots: a run waits on its
+// sandbox's set-up and the agent as much as on the CPUs).
 const testWorkers = 4
 
 // collected are the results of the tests that ran, in order, up to the
