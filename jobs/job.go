@@ -332,6 +332,8 @@ type Spec struct {
 	Compare       Compare `json:"compare,omitempty"`
 	Tolerance     float64 `json:"tolerance,omitempty"`
 	StopOnFailure bool    `json:"stop_on_failure,omitempty"`
+	// Network is the job's own (Request.Network), nil without one.
+	Network *Network `json:"network,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

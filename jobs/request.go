@@ -61,6 +61,10 @@ type Request struct {
 	Tolerance float64 `json:"tolerance,omitempty"`
 	// StopOnFailure ends the job at its first test that does not pass.
 	StopOnFailure bool `json:"stop_on_failure,omitempty"`
+	// Network narrows the job's egress below its tenant's allow-list (and
+	// its session's network), and sets headers on requests to some hosts
+	// at the egress proxy.
+	Network *Network `json:"network,omitempty"`
 }
 
 // MaxCompatBytes caps Request.Compat.
@@ -431,6 +435,12 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	if req.WebhookURL != "" {
 		if _, err := ValidateWebhookURL("webhook_url", req.WebhookURL); err != nil {
+			return Spec{}, err
+		}
+	}
+	if !req.Network.Empty() {
+		spec.Network = NormalizeNetwork(req.Network)
+		if err := spec.Network.Check("network"); err != nil {
 			return Spec{}, err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
@@ -65,9 +65,9 @@ type attempt struct {
 
 // prepared is what a run needs besides the container.
 type prepared struct {
-	req        agent.Request
-	stamp      string       // the tenant's skills stamp
-	skillFiles []agent.File // the tenant's skills
+	req        wire.Request
+	stamp      string      // the tenant's skills stamp
+	skillFiles []wire.File // the tenant's skills
 	bridge     *codemode.Bridge
 	egress     *jobEgress // nil: no network
 	// cached is the kept build the program runs from (req.Build), nil
@@ -179,13 +179,13 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		return nil, fmt.Errorf("load skills: %w", err)
 	}
 	in.stamp, in.skillFiles = stamp, skillFiles
-	files := make([]agent.File, 0, len(spec.Files)+1)
+	files := make([]wire.File, 0, len(spec.Files)+1)
 	for _, f := range spec.Files {
-		files = append(files, agent.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
+		files = append(files, wire.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
 	}
 	plan := spec.Plan()
 	if spec.Code != "" {
-		files = append(files, agent.File{Path: plan.File, Data: []byte(spec.Code)})
+		files = append(files, wire.File{Path: plan.File, Data: []byte(spec.Code)})
 	}
 	bridge, genFiles, env, err := a.r.codeMode(ctx, claim)
 	if err != nil {
@@ -198,13 +198,18 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
-	if in.egress, err = a.r.egressFor(claim.EgressAllow); err != nil {
-		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
+	stateful := a.session != nil && a.session.state.Stateful
+	sessionID := ""
+	if a.session != nil {
+		sessionID = a.session.id
+	}
+	if in.egress, err = a.r.egressFor(ctx, claim, sessionID, stateful); err != nil {
+		return nil, fmt.Errorf("the job's egress: %w", err)
 	}
 	if in.egress != nil {
 		env = in.egress.env(env)
 	}
-	in.req = agent.Request{
+	in.req = wire.Request{
 		Files: files, Argv: plan.Run, Env: env,
 		OutputCap: spec.Limits.OutputBytes,
 		Fresh:     a.session == nil,
@@ -212,7 +217,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		TimeoutMS: spec.TimeoutMS,
 	}
 	if plan.Compile != nil {
-		in.req.Compile = &agent.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
+		in.req.Compile = &wire.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)
@@ -295,7 +300,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 	a.ex.stdout, a.ex.stderr, a.ex.private = stdout, stderr, private
 	a.r.mu.Unlock()
 
-	rio := agent.RunIO{Stdout: stdout, Stderr: stderr}
+	rio := wire.RunIO{Stdout: stdout, Stderr: stderr}
 	if in.bridge != nil {
 		rio.Bridge = in.bridge
 	}
@@ -316,14 +321,25 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 	}()
 	start := time.Now()
 	var compiledAt time.Time
-	rio.Compiled = func(agent.CompileReport) { // called by Run, on this goroutine
+	rio.Compiled = func(wire.CompileReport) { // called by Run, on this goroutine
 		compiledAt = time.Now()
 		if deadlines[0].Stop() {
 			deadlines = append(deadlines, time.AfterFunc(spec.Timeout()+agentGrace, func() { cancelRun(errTimeout) }))
 		}
 	}
 	rio.Egress = in.egress.handler()
-	rr, err := ctr.conn.Run(runCtx, in.req, rio)
+	rio.KeepEgress = in.req.Stateful
+	ca, err := a.r.caFile(ctx, in.egress, ctr.Container)
+	if err != nil {
+		a.handOn(ctr, false, "broken")
+		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
+	}
+	req := in.req
+	req.Files = append(append([]wire.File(nil), req.Files...), ca...)
+	rr, err := ctr.conn.Run(runCtx, req, rio)
+	if in.req.Stateful {
+		keepLive(ctr.Container, a.claim.TenantID, in.egress)
+	}
 	end := time.Now()
 	a.keepBuild(ctx, in, rr)
 	in.built = rr.Build
@@ -378,7 +394,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusFailed
 		res.Compile = &jobs.Compile{Status: jobs.CompileTimedOut, DurationMS: end.Sub(start).Milliseconds()}
-		res.Error = compileError(agent.Exit{Started: true, TimedOut: true}, spec)
+		res.Error = compileError(wire.Exit{Started: true, TimedOut: true}, spec)
 		return res, nil, nil
 	case errors.Is(cause, errTimeout):
 		a.handOn(ctr, false, "timed out")
@@ -415,7 +431,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 			res.ExitCode = ptr(137)
 			res.Error = oomError(spec.Limits)
 			return res, nil, nil
-		case a.r.sandbox.Isolation() == agent.Container && !f.running:
+		case a.r.sandbox.Isolation() == wire.Container && !f.running:
 			res.Status = jobs.StatusFailed
 			res.ExitCode = ptr(f.exitCode)
 			return res, nil, nil
@@ -522,7 +538,7 @@ const agentGrace = 5 * time.Second
 // usage is what the agent measured of a sandbox, nil when it could not.
 // It is the agent's word (a program under the Container isolation shares
 // its container), so only what cannot be true is refused.
-func usage(u *agent.Usage) *jobs.ProgramUsage {
+func usage(u *wire.Usage) *jobs.ProgramUsage {
 	if u == nil || u.CPUTimeUS < 0 || u.PeakMemoryKB < 0 {
 		return nil
 	}
@@ -530,7 +546,7 @@ func usage(u *agent.Usage) *jobs.ProgramUsage {
 }
 
 // compileResult is the job's record of its compile step, which took d.
-func compileResult(rep agent.CompileReport, d time.Duration) *jobs.Compile {
+func compileResult(rep wire.CompileReport, d time.Duration) *jobs.Compile {
 	c := &jobs.Compile{Status: jobs.CompileSucceeded, DurationMS: d.Milliseconds(), OutputTruncated: rep.Truncated}
 	switch e := rep.Exit; {
 	case e.TimedOut:
@@ -548,7 +564,7 @@ func compileResult(rep agent.CompileReport, d time.Duration) *jobs.Compile {
 }
 
 // compileError says why a job's program did not compile.
-func compileError(e agent.Exit, spec jobs.Spec) *jobs.ErrorInfo {
+func compileError(e wire.Exit, spec jobs.Spec) *jobs.ErrorInfo {
 	msg := fmt.Sprintf("the program did not compile (the compiler exited with code %d); see compile_output", e.Code)
 	switch {
 	case e.TimedOut:

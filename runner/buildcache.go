@@ -19,7 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -91,7 +91,7 @@ type buildInputs struct {
 	imageID  string
 	language string
 	compile  []string
-	files    []agent.File
+	files    []wire.File
 	env      map[string]string
 }
 
@@ -208,12 +208,12 @@ func (c *buildCache) get(ctx context.Context, tenant, key string) *build {
 		return nil
 	}
 	defer r.Close()
-	data, err := io.ReadAll(io.LimitReader(r, 2*agent.MaxBuild+(1<<20)))
+	data, err := io.ReadAll(io.LimitReader(r, 2*wire.MaxBuild+(1<<20)))
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil // the object store reports a missing object on the first read
 	}
 	var b build
-	if err != nil || json.Unmarshal(data, &b) != nil || !b.OK || len(b.Tar) == 0 || len(b.Tar) > agent.MaxBuild {
+	if err != nil || json.Unmarshal(data, &b) != nil || !b.OK || len(b.Tar) == 0 || len(b.Tar) > wire.MaxBuild {
 		c.log.Warn("a build in the object store could not be read; compiling", "err", err)
 		return nil
 	}
@@ -425,7 +425,7 @@ func (a *attempt) useBuild(ctx context.Context, claim store.Claim, in *prepared)
 	case b != nil:
 		spec := claim.Spec
 		return done, &jobs.Result{Status: jobs.StatusFailed, Compile: b.report(), CompileOutput: b.Output,
-			Error: compileError(agent.Exit{Started: true, Code: b.ExitCode}, spec)}
+			Error: compileError(wire.Exit{Started: true, Code: b.ExitCode}, spec)}
 	case finish == nil:
 		return done, nil
 	}
@@ -436,7 +436,7 @@ func (a *attempt) useBuild(ctx context.Context, claim store.Claim, in *prepared)
 
 // keepBuild keeps what the run's compile step built, or its refusal when
 // the compiler exited non-zero by itself (not killed, not timed out).
-func (a *attempt) keepBuild(ctx context.Context, in *prepared, rr agent.RunResult) {
+func (a *attempt) keepBuild(ctx context.Context, in *prepared, rr wire.RunResult) {
 	if in.buildKey == "" || rr.Compile == nil {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -373,7 +373,7 @@ func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) 
 
 // reusable reports whether containers serve more than one job: not when
 // programs run directly in them (the Container isolation).
-func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
+func (f *fleet) reusable() bool { return f.sb.Isolation() == wire.Namespaces }
 
 // acquire returns a container bound to the tenant, limits and image ("":
 // the sandbox image), leased to the caller until it releases it: the

@@ -136,6 +136,7 @@ type Store interface {
 	SessionStore
 	SkillStore
 	EnvironmentStore
+	EgressStore
 }
 
 // Runner runs jobs from the queue, from Start until Stop.
@@ -160,6 +161,8 @@ type Runner struct {
 	// handed bounds the sessions other runners handed to this one (their
 	// live sandboxes are here) that run at once, beside the slots.
 	handed chan struct{}
+	// cas holds the tenants' egress CAs and the images' CA bundles.
+	cas caCache
 
 	// loops runs the queue loop, which drains when Stop ends it.
 	loops startstop.Loops
@@ -207,6 +210,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	r.live.renetwork = r.renetwork
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

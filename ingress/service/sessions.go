@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -49,6 +49,9 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if err := s.checkEnvironment(ctx, p, req.Environment); err != nil {
 		return jobs.Session{}, err
 	}
+	if err := s.checkNetwork(ctx, p, "network", req.Network, "", req.Secrets); err != nil {
+		return jobs.Session{}, err
+	}
 	if len(req.Env) > 0 {
 		if !s.cfg.Box.Enabled() {
 			return jobs.Session{}, BadRequest("env", "a session's env is sealed at rest, which needs GANTRY_SECRET_KEY: this server was started without it")
@@ -63,6 +66,12 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if errors.Is(err, store.ErrTooManyLive) {
 		return sess, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
 			Message: fmt.Sprintf("%v (%d): close one (DELETE /v1/sessions/{id}) or let one expire", err, req.MaxLive)}
+	}
+	if err == nil && len(req.Secrets) > 0 {
+		if err := s.putSessionSecrets(ctx, p, sess.ID, req.Secrets); err != nil {
+			_, _ = s.store.CloseSession(ctx, p.TenantID, sess.ID)
+			return jobs.Session{}, err
+		}
 	}
 	return sess, err
 }
@@ -119,7 +128,7 @@ func (s *Service) SetSessionTTL(ctx context.Context, p Principal, id string, ttl
 		// (best effort: a runner that is gone has nothing to keep).
 		keep, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		body, _ := json.Marshal(agent.LiveOp{Op: agent.OpKeep, TimeoutMS: int64(ttlSeconds) * 1000})
+		body, _ := json.Marshal(wire.LiveOp{Op: wire.OpKeep, TimeoutMS: int64(ttlSeconds) * 1000})
 		if _, err := s.sandboxes.liveRequest(keep, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("keep a live sandbox for its session's new timeout", "session_id", sess.ID, "err", err)
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -59,7 +59,7 @@ type kernel struct {
 
 // kernels lists the sandbox's running JavaScript and TypeScript contexts.
 func (s *Server) kernels(ctx context.Context, c caller) ([]kernel, error) {
-	list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Server) startKernel(ctx context.Context, c caller, id, language, cwd st
 	}
 	env := e2bEnv(nil)
 	env["PWD"] = fromSandbox(toSandbox(cwd))
-	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpSpawn, Argv: argv, Env: env,
+	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSpawn, Argv: argv, Env: env,
 		Cwd: toSandbox(cwd), Stdin: true, Tag: contextTag(id, language)})
 	if err != nil {
 		return kernel{}, err
@@ -140,10 +140,16 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 	_, _ = rand.Read(nonce[:])
 	cell := newJSCell(hex.EncodeToString(nonce[:]))
 	line, _ := json.Marshal(map[string]any{"id": cell.id, "code": code, "env": env})
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpInput, Pid: k.pid, Data: append(line, '\n')}); err != nil {
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	if err == nil {
+		_, err = live.Op(ctx, wire.LiveOp{Op: wire.OpInput, Pid: k.pid, Data: append(line, '\n')})
+	}
+	if err != nil {
 		out.error("ContextError", "the context's kernel did not take the code: "+s.rpcError(c, err).Message, "")
 		return
 	}
+	events.Follow(live.Sandbox(), k.pid)
+	defer giveUpWhenCutOff(events, out.rc)()
 	lines := newLineBuffer(func(stream, text string) {
 		out.event(map[string]string{"type": stream, "text": text, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 	})
@@ -161,11 +167,12 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 			}
 			continue
 		}
-		if ev.Lost {
+		if ev.Err != nil {
+			// Cut off for reading too slowly (the cell runs on in its
+			// kernel), or the sandbox is gone.
 			lines.flush()
-			out.event(map[string]string{"type": "stderr", "text": "[gantry: output the cell printed faster than it was read was dropped]\n",
-				"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
-			continue
+			out.error("ContextError", s.rpcError(c, ev.Err).Message, "")
+			return
 		}
 		if ev.Pid != k.pid {
 			continue
@@ -334,14 +341,14 @@ func (s *Server) killKernel(ctx context.Context, c caller, k kernel) error {
 		return err
 	}
 	defer events.Close()
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpSignal, Pid: k.pid, Signal: 9}); err != nil {
+	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSignal, Pid: k.pid, Signal: 9}); err != nil {
 		return err
 	}
 	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
 		ev, ok := events.Next(wait)
-		if !ok || ev.Pid == k.pid && ev.Exit != nil {
+		if !ok || ev.Err != nil || ev.Pid == k.pid && ev.Exit != nil {
 			return nil
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -72,7 +72,7 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 	if req.Process.Cwd != nil {
 		cwd = *req.Process.Cwd
 	}
-	op := agent.LiveOp{Op: agent.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
+	op := wire.LiveOp{Op: wire.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
 		Env: e2bEnv(req.Process.Envs), Cwd: toSandbox(cwd), Stdin: req.Stdin == nil || *req.Stdin, TimeoutMS: timeout.Milliseconds()}
 	if _, set := op.Env["PWD"]; !set {
 		// The shell names its directory as E2B's (/home/user links to the
@@ -89,15 +89,20 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, op)
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
+	reply, err := live.Op(ctx, op)
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	events.Follow(live.Sandbox(), reply.Pid)
 	st := newStream(w)
 	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(reply.Pid)}}}) != nil {
 		return nil
 	}
-	s.followProcess(ctx, r, st, events, reply.Pid)
+	s.followProcess(ctx, r, c, st, events, reply.Pid)
 	return nil
 }
 
@@ -116,10 +121,15 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	status, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpStatus, Pid: pid})
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
+	status, err := live.Op(ctx, wire.LiveOp{Op: wire.OpStatus, Pid: pid})
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	events.Follow(live.Sandbox(), pid)
 	st := newStream(w)
 	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(pid)}}}) != nil {
 		return nil
@@ -131,18 +141,21 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		}
 		return nil
 	}
-	s.followProcess(ctx, r, st, events, pid)
+	s.followProcess(ctx, r, c, st, events, pid)
 	return nil
 }
 
 // followProcess streams the process's output and end, with a keep-alive
-// event every Keepalive-Ping-Interval seconds, until it ends or the client
-// goes away.
-func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream, events *service.ProcessEvents, pid int) {
+// event every Keepalive-Ping-Interval seconds, until it ends, the client
+// goes away, or the stream ends early: its reader fell behind past a bound
+// (resource_exhausted), or the sandbox is gone (unavailable). Keep-alives
+// never outlast the sandbox: its loss ends the stream within seconds.
+func (s *Server) followProcess(ctx context.Context, r *http.Request, c caller, st *stream, events *service.ProcessEvents, pid int) {
 	every := 50 * time.Second
 	if n, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
 		every = time.Duration(min(n, 3600)) * time.Second
 	}
+	defer giveUpWhenCutOff(events, st.rc)()
 	for {
 		wait, cancel := context.WithTimeout(ctx, every)
 		ev, ok := events.Next(wait)
@@ -156,11 +169,10 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 			}
 			continue
 		}
-		if ev.Lost {
-			// Its output came faster than this stream took it: the stream
-			// ends (the process runs on; Connect follows it again).
-			st.end(&rpcError{Code: codeResourceExhausted,
-				Message: "the process's output came faster than this stream read it, and some was dropped; connect to it again"})
+		if ev.Err != nil {
+			// Cut off (the process runs on; Connect follows it again), or
+			// the sandbox is gone.
+			st.end(s.rpcError(c, ev.Err))
 			return
 		}
 		if ev.Pid != pid {
@@ -185,9 +197,39 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 	}
 }
 
+// cutGrace is how long a stream cut off (or whose sandbox is gone) waits
+// for its client to take what is written to it before the connection is
+// dropped: a client that reads nothing holds nothing of the ingress's for
+// long (what it held is let go at once), and one that reads again in time
+// is told why.
+const cutGrace = 30 * time.Second
+
+// giveUpWhenCutOff makes writes to the response fail cutGrace after the
+// stream is cut off, so that a handler blocked on a client that reads
+// nothing returns. The returned function stops it, and clears the
+// deadline if it was set (the connection may serve another request).
+func giveUpWhenCutOff(events *service.ProcessEvents, rc *http.ResponseController) (stop func()) {
+	done, exited := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		select {
+		case <-events.CutOff():
+			_ = rc.SetWriteDeadline(time.Now().Add(cutGrace))
+			exited <- true
+		case <-done:
+			exited <- false
+		}
+	}()
+	return func() {
+		close(done)
+		if <-exited {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+	}
+}
+
 // endOf is envd's end event for a process's end (as Go's os.ProcessState
 // words it).
-func endOf(e agent.ProcessExit) *endEvent {
+func endOf(e wire.ProcessExit) *endEvent {
 	end := &endEvent{ExitCode: int32(e.Code), Exited: e.Signal == 0, Status: fmt.Sprintf("exit status %d", e.Code)}
 	if e.Signal != 0 {
 		end.ExitCode, end.Status = -1, "signal: "+syscall.Signal(e.Signal).String()
@@ -219,7 +261,7 @@ func (s *Server) selectProcess(ctx context.Context, c caller, sel processSelecto
 	case sel.Pid != nil:
 		return int(*sel.Pid), nil
 	case sel.Tag != nil:
-		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
 		if err != nil {
 			return 0, s.rpcError(c, err)
 		}
@@ -238,7 +280,7 @@ func (s *Server) processList(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpList})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -278,7 +320,7 @@ func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c call
 	if req.Input.Pty != nil {
 		return errorf(codeUnimplemented, "PTYs are not offered by gantry")
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpInput, Data: req.Input.Stdin})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpInput, Data: req.Input.Stdin})
 }
 
 func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -289,7 +331,7 @@ func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c cal
 	if req.Signal <= 0 || req.Signal > 64 {
 		return errorf(codeInvalidArgument, "signal %d", req.Signal)
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpSignal, Signal: int(req.Signal)})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpSignal, Signal: int(req.Signal)})
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -297,12 +339,12 @@ func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c cal
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpCloseInput})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpCloseInput})
 }
 
 // onProcess runs op on the selected process and answers the empty
 // message.
-func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op agent.LiveOp) *rpcError {
+func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op wire.LiveOp) *rpcError {
 	pid, e := s.selectProcess(r.Context(), c, sel)
 	if e != nil {
 		return e

@@ -15,8 +15,10 @@
 // Every call carries the sandbox's access token (X-Access-Token, or
 // E2B-Traffic-Access-Token, which the code interpreter's calls send): a
 // session token (service.Sandboxes.SessionToken) for that sandbox, checked before
-// anything else. A sandbox that was killed or expired answers 502, as
-// E2B's proxy does for a sandbox that is gone.
+// anything else: it dies with the API key that asked for it (401) and at
+// the sandbox's timeout. A sandbox that was killed or expired, or whose
+// timeout ran out for its token, answers 502, as E2B's proxy does for a
+// sandbox that is gone.
 package sandbox
 
 import (
@@ -26,7 +28,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 )
@@ -147,21 +149,21 @@ func (s *Server) plain(h plainHandler) http.Handler {
 }
 
 func (s *Server) answerPlain(w http.ResponseWriter, c caller, err error) {
-	var le *agent.LiveError
+	var le *wire.LiveError
 	if errors.As(err, &le) {
 		status := http.StatusInternalServerError
 		switch le.Code {
-		case agent.LiveErrNotFound:
+		case wire.LiveErrNotFound:
 			status = http.StatusNotFound
-		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir, agent.LiveErrExists:
+		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir, wire.LiveErrExists:
 			status = http.StatusBadRequest
-		case agent.LiveErrPermission:
+		case wire.LiveErrPermission:
 			status = http.StatusForbidden
-		case agent.LiveErrNoSpace:
+		case wire.LiveErrNoSpace:
 			status = http.StatusInsufficientStorage
-		case agent.LiveErrBusy:
+		case wire.LiveErrBusy:
 			status = http.StatusTooManyRequests
-		case agent.LiveErrNoSandbox:
+		case wire.LiveErrNoSandbox:
 			status = http.StatusBadGateway
 		}
 		writeError(w, status, le.Message)
@@ -223,20 +225,20 @@ func (s *Server) answerRPC(w http.ResponseWriter, r *http.Request, c caller, e *
 // rpcError words an error of the service or of a live operation as a
 // Connect error.
 func (s *Server) rpcError(c caller, err error) *rpcError {
-	var le *agent.LiveError
+	var le *wire.LiveError
 	if errors.As(err, &le) {
 		switch le.Code {
-		case agent.LiveErrNotFound:
+		case wire.LiveErrNotFound:
 			return errorf(codeNotFound, "%s", le.Message)
-		case agent.LiveErrExists:
+		case wire.LiveErrExists:
 			return errorf(codeAlreadyExists, "%s", le.Message)
-		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir:
+		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir:
 			return errorf(codeInvalidArgument, "%s", le.Message)
-		case agent.LiveErrPermission:
+		case wire.LiveErrPermission:
 			return errorf(codePermissionDenied, "%s", le.Message)
-		case agent.LiveErrNoSpace, agent.LiveErrBusy:
+		case wire.LiveErrNoSpace, wire.LiveErrBusy:
 			return errorf(codeResourceExhausted, "%s", le.Message)
-		case agent.LiveErrNoSandbox:
+		case wire.LiveErrNoSandbox:
 			return errorf(codeUnavailable, "%s", le.Message)
 		}
 		return errorf(codeInternal, "%s", le.Message)
