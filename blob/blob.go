@@ -349,6 +349,28 @@ func SessionPrefix(tenantID, sessionID string) string {
 	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
 }
 
+// BuildKey is where a tenant's compiled program is kept (the runners'
+// compile cache), by its content key.
+func BuildKey(tenantID, key string) string { return BuildsPrefix(tenantID) + key }
+
+// BuildsPrefix holds a tenant's compiled programs.
+func BuildsPrefix(tenantID string) string { return "tenants/" + tenantID + "/builds/" }
+
+// DeleteOlder removes the objects under prefix last written before
+// before, and returns how many it removed.
+func (s *Store) DeleteOlder(ctx context.Context, prefix string, before time.Time) (int, error) {
+	var keys []string
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return 0, fmt.Errorf("list %s: %w", prefix, obj.Err)
+		}
+		if obj.LastModified.Before(before) {
+			keys = append(keys, obj.Key)
+		}
+	}
+	return len(keys), s.DeleteKeys(ctx, keys)
+}
+
 // DeleteKeys removes the objects under keys, a thousand per request (S3's
 // multi-object delete); missing objects are not an error.
 func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {

@@ -57,6 +57,10 @@ type attempt struct {
 	// jobCtx ends only when the runner gives up on running jobs
 	// (errShutdown); the context run gets also ends on a cancel request.
 	jobCtx context.Context
+	// testing is set while the job's tests run (tests.go): runIn keeps the
+	// container for the next test, collects no artifacts and publishes no
+	// live output.
+	testing bool
 }
 
 // prepared is what a run needs besides the container.
@@ -66,6 +70,13 @@ type prepared struct {
 	skillFiles []wire.File // the tenant's skills
 	bridge     *codemode.Bridge
 	egress     *jobEgress // nil: no network
+	// cached is the kept build the program runs from (req.Build), nil
+	// when it is compiled; buildKey, when set, is where what its compile
+	// step builds is kept (buildcache.go).
+	cached   *build
+	buildKey string
+	// built is what the run's compile step sent back (Compile.SendBuild).
+	built []byte
 }
 
 // run runs the attempt. The result is final when err is nil (succeeded,
@@ -98,6 +109,18 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 	if err != nil {
 		return jobs.Result{}, nil, err
 	}
+	done, failed := a.useBuild(ctx, claim, in)
+	defer done()
+	if failed != nil {
+		return *failed, nil, nil
+	}
+	if len(claim.Spec.Tests) > 0 {
+		res, err := a.runTests(ctx, claim, in)
+		if err == nil && claim.Private {
+			err = a.r.tokenizeResult(ctx, claim.TenantID, &res)
+		}
+		return res, nil, err
+	}
 	var lastErr error
 	for try := 1; try <= startTries; try++ {
 		ctr, err := a.obtain(ctx)
@@ -109,8 +132,8 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 			// What the job asks cannot be had here: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
 				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
-		case isEnv(err):
-			// Its environment cannot be had: say so, once.
+		case isEnv(err) || isTooLarge(err):
+			// Its environment, or its memory, cannot be had: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil, nil
 		case err != nil:
 			return jobs.Result{}, nil, err
@@ -231,7 +254,7 @@ func (a *attempt) obtain(ctx context.Context) (c *lease, err error) {
 // reuses or retires it) for a job; for a session's job, a container still
 // worth keeping is returned for the session to snapshot and park.
 func (a *attempt) handOn(c *lease, reusable bool, reason string) *lease {
-	if a.session != nil && reusable {
+	if (a.session != nil || a.testing) && reusable {
 		return c
 	}
 	if a.session != nil {
@@ -262,7 +285,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 
 	private := a.claim.Private
 	publish := func(stream string, offset int, chunk []byte) {
-		if private || a.r.nc == nil {
+		if private || a.r.nc == nil || a.testing {
 			return
 		}
 		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
@@ -318,6 +341,8 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		keepLive(ctr.Container, a.claim.TenantID, in.egress)
 	}
 	end := time.Now()
+	a.keepBuild(ctx, in, rr)
+	in.built = rr.Build
 	a.traceRun(runCtx, began, end, rr, err)
 	if rr.Compile != nil {
 		a.r.metrics.accounted(rr.Compile.Exit.Usage)
@@ -328,6 +353,9 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 	if rr.Compile != nil {
 		res.Duration = end.Sub(compiledAt)
 		res.Compile, res.CompileOutput = compileResult(*rr.Compile, compiledAt.Sub(start)), rr.Compile.Output
+	}
+	if in.cached != nil {
+		res.Compile, res.CompileOutput = in.cached.report(), in.cached.Output
 	}
 	res.Stdout, res.StdoutTruncated = stdout.snapshot()
 	res.Stderr, res.StderrTruncated = stderr.snapshot()
@@ -351,11 +379,15 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, rr.Exit.Message)
 	case err == nil && rr.Exit.TimedOut:
 		// The agent killed the program at its timeout: measured, with
-		// nothing of it left running; the container goes all the same.
-		a.handOn(ctr, false, "timed out")
+		// nothing of it left running (its sandbox's pid namespace died
+		// with it). A job's container serves again, as after any run
+		// (a burst of programs that all run to their limit would
+		// otherwise make a container each); a session's goes, its
+		// workspace left as it was before the job.
+		ctr = a.handOn(ctr, a.session == nil && ctr.conn.Err() == nil && rr.Exit.OOMKills == 0, "timed out")
 		res.Status, res.Usage = jobs.StatusTimedOut, usage(rr.Exit.Usage)
 		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
-		return res, nil, nil
+		return res, ctr, nil
 	case err == nil:
 		// The program ended by itself: below.
 	case errors.Is(cause, errCompileTimeout):
@@ -455,7 +487,11 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 	err = a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
 		artCtx, cancelArt := context.WithTimeout(collectCtx, artifactTimeout)
 		defer cancelArt()
-		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+		globs := spec.Artifacts
+		if a.testing {
+			globs = nil // a test's workspace is not the job's
+		}
+		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, globs, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
 		})
 		if err != nil && ctr.conn.Err() != nil {

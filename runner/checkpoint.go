@@ -277,5 +277,6 @@ func (r *Runner) restoreCheckpoint(ctx context.Context, cp store.Checkpoint, spe
 		}
 	}
 	defer release()
-	return r.gv.Restore(ctx, spec, dir)
+	spec.Stateful, spec.RestoreFrom = true, dir
+	return r.fleet.create(ctx, spec)
 }

@@ -40,6 +40,9 @@ type FleetConfig struct {
 	// kept for as long as its session lives); past it the least recently
 	// used of the tenant holding the most of them loses its live state.
 	LiveMax int
+	// MemoryMB is the host memory the runner's containers may take
+	// together, by their limits (memory.go); 0: no bound.
+	MemoryMB int64
 }
 
 // WithDefaults fills in zero fields.
@@ -97,15 +100,24 @@ type fleet struct {
 	skills *skillCache
 	log    *slog.Logger
 	m      *fleetMetrics
+	// mem admits containers against the host's memory (nil: no bound).
+	mem *memBudget
 
 	mu       sync.Mutex
 	unbound  []*Container
 	creating int
+	// making counts containers being made for jobs (not the pool's).
+	making int
+	// promised is memory counted on for jobs taken that have no
+	// container yet (memory.go).
+	promised int64
 	target   int
 	lastMiss time.Time
 	// ready is closed and replaced whenever a container joins the pool,
-	// waking attempts waiting for one.
+	// waking attempts waiting for one; idled whenever one goes idle,
+	// waking attempts waiting for memory.
 	ready   chan struct{}
+	idled   chan struct{}
 	wake    chan struct{}
 	idle    map[bindKey][]*Container
 	parked  map[string]*parkedSession
@@ -183,11 +195,191 @@ func (f *fleet) setLocked(c *Container, to ctrState) {
 }
 
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
-	return &fleet{
+	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
-		target: cfg.Min, ready: make(chan struct{}), wake: make(chan struct{}, 1),
+		target: cfg.Min, ready: make(chan struct{}), idled: make(chan struct{}), wake: make(chan struct{}, 1),
 		idle: map[bindKey][]*Container{}, parked: map[string]*parkedSession{}, epochs: map[string]int64{},
 	}
+	if cfg.MemoryMB > 0 {
+		f.mem = newMemBudget(cfg.MemoryMB)
+	}
+	return f
+}
+
+// tryAdmit reserves the memory of a container made for lim if it is free,
+// and otherwise retires idle containers for it (their memory is free once
+// they are removed): ok says whether it reserved. A container larger than
+// the whole budget is refused (errTooLarge).
+func (f *fleet) tryAdmit(lim jobs.Limits) (mb int64, ok bool, err error) {
+	if f.mem == nil {
+		return 0, true, nil
+	}
+	mb = f.sb.memoryMB(lim)
+	if mb > f.mem.total {
+		return 0, false, &errTooLarge{need: mb, budget: f.mem.total}
+	}
+	if f.mem.tryReserve(mb) {
+		return mb, true, nil
+	}
+	f.evictFor(mb)
+	return mb, f.mem.tryReserve(mb), nil
+}
+
+// awaitMemory waits until memory is released, a container goes idle
+// (idled, from f.idled), a second passes or ctx ends.
+func (f *fleet) awaitMemory(ctx context.Context, idled <-chan struct{}) error {
+	_, freed := f.mem.state()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-idled:
+	case <-t.C:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// unadmit gives back what admit reserved for a container that was not made.
+func (f *fleet) unadmit(mb int64) {
+	if f.mem != nil {
+		f.mem.release(mb)
+	}
+}
+
+// evictFor retires idle containers, least recently used first (the pool's
+// first), until mb would be free once they are removed.
+func (f *fleet) evictFor(mb int64) {
+	f.mu.Lock()
+	free, _ := f.mem.state()
+	var out []*Container
+	for free < mb {
+		c := f.evictableLocked()
+		if c == nil {
+			break
+		}
+		out = append(out, c)
+		free += c.memMB
+	}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(out, "memory")
+}
+
+// evictableLocked takes out the container that goes first when memory is
+// short: the oldest in the pool, else the least recently used idle one or
+// parked session's that holds only a workspace; nil when there is none.
+// Stateful sessions' live sandboxes are kept.
+func (f *fleet) evictableLocked() *Container {
+	if len(f.unbound) > 0 {
+		c := f.unbound[0]
+		f.unbound = f.unbound[1:]
+		return c
+	}
+	var oldest *Container
+	var oldestKey bindKey
+	oldestSession := ""
+	for key, list := range f.idle {
+		if c := list[0]; oldest == nil || c.lastUsed.Before(oldest.lastUsed) {
+			oldest, oldestKey, oldestSession = c, key, ""
+		}
+	}
+	for sid, p := range f.parked {
+		if !p.live && (oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed)) {
+			oldest, oldestSession = p.ctr, sid
+		}
+	}
+	switch {
+	case oldest == nil:
+	case oldestSession != "":
+		delete(f.parked, oldestSession)
+	default:
+		f.idle[oldestKey] = f.idle[oldestKey][1:]
+		if len(f.idle[oldestKey]) == 0 {
+			delete(f.idle, oldestKey)
+		}
+	}
+	return oldest
+}
+
+// room reports whether a container of mb could be admitted now without
+// waiting: free memory, or idle containers to retire for it.
+func (f *fleet) room(mb int64) bool {
+	if f.mem == nil {
+		return true
+	}
+	free, _ := f.mem.state()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	free -= f.promised
+	if free >= mb {
+		return true
+	}
+	for _, c := range f.unbound {
+		free += c.memMB
+	}
+	for _, list := range f.idle {
+		for _, c := range list {
+			free += c.memMB
+		}
+	}
+	for _, p := range f.parked {
+		if !p.live {
+			free += p.ctr.memMB
+		}
+	}
+	return free >= mb
+}
+
+// makingForJobs is how many containers are being made for jobs now.
+func (f *fleet) makingForJobs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.making
+}
+
+// create makes a container for cs once its memory is admitted, waiting
+// for memory until ctx ends.
+func (f *fleet) create(ctx context.Context, cs ContainerSpec) (*Container, error) {
+	for {
+		f.mu.Lock()
+		idled := f.idled
+		f.mu.Unlock()
+		mb, ok, err := f.tryAdmit(cs.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f.createAdmitted(ctx, cs, mb)
+		}
+		if err := f.awaitMemory(ctx, idled); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// createAdmitted makes a container for cs, whose memory mb is reserved.
+func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) (*Container, error) {
+	f.mu.Lock()
+	f.making++
+	f.mu.Unlock()
+	var c *Container
+	var err error
+	if cs.Stateful && f.gv != nil {
+		c, err = f.gv.start(ctx, cs, cs.RestoreFrom)
+	} else {
+		c, err = f.sb.Create(ctx, cs)
+	}
+	f.mu.Lock()
+	f.making--
+	f.mu.Unlock()
+	if err != nil {
+		f.unadmit(mb)
+		return nil, err
+	}
+	c.memMB = mb
+	return c, nil
 }
 
 // reusable reports whether containers serve more than one job: not when
@@ -199,43 +391,58 @@ func (f *fleet) reusable() bool { return f.sb.Isolation() == wire.Namespaces }
 // tenant's idle one used last, else a pooled one (the pool holds the
 // sandbox image only), else a new one. source says which.
 func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (l *lease, source string, err error) {
-	var c *Container
 	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
-	f.mu.Lock()
-	stale := f.noteEpoch(tenant, epoch)
-	if list := f.idle[key]; len(list) > 0 {
-		c = list[len(list)-1]
-		f.idle[key] = list[:len(list)-1]
-		if len(f.idle[key]) == 0 {
-			delete(f.idle, key)
-		}
-		f.claimLocked(c, tenant, epoch)
-		f.mu.Unlock()
-		f.retireAll(stale, "key revoked")
-		f.m.acquired.WithLabelValues("tenant").Inc()
-		return f.lease(c), "tenant", nil
-	}
-	f.mu.Unlock()
-	f.retireAll(stale, "key revoked")
-
-	if image == "" {
-		if c, ok := f.take(ctx, key.limits); ok {
-			f.mu.Lock()
+	defer promiseFrom(ctx).settle()
+	// Until memory is free for a new container (admit), a container of
+	// the tenant's that goes idle meanwhile serves as well.
+	for {
+		f.mu.Lock()
+		stale := f.noteEpoch(tenant, epoch)
+		if list := f.idle[key]; len(list) > 0 {
+			c := list[len(list)-1]
+			f.idle[key] = list[:len(list)-1]
+			if len(f.idle[key]) == 0 {
+				delete(f.idle, key)
+			}
 			f.claimLocked(c, tenant, epoch)
 			f.mu.Unlock()
-			f.m.acquired.WithLabelValues("pool").Inc()
-			return f.lease(c), "pool", nil
+			f.retireAll(stale, "key revoked")
+			f.m.acquired.WithLabelValues("tenant").Inc()
+			return f.lease(c), "tenant", nil
 		}
+		idled := f.idled
+		f.mu.Unlock()
+		f.retireAll(stale, "key revoked")
+
+		if image == "" {
+			if c, ok := f.take(ctx, key.limits); ok {
+				f.mu.Lock()
+				f.claimLocked(c, tenant, epoch)
+				f.mu.Unlock()
+				f.m.acquired.WithLabelValues("pool").Inc()
+				return f.lease(c), "pool", nil
+			}
+		}
+		mb, ok, err := f.tryAdmit(key.limits)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			if err := f.awaitMemory(ctx, idled); err != nil {
+				return nil, "", err
+			}
+			continue
+		}
+		c, err := f.createAdmitted(ctx, ContainerSpec{Limits: key.limits, Image: image}, mb)
+		if err != nil {
+			return nil, "", err
+		}
+		f.mu.Lock()
+		f.claimLocked(c, tenant, epoch)
+		f.mu.Unlock()
+		f.m.acquired.WithLabelValues("cold").Inc()
+		return f.lease(c), "cold", nil
 	}
-	c, err = f.sb.Create(ctx, ContainerSpec{Limits: key.limits, Image: image})
-	if err != nil {
-		return nil, "", err
-	}
-	f.mu.Lock()
-	f.claimLocked(c, tenant, epoch)
-	f.mu.Unlock()
-	f.m.acquired.WithLabelValues("cold").Inc()
-	return f.lease(c), "cold", nil
 }
 
 // noteEpoch records the tenant's key epoch; when it moved on, the tenant's
@@ -312,6 +519,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 		c.lastUsed = time.Now()
 		key := bindKey{tenant: c.tenant, limits: c.limits, image: c.image}
 		f.idle[key] = append(f.idle[key], c)
+		close(f.idled)
+		f.idled = make(chan struct{})
 		evicted := f.overflowLocked()
 		f.gaugesLocked()
 		f.mu.Unlock()
@@ -322,14 +531,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 // createSession makes a container for a session's job (never pooled: it
 // carries the session's label and disk size), leased to the caller.
 func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, stateful bool) (*lease, error) {
-	spec := ContainerSpec{SessionID: sessionID, Limits: lim, Image: image}
-	var c *Container
-	var err error
-	if stateful && f.gv != nil {
-		c, err = f.gv.Create(ctx, spec)
-	} else {
-		c, err = f.sb.Create(ctx, spec)
-	}
+	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Stateful: stateful})
 	if err != nil {
 		return nil, err
 	}
@@ -574,6 +776,7 @@ func (f *fleet) retire(c *Container, reason string) {
 		if err := c.Remove(ctx); err != nil {
 			f.log.Warn("remove container", "container", shortID(c.id), "err", err)
 		}
+		f.unadmit(c.memMB) // its memory is the host's again
 	})
 }
 
@@ -666,14 +869,29 @@ func (f *fleet) fill(ctx context.Context) {
 			f.mu.Unlock()
 			return
 		}
+		// The pool takes only memory that is free: it never waits for
+		// memory, nor has anything retired for it.
+		mb := f.sb.memoryMB(f.cfg.Limits.Container())
+		if f.mem != nil && !f.mem.tryReserve(mb) {
+			f.mu.Unlock()
+			return
+		}
+		if f.mem == nil {
+			mb = 0
+		}
 		f.creating++
 		f.mu.Unlock()
-		f.pending.Go(func() { f.make(ctx) })
+		f.pending.Go(func() { f.make(ctx, mb) })
 	}
 }
 
-func (f *fleet) make(ctx context.Context) {
+func (f *fleet) make(ctx context.Context, mb int64) {
 	c, err := f.sb.Create(ctx, ContainerSpec{Pool: true, Limits: f.cfg.Limits.Container()})
+	if err != nil {
+		f.unadmit(mb)
+	} else {
+		c.memMB = mb
+	}
 	if err == nil {
 		// The built-in skills go in now, off the path of the job: a tenant
 		// with no skills of its own then needs nothing more.

@@ -290,20 +290,16 @@ func (g *gvisor) bundle(cs ContainerSpec, root *imageRoot, id string) (string, e
 }
 
 // Create starts a container for cs under runsc and waits for its agent to
-// report in.
+// report in (the fleet's create calls start itself, within its memory
+// admission).
 func (g *gvisor) Create(ctx context.Context, cs ContainerSpec) (*Container, error) {
 	return g.start(ctx, cs, "")
 }
 
-// Restore starts a copy of the container checkpointed in image (a
-// directory: checkpoint.img and its pages) for cs: its memory, processes,
-// /tmp and workspace as they were, its agent quiesced until the caller's
-// Resume (which this does).
-func (g *gvisor) Restore(ctx context.Context, cs ContainerSpec, image string) (*Container, error) {
-	return g.start(ctx, cs, image)
-}
-
-// start runs (image "") or restores a container.
+// start runs a container for cs (image "") or restores a copy of the
+// container checkpointed in image (a directory: checkpoint.img and its
+// pages), its memory, processes, /tmp and workspace as they were; a
+// restored copy's agent is resumed before start returns.
 func (g *gvisor) start(ctx context.Context, cs ContainerSpec, image string) (*Container, error) {
 	root, err := g.root(ctx, cmp.Or(cs.Image, g.sb.cfg.Image))
 	if err != nil {

@@ -87,7 +87,7 @@ print("ready")`); out != "ready\n" {
 		t.Fatalf("the original after its checkpoint: %q", out)
 	}
 	start = time.Now()
-	c2, err := g.Restore(ctx, spec, dir)
+	c2, err := g.start(ctx, spec, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,12 @@ var errWarmFailed = errors.New("the warm interpreter failed")
 type ContainerSpec struct {
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
-	Limits    jobs.Limits
+	// Stateful: a stateful session's, run under gVisor by the runner where
+	// it can checkpoint (gvisor.go); RestoreFrom, when set, is the
+	// checkpoint (a directory) it is restored from.
+	Stateful    bool
+	RestoreFrom string
+	Limits      jobs.Limits
 	// Image is an environment's image ("": the sandbox image).
 	Image string
 }
@@ -344,6 +349,12 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	return c, nil
 }
 
+// memoryMB is the memory limit of a container made for lim: the job's
+// memory_mb, and the warm interpreter's share on top, so that the job
+// keeps all of its memory_mb (pages it shares with the interpreter count
+// once).
+func (s *Sandbox) memoryMB(lim jobs.Limits) int64 { return int64(lim.MemoryMB + s.cfg.WarmMB) }
+
 // containerConfig is the hardened container for cs. Under Namespaces the
 // seccomp profile also allows what bubblewrap needs and /proc is left
 // unmasked (bubblewrap mounts each sandbox's own /proc, which the kernel
@@ -355,9 +366,7 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 		pids = runscPids(pids)
 	}
 	init := true
-	// The warm interpreter's share comes on top: the job keeps all of its
-	// memory_mb (pages it shares with the interpreter count once).
-	mem := int64(lim.MemoryMB+s.cfg.WarmMB) << 20
+	mem := s.memoryMB(lim) << 20
 	tmpfs := func(mb int) string {
 		return fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", mb)
 	}
@@ -559,6 +568,9 @@ type Container struct {
 	// skills is the stamp of the skills the agent holds ("" for none);
 	// only the attempt that owns the container touches it.
 	skills string
+	// memMB is what the fleet reserved for it (memory.go), released
+	// once it is removed.
+	memMB int64
 	// egress is a stateful session's egress between its runs (egress.go).
 	egress liveEgress
 

@@ -48,6 +48,9 @@ type Blobs interface {
 	Copy(ctx context.Context, src, dst string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
+	// DeleteOlder removes what prefix holds written before a time
+	// (old builds, buildcache.go).
+	DeleteOlder(ctx context.Context, prefix string, before time.Time) (int, error)
 }
 
 // errSessionLost means the runner no longer owns the session (it closed,
@@ -399,6 +402,7 @@ type sessionWork struct {
 // its workspace brought up to date if the files API changed it), else a
 // new one restored from the snapshot.
 func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, error) {
+	defer promiseFrom(ctx).settle() // the session's container is counted from here
 	lim := spec.Limits.Container()
 	lim.DiskMB = w.state.DiskMB
 	if c, version := w.r.fleet.unpark(w.id); c != nil {

@@ -278,6 +278,11 @@ type RunResult struct {
 	// Exit and Listing are set when Run returned no error.
 	Exit    Exit
 	Listing []byte
+	// Build is what the compile step built, when the request asked for it
+	// (Compile.SendBuild) and the step succeeded: a tar to send back as
+	// Request.Build. Untrusted (the compiler ran the program's source);
+	// empty when it was larger than MaxBuild.
+	Build []byte
 }
 
 // CompileReport is how a compile step ended, with what it printed.
@@ -380,6 +385,11 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 			// The agent caps it too, but is not trusted.
 			if room := compileCap + 1 - len(compileOut); room > 0 {
 				compileOut = append(compileOut, payload[:min(room, len(payload))]...)
+			}
+		case kind == KindBuild && compiling && req.Compile.SendBuild && res.Build == nil:
+			res.Build = payload
+			if len(payload) > MaxBuild {
+				res.Build = []byte{}
 			}
 		case kind == KindCompiled && compiling:
 			compiling = false

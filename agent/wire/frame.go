@@ -33,9 +33,11 @@ const (
 	// A run's compile step (Request.Compile): its output, then its Exit.
 	KindCompileOutput Kind = 'b'
 	KindCompiled      Kind = 'B'
-	KindListing       Kind = 'l' // the workspace's regular files, "size path\x00" records; ends a run
-	KindOK            Kind = 'k' // a request other than run or tar succeeded
-	KindError         Kind = 'E' // a request failed; the payload says why
+	// KindBuild carries what a compile step built (Compile.SendBuild).
+	KindBuild   Kind = 'u'
+	KindListing Kind = 'l' // the workspace's regular files, "size path\x00" records; ends a run
+	KindOK      Kind = 'k' // a request other than run or tar succeeded
+	KindError   Kind = 'E' // a request failed; the payload says why
 )
 
 // MaxFrame bounds one frame's payload. The runner reads frames from a

@@ -94,6 +94,8 @@ var componentTypes = []openapi.Component{
 	{Name: "JobRequest", Type: typ[jobs.Request]()},
 	{Name: "ErrorInfo", Type: typ[jobs.ErrorInfo]()},
 	{Name: "Compile", Type: typ[jobs.Compile]()},
+	{Name: "Test", Type: typ[jobs.Test]()},
+	{Name: "TestResult", Type: typ[jobs.TestResult]()},
 	{Name: "Artifact", Type: typ[jobs.Artifact]()},
 	{Name: "Job", Type: typ[jobs.Job]()},
 	{Name: "Value", Type: typ[jobs.Value]()},
