@@ -130,6 +130,11 @@ type fleet struct {
 	// container is retired between the session's jobs: its live state is
 	// lost, for this reason.
 	liveLost func(sessionID, live, reason string)
+	// gv, when set, runs stateful sessions' containers under gVisor
+	// (gvisor.go); pauseLive is then asked first to pause a parked live
+	// container the fleet lets go (it takes it, reporting true).
+	gv        *gvisor
+	pauseLive func(sessionID string, c *Container, why string) bool
 }
 
 // parkedSession is a session's container between two of its jobs, with
@@ -359,7 +364,13 @@ func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) 
 	f.mu.Lock()
 	f.making++
 	f.mu.Unlock()
-	c, err := f.sb.Create(ctx, cs)
+	var c *Container
+	var err error
+	if cs.Stateful && f.gv != nil {
+		c, err = f.gv.start(ctx, cs, cs.RestoreFrom)
+	} else {
+		c, err = f.sb.Create(ctx, cs)
+	}
 	f.mu.Lock()
 	f.making--
 	f.mu.Unlock()
@@ -519,16 +530,56 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 
 // createSession makes a container for a session's job (never pooled: it
 // carries the session's label and disk size), leased to the caller.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*lease, error) {
-	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, stateful bool) (*lease, error) {
+	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Stateful: stateful})
 	if err != nil {
 		return nil, err
 	}
+	return f.adopt(c, tenant), nil
+}
+
+// adopt makes a container made for a session (created, or restored from a
+// checkpoint) the fleet's, leased to the caller.
+func (f *fleet) adopt(c *Container, tenant string) *lease {
 	f.mu.Lock()
 	f.claimLocked(c, tenant, f.epochs[tenant])
 	f.mu.Unlock()
 	f.m.acquired.WithLabelValues("session").Inc()
-	return f.lease(c), nil
+	return f.lease(c)
+}
+
+// reclaim leases a parked container the fleet has already taken out of
+// its parked sessions (to pause it) to the caller.
+func (f *fleet) reclaim(c *Container) *lease {
+	f.mu.Lock()
+	f.setLocked(c, ctrBusy)
+	f.gaugesLocked()
+	f.mu.Unlock()
+	return f.lease(c)
+}
+
+// evictLive lets go of every parked live session's container, each paused
+// (pauseLive) or retired, for why; it returns how many were paused.
+func (f *fleet) evictLive(why string) int {
+	f.mu.Lock()
+	live := map[string]*parkedSession{}
+	for sid, p := range f.parked {
+		if p.live {
+			live[sid] = p
+			delete(f.parked, sid)
+		}
+	}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	n := 0
+	for sid, p := range live {
+		if f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
+			n++
+			continue
+		}
+		f.retireLive(map[string]*parkedSession{sid: p}, "shutdown", why)
+	}
+	return n
 }
 
 // unpark returns the session's parked container, leased to the caller,
@@ -646,6 +697,9 @@ func (f *fleet) liveOverflowLocked() map[string]*parkedSession {
 // their live state was lost.
 func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
 	for sid, p := range lost {
+		if reason != "shutdown" && f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
+			continue // paused, not lost
+		}
 		if f.liveLost != nil {
 			f.liveLost(sid, p.ctr.live, why)
 		}
@@ -882,6 +936,15 @@ func (f *fleet) tidy(ctx context.Context) {
 	running, err := f.sb.running(ctx)
 	if err != nil {
 		return
+	}
+	if f.gv != nil {
+		gvRunning, err := f.gv.running()
+		if err != nil {
+			return
+		}
+		for id := range gvRunning {
+			running[id] = true
+		}
 	}
 	// A container made after the list was asked for is missing from it
 	// without being dead.

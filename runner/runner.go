@@ -83,6 +83,8 @@ type Config struct {
 	// Tracer makes the spans of each attempt at a job, in the job's trace
 	// (nil: none).
 	Tracer trace.TracerProvider
+	// Live says how stateful sessions' live state outlives containers.
+	Live LiveConfig
 	// Builds bounds the compiled programs the runner keeps (buildcache.go).
 	Builds BuildCacheConfig
 }
@@ -117,6 +119,7 @@ func (c Config) WithDefaults() Config {
 		c.Fleet.IdleMax = max(2*c.Slots, 4, c.MaxSlots)
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
+	c.Live = c.Live.WithDefaults()
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	c.Builds = c.Builds.WithDefaults()
 	return c
@@ -161,6 +164,11 @@ type Runner struct {
 	// handed bounds the sessions other runners handed to this one (their
 	// live sandboxes are here) that run at once, beside the slots.
 	handed chan struct{}
+	// gv runs stateful sessions' containers under gVisor, and checkpoints
+	// keeps their checkpoints on disk (livestate.go); nil where live state
+	// stays in memory.
+	gv          *gvisor
+	checkpoints *checkpointCache
 	// cas holds the tenants' egress CAs and the images' CA bundles.
 	cas caCache
 
@@ -209,7 +217,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
-	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.live.renetwork = r.renetwork
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -283,6 +291,9 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		}
 		r.stopTools = func() { cancelTools(); stop() }
 	}
+	if err := r.startLive(ctx); err != nil {
+		return err
+	}
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
@@ -329,8 +340,13 @@ func (r *Runner) teardown() {
 	}
 	r.mu.Unlock()
 	r.background.Wait()
-	// Last: it retires every container it holds.
+	// The live sessions it holds are paused, not lost (where they run
+	// under gVisor); then it retires every container it holds.
+	r.pauseAll()
 	r.fleet.stop()
+	if r.gv != nil {
+		r.gv.Close()
+	}
 	r.log.Info("runner stopped")
 }
 

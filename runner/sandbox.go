@@ -247,7 +247,7 @@ func (s *Sandbox) Check(ctx context.Context) error {
 // once without one), so that its Python jobs fork from it: an error means
 // it failed to, and the container cannot serve.
 func (c *Container) awaitWarm(ctx context.Context) error {
-	if len(c.sb.cfg.Warm) == 0 {
+	if !c.warm {
 		return nil
 	}
 	if err := c.conn.Warm(ctx); err != nil {
@@ -264,7 +264,12 @@ var errWarmFailed = errors.New("the warm interpreter failed")
 type ContainerSpec struct {
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
-	Limits    jobs.Limits
+	// Stateful: a stateful session's, run under gVisor by the runner where
+	// it can checkpoint (gvisor.go); RestoreFrom, when set, is the
+	// checkpoint (a directory) it is restored from.
+	Stateful    bool
+	RestoreFrom string
+	Limits      jobs.Limits
 	// Image is an environment's image ("": the sandbox image).
 	Image string
 }
@@ -301,7 +306,8 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)
 	}
-	c := &Container{id: res.ID, sb: s, born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID, image: cs.Image}
+	c := &Container{id: res.ID, host: s, warm: s.cfg.Isolation == wire.Namespaces && len(s.cfg.Warm) > 0,
+		born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID, image: cs.Image}
 	// Attach before starting, so that nothing the agent says is lost.
 	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -532,8 +538,11 @@ func (s *Sandbox) remove(ctx context.Context, id string) error {
 // Container is one sandbox container and its agent. It is bound, from its
 // first job, to one tenant and limits profile (or one session) for life.
 type Container struct {
-	id   string
-	sb   *Sandbox
+	id string
+	// host runs it: Docker (the Sandbox), or gVisor itself (gvisor.go).
+	host containerHost
+	// warm: its agent starts a warm interpreter.
+	warm bool
 	conn *wire.Conn
 	// stderr keeps the start of what the agent itself printed.
 	stderr lockedBuffer
@@ -546,6 +555,9 @@ type Container struct {
 	// ("<container>/<number>", "" for none); only the session's attempt
 	// touches it.
 	live string
+	// restored, when set, says where the live sandbox it holds was
+	// restored from, for the next job's live_state (which clears it).
+	restored string
 
 	// Set by the fleet under its lock.
 	tenant   string // "" while unbound
@@ -572,6 +584,9 @@ type Container struct {
 // ID is the Docker container id.
 func (c *Container) ID() string { return c.id }
 
+// imageRef is the image it runs: its environment's, else def.
+func (c *Container) imageRef(def string) string { return cmp.Or(c.image, def) }
+
 func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
 	c.copied = make(chan struct{})
@@ -597,12 +612,29 @@ func (c *Container) lastWords() string {
 	return c.stderr.String()
 }
 
+// containerHost runs containers: Docker (Sandbox), or runsc itself
+// (gvisor, for stateful sessions whose live state is checkpointed).
+type containerHost interface {
+	// kill kills every process of the container.
+	kill(ctx context.Context, id string)
+	// remove kills and removes the container; removing one that is gone
+	// is no error.
+	remove(ctx context.Context, id string) error
+	// diagnose says what became of a container whose agent stopped
+	// answering.
+	diagnose(ctx context.Context, id string) (fate, error)
+}
+
 // Kill kills every process in the container; the agent connection breaks.
 func (c *Container) Kill(ctx context.Context) {
-	_, _ = c.sb.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"})
+	c.host.kill(ctx, c.id)
 	if c.conn != nil {
 		c.conn.Close()
 	}
+}
+
+func (s *Sandbox) kill(ctx context.Context, id string) {
+	_, _ = s.docker.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 }
 
 // Remove kills and removes the container. It is idempotent.
@@ -611,7 +643,7 @@ func (c *Container) Remove(ctx context.Context) error {
 		if c.conn != nil {
 			c.conn.Close()
 		}
-		c.removeErr = c.sb.remove(ctx, c.id)
+		c.removeErr = c.host.remove(ctx, c.id)
 		if c.copied != nil {
 			select {
 			case <-c.copied:
@@ -631,8 +663,10 @@ type fate struct {
 }
 
 // diagnose inspects a container whose agent connection broke.
-func (c *Container) diagnose(ctx context.Context) (fate, error) {
-	insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+func (c *Container) diagnose(ctx context.Context) (fate, error) { return c.host.diagnose(ctx, c.id) }
+
+func (s *Sandbox) diagnose(ctx context.Context, id string) (fate, error) {
+	insp, err := s.docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return fate{gone: true}, nil
 	}

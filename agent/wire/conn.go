@@ -599,6 +599,27 @@ func (c *Conn) Warm(ctx context.Context) error {
 	return c.done("a warm wait")
 }
 
+// Quiesce has the agent stop writing (it answers, then holds its stream
+// at a frame's end) until Resume, so that what is checkpointed then is at
+// rest. Nothing else may be asked of the agent meanwhile but Resume.
+func (c *Conn) Quiesce(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "quiesce"}); err != nil {
+		return err
+	}
+	return c.done("a quiesce")
+}
+
+// Resume lets a quiesced agent write again: on this stream (its sandbox
+// went on after a checkpoint), or on a restored copy's new stream.
+func (c *Conn) Resume(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "resume"}); err != nil {
+		return err
+	}
+	return c.done("a resume")
+}
+
 // done reads the answer to a request without a stream of its own.
 func (c *Conn) done(during string) error {
 	kind, payload, err := c.next()

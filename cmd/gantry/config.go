@@ -72,6 +72,18 @@ type config struct {
 	// LiveMax bounds the stateful sessions' containers a runner keeps
 	// between their jobs.
 	LiveMax int
+	// LiveState is how a runner keeps stateful sessions' live state:
+	// "auto" (under gVisor, checkpointable, where runsc can checkpoint;
+	// else in memory), "gvisor" (refuse to start without it) or "memory".
+	// Runsc is its runsc; LiveDir its state directory ("": the data dir's
+	// for dev, /var/lib/gantry else); LiveCacheMB the checkpoints kept on
+	// disk; LiveCheckpointEvery how stale a session's last checkpoint may
+	// get before the next job's end takes another.
+	LiveState           string
+	Runsc               string
+	LiveDir             string
+	LiveCacheMB         int
+	LiveCheckpointEvery time.Duration
 	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
 	// live processes' output for readers behind, in all and per tenant.
 	LiveBufferMB, LiveBufferTenantMB int
@@ -257,6 +269,8 @@ func (e *envReader) tenantLimits() jobs.TenantLimits {
 		MaxRunning: e.int("GANTRY_TENANT_MAX_RUNNING", def.MaxRunning, 1, 1_000_000),
 		// Each stateful session keeps a live sandbox on a runner.
 		MaxLiveSessions: e.int("GANTRY_TENANT_MAX_LIVE_SESSIONS", def.MaxLiveSessions, 1, 1_000_000),
+		// What snapshots of stateful sessions hold in the object store.
+		MaxSnapshotMB: e.int("GANTRY_TENANT_MAX_SNAPSHOT_MB", def.MaxSnapshotMB, 1, 1<<30),
 	}
 	l.RequestsPerSecond = def.RequestsPerSecond
 	if v := e.str("GANTRY_TENANT_RPS", ""); v != "" {
@@ -378,6 +392,12 @@ func loadConfig() (config, error) {
 		WarmPreload:   e.modules("GANTRY_WARM_PRELOAD"),
 		WarmMB:        e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
 		LiveMax:       e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
+
+		LiveState:           e.str("GANTRY_LIVE_STATE", "auto"),
+		Runsc:               e.str("GANTRY_RUNSC", ""),
+		LiveDir:             e.str("GANTRY_LIVE_DIR", ""),
+		LiveCacheMB:         e.int("GANTRY_LIVE_CACHE_MB", 4096, 64, 1<<24),
+		LiveCheckpointEvery: e.duration("GANTRY_LIVE_CHECKPOINT_EVERY", 5*time.Minute, -1, 24*time.Hour),
 
 		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
 		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
@@ -531,6 +551,11 @@ func loadConfig() (config, error) {
 	case "", "runc", "runsc":
 	default:
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_RUNTIME=%q: want runc or runsc (the runtime must be configured in dockerd)", c.Runtime))
+	}
+	switch c.LiveState {
+	case "auto", "gvisor", "memory":
+	default:
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LIVE_STATE=%q: want auto, gvisor or memory", c.LiveState))
 	}
 	switch c.Isolation {
 	case "", "namespaces", "container":

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -286,8 +287,29 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 		Tracer:       d.traces(),
+		Live:         liveConfig(cfg),
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
+}
+
+// liveConfig is how the runner keeps stateful sessions' live state: under
+// gVisor where runsc can checkpoint (GANTRY_LIVE_STATE).
+func liveConfig(cfg config) runner.LiveConfig {
+	lc := runner.LiveConfig{CacheMB: cfg.LiveCacheMB, CheckpointEvery: cfg.LiveCheckpointEvery,
+		Require: cfg.LiveState == "gvisor"}
+	if cfg.LiveState == "memory" {
+		return lc
+	}
+	runsc := cfg.Runsc
+	if runsc == "" {
+		runsc, _ = exec.LookPath("runsc")
+	}
+	dir := cmp.Or(cfg.LiveDir, "/var/lib/gantry/live")
+	lc.GVisor = runner.GVisorConfig{Runsc: runsc, StateDir: filepath.Join(dir, cfg.RunnerID)}
+	if lc.Require && runsc == "" {
+		lc.GVisor.Runsc = "runsc" // named, so that the runner says why it cannot
+	}
+	return lc
 }
 
 // buildCacheBytes is GANTRY_BUILD_CACHE_MB in bytes; 0 turns the cache
@@ -528,6 +550,9 @@ func runDev(ctx context.Context, cfg config) error {
 	if cfg.DevRunner {
 		var sb *runner.Sandbox
 		var up *codemode.Upstreams
+		if cfg.LiveDir == "" {
+			cfg.LiveDir = filepath.Join(dataDir, "live")
+		}
 		if r, sb, up, err = newRunner(cfg, d); err != nil {
 			return err
 		}

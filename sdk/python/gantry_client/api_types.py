@@ -403,6 +403,18 @@ class FileList(TypedDict):
     files: List[FileInfo]
 
 
+class Fork(TypedDict):
+    sessions: List[Session]
+
+
+class _ForkRequestRequired(TypedDict):
+    count: int
+
+
+class ForkRequest(_ForkRequestRequired, total=False):
+    ttl_seconds: int
+
+
 class Health(TypedDict):
     status: Literal["ok"]
 
@@ -805,7 +817,7 @@ class Limits(TypedDict, total=False):
 #: processes as they were), `lost` (the sandbox earlier jobs ran in is gone,
 #: see live_state_reason; this job ran in a new one, with /workspace as the
 #: last job left it).
-LiveState = Literal["new", "kept", "lost"]
+LiveState = Literal["new", "kept", "lost", "restored"]
 
 
 class LogChunk(TypedDict):
@@ -1118,9 +1130,11 @@ class _SessionRequired(TypedDict):
     #: files were last written or deleted through the API. Reading does not count.
     last_used_at: str
     metadata: Dict[str, str]
+    on_timeout: str
     #: The session's jobs not yet started (counted from the jobs, so exact:
     #: cancelled jobs are not counted).
     queued_jobs: int
+    state: SessionState
     #: The session keeps a live sandbox between its jobs (see
     #: SessionRequest.stateful).
     stateful: bool
@@ -1185,6 +1199,8 @@ class SessionRequest(TypedDict, total=False):
     #: `metadata` or `metadata.<key>`).
     metadata: Dict[str, str]
     network: Network
+    on_timeout: str
+    snapshot: str
     #: Keep the session's sandbox alive between its jobs: Python jobs run one after
     #: another in one interpreter (globals, imports and loaded data persist, like
     #: notebook cells, and each job's `value` is its last expression's), and /tmp
@@ -1198,6 +1214,8 @@ class SessionRequest(TypedDict, total=False):
     #: How long the session lives after its last use, in seconds (at most 7 days).
     #: Absent or 0 means the default.
     ttl_seconds: int
+
+SessionState = str
 
 
 class SettingsEgress(TypedDict):
@@ -1415,6 +1433,29 @@ class SkillVersions(TypedDict):
     #: Every stored version, newest first: of the tenant's own skill of that name
     #: if it has one, else of the built-in.
     versions: List[SkillVersionsVersionsItem]
+
+
+class _SnapshotRequired(TypedDict):
+    bytes: int
+    created_at: str
+    disk_mb: int
+    environment: str
+    id: str
+    language: str
+
+
+class Snapshot(_SnapshotRequired, total=False):
+    name: str
+    session_id: str
+
+
+class SnapshotList(TypedDict):
+    next_cursor: Optional[str]
+    snapshots: List[Snapshot]
+
+
+class SnapshotRequest(TypedDict, total=False):
+    name: str
 
 
 class Test(TypedDict, total=False):
@@ -1663,4 +1704,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "Network", "NetworkRule", "PresignedURL", "Readiness", "Secret", "SecretList", "SecretRequest", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "Test", "TestResult", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Fork", "ForkRequest", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "Network", "NetworkRule", "PresignedURL", "Readiness", "Secret", "SecretList", "SecretRequest", "Session", "SessionList", "SessionRequest", "SessionState", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "Snapshot", "SnapshotList", "SnapshotRequest", "Test", "TestResult", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -373,6 +373,15 @@ export interface FileList {
   files: FileInfo[];
 }
 
+export interface Fork {
+  sessions: Session[];
+}
+
+export interface ForkRequest {
+  count: number;
+  ttl_seconds?: number;
+}
+
 export interface Health {
   status: "ok";
 }
@@ -860,7 +869,7 @@ export interface Limits {
  * see live_state_reason; this job ran in a new one, with /workspace as the
  * last job left it).
  */
-export type LiveState = "new" | "kept" | "lost";
+export type LiveState = "new" | "kept" | "lost" | "restored";
 
 /**
  * Data of a `stdout` or `stderr` event: the next piece of that stream as text.
@@ -1232,11 +1241,13 @@ export interface Session {
   last_used_at: string;
   metadata: Record<string, string>;
   network?: Network;
+  on_timeout: string;
   /**
    * The session's jobs not yet started (counted from the jobs, so exact:
    * cancelled jobs are not counted).
    */
   queued_jobs: number;
+  state: SessionState;
   /**
    * The session keeps a live sandbox between its jobs (see
    * SessionRequest.stateful).
@@ -1308,6 +1319,8 @@ export interface SessionRequest {
    */
   metadata?: Record<string, string>;
   network?: Network;
+  on_timeout?: string;
+  snapshot?: string;
   /**
    * Keep the session's sandbox alive between its jobs: Python jobs run one after
    * another in one interpreter (globals, imports and loaded data persist, like
@@ -1326,6 +1339,8 @@ export interface SessionRequest {
    */
   ttl_seconds?: number;
 }
+
+export type SessionState = string;
 
 /**
  * The tenant's own switches. Responses always carry every field; in a PATCH
@@ -1568,6 +1583,26 @@ export interface SkillVersions {
     description: string;
     version: number;
   }[];
+}
+
+export interface Snapshot {
+  bytes: number;
+  created_at: string;
+  disk_mb: number;
+  environment: string;
+  id: string;
+  language: string;
+  name?: string;
+  session_id?: string;
+}
+
+export interface SnapshotList {
+  next_cursor: string | null;
+  snapshots: Snapshot[];
+}
+
+export interface SnapshotRequest {
+  name?: string;
 }
 
 /** One test case of a job. */
