@@ -272,12 +272,24 @@ func TestStatefulSessions(t *testing.T) {
 // TestClosedSessionContainerServesTheTenant: a closed session's container
 // goes back to its tenant, whose next session gets it without waiting for
 // a container or a warm interpreter, and finds nothing of the last one: not
-// its globals, files, /tmp or processes. Another tenant never gets it.
+// its globals, files, /tmp or processes. Another tenant never gets it. A
+// durable session's gVisor container is its own (the session's
+// interpreter runs directly in it): the next session gets a new one.
 func TestClosedSessionContainerServesTheTenant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarness(t, 2)
+	t.Run("docker", func(t *testing.T) { testClosedSessionContainer(t, newHarness(t, 2), true) })
+	t.Run("gvisor", func(t *testing.T) {
+		h := newHarness(t, 2, withGVisor(t))
+		if h.r.gv == nil {
+			t.Fatal("the runner did not take gVisor up")
+		}
+		testClosedSessionContainer(t, h, false)
+	})
+}
+
+func testClosedSessionContainer(t *testing.T, h *harness, reuse bool) {
 	if !h.r.fleet.reusable() {
 		t.Skip("the container isolation serves one session per container")
 	}
@@ -310,13 +322,16 @@ func TestClosedSessionContainerServesTheTenant(t *testing.T) {
 		t.Fatalf("first session's cell: %+v %q", j.Value, j.Stderr)
 	}
 	ctr := container(first)
-	closeSession(first)
-	eventually.NoError(t, 30*time.Second, "the closed session's container idle for its tenant", func() error {
+	idle := func() error {
 		if slices.ContainsFunc(h.idleContainers(t), func(id string) bool { return shortID(id) == ctr }) {
 			return nil
 		}
 		return fmt.Errorf("idle: %v", h.idleContainers(t))
-	})
+	}
+	closeSession(first)
+	if reuse {
+		eventually.NoError(t, 30*time.Second, "the closed session's container idle for its tenant", idle)
+	}
 
 	second := h.statefulSession(t)
 	j = h.in(t, second, py(`import os, subprocess
@@ -326,18 +341,16 @@ print(left, "sleep 600" in procs, "secret" in globals())`))
 	if j.Status != jobs.StatusSucceeded || j.LiveState != jobs.LiveNew || j.Stdout != "[] False False\n" {
 		t.Fatalf("second session saw the first's: %s %s %q %q", j.Status, j.LiveState, j.Stdout, j.Stderr)
 	}
-	if got := container(second); got != ctr {
-		t.Errorf("the second session got container %s, not the first's idle %s", got, ctr)
+	if got := container(second); reuse && got != ctr || !reuse && got == ctr {
+		t.Errorf("the second session got container %s; the first's was %s", got, ctr)
+	}
+	if !reuse {
+		return
 	}
 
 	// Another tenant's session never gets it.
 	closeSession(second)
-	eventually.NoError(t, 30*time.Second, "idle again", func() error {
-		if slices.ContainsFunc(h.idleContainers(t), func(id string) bool { return shortID(id) == ctr }) {
-			return nil
-		}
-		return fmt.Errorf("idle: %v", h.idleContainers(t))
-	})
+	eventually.NoError(t, 30*time.Second, "idle again", idle)
 	other, err := h.st.EnsureTenant(ctx, "other-"+jobs.NewID("t"))
 	if err != nil {
 		t.Fatal(err)
