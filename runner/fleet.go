@@ -38,7 +38,9 @@ type FleetConfig struct {
 	// LiveMax bounds how many stateful sessions' containers wait for their
 	// next job at once (apart from IdleMax: each holds a live sandbox,
 	// kept for as long as its session lives); past it the least recently
-	// used of the tenant holding the most of them loses its live state.
+	// used of the tenant holding the most of them loses its live state
+	// (or, under gVisor, is paused). 0: as many as MemoryMB admits by the
+	// pool's limits, less one per slot (New), at least max(2 × slots, 16).
 	LiveMax int
 	// MemoryMB is the host memory the runner's containers may take
 	// together, by their limits (memory.go); 0: no bound.
