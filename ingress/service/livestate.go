@@ -259,7 +259,7 @@ func (s *Service) Snapshots(ctx context.Context, p Principal, limit int, cursor 
 		return SnapshotPage{}, err
 	}
 	snaps, next, err := s.live.ListSnapshots(ctx, p.TenantID, limit, before)
-	return SnapshotPage{Snapshots: snaps, NextCursor: next}, err
+	return SnapshotPage{Snapshots: snaps, NextCursor: Cursor(next)}, err
 }
 
 // Snapshot reads the tenant's snapshot.
