@@ -324,7 +324,9 @@ func (s *Service) fromSnapshot(ctx context.Context, p Principal, req jobs.Sessio
 	if err != nil {
 		return req, err
 	}
-	req.Language, req.Environment, req.DiskMB, req.Stateful = snap.Language, snap.Environment, snap.DiskMB, true
+	// The store names the default environment "default"; a session's
+	// request names it "" (Normalize), as the runner reads it.
+	req.Language, req.Environment, req.DiskMB, req.Stateful = snap.Language, envName(snap.Environment), snap.DiskMB, true
 	req.ID, req.Checkpoint = jobs.NewID("ses"), ref.Checkpoint.ID
 	if ref.WorkspaceKey != "" {
 		key := blob.SessionKey(p.TenantID, req.ID, 1)
