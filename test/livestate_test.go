@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
@@ -202,8 +204,10 @@ print(x, len(frame), open("/tmp/t.txt").read(), open("/workspace/w.txt").read(),
 				t.Errorf("y in %v: %v %q", id, out, text)
 			}
 		}
-		if _, text := mcpCall(t, c, "pause_session", map[string]any{"session_id": "ses_nope"}); !strings.Contains(text, "not found") {
-			t.Errorf("pause_session of no session: %q", text)
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "fork_session", map[string]any{"session_id": "ses_nope"}
+		if res, err := c.CallTool(context.Background(), req); err != nil || !res.IsError {
+			t.Errorf("fork_session of no session: %+v %v", res, err)
 		}
 	})
 
