@@ -234,11 +234,23 @@ func TestE2BLiveStateRoutes(t *testing.T) {
 		t.Fatalf("pause: %d %s", r.status, r.body)
 	}
 	var info struct {
-		State string `json:"state"`
+		State           string `json:"state"`
+		EnvdAccessToken string `json:"envdAccessToken"`
 	}
 	e2b(h.keyA, "GET", "/sandboxes/"+sess.ID, "").json(t, &info)
 	if info.State != "paused" {
 		t.Errorf("getInfo after pause: %q", info.State)
+	}
+	// A call inside it (no autoResume) answers as E2B's proxy does.
+	r = h.do(t, "", "GET", "/compat/e2b/sandbox/health", "", "E2b-Sandbox-Id", sess.ID, "X-Access-Token", info.EnvdAccessToken)
+	var proxy struct {
+		SandboxID     string `json:"sandboxId"`
+		Code          int    `json:"code"`
+		CanAutoResume *bool  `json:"canAutoResume"`
+	}
+	r.json(t, &proxy)
+	if r.status != 409 || proxy.SandboxID != sess.ID || proxy.Code != 409 || proxy.CanAutoResume == nil || *proxy.CanAutoResume {
+		t.Errorf("a call inside a paused sandbox: %d %s", r.status, r.body)
 	}
 	if r := e2b(h.keyA, "POST", "/sandboxes/"+sess.ID+"/pause", `{}`); r.status != 409 {
 		t.Errorf("pause a paused sandbox: %d %s (the SDK's pause() answers false on 409)", r.status, r.body)
