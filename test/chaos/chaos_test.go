@@ -304,8 +304,9 @@ func startCluster(t *testing.T) *cluster {
 			"GANTRY_IMAGE="+image, "GANTRY_DRAIN_TIMEOUT=2s"), gantry, "runner")
 		c.runners[i].start(t)
 	}
-	// What a runner killed -9 left mounted below dir goes before dir.
-	t.Cleanup(func() { unmountUnder(t, dir) })
+	// What a runner killed -9 and not started again would leave mounted
+	// (its images' roots) goes before dir.
+	t.Cleanup(func() { unmountUnder(t, filepath.Join(dir, "live")) })
 	// Runners stop first; then every container they made goes, stopped
 	// ones left by a kill -9 included.
 	t.Cleanup(func() {
