@@ -251,7 +251,7 @@ func TestLiveStateSurvivesDevRestart(t *testing.T) {
 			fmt.Sprintf("%d\n", i*10), jobs.LiveNew)
 	}
 	d.stop()
-	if !strings.Contains(d.proc.output(), "pausing the live sessions this runner holds before it stops") {
+	if !strings.Contains(d.output(), "pausing the live sessions this runner holds before it stops") {
 		t.Errorf("the stopping runner did not say it paused its sessions")
 	}
 
