@@ -47,7 +47,7 @@ func liveStateRows(c *client, n int) ([]row, error) {
 		}
 		return time.Since(start), b, err
 	}
-	sid, err := newSession(`{"language": "python", "stateful": true}`)
+	sid, err := newSession(`{"language": "python", "stateful": true, "durable": true}`)
 	if err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func TestE2BLiveStateRoutes(t *testing.T) {
 		return h.do(t, "", method, "/compat/e2b"+path, body, "X-API-Key", key)
 	}
 	var sess jobs.Session
-	h.do(t, h.keyA, "POST", "/v1/sessions", `{"stateful": true}`).json(t, &sess)
+	h.do(t, h.keyA, "POST", "/v1/sessions", `{"stateful": true, "durable": true}`).json(t, &sess)
 	h.holdLive(t, sess.ID)
 
 	r := e2b(h.keyA, "POST", "/sandboxes/"+sess.ID+"/snapshots", `{"name": "first"}`)

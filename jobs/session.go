@@ -25,6 +25,9 @@ type Session struct {
 	// Stateful: the session keeps a live sandbox between its jobs (see
 	// SessionRequest).
 	Stateful bool `json:"stateful"`
+	// Durable: a stateful session's live state outlives its sandbox (see
+	// SessionRequest.Durable): it can be paused, snapshotted and forked.
+	Durable bool `json:"durable"`
 	// SealedEnv is the session's env (SessionRequest.Env) as the store
 	// keeps it, sealed; the service opens it. Not part of the API.
 	SealedEnv []byte `json:"-"`
@@ -84,6 +87,17 @@ type SessionRequest struct {
 	// state is lost with its runner or container, which the next job
 	// reports (Job.LiveState).
 	Stateful bool `json:"stateful,omitempty"`
+	// Durable makes a stateful session's live state outlive its sandbox:
+	// where runners have gVisor, it runs under gVisor, whose checkpoints
+	// pause it (its memory, processes and /tmp kept, none of its memory
+	// held), snapshot and fork it, and carry it across a runner's restart.
+	// A session that is not durable keeps its live state in its
+	// container's memory only: it starts faster and runs at native speed,
+	// but cannot be paused, snapshotted or forked, and loses its live
+	// state with its runner. Absent: the operator's default
+	// (GANTRY_SESSION_DURABLE, false unless set); a session made from a
+	// snapshot, or that pauses at its timeout, is durable.
+	Durable *bool `json:"durable,omitempty"`
 	// Env are variables every job of the session gets (a job's own env
 	// wins), and a stateful session's live processes: sealed at rest,
 	// never shown again.
@@ -119,6 +133,10 @@ type SessionRequest struct {
 	// session, never shown. Not part of the API.
 	Secrets map[string]string `json:"-"`
 }
+
+// IsDurable reports whether the (normalized) request makes a durable
+// session.
+func (r SessionRequest) IsDurable() bool { return r.Durable != nil && *r.Durable }
 
 // WorkspaceCopy is a workspace snapshot (a tar in the object store) that
 // a new session starts from.
@@ -174,6 +192,16 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.OnTimeout == OnTimeoutPause && !r.Stateful {
 		return r, fieldErr("on_timeout", "pause needs a stateful session: only its live state can be paused")
 	}
+	switch durable := r.Durable != nil && *r.Durable; {
+	case durable && !r.Stateful:
+		return r, fieldErr("durable", "needs a stateful session: only live state can outlive its sandbox")
+	case r.Durable != nil && !durable && r.Snapshot != "":
+		return r, fieldErr("durable", "cannot be false for a session made from a snapshot: its live state is a checkpoint")
+	case r.Durable != nil && !durable && r.OnTimeout == OnTimeoutPause:
+		return r, fieldErr("durable", "cannot be false with on_timeout pause: a paused session's live state is a checkpoint")
+	}
+	durable := r.Snapshot != "" || r.OnTimeout == OnTimeoutPause || r.Durable != nil && *r.Durable
+	r.Durable = &durable
 	var err error
 	if r.Environment, err = normalizeEnvironment(r.Environment); err != nil {
 		return r, err

@@ -277,6 +277,6 @@ func (r *Runner) restoreCheckpoint(ctx context.Context, cp store.Checkpoint, spe
 		}
 	}
 	defer release()
-	spec.Stateful, spec.RestoreFrom = true, dir
+	spec.Durable, spec.RestoreFrom = true, dir
 	return r.fleet.create(ctx, spec)
 }

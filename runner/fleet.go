@@ -368,7 +368,7 @@ func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) 
 	f.mu.Unlock()
 	var c *Container
 	var err error
-	if cs.Stateful && f.gv != nil {
+	if cs.Durable && f.gv != nil {
 		c, err = f.gv.start(ctx, cs, cs.RestoreFrom)
 	} else {
 		c, err = f.sb.Create(ctx, cs)
@@ -538,17 +538,17 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 // a session takes one as a job does (acquire): one of its tenant's idle
 // containers, the pool's, else a new one; its sandbox, made in it by its
 // first job, is the session's own, and a closed session's container goes
-// back to its tenant (dropSession). A stateful session's under gVisor is a
+// back to its tenant (dropSession). A durable session's under gVisor is a
 // new container of its own, which its checkpoints are taken of.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, stateful bool) (*lease, error) {
-	if f.reusable() && !(stateful && f.gv != nil) {
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, durable bool) (*lease, error) {
+	if f.reusable() && !(durable && f.gv != nil) {
 		f.mu.Lock()
 		epoch := f.epochs[tenant]
 		f.mu.Unlock()
 		l, _, err := f.acquire(ctx, tenant, epoch, lim, image)
 		return l, err
 	}
-	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Stateful: stateful})
+	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Durable: durable})
 	if err != nil {
 		return nil, err
 	}

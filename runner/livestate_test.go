@@ -79,7 +79,7 @@ func TestLiveStateUnderGVisor(t *testing.T) {
 		t.Fatal("the runner did not take gVisor up")
 	}
 	ctx := context.Background()
-	sid := h.statefulSession(t)
+	sid := h.durableSession(t)
 	wantCell(t, h.in(t, sid, py(`import subprocess
 x = 41
 open("/tmp/t.txt", "w").write("tmp")
@@ -134,7 +134,7 @@ print(x, open("/tmp/t.txt").read(), open("/workspace/w.txt").read(), sleeper.pol
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := jobs.SessionRequest{Stateful: true}.Normalize()
+	req, _ := jobs.SessionRequest{Stateful: true, Durable: new(true)}.Normalize()
 	req.ID, req.Checkpoint, req.Workspace = fromID, ref.Checkpoint.ID, &jobs.WorkspaceCopy{Key: key, Bytes: size}
 	if _, err := h.st.CreateSession(ctx, h.tenant, req); err != nil {
 		t.Fatal(err)

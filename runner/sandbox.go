@@ -264,10 +264,10 @@ var errWarmFailed = errors.New("the warm interpreter failed")
 type ContainerSpec struct {
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
-	// Stateful: a stateful session's, run under gVisor by the runner where
-	// it can checkpoint (gvisor.go); RestoreFrom, when set, is the
-	// checkpoint (a directory) it is restored from.
-	Stateful    bool
+	// Durable: a durable stateful session's, run under gVisor by the
+	// runner where it can checkpoint (gvisor.go); RestoreFrom, when set, is
+	// the checkpoint (a directory) it is restored from.
+	Durable     bool
 	RestoreFrom string
 	Limits      jobs.Limits
 	// Image is an environment's image ("": the sandbox image).

@@ -430,7 +430,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, er
 		}
 		// A stateful session whose live state is a checkpoint (paused,
 		// forked, made from a snapshot, its runner lost) goes on from it.
-		if w.state.Stateful && w.r.gv != nil && w.at.checkpoint.ID != "" && w.at.live.ID == "" {
+		if w.state.Stateful && w.state.Durable && w.r.gv != nil && w.at.checkpoint.ID != "" && w.at.live.ID == "" {
 			restored, why, err := w.r.restoreSession(ctx, w.id, w.state.TenantID, lim, image, w.at, w.state.Paused, w.at.live.Lost)
 			switch {
 			case err == nil && w.at.version != w.at.checkpoint.Version && w.restore(ctx, restored.Container) != nil:
@@ -449,7 +449,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, er
 				w.at.live.Lost = "its checkpoint could not be restored: " + err.Error()
 			}
 		}
-		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image, w.state.Stateful); err != nil {
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image, w.state.Stateful && w.state.Durable); err != nil {
 			return err
 		}
 		if err := w.restore(ctx, c.Container); err != nil {

@@ -22,13 +22,25 @@ import (
 
 func (h *harness) statefulSession(t *testing.T) string {
 	t.Helper()
-	req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+	return h.newStatefulSession(t, false)
+}
+
+// durableSession makes a durable stateful session: under gVisor where the
+// runner has it.
+func (h *harness) durableSession(t *testing.T) string {
+	t.Helper()
+	return h.newStatefulSession(t, true)
+}
+
+func (h *harness) newStatefulSession(t *testing.T, durable bool) string {
+	t.Helper()
+	req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true, Durable: &durable}.Normalize()
 	sess, err := h.st.CreateSession(context.Background(), h.tenant, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sess.Stateful {
-		t.Fatal("session not stateful")
+	if !sess.Stateful || sess.Durable != durable {
+		t.Fatalf("session stateful %v, durable %v", sess.Stateful, sess.Durable)
 	}
 	return sess.ID
 }
@@ -274,22 +286,26 @@ func TestStatefulSessions(t *testing.T) {
 // a container or a warm interpreter, and finds nothing of the last one: not
 // its globals, files, /tmp or processes. Another tenant never gets it. A
 // durable session's gVisor container is its own (the session's
-// interpreter runs directly in it): the next session gets a new one.
+// interpreter runs directly in it): the next session gets a new one. A
+// stateful session that is not durable takes its tenant's container on a
+// runner with gVisor too.
 func TestClosedSessionContainerServesTheTenant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	t.Run("docker", func(t *testing.T) { testClosedSessionContainer(t, newHarness(t, 2), true) })
+	t.Run("docker", func(t *testing.T) { testClosedSessionContainer(t, newHarness(t, 2), false) })
 	t.Run("gvisor", func(t *testing.T) {
 		h := newHarness(t, 2, withGVisor(t))
 		if h.r.gv == nil {
 			t.Fatal("the runner did not take gVisor up")
 		}
-		testClosedSessionContainer(t, h, false)
+		t.Run("not durable", func(t *testing.T) { testClosedSessionContainer(t, h, false) })
+		t.Run("durable", func(t *testing.T) { testClosedSessionContainer(t, h, true) })
 	})
 }
 
-func testClosedSessionContainer(t *testing.T, h *harness, reuse bool) {
+func testClosedSessionContainer(t *testing.T, h *harness, durable bool) {
+	reuse := !durable
 	if !h.r.fleet.reusable() {
 		t.Skip("the container isolation serves one session per container")
 	}
@@ -312,7 +328,7 @@ func testClosedSessionContainer(t *testing.T, h *harness, reuse bool) {
 		}
 	}
 
-	first := h.statefulSession(t)
+	first := h.newStatefulSession(t, durable)
 	j := h.in(t, first, bash("echo kept > /workspace/f; echo kept > /tmp/t; echo kept > $HOME/h 2>/dev/null; "+
 		"python3 -c 'x = 1'; (sleep 600 &) ; echo started"))
 	if j.Status != jobs.StatusSucceeded {
@@ -333,7 +349,7 @@ func testClosedSessionContainer(t *testing.T, h *harness, reuse bool) {
 		eventually.NoError(t, 30*time.Second, "the closed session's container idle for its tenant", idle)
 	}
 
-	second := h.statefulSession(t)
+	second := h.newStatefulSession(t, durable)
 	j = h.in(t, second, py(`import os, subprocess
 left = [p for p in ("/workspace/f", "/tmp/t") if os.path.exists(p)]
 procs = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout

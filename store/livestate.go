@@ -287,9 +287,9 @@ func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Chec
 		for _, c := range children {
 			sess, err := scanSession(tx.QueryRow(ctx, `
 				INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
-					on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, live_id, network)
+					on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, live_id, network, durable)
 				SELECT $2, tenant_id, language, ttl, disk_mb, metadata, environment, now() + make_interval(secs => ttl), true, env,
-					on_timeout, $3, 1, $4, $5, nullif($6, ''), network
+					on_timeout, $3, 1, $4, $5, nullif($6, ''), network, true
 				FROM (SELECT *, CASE WHEN $7::integer > 0 THEN $7::integer ELSE ttl_seconds END AS ttl FROM sessions WHERE id = $1) p
 				RETURNING `+sessionColumns, parentID, c.ID, cp.ID, c.Workspace.Key, c.Workspace.Bytes, c.Live, ttlSeconds))
 			if err != nil {

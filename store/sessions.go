@@ -23,7 +23,7 @@ const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessio
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
 	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network,
-	paused, on_timeout, coalesce(checkpoint_id, '')`
+	paused, on_timeout, coalesce(checkpoint_id, ''), durable`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
@@ -31,7 +31,7 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 	var paused bool
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
 		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network,
-		&paused, &s.OnTimeout, &s.Checkpoint)
+		&paused, &s.OnTimeout, &s.Checkpoint, &s.Durable)
 	if err != nil {
 		return s, err
 	}
@@ -97,11 +97,12 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 	}
 	sess, err := scanSession(tx.QueryRow(ctx, `
 		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
-			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15)
+			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network, durable)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		RETURNING `+sessionColumns,
 		id, tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv,
-		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace), networkJSON(req.Network)))
+		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace), networkJSON(req.Network),
+		req.Stateful && req.IsDurable()))
 	if err != nil {
 		return sess, err
 	}
@@ -302,6 +303,9 @@ type SessionState struct {
 	Stateful bool
 	LiveID   string
 	LiveLost string
+	// Durable: the stateful session's live state outlives its sandbox
+	// (jobs.Session.Durable): it runs under gVisor where the runner can.
+	Durable bool
 	// Paused: the session was paused; Checkpoint (its ID set) is the live
 	// state to restore where there is no live sandbox.
 	Paused     bool
@@ -320,13 +324,13 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 			UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
 			WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
 			RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+` AS queued, environment, stateful,
-				live_id, live_lost, paused, checkpoint_id)
+				live_id, live_lost, paused, checkpoint_id, durable)
 		SELECT s.tenant_id, s.language, s.disk_mb, s.ttl_seconds, s.version, s.snapshot_key, s.queued, s.environment, s.stateful,
-			s.live_id, s.live_lost, s.paused, c.id, c.tenant_id, c.key, c.bytes, c.image, c.runtime, c.version, c.created_at
+			s.live_id, s.live_lost, s.paused, s.durable, c.id, c.tenant_id, c.key, c.bytes, c.image, c.runtime, c.version, c.created_at
 		FROM s LEFT JOIN checkpoints c ON c.id = s.checkpoint_id`,
 		id, owner, lease.Seconds()).
 		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Environment, &st.Stateful,
-			&liveID, &liveLost, &st.Paused, &cpID, &cpTenant, &cpKey, &cpBytes, &cpImage, &cpRuntime, &cpVersion, &cpAt)
+			&liveID, &liveLost, &st.Paused, &st.Durable, &cpID, &cpTenant, &cpKey, &cpBytes, &cpImage, &cpRuntime, &cpVersion, &cpAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
 		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {

@@ -29,13 +29,14 @@ type e2bLifecycle struct {
 
 // TestE2BLiveState drives E2B's own SDKs (npm e2b 2.51, @e2b/code-interpreter
 // 2.8, unmodified) through a sandbox's live state against gantry dev, whose
-// runner runs sandboxes under gVisor: pause and connect, lifecycle's pause
-// at the timeout with and without autoResume, snapshots, and forks; another
-// tenant reaches none of it.
+// runner runs durable sandboxes under gVisor (every sandbox durable by the
+// operator's default here): pause and connect, lifecycle's pause at the
+// timeout with and without autoResume, snapshots, and forks; another
+// tenant reaches none of it. A sandbox made not durable refuses them.
 func TestE2BLiveState(t *testing.T) {
 	e2bClients(t)
 	needsGVisor(t)
-	d := startDev(t, "GANTRY_RUNNER_SLOTS=4", "GANTRY_SWEEP_INTERVAL=1s")
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=4", "GANTRY_SWEEP_INTERVAL=1s", "GANTRY_SESSION_DURABLE=true")
 	d.cli(t, "tenants", "create", "e2b-live-other")
 	otherKey := regexp.MustCompile(`gk_\S+`).FindString(d.cli(t, "keys", "create", "e2b-live-other", "e2b live test"))
 	drive := func(t *testing.T, scenario string, out any) {
@@ -168,6 +169,25 @@ func TestE2BLiveState(t *testing.T) {
 			t.Errorf("deleteSnapshot %v, again %v; create after %+v", got.Deleted, got.DeletedAgain, got.CreateAfterDelete)
 		}
 		t.Logf("createSnapshot %d ms; Sandbox.create(snapshot) to the first cell's answer %d ms", got.SnapshotMS, got.RestoreMS)
+	})
+
+	t.Run("not durable", func(t *testing.T) {
+		var got struct {
+			Pause, Snapshot, Fork, Bad e2bThrown
+			After, State               string
+		}
+		drive(t, "notDurable", &got)
+		for what, e := range map[string]e2bThrown{"pause": got.Pause, "createSnapshot": got.Snapshot, "fork": got.Fork} {
+			if !strings.Contains(e.Message, "keeps its memory in its container only") || !strings.Contains(e.Message, "gantry.durable") {
+				t.Errorf("%s of a sandbox that is not durable: %+v", what, e)
+			}
+		}
+		if got.After != "kept\n" || got.State != "running" {
+			t.Errorf("after the refusals: %q, state %q", got.After, got.State)
+		}
+		if !strings.Contains(got.Bad.Message, "gantry.durable") {
+			t.Errorf("metadata gantry.durable 'yes': %+v", got.Bad)
+		}
 	})
 
 	t.Run("fork", func(t *testing.T) {

@@ -55,7 +55,10 @@ func wantOut(t *testing.T, what string, j jobs.Job, stdout string, state jobs.Li
 func TestLiveState(t *testing.T) {
 	needsGVisor(t)
 	d := startDev(t, "GANTRY_RUNNER_SLOTS=4")
-	sess := d.liveSession(t, `{"stateful": true, "ttl_seconds": 600}`)
+	sess := d.liveSession(t, `{"stateful": true, "durable": true, "ttl_seconds": 600}`)
+	if !sess.Durable {
+		t.Fatalf("a session made with durable: %+v", sess)
+	}
 	wantOut(t, "first cell", d.cell(t, sess.ID, `import subprocess, pandas as pd
 frame = pd.DataFrame({"n": range(1000)})
 x = 41
@@ -70,6 +73,32 @@ print("ready")`), "ready\n", jobs.LiveNew)
 		f()
 		figures[name] = time.Since(start)
 	}
+
+	t.Run("not durable", func(t *testing.T) {
+		// A stateful session is not durable unless it asks (the operator's
+		// default here): it cannot be paused, snapshotted or forked, and
+		// says so; it goes on as it was.
+		plain := d.liveSession(t, `{"stateful": true}`)
+		if plain.Durable {
+			t.Fatalf("a stateful session made without durable: %+v", plain)
+		}
+		wantOut(t, "its cell", d.cell(t, plain.ID, "z = 5\nprint(z)"), "5\n", jobs.LiveNew)
+		for _, op := range []string{"pause", "snapshots", "fork"} {
+			r := d.call(t, "POST", "/v1/sessions/"+plain.ID+"/"+op, `{}`)
+			if r.status != 409 || !strings.Contains(string(r.body), `\"durable\": true`) {
+				t.Errorf("%s of a session that is not durable: %d %s", op, r.status, r.body)
+			}
+		}
+		wantOut(t, "after", d.cell(t, plain.ID, "print(z)"), "5\n", jobs.LiveKept)
+		for body, field := range map[string]string{
+			`{"durable": true}`: "durable",
+			`{"stateful": true, "on_timeout": "pause", "durable": false}`: "durable",
+		} {
+			if r := d.call(t, "POST", "/v1/sessions", body); r.status != 400 || !strings.Contains(string(r.body), field) {
+				t.Errorf("create %s: %d %s", body, r.status, r.body)
+			}
+		}
+	})
 
 	t.Run("pause, resume", func(t *testing.T) {
 		var paused jobs.Session
@@ -181,7 +210,7 @@ print(x, len(frame), open("/tmp/t.txt").read(), open("/workspace/w.txt").read(),
 			t.Fatal(err)
 		}
 		initialize(t, c)
-		out, _ := mcpCall(t, c, "create_session", map[string]any{"stateful": true})
+		out, _ := mcpCall(t, c, "create_session", map[string]any{"stateful": true, "durable": true})
 		sid, _ := out["session_id"].(string)
 		mcpCall(t, c, "execute_code", map[string]any{"language": "python", "code": "y = 7", "session_id": sid})
 		if out, text := mcpCall(t, c, "pause_session", map[string]any{"session_id": sid}); out["state"] != "paused" {
@@ -245,7 +274,7 @@ func TestLiveStateSurvivesDevRestart(t *testing.T) {
 	d := startDev(t, same...)
 	var ids []string
 	for i := range 3 {
-		s := d.liveSession(t, `{"stateful": true, "ttl_seconds": 600}`)
+		s := d.liveSession(t, `{"stateful": true, "durable": true, "ttl_seconds": 600}`)
 		ids = append(ids, s.ID)
 		wantOut(t, "set", d.cell(t, s.ID, fmt.Sprintf("counter = %d\nimport subprocess\nkid = subprocess.Popen(['sleep', '600'])\nprint(counter)", i*10)),
 			fmt.Sprintf("%d\n", i*10), jobs.LiveNew)

@@ -84,6 +84,9 @@ type config struct {
 	LiveDir             string
 	LiveCacheMB         int
 	LiveCheckpointEvery time.Duration
+	// SessionDurable is whether a stateful session is durable when its
+	// request does not say (jobs.SessionRequest.Durable).
+	SessionDurable bool
 	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
 	// live processes' output for readers behind, in all and per tenant.
 	LiveBufferMB, LiveBufferTenantMB int
@@ -399,6 +402,7 @@ func loadConfig() (config, error) {
 		LiveCacheMB:         e.int("GANTRY_LIVE_CACHE_MB", 4096, 64, 1<<24),
 		LiveCheckpointEvery: e.duration("GANTRY_LIVE_CHECKPOINT_EVERY", 5*time.Minute, -1, 24*time.Hour),
 
+		SessionDurable:     e.bool("GANTRY_SESSION_DURABLE", false),
 		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
 		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
 

@@ -195,6 +195,7 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			},
 			BatchMax:     cfg.BatchMax,
 			TenantLimits: cfg.TenantLimits,
+			Durable:      cfg.SessionDurable,
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),

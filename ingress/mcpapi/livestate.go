@@ -18,7 +18,7 @@ import (
 // no resume tool: a paused session's next call resumes it.
 
 // liveNote says what each live state tool keeps, and where it is offered.
-const liveNote = " Needs a stateful session on a gantry whose runners keep live state under gVisor (otherwise the call says so)."
+const liveNote = " Needs a durable stateful session (create_session with durable) on a gantry whose runners keep live state under gVisor (otherwise the call says so)."
 
 type (
 	// pauseSessionArgs are pause_session's.

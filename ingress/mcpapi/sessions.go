@@ -36,6 +36,7 @@ type (
 		TTLSeconds  int    `json:"ttl_seconds,omitempty"`
 		Environment string `json:"environment,omitempty"`
 		Stateful    bool   `json:"stateful,omitempty"`
+		Durable     *bool  `json:"durable,omitempty"`
 		Snapshot    string `json:"snapshot,omitempty"`
 	}
 	// sessionCreated is create_session's answer.
@@ -45,6 +46,7 @@ type (
 		TTLSeconds int       `json:"ttl_seconds"`
 		ExpiresAt  time.Time `json:"expires_at"`
 		Stateful   bool      `json:"stateful"`
+		Durable    bool      `json:"durable"`
 	}
 	executeBashArgs struct {
 		sessionArgs
@@ -105,6 +107,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
 			"environment": {"description": "a sandbox image with more packages, for every job of the session; absent: the default"},
 			"stateful":    {"description": "keep variables, imports, /tmp and background processes between calls (like notebook cells); each Python call then also returns its last expression's value"},
+			"durable":     {"description": "a stateful session whose live state can be paused (pause_session), snapshotted and forked, and outlives its machine's restart; it starts and runs slower. Absent: the server's default"},
 			"snapshot":    {"pattern": "^snp_", "description": "start from a snapshot (snapshot_session): its live state and files; stateful"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
@@ -180,13 +183,16 @@ func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest)
 		return res, err
 	}
 	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Environment: args.Environment,
-		Stateful: args.Stateful, Snapshot: args.Snapshot})
+		Stateful: args.Stateful, Durable: args.Durable, Snapshot: args.Snapshot})
 	if err != nil {
 		return toolError(err), nil
 	}
-	out := sessionCreated{SessionID: sess.ID, Language: sess.Language, TTLSeconds: sess.TTLSeconds, ExpiresAt: sess.ExpiresAt, Stateful: sess.Stateful}
+	out := sessionCreated{SessionID: sess.ID, Language: sess.Language, TTLSeconds: sess.TTLSeconds, ExpiresAt: sess.ExpiresAt, Stateful: sess.Stateful, Durable: sess.Durable}
 	kind := ""
-	if sess.Stateful {
+	switch {
+	case sess.Durable:
+		kind = "durable stateful "
+	case sess.Stateful:
 		kind = "stateful "
 	}
 	return mcp.NewToolResultStructured(out, fmt.Sprintf("%ssession %s created (%s); it expires after %d s idle", kind, sess.ID, sess.Language, sess.TTLSeconds)), nil

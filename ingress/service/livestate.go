@@ -45,7 +45,7 @@ const controlWait = 3 * time.Minute
 // until its next job, file call, command or Resume. Pausing a paused
 // session does nothing.
 func (sb *Sandboxes) Pause(ctx context.Context, p Principal, sessionID string) (jobs.Session, error) {
-	l, err := sb.OpenLive(ctx, p, sessionID)
+	l, err := sb.openDurable(ctx, p, sessionID, "pausing it")
 	if err != nil {
 		return jobs.Session{}, err
 	}
@@ -78,6 +78,20 @@ func (sb *Sandboxes) Pause(ctx context.Context, p Principal, sessionID string) (
 	}
 }
 
+// openDurable opens the tenant's durable session's live state: pausing,
+// snapshotting and forking need live state that outlives its sandbox.
+func (sb *Sandboxes) openDurable(ctx context.Context, p Principal, sessionID, what string) (*Live, error) {
+	l, err := sb.OpenLive(ctx, p, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !l.sess.Durable {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(
+			"session %s keeps its live state in its sandbox's memory only: %s needs a durable session, created with \"durable\": true", l.sess.ID, what)}
+	}
+	return l, nil
+}
+
 // Resume brings the tenant's paused session back: its live state is
 // restored (on any runner) before this returns. A running session is
 // answered as it is.
@@ -101,7 +115,7 @@ func (sb *Sandboxes) Snapshot(ctx context.Context, p Principal, sessionID string
 	if err != nil {
 		return jobs.Snapshot{}, err
 	}
-	l, err := sb.OpenLive(ctx, p, sessionID)
+	l, err := sb.openDurable(ctx, p, sessionID, "a snapshot")
 	if err != nil {
 		return jobs.Snapshot{}, err
 	}
@@ -166,7 +180,7 @@ func (sb *Sandboxes) Fork(ctx context.Context, p Principal, sessionID string, re
 	if err != nil {
 		return jobs.Fork{}, err
 	}
-	l, err := sb.OpenLive(ctx, p, sessionID)
+	l, err := sb.openDurable(ctx, p, sessionID, "a fork")
 	if err != nil {
 		return jobs.Fork{}, err
 	}

@@ -66,6 +66,9 @@ type Config struct {
 	BatchMax int
 	// TenantLimits are the quotas of tenants the operator set none for.
 	TenantLimits jobs.TenantLimits
+	// Durable is whether a stateful session is durable when its request
+	// does not say (GANTRY_SESSION_DURABLE).
+	Durable bool
 	// Egress is the operator's word on tenants' egress allow-lists.
 	Egress EgressPolicy
 	// History is the job history's retention (the Maintenance sweeps it;

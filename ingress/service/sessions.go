@@ -34,6 +34,9 @@ func (s *Service) Session(ctx context.Context, p Principal, id string) (jobs.Ses
 
 // CreateSession starts a session for the tenant.
 func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.SessionRequest) (jobs.Session, error) {
+	if req.Durable == nil && s.cfg.Durable && (req.Stateful || req.Snapshot != "") {
+		req.Durable = new(true)
+	}
 	req, err := req.Normalize()
 	if err != nil {
 		return jobs.Session{}, err

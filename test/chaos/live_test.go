@@ -13,8 +13,9 @@ import (
 	"github.com/gantryhq/gantry/jobs"
 )
 
-// liveAcrossRunners runs cells cells in each of n stateful sessions, each
-// adding 1 to a counter, through both ingresses in turn while both runners
+// liveAcrossRunners runs cells cells in each of n stateful sessions (every
+// other one durable, under gVisor where the runners have it), each adding
+// 1 to a counter, through both ingresses in turn while both runners
 // take the sessions' messages, and fails for every cell that did not find
 // the session's live state (its counter restarted).
 func liveAcrossRunners(t *testing.T, cl *client, n, cells int) {
@@ -22,7 +23,8 @@ func liveAcrossRunners(t *testing.T, cl *client, n, cells int) {
 	ctx := context.Background()
 	lost := 0
 	for s := range n {
-		status, b, err := cl.retry(ctx, s, time.Minute, "POST", "/v1/sessions", []byte(`{"language":"python","stateful":true}`))
+		body := fmt.Sprintf(`{"language":"python","stateful":true,"durable":%v}`, s%2 == 0)
+		status, b, err := cl.retry(ctx, s, time.Minute, "POST", "/v1/sessions", []byte(body))
 		var sess jobs.Session
 		if err != nil || status != 201 || json.Unmarshal(b, &sess) != nil {
 			t.Fatalf("create a stateful session: %d %s %v", status, b, err)
@@ -91,7 +93,7 @@ func rollingRestart(t *testing.T, c *cluster, cl *client, n int) func(*fault) {
 			wg.Wait()
 		}
 		each(func(i int) {
-			status, b, err := cl.retry(ctx, i, time.Minute, "POST", "/v1/sessions", []byte(`{"language":"python","stateful":true,"ttl_seconds":900}`))
+			status, b, err := cl.retry(ctx, i, time.Minute, "POST", "/v1/sessions", []byte(`{"language":"python","stateful":true,"durable":true,"ttl_seconds":900}`))
 			var sess jobs.Session
 			if err != nil || status != 201 || json.Unmarshal(b, &sess) != nil {
 				t.Errorf("create a stateful session: %d %s %v", status, b, err)

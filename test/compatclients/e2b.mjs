@@ -349,6 +349,23 @@ print(r)
     return out;
   },
 
+  // A sandbox made not durable (metadata gantry.durable 'false', on a
+  // gantry whose default is durable): pause, createSnapshot and fork are
+  // refused with why, and it goes on as it was.
+  async notDurable() {
+    const sbx = await Sandbox.create({ metadata: { "gantry.durable": "false" } });
+    const out = { sandboxId: sbx.sandboxId };
+    await sbx.commands.run("echo kept > /tmp/t");
+    out.pause = await attempt(() => sbx.pause());
+    out.snapshot = await attempt(() => sbx.createSnapshot());
+    out.fork = await attempt(() => sbx.fork({ count: 1 }));
+    out.after = (await sbx.commands.run("cat /tmp/t")).stdout;
+    out.state = (await sbx.getInfo()).state;
+    out.bad = await attempt(() => Sandbox.create({ metadata: { "gantry.durable": "yes" } }));
+    await sbx.kill();
+    return out;
+  },
+
   // fork({count: 2}): each fork goes on from the sandbox's state, apart
   // from it and from the other.
   async fork() {

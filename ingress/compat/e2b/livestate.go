@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/compat/e2b/sandbox"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -48,11 +49,25 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, p service.Princip
 	if sess.State == jobs.SessionPaused {
 		return &apiError{http.StatusConflict, fmt.Sprintf("sandbox %s is already paused", sess.ID)}
 	}
+	if err := notDurable(sess, "paused"); err != nil {
+		return err
+	}
 	if _, err := s.sandboxes.Pause(r.Context(), p, sess.ID); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// notDurable refuses to pause, snapshot or fork a sandbox whose live
+// state is in its container's memory only: 400, since E2B's SDKs take a
+// pause's 409 for "already paused".
+func notDurable(sess jobs.Session, what string) error {
+	if sess.Durable {
+		return nil
+	}
+	return &apiError{http.StatusBadRequest, fmt.Sprintf("sandbox %s keeps its memory in its container only and cannot be %s: "+
+		"create it with lifecycle { onTimeout: 'pause' } (autoPause), or with metadata %s: 'true'", sess.ID, what, sandbox.DurableKey)}
 }
 
 // snapshotInfo is E2B's SnapshotInfo. A snapshot's id is gantry's (snp_…),
@@ -81,6 +96,9 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, p servic
 	}
 	sess, err := s.session(r, p)
 	if err != nil {
+		return err
+	}
+	if err := notDurable(sess, "snapshotted"); err != nil {
 		return err
 	}
 	snap, err := s.sandboxes.Snapshot(r.Context(), p, sess.ID, jobs.SnapshotRequest{Name: req.Name})
@@ -208,6 +226,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, p service.Principa
 	}
 	sess, err := s.session(r, p)
 	if err != nil {
+		return err
+	}
+	if err := notDurable(sess, "forked"); err != nil {
 		return err
 	}
 	fork, err := s.sandboxes.Fork(r.Context(), p, sess.ID, jobs.ForkRequest{Count: count, TTLSeconds: ttl(seconds)})

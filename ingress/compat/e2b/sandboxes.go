@@ -185,6 +185,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 	if req.autoPause() {
 		sreq.OnTimeout = jobs.OnTimeoutPause
 	}
+	switch meta[sandbox.DurableKey] {
+	case "true":
+		sreq.Durable = new(true)
+	case "", "false":
+	default:
+		return &apiError{http.StatusBadRequest, fmt.Sprintf("metadata %s must be \"true\" or \"false\"", sandbox.DurableKey)}
+	}
 	switch {
 	case jobs.ValidID("snp", req.TemplateID):
 		// A snapshot's id takes the template's place (Sandbox.create(snapshotId)).

@@ -1113,6 +1113,7 @@ class _SessionRequired(TypedDict):
     created_at: str
     #: Size in MiB of the session's /workspace.
     disk_mb: int
+    durable: bool
     #: The environment its jobs run in (`default` for gantry's own sandbox image).
     environment: str
     #: last_used_at + ttl_seconds. An expired session is closed (its queued jobs
@@ -1179,6 +1180,7 @@ class SessionRequest(TypedDict, total=False):
     #: set limits.memory_mb gets at least disk_mb of memory, and one that sets less
     #: is refused (400 naming limits.memory_mb).
     disk_mb: int
+    durable: Optional[bool]
     #: Environment variables every job of the session gets (a job's own `env`
     #: wins), and the processes of a stateful session's live sandbox, with the job
     #: request's rules for names and values. Sealed at rest like a job's env

@@ -1215,6 +1215,7 @@ export interface Session {
   created_at: string;
   /** Size in MiB of the session's /workspace. */
   disk_mb: number;
+  durable: boolean;
   /** The environment its jobs run in (`default` for gantry's own sandbox image). */
   environment: string;
   /**
@@ -1291,6 +1292,7 @@ export interface SessionRequest {
    * is refused (400 naming limits.memory_mb).
    */
   disk_mb?: number;
+  durable?: boolean | null;
   /**
    * Environment variables every job of the session gets (a job's own `env`
    * wins), and the processes of a stateful session's live sandbox, with the job

@@ -42,6 +42,12 @@ import (
 // it).
 const AutoResumeKey = "e2b.autoResume"
 
+// DurableKey is the metadata key by which an E2B sandbox asks to be
+// durable ("true"; jobs.SessionRequest.Durable): its live state can then
+// be paused, snapshotted and forked. A sandbox that pauses at its timeout
+// (lifecycle.onTimeout "pause", autoPause) is durable without it.
+const DurableKey = "gantry.durable"
+
 // The ports E2B's SDKs name in E2b-Sandbox-Port.
 const (
 	envdPort        = "49983"
