@@ -350,6 +350,29 @@ print("started")`,
 		},
 	},
 	{
+		name: "the usual writable places: /tmp, /var/tmp and HOME, gone with the sandbox (a session keeps them)",
+		code: `import os
+for name, d in (("/tmp", "/tmp"), ("/var/tmp", "/var/tmp"), ("HOME", os.environ["HOME"])):
+    p = os.path.join(d, ".gantry-conformance-" + name.strip("/").replace("/", "-"))
+    with open(p, "w") as f:
+        f.write("kept")
+    print(name, open(p).read(), os.statvfs(d).f_blocks > 0)`,
+		check: func(t *testing.T, l *launcherUnderTest, r conformanceRun) {
+			if want := "/tmp kept True\n/var/tmp kept True\nHOME kept True\n"; r.stdout != want || r.res.Exit.Code != 0 {
+				t.Fatalf("first run: %q %q %+v, want %q", r.stdout, r.stderr, r.res.Exit, want)
+			}
+			next := l.run(t, `import os
+print([os.path.exists(os.path.join(d, ".gantry-conformance-" + n)) for n, d in (("tmp", "/tmp"), ("var-tmp", "/var/tmp"), ("HOME", os.environ["HOME"]))])`, 0, 0)
+			want := "[False, False, False]\n"
+			if l.stateful {
+				want = "[True, True, True]\n"
+			}
+			if next.stdout != want {
+				t.Errorf("the next run saw %q, want %q (%q)", next.stdout, want, next.stderr)
+			}
+		},
+	},
+	{
 		name: "clean-up: what it left running is gone (a session keeps it)",
 		code: `import subprocess, os
 subprocess.Popen(["sleep", "300"], start_new_session=True)

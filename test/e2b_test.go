@@ -199,6 +199,53 @@ func TestE2BSDKs(t *testing.T) {
 		}
 	})
 
+	t.Run("an e2b_ key and ComputeSDK's probe", func(t *testing.T) {
+		type identity map[string]string
+		var got struct {
+			Iterations []struct {
+				Probe struct {
+					ExitCode int      `json:"exitCode"`
+					Stderr   string   `json:"stderr"`
+					Identity identity `json:"identity"`
+				} `json:"probe"`
+				Node struct {
+					ExitCode int    `json:"exitCode"`
+					Stdout   string `json:"stdout"`
+				} `json:"node"`
+				Again struct {
+					ExitCode int      `json:"exitCode"`
+					Identity identity `json:"identity"`
+				} `json:"again"`
+				Listed bool `json:"listed"`
+			} `json:"iterations"`
+			BadKey e2bThrown `json:"badKey"`
+		}
+		drive(t, "computesdk", &got)
+		if len(got.Iterations) != 2 {
+			t.Fatalf("iterations: %s", pretty(got))
+		}
+		for i, it := range got.Iterations {
+			// The probe passes: no marker of an earlier sandbox, and both
+			// written (the benchmark fails on an exit code not 0).
+			if it.Probe.ExitCode != 0 || it.Probe.Identity["marker_path"] != "" || it.Probe.Identity["ns_mnt"] == "" {
+				t.Errorf("iteration %d: the probe: %s", i, pretty(it.Probe))
+			}
+			if it.Node.ExitCode != 0 || !strings.HasPrefix(it.Node.Stdout, "v") {
+				t.Errorf("iteration %d: node -v: %s", i, pretty(it.Node))
+			}
+			// Within its sandbox, what it wrote is kept.
+			if it.Again.ExitCode != 0 || it.Again.Identity["marker_path"] != "/tmp/.bench_ephemeral_check" || it.Again.Identity["marker_value"] == "unknown" {
+				t.Errorf("iteration %d: the probe again: %s", i, pretty(it.Again))
+			}
+			if !it.Listed {
+				t.Errorf("iteration %d: the sandbox made with an e2b_ key is not listed under it", i)
+			}
+		}
+		if got.BadKey.Error != "AuthenticationError" {
+			t.Errorf("an unknown e2b_ key: %+v", got.BadKey)
+		}
+	})
+
 	t.Run("commands and files", func(t *testing.T) {
 		var got struct {
 			Foreground struct {

@@ -19,7 +19,81 @@ async function attempt(fn) {
 
 const isPNG = (b64) => typeof b64 === "string" && Buffer.from(b64, "base64").subarray(0, 8).equals(Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
 
+// computeSDKProbe is ComputeSDK's identity probe, exactly as its sandbox
+// benchmark builds it (github computesdk/benchmarks, src/sandbox/benchmark.ts
+// at 0a010e0, runIteration): it writes a marker in /tmp and /var/tmp, and
+// fails where either is read-only.
+function computeSDKProbe(runNonce) {
+  const markerA = '/tmp/.bench_ephemeral_check';
+  const markerB = '/var/tmp/.bench_ephemeral_check';
+  const probeToken = `${runNonce}:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 10)}`;
+  return [
+    `marker_a='${markerA}'`,
+    `marker_b='${markerB}'`,
+    "marker_path=''",
+    "for p in \"$marker_a\" \"$marker_b\"; do if [ -f \"$p\" ]; then marker_path=$p; break; fi; done",
+    "marker_value='unknown'",
+    "if [ -n \"$marker_path\" ]; then marker_value=$(tr -d '\\n' < \"$marker_path\" 2>/dev/null || true); fi",
+    "ns_mnt=$(readlink /proc/self/ns/mnt 2>/dev/null || printf unknown)",
+    "ns_pid=$(readlink /proc/self/ns/pid 2>/dev/null || printf unknown)",
+    "ns_uts=$(readlink /proc/self/ns/uts 2>/dev/null || printf unknown)",
+    "cgroup_hash=$(cat /proc/self/cgroup 2>/dev/null | sha256sum 2>/dev/null | cut -d\" \" -f1)",
+    "if [ -z \"$cgroup_hash\" ]; then cgroup_hash=unknown; fi",
+    "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || printf unknown)",
+    "pid1=$(tr -d '\\0' < /proc/1/cmdline 2>/dev/null || printf unknown)",
+    "uptime=$(cut -d' ' -f1 /proc/uptime 2>/dev/null || printf unknown)",
+    "printf 'marker_path=%s\\n' \"$marker_path\"",
+    "printf 'marker_value=%s\\n' \"$marker_value\"",
+    "printf 'ns_mnt=%s\\n' \"$ns_mnt\"",
+    "printf 'ns_pid=%s\\n' \"$ns_pid\"",
+    "printf 'ns_uts=%s\\n' \"$ns_uts\"",
+    "printf 'cgroup_hash=%s\\n' \"$cgroup_hash\"",
+    "printf 'boot_id=%s\\n' \"$boot_id\"",
+    "printf 'pid1=%s\\n' \"$pid1\"",
+    "printf 'uptime=%s\\n' \"$uptime\"",
+    `printf '%s' '${probeToken}' > ${markerA}`,
+    `printf '%s' '${probeToken}' > ${markerB}`,
+  ].join('; ');
+}
+
+// keyValues reads the probe's output as the benchmark does.
+function keyValues(stdout) {
+  const parsed = {};
+  for (const line of stdout.split("\n")) {
+    const i = line.indexOf("=");
+    if (i > 0) parsed[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return parsed;
+}
+
 const scenarios = {
+  // ComputeSDK's benchmark iteration as its E2B provider (npm
+  // @computesdk/e2b) runs it, twice: the key given the e2b_ shape the
+  // provider insists on; create, the identity probe, node -v, kill. The
+  // second sandbox must not see the first's markers; the first sees its own
+  // when the probe runs again.
+  async computesdk() {
+    const apiKey = "e2b_" + process.env.E2B_API_KEY;
+    const nonce = `${Date.now()}`;
+    const out = { iterations: [] };
+    for (let i = 0; i < 2; i++) {
+      const sbx = await Sandbox.create({ apiKey, timeoutMs: 300_000 });
+      const probe = await attempt(() => sbx.commands.run(computeSDKProbe(nonce)));
+      const node = await attempt(() => sbx.commands.run("node -v"));
+      const again = await attempt(() => sbx.commands.run(computeSDKProbe(nonce)));
+      out.iterations.push({
+        probe: { exitCode: probe.exitCode, stderr: probe.stderr ?? probe.message, identity: keyValues(probe.stdout ?? "") },
+        node: { exitCode: node.exitCode, stdout: node.stdout },
+        again: { exitCode: again.exitCode, identity: keyValues(again.stdout ?? "") },
+        listed: (await Sandbox.list({ apiKey }).nextItems()).some((s) => s.sandboxId === sbx.sandboxId),
+      });
+      await Sandbox.kill(sbx.sandboxId, { apiKey });
+    }
+    // A key that is no key, shaped or not, is refused.
+    out.badKey = await attempt(() => Sandbox.create({ apiKey: "e2b_gk_nosuchkey" }));
+    return out;
+  },
+
   // runCode: state across calls, the last expression's value, streamed
   // output, a plot, a DataFrame, an error.
   async code() {
