@@ -22,8 +22,8 @@ import (
 //   - a fresh /dev with the usual devices, its own pts and shm; a fresh
 //     /proc, with the paths Docker masks in a container hidden and the
 //     kernel's knobs read-only;
-//   - a fresh /tmp and /var/tmp, each of the workspace's size (HOME is
-//     /tmp in the image): the writable places of an ordinary machine,
+//   - a fresh /tmp, /var/tmp and /dev/shm, each of the workspace's size
+//     (HOME is /tmp in the image): the writable places of an ordinary machine,
 //     gone with the sandbox (a session's live sandbox keeps them for the
 //     session's life);
 //   - the container's /workspace (read-only for a compile step), the
@@ -139,6 +139,9 @@ func (s *server) sandboxLayout(tmpMB int, runDir string, build, egress bool) lay
 		mount{Kind: mountRoot, Dst: "/"},
 		mount{Kind: mountDev, Dst: "/dev", Devices: devDevices, Links: devLinks},
 		mount{Kind: mountProc, Dst: "/proc", Paths: procReadOnly},
+		// /dev/shm, the dev step's directory, is a writable place of the
+		// job's size like /tmp (the dev tmpfs itself has no size).
+		mount{Kind: mountTmpfs, Dst: "/dev/shm", SizeMB: max(tmpMB, 1)},
 	)
 	l.Mounts = append(l.Mounts, s.masks...)
 	// Pid 1 is the sandbox's init, the job's uid: its memory file is

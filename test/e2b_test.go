@@ -53,7 +53,7 @@ func e2bClients(t *testing.T) (node, dir string) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir = filepath.Join(filepath.Dir(file), "compatclients")
-	for _, pkg := range []string{"e2b", "@e2b/code-interpreter"} {
+	for _, pkg := range []string{"e2b", "@e2b/code-interpreter", "@computesdk/e2b"} {
 		if _, err := exec.Command(node, "-e", "require.resolve('"+pkg+"/package.json', {paths: [process.argv[1]]})", dir).CombinedOutput(); err != nil {
 			storetest.Unavailable(t, "%s is not installed (make compat-deps)", pkg)
 		}
@@ -216,6 +216,11 @@ func TestE2BSDKs(t *testing.T) {
 					ExitCode int      `json:"exitCode"`
 					Identity identity `json:"identity"`
 				} `json:"again"`
+				Places struct {
+					ExitCode int    `json:"exitCode"`
+					Stdout   string `json:"stdout"`
+					Stderr   string `json:"stderr"`
+				} `json:"places"`
 				Listed bool `json:"listed"`
 			} `json:"iterations"`
 			BadKey e2bThrown `json:"badKey"`
@@ -237,12 +242,51 @@ func TestE2BSDKs(t *testing.T) {
 			if it.Again.ExitCode != 0 || it.Again.Identity["marker_path"] != "/tmp/.bench_ephemeral_check" || it.Again.Identity["marker_value"] == "unknown" {
 				t.Errorf("iteration %d: the probe again: %s", i, pretty(it.Again))
 			}
+			// HOME and the working directory are written too, and what
+			// the first sandbox left in any of the four is not seen.
+			if want := "HOME=/home/user PWD=/home/user\n"; it.Places.ExitCode != 0 || it.Places.Stdout != want {
+				t.Errorf("iteration %d: the usual writable places: %s, want stdout %q", i, pretty(it.Places), want)
+			}
 			if !it.Listed {
 				t.Errorf("iteration %d: the sandbox made with an e2b_ key is not listed under it", i)
 			}
 		}
 		if got.BadKey.Error != "AuthenticationError" {
 			t.Errorf("an unknown e2b_ key: %+v", got.BadKey)
+		}
+	})
+
+	// ComputeSDK's benchmark iteration through its own E2B provider, as
+	// the benchmark runs it: nothing of it changed, pointed at gantry by
+	// E2B_API_URL and E2B_SANDBOX_URL, its key given the e2b_ shape.
+	t.Run("ComputeSDK's E2B provider", func(t *testing.T) {
+		var got struct {
+			Iterations []struct {
+				TTIMs     float64 `json:"ttiMs"`
+				SandboxID string  `json:"sandboxId"`
+				Node      string  `json:"node"`
+				e2bThrown
+			} `json:"iterations"`
+			Left []string `json:"left"`
+		}
+		driveE2B(t, d, otherKey, []string{"E2B_API_KEY=e2b_" + d.key}, "computesdkProvider", &got)
+		if len(got.Iterations) != 3 {
+			t.Fatalf("iterations: %s", pretty(got))
+		}
+		ids := map[string]bool{}
+		for i, it := range got.Iterations {
+			if it.Error != "" || it.SandboxID == "" || !strings.HasPrefix(it.Node, "v") || it.TTIMs <= 0 {
+				t.Errorf("iteration %d failed: %s", i, pretty(it))
+			}
+			ids[it.SandboxID] = true
+		}
+		if len(ids) != 3 {
+			t.Errorf("the iterations' sandboxes: %s", pretty(got.Iterations))
+		}
+		for _, id := range got.Left {
+			if ids[id] {
+				t.Errorf("sandbox %s is still listed after the provider destroyed it", id)
+			}
 		}
 	})
 
