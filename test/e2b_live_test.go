@@ -31,7 +31,8 @@ type e2bLifecycle struct {
 // 2.8, unmodified) through a sandbox's live state against gantry dev, whose
 // runner runs sandboxes under gVisor: pause and connect, lifecycle's pause
 // at the timeout with and without autoResume, snapshots, and forks; another
-// tenant reaches none of it.
+// tenant reaches none of it. ComputeSDK's probe and benchmark iteration pass
+// under gVisor as they do without it.
 func TestE2BLiveState(t *testing.T) {
 	e2bClients(t)
 	needsGVisor(t)
@@ -42,6 +43,11 @@ func TestE2BLiveState(t *testing.T) {
 		t.Helper()
 		driveE2B(t, d, otherKey, nil, scenario, out)
 	}
+
+	// Under gVisor too, the usual writable places are the sandbox's own,
+	// and ComputeSDK's benchmark passes through its own E2B provider.
+	t.Run("ComputeSDK's probe", func(t *testing.T) { e2bComputeSDKProbe(t, d) })
+	t.Run("ComputeSDK's E2B provider", func(t *testing.T) { e2bComputeSDKProvider(t, d) })
 
 	t.Run("pause, connect", func(t *testing.T) {
 		var got struct {

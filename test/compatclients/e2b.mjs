@@ -70,8 +70,10 @@ function keyValues(stdout) {
 // could not, or where it found one already.
 const usualPlaces = [
   'printf "HOME=%s PWD=%s\\n" "$HOME" "$PWD"',
-  'for d in /tmp /var/tmp "$HOME" "$PWD"; do',
+  'for d in /tmp /var/tmp /dev/shm "$HOME" "$PWD"; do',
   '  if [ -e "$d/.gantry_place" ]; then echo "$d: an earlier file"; fi',
+  'done',
+  'for d in /tmp /var/tmp /dev/shm "$HOME" "$PWD"; do',
   '  printf kept > "$d/.gantry_place" && [ "$(cat "$d/.gantry_place")" = kept ] || echo "$d: not writable"',
   'done',
 ].join("\n");
