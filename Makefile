@@ -77,7 +77,7 @@ sdk-deps: ## install the TypeScript SDK's pinned build tools (npm ci, once)
 	@scripts/ensure-sdk-deps.sh
 
 .PHONY: compat-deps
-compat-deps: ## install the compatible APIs' unmodified clients the tests drive (npm's piston-client, e2b, @e2b/code-interpreter; pinned; once)
+compat-deps: ## install the compatible APIs' unmodified clients the tests drive (npm's piston-client, e2b, @e2b/code-interpreter, @computesdk/e2b; pinned; once)
 	@scripts/ensure-compat-deps.sh
 
 .PHONY: openapi

@@ -22,7 +22,10 @@ import (
 //   - a fresh /dev with the usual devices, its own pts and shm; a fresh
 //     /proc, with the paths Docker masks in a container hidden and the
 //     kernel's knobs read-only;
-//   - a fresh /tmp of the workspace's size;
+//   - a fresh /tmp, /var/tmp and /dev/shm, each of the workspace's size
+//     (HOME is /tmp in the image): the writable places of an ordinary machine,
+//     gone with the sandbox (a session's live sandbox keeps them for the
+//     session's life);
 //   - the container's /workspace (read-only for a compile step), the
 //     skills read-only at /skills, the run's program directory read-only
 //     at /tmp/gantry (a compile step's build directory writable in it);
@@ -44,6 +47,10 @@ type layout struct {
 	Egress string   `json:"egress,omitempty"`
 	Relay  []string `json:"relay,omitempty"`
 }
+
+// varTmp is the other usual writable place (ComputeSDK's probe writes
+// there, as programs do that expect a file to outlive /tmp's).
+const varTmp = "/var/tmp"
 
 // sandboxNamespaces are every sandbox's new namespaces.
 var sandboxNamespaces = []string{"user", "mount", "pid", "net", "ipc", "uts", "cgroup"}
@@ -132,6 +139,9 @@ func (s *server) sandboxLayout(tmpMB int, runDir string, build, egress bool) lay
 		mount{Kind: mountRoot, Dst: "/"},
 		mount{Kind: mountDev, Dst: "/dev", Devices: devDevices, Links: devLinks},
 		mount{Kind: mountProc, Dst: "/proc", Paths: procReadOnly},
+		// /dev/shm, the dev step's directory, is a writable place of the
+		// job's size like /tmp (the dev tmpfs itself has no size).
+		mount{Kind: mountTmpfs, Dst: "/dev/shm", SizeMB: max(tmpMB, 1)},
 	)
 	l.Mounts = append(l.Mounts, s.masks...)
 	// Pid 1 is the sandbox's init, the job's uid: its memory file is
@@ -141,6 +151,7 @@ func (s *server) sandboxLayout(tmpMB int, runDir string, build, egress bool) lay
 		mount{Kind: mountMask, Dst: "/proc/1/mem"},
 		mount{Kind: mountMask, Dst: "/proc/1/task/1/mem"},
 		mount{Kind: mountTmpfs, Dst: "/tmp", SizeMB: max(tmpMB, 1)},
+		mount{Kind: mountTmpfs, Dst: varTmp, SizeMB: max(tmpMB, 1)},
 		mount{Kind: mountBind, Src: wire.Workspace, Dst: wire.Workspace, ReadOnly: build},
 		mount{Kind: mountBind, Src: s.skillsDir(), Dst: wire.SkillsDir, ReadOnly: true},
 		mount{Kind: mountBind, Src: runDir, Dst: wire.ProgramDir, ReadOnly: true},

@@ -261,6 +261,7 @@ func (g *gvisor) spec(cs ContainerSpec, root *imageRoot, id string) *specs.Spec 
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			tmpfs(jobs.WorkspaceDir, lim.DiskMB),
 			tmpfs("/tmp", lim.DiskMB),
+			tmpfs("/var/tmp", lim.DiskMB),
 			tmpfs(SkillsDir, 64),
 		},
 		Linux: &specs.Linux{

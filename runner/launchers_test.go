@@ -350,6 +350,42 @@ print("started")`,
 		},
 	},
 	{
+		name: "the usual writable places: /tmp, /var/tmp, /dev/shm, HOME and the cwd, within the disk limit, gone with the sandbox (a session keeps them)",
+		code: `import os
+for name, d in (("/tmp", "/tmp"), ("/var/tmp", "/var/tmp"), ("/dev/shm", "/dev/shm"), ("HOME", os.environ["HOME"]), ("cwd", os.getcwd())):
+    p = os.path.join(d, ".gantry-conformance-" + name.strip("/").replace("/", "-"))
+    with open(p, "w") as f:
+        f.write("kept")
+    st = os.statvfs(d)
+    print(name, open(p).read(), st.f_blocks * st.f_frsize >> 20)`,
+		check: func(t *testing.T, l *launcherUnderTest, r conformanceRun) {
+			// Each is writable and no bigger than the job's disk limit
+			// (a tmpfs of disk_mb, or the workspace; under the container
+			// isolation /dev/shm is Docker's, of 64 MB).
+			disk := jobs.DefaultPolicy().DefaultLimits.DiskMB
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			if len(lines) != 5 || r.res.Exit.Code != 0 {
+				t.Fatalf("first run: %q %q %+v", r.stdout, r.stderr, r.res.Exit)
+			}
+			for i, name := range []string{"/tmp", "/var/tmp", "/dev/shm", "HOME", "cwd"} {
+				var got, kept string
+				var mb int
+				if _, err := fmt.Sscan(lines[i], &got, &kept, &mb); err != nil || got != name || kept != "kept" || mb < 1 || mb > disk {
+					t.Errorf("%s: %q, want it written and read back, of 1 to %d MB", name, lines[i], disk)
+				}
+			}
+			next := l.run(t, `import os
+print([os.path.exists(os.path.join(d, ".gantry-conformance-" + n)) for n, d in (("tmp", "/tmp"), ("var-tmp", "/var/tmp"), ("dev-shm", "/dev/shm"), ("HOME", os.environ["HOME"]), ("cwd", os.getcwd()))])`, 0, 0)
+			want := "[False, False, False, False, False]\n"
+			if l.stateful {
+				want = "[True, True, True, True, True]\n"
+			}
+			if next.stdout != want {
+				t.Errorf("the next run saw %q, want %q (%q)", next.stdout, want, next.stderr)
+			}
+		},
+	},
+	{
 		name: "clean-up: what it left running is gone (a session keeps it)",
 		code: `import subprocess, os
 subprocess.Popen(["sleep", "300"], start_new_session=True)

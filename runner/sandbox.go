@@ -397,9 +397,11 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 		host.MaskedPaths, host.ReadonlyPaths = []string{}, []string{}
 		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(agentTmpMB)}
 	} else {
-		// The program runs directly in the container: /tmp is its own and
-		// the agent writes the skills (the container serves one job).
-		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(lim.DiskMB), SkillsDir: tmpfs(64)}
+		// The program runs directly in the container: /tmp and /var/tmp
+		// are its own (as a sandbox's layout makes them) and the agent
+		// writes the skills (the container serves one job).
+		host.Tmpfs = map[string]string{jobs.WorkspaceDir: tmpfs(lim.DiskMB), "/tmp": tmpfs(lim.DiskMB), "/var/tmp": tmpfs(lim.DiskMB),
+			SkillsDir: tmpfs(64)}
 	}
 	host.SecurityOpt = security
 	cmd := []string{"/usr/local/bin/gantry-agent", "-isolation", string(s.cfg.Isolation)}

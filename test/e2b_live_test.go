@@ -33,6 +33,8 @@ type e2bLifecycle struct {
 // operator's default here): pause and connect, lifecycle's pause at the
 // timeout with and without autoResume, snapshots, and forks; another
 // tenant reaches none of it. A sandbox made not durable refuses them.
+// ComputeSDK's probe and benchmark iteration pass under gVisor as they do
+// without it.
 func TestE2BLiveState(t *testing.T) {
 	e2bClients(t)
 	needsGVisor(t)
@@ -43,6 +45,11 @@ func TestE2BLiveState(t *testing.T) {
 		t.Helper()
 		driveE2B(t, d, otherKey, nil, scenario, out)
 	}
+
+	// Under gVisor too, the usual writable places are the sandbox's own,
+	// and ComputeSDK's benchmark passes through its own E2B provider.
+	t.Run("ComputeSDK's probe", func(t *testing.T) { e2bComputeSDKProbe(t, d) })
+	t.Run("ComputeSDK's E2B provider", func(t *testing.T) { e2bComputeSDKProvider(t, d) })
 
 	t.Run("pause, connect", func(t *testing.T) {
 		var got struct {

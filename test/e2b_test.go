@@ -53,8 +53,10 @@ func e2bClients(t *testing.T) (node, dir string) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir = filepath.Join(filepath.Dir(file), "compatclients")
-	for _, pkg := range []string{"e2b", "@e2b/code-interpreter"} {
-		if _, err := exec.Command(node, "-e", "require.resolve('"+pkg+"/package.json', {paths: [process.argv[1]]})", dir).CombinedOutput(); err != nil {
+	// (@computesdk/e2b's exports do not include its package.json: each is
+	// looked for where npm installs it.)
+	for _, pkg := range []string{"e2b", "@e2b/code-interpreter", "@computesdk/e2b"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg), "package.json")); err != nil {
 			storetest.Unavailable(t, "%s is not installed (make compat-deps)", pkg)
 		}
 	}
@@ -89,9 +91,10 @@ func driveE2B(t *testing.T, d *dev, otherKey string, env []string, scenario stri
 }
 
 // TestE2BSDKs drives E2B's own SDKs from npm (e2b 2.51 and
-// @e2b/code-interpreter 2.8, pinned in test/compatclients, unmodified)
-// against gantry, pointed at it by E2B_API_URL, E2B_SANDBOX_URL and
-// E2B_API_KEY as a user would point them.
+// @e2b/code-interpreter 2.8, pinned in test/compatclients, unmodified), and
+// ComputeSDK's E2B provider (@computesdk/e2b 1.7.52) over them, against
+// gantry, pointed at it by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY as
+// a user would point them.
 func TestE2BSDKs(t *testing.T) {
 	e2bClients(t)
 	d := startDev(t, "GANTRY_RUNNER_SLOTS=4")
@@ -400,4 +403,110 @@ func TestE2BSDKs(t *testing.T) {
 			t.Errorf("a sandbox's token as an API key (/v1/jobs, the control plane): %v, want 401s", got.TokenAsKey)
 		}
 	})
+}
+
+// TestE2BComputeSDK runs ComputeSDK's benchmark against gantry, its live
+// sandboxes in Docker (TestE2BLiveState runs it under gVisor): its
+// identity probe through E2B's SDK with an e2b_ key, and its iteration
+// through its own E2B provider, npm @computesdk/e2b 1.7.52, unmodified.
+func TestE2BComputeSDK(t *testing.T) {
+	e2bClients(t)
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=4", "GANTRY_LIVE_STATE=memory")
+	t.Run("an e2b_ key and ComputeSDK's probe", func(t *testing.T) { e2bComputeSDKProbe(t, d) })
+	t.Run("ComputeSDK's E2B provider", func(t *testing.T) { e2bComputeSDKProvider(t, d) })
+}
+
+// e2bComputeSDKProbe runs ComputeSDK's identity probe, verbatim, through
+// E2B's SDK with an e2b_ key, twice, and writes the other usual writable
+// places: each sandbox writes them all and sees nothing of the other's.
+func e2bComputeSDKProbe(t *testing.T, d *dev) {
+	type identity map[string]string
+	var got struct {
+		Iterations []struct {
+			Probe struct {
+				ExitCode int      `json:"exitCode"`
+				Stderr   string   `json:"stderr"`
+				Identity identity `json:"identity"`
+			} `json:"probe"`
+			Node struct {
+				ExitCode int    `json:"exitCode"`
+				Stdout   string `json:"stdout"`
+			} `json:"node"`
+			Again struct {
+				ExitCode int      `json:"exitCode"`
+				Identity identity `json:"identity"`
+			} `json:"again"`
+			Places struct {
+				ExitCode int    `json:"exitCode"`
+				Stdout   string `json:"stdout"`
+				Stderr   string `json:"stderr"`
+			} `json:"places"`
+			Listed bool `json:"listed"`
+		} `json:"iterations"`
+		BadKey e2bThrown `json:"badKey"`
+	}
+	driveE2B(t, d, "", nil, "computesdk", &got)
+	if len(got.Iterations) != 2 {
+		t.Fatalf("iterations: %s", pretty(got))
+	}
+	for i, it := range got.Iterations {
+		// The probe passes: no marker of an earlier sandbox, and both
+		// written (the benchmark fails on an exit code not 0).
+		if it.Probe.ExitCode != 0 || it.Probe.Identity["marker_path"] != "" || it.Probe.Identity["ns_mnt"] == "" {
+			t.Errorf("iteration %d: the probe: %s", i, pretty(it.Probe))
+		}
+		if it.Node.ExitCode != 0 || !strings.HasPrefix(it.Node.Stdout, "v") {
+			t.Errorf("iteration %d: node -v: %s", i, pretty(it.Node))
+		}
+		// Within its sandbox, what it wrote is kept.
+		if it.Again.ExitCode != 0 || it.Again.Identity["marker_path"] != "/tmp/.bench_ephemeral_check" || it.Again.Identity["marker_value"] == "unknown" {
+			t.Errorf("iteration %d: the probe again: %s", i, pretty(it.Again))
+		}
+		// HOME and the working directory are written too, and what
+		// the first sandbox left in any of the four is not seen.
+		if want := "HOME=/home/user PWD=/home/user\n"; it.Places.ExitCode != 0 || it.Places.Stdout != want {
+			t.Errorf("iteration %d: the usual writable places: %s, want stdout %q", i, pretty(it.Places), want)
+		}
+		if !it.Listed {
+			t.Errorf("iteration %d: the sandbox made with an e2b_ key is not listed under it", i)
+		}
+	}
+	if got.BadKey.Error != "AuthenticationError" {
+		t.Errorf("an unknown e2b_ key: %+v", got.BadKey)
+	}
+}
+
+// e2bComputeSDKProvider runs ComputeSDK's benchmark iteration through its
+// own E2B provider, as the benchmark runs it: nothing of it changed,
+// pointed at gantry by E2B_API_URL and E2B_SANDBOX_URL, its key given the
+// e2b_ shape.
+func e2bComputeSDKProvider(t *testing.T, d *dev) {
+	var got struct {
+		Iterations []struct {
+			TTIMs     float64 `json:"ttiMs"`
+			SandboxID string  `json:"sandboxId"`
+			Node      string  `json:"node"`
+			e2bThrown
+		} `json:"iterations"`
+		Left []string `json:"left"`
+	}
+	driveE2B(t, d, "", []string{"E2B_API_KEY=e2b_" + d.key}, "computesdkProvider", &got)
+	if len(got.Iterations) != 3 {
+		t.Fatalf("iterations: %s", pretty(got))
+	}
+	ids := map[string]bool{}
+	for i, it := range got.Iterations {
+		if it.Error != "" || it.SandboxID == "" || !strings.HasPrefix(it.Node, "v") || it.TTIMs <= 0 {
+			t.Errorf("iteration %d failed: %s", i, pretty(it))
+		}
+		ids[it.SandboxID] = true
+	}
+	if len(ids) != 3 {
+		t.Errorf("the iterations' sandboxes: %s", pretty(got.Iterations))
+	}
+	for _, id := range got.Left {
+		if ids[id] {
+			t.Errorf("sandbox %s is still listed after the provider destroyed it", id)
+		}
+	}
 }

@@ -19,7 +19,191 @@ async function attempt(fn) {
 
 const isPNG = (b64) => typeof b64 === "string" && Buffer.from(b64, "base64").subarray(0, 8).equals(Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
 
+// computeSDKProbe is ComputeSDK's identity probe, exactly as its sandbox
+// benchmark builds it (github computesdk/benchmarks, src/sandbox/benchmark.ts
+// at 0a010e0, runIteration): it writes a marker in /tmp and /var/tmp, and
+// fails where either is read-only.
+function computeSDKProbe(runNonce) {
+  const markerA = '/tmp/.bench_ephemeral_check';
+  const markerB = '/var/tmp/.bench_ephemeral_check';
+  const probeToken = `${runNonce}:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 10)}`;
+  return [
+    `marker_a='${markerA}'`,
+    `marker_b='${markerB}'`,
+    "marker_path=''",
+    "for p in \"$marker_a\" \"$marker_b\"; do if [ -f \"$p\" ]; then marker_path=$p; break; fi; done",
+    "marker_value='unknown'",
+    "if [ -n \"$marker_path\" ]; then marker_value=$(tr -d '\\n' < \"$marker_path\" 2>/dev/null || true); fi",
+    "ns_mnt=$(readlink /proc/self/ns/mnt 2>/dev/null || printf unknown)",
+    "ns_pid=$(readlink /proc/self/ns/pid 2>/dev/null || printf unknown)",
+    "ns_uts=$(readlink /proc/self/ns/uts 2>/dev/null || printf unknown)",
+    "cgroup_hash=$(cat /proc/self/cgroup 2>/dev/null | sha256sum 2>/dev/null | cut -d\" \" -f1)",
+    "if [ -z \"$cgroup_hash\" ]; then cgroup_hash=unknown; fi",
+    "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || printf unknown)",
+    "pid1=$(tr -d '\\0' < /proc/1/cmdline 2>/dev/null || printf unknown)",
+    "uptime=$(cut -d' ' -f1 /proc/uptime 2>/dev/null || printf unknown)",
+    "printf 'marker_path=%s\\n' \"$marker_path\"",
+    "printf 'marker_value=%s\\n' \"$marker_value\"",
+    "printf 'ns_mnt=%s\\n' \"$ns_mnt\"",
+    "printf 'ns_pid=%s\\n' \"$ns_pid\"",
+    "printf 'ns_uts=%s\\n' \"$ns_uts\"",
+    "printf 'cgroup_hash=%s\\n' \"$cgroup_hash\"",
+    "printf 'boot_id=%s\\n' \"$boot_id\"",
+    "printf 'pid1=%s\\n' \"$pid1\"",
+    "printf 'uptime=%s\\n' \"$uptime\"",
+    `printf '%s' '${probeToken}' > ${markerA}`,
+    `printf '%s' '${probeToken}' > ${markerB}`,
+  ].join('; ');
+}
+
+// keyValues reads the probe's output as the benchmark does.
+function keyValues(stdout) {
+  const parsed = {};
+  for (const line of stdout.split("\n")) {
+    const i = line.indexOf("=");
+    if (i > 0) parsed[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return parsed;
+}
+
+// usualPlaces writes a file in each usual writable place, saying where it
+// could not, or where it found one already.
+const usualPlaces = [
+  'printf "HOME=%s PWD=%s\\n" "$HOME" "$PWD"',
+  'for d in /tmp /var/tmp /dev/shm "$HOME" "$PWD"; do',
+  '  if [ -e "$d/.gantry_place" ]; then echo "$d: an earlier file"; fi',
+  'done',
+  'for d in /tmp /var/tmp /dev/shm "$HOME" "$PWD"; do',
+  '  printf kept > "$d/.gantry_place" && [ "$(cat "$d/.gantry_place")" = kept ] || echo "$d: not writable"',
+  'done',
+].join("\n");
+
+// runIteration is ComputeSDK's benchmark iteration (github
+// computesdk/benchmarks, src/sandbox/benchmark.ts at 0a010e0), its types
+// taken out, the probe built by computeSDKProbe, the debug-only reuse
+// warning left out, and the sandbox's id returned beside ttiMs: create, the
+// identity probe (failing where a marker of an earlier sandbox is found),
+// node -v, destroy.
+function withTimeout(promise, timeoutMs, message) {
+  let timer;
+  return Promise.race([promise, new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(message)), timeoutMs); })])
+    .finally(() => clearTimeout(timer));
+}
+
+function parseKeyValueOutput(stdout) {
+  const parsed = {};
+  for (const line of stdout.split('\n')) {
+    const index = line.indexOf('=');
+    if (index <= 0) continue;
+    const key = line.slice(0, index).trim();
+    const value = line.slice(index + 1).trim();
+    if (!key) continue;
+    parsed[key] = value;
+  }
+  return parsed;
+}
+
+const STRONG_SIGNAL_KEYS = ['ns_mnt', 'ns_pid', 'ns_uts', 'cgroup_hash', 'boot_id', 'pid1'];
+
+function rememberSignals(identity, detector) {
+  for (const key of STRONG_SIGNAL_KEYS) {
+    const value = identity[key];
+    if (!value || value === 'unknown') continue;
+    if (!detector.seenSignals.has(key)) detector.seenSignals.set(key, new Set());
+    detector.seenSignals.get(key).add(value);
+  }
+}
+
+async function runIteration(compute, timeout, sandboxOptions, destroyTimeoutMs = 15_000, reuseDetector) {
+  let sandbox = null;
+  try {
+    const start = performance.now();
+    sandbox = await withTimeout(compute.sandbox.create(sandboxOptions), timeout, 'Sandbox creation timed out');
+    // The benchmark builds the probe here, inline, as computeSDKProbe does
+    // (this scenario always has a reuse detector).
+    const identityProbeCommand = computeSDKProbe(reuseDetector.runNonce);
+    const identityResult = await withTimeout(sandbox.runCommand(identityProbeCommand), 30_000, 'Sandbox identity check timed out');
+    if (identityResult.exitCode !== 0) {
+      throw new Error(`Sandbox identity check failed with exit code ${identityResult.exitCode}: ${identityResult.stderr || 'Unknown error'}`);
+    }
+    const identity = parseKeyValueOutput(identityResult.stdout || '');
+    if (reuseDetector) {
+      if (identity.marker_path) {
+        throw new Error(`Sandbox/container reuse detected: persistent marker at ${identity.marker_path}`);
+      }
+      rememberSignals(identity, reuseDetector);
+    }
+    const result = await withTimeout(sandbox.runCommand('node -v'), 30_000, 'First command execution timed out');
+    if (result.exitCode !== 0) {
+      throw new Error(`Command failed with exit code ${result.exitCode}: ${result.stderr || 'Unknown error'}`);
+    }
+    const ttiMs = performance.now() - start;
+    return { ttiMs, sandboxId: sandbox.sandboxId, node: result.stdout };
+  } finally {
+    if (sandbox) {
+      let timer;
+      try {
+        await Promise.race([
+          sandbox.destroy(),
+          new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('Destroy timeout')), destroyTimeoutMs); }),
+        ]);
+      } finally {
+        if (timer) clearTimeout(timer);
+      }
+    }
+  }
+}
+
 const scenarios = {
+  // ComputeSDK's benchmark as it runs against E2B: its E2B provider (npm
+  // @computesdk/e2b, unmodified) made as its providers.ts makes it, from
+  // E2B_API_KEY alone (e2b_-shaped: the provider refuses any other), and
+  // pointed at gantry by E2B_API_URL and E2B_SANDBOX_URL, which E2B's SDK
+  // under it reads; three iterations, then what is left listed (the
+  // provider's destroy swallows its errors).
+  async computesdkProvider() {
+    const { e2b } = await import("@computesdk/e2b");
+    const compute = e2b({ apiKey: process.env.E2B_API_KEY });
+    const reuseDetector = { runNonce: crypto.randomUUID(), seenSignals: new Map() };
+    const out = { iterations: [] };
+    for (let i = 0; i < 3; i++) {
+      out.iterations.push(await attempt(() => runIteration(compute, 120_000, undefined, 15_000, reuseDetector)));
+    }
+    out.left = (await Sandbox.list({ apiKey: process.env.E2B_API_KEY }).nextItems()).map((s) => s.sandboxId);
+    return out;
+  },
+
+  // ComputeSDK's benchmark iteration as its E2B provider (npm
+  // @computesdk/e2b) runs it, twice: the key given the e2b_ shape the
+  // provider insists on; create, the identity probe, node -v, kill. The
+  // second sandbox must not see the first's markers; the first sees its own
+  // when the probe runs again.
+  async computesdk() {
+    const apiKey = "e2b_" + process.env.E2B_API_KEY;
+    const nonce = `${Date.now()}`;
+    const out = { iterations: [] };
+    for (let i = 0; i < 2; i++) {
+      const sbx = await Sandbox.create({ apiKey, timeoutMs: 300_000 });
+      const probe = await attempt(() => sbx.commands.run(computeSDKProbe(nonce)));
+      const node = await attempt(() => sbx.commands.run("node -v"));
+      const again = await attempt(() => sbx.commands.run(computeSDKProbe(nonce)));
+      // The other usual writable places: HOME and the working directory
+      // (what an earlier sandbox left there is not seen).
+      const places = await attempt(() => sbx.commands.run(usualPlaces));
+      out.iterations.push({
+        probe: { exitCode: probe.exitCode, stderr: probe.stderr ?? probe.message, identity: keyValues(probe.stdout ?? "") },
+        node: { exitCode: node.exitCode, stdout: node.stdout },
+        again: { exitCode: again.exitCode, identity: keyValues(again.stdout ?? "") },
+        places: { exitCode: places.exitCode, stdout: places.stdout, stderr: places.stderr ?? places.message },
+        listed: (await Sandbox.list({ apiKey }).nextItems()).some((s) => s.sandboxId === sbx.sandboxId),
+      });
+      await Sandbox.kill(sbx.sandboxId, { apiKey });
+    }
+    // A key that is no key, shaped or not, is refused.
+    out.badKey = await attempt(() => Sandbox.create({ apiKey: "e2b_gk_nosuchkey" }));
+    return out;
+  },
+
   // runCode: state across calls, the last expression's value, streamed
   // output, a plot, a DataFrame, an error.
   async code() {

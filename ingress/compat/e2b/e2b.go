@@ -112,7 +112,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 type handler func(w http.ResponseWriter, r *http.Request, p service.Principal) error
 
 // authenticated admits the call under its API key: X-API-Key, as E2B's
-// SDKs send it, or Authorization: Bearer.
+// SDKs send it, or Authorization: Bearer; E2B-shaped (apiKey).
 func (s *Server) authenticated(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimSpace(r.Header.Get("X-API-Key"))
@@ -120,7 +120,7 @@ func (s *Server) authenticated(h handler) http.Handler {
 			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			key = strings.TrimSpace(key)
 		}
-		p, err := s.svc.Authenticate(r.Context(), key, compat.Source(r.Context()))
+		p, err := s.svc.Authenticate(r.Context(), apiKey(key), compat.Source(r.Context()))
 		if err == nil {
 			err = h(w, r, p)
 		}
@@ -129,6 +129,16 @@ func (s *Server) authenticated(h handler) http.Handler {
 		}
 	})
 }
+
+// e2bKeyPrefix starts every E2B API key. Clients that check a key's shape
+// before sending it (ComputeSDK's E2B provider throws unless it starts
+// with e2b_) are given "e2b_" followed by a gantry key, which
+// authenticates as that key does.
+const e2bKeyPrefix = "e2b_"
+
+// apiKey is the gantry key a call's E2B key carries: the key itself, or
+// what follows e2b_.
+func apiKey(key string) string { return strings.TrimPrefix(key, e2bKeyPrefix) }
 
 // apiError is an error answered in E2B's words: a status and a message.
 type apiError struct {
