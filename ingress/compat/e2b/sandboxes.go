@@ -188,7 +188,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 	switch meta[sandbox.DurableKey] {
 	case "true":
 		sreq.Durable = new(true)
-	case "", "false":
+	case "false":
+		sreq.Durable = new(false)
+	case "":
 	default:
 		return &apiError{http.StatusBadRequest, fmt.Sprintf("metadata %s must be \"true\" or \"false\"", sandbox.DurableKey)}
 	}
