@@ -210,9 +210,9 @@ type NetStream struct {
 	finished bool
 	// dialing is closed once a dialled stream was answered (opened, or
 	// reset with refusal's reason); nil for the others.
-	dialing  chan struct{}
-	opened   bool
-	refusal  PortRefusal
+	dialing chan struct{}
+	opened  bool
+	refusal PortRefusal
 }
 
 func newNetStream(m *NetMux, id uint32) *NetStream {
