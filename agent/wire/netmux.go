@@ -137,7 +137,7 @@ func (m *NetMux) Handle(kind Kind, payload []byte) bool {
 	if kind == k.open && s == nil && m.accept != nil {
 		if m.closed || len(m.streams) >= m.max {
 			m.mu.Unlock()
-			_ = m.send(k.reset, append(netHeader(id, 1), byte(PortBusy)))
+			go func() { _ = m.send(k.reset, append(netHeader(id, 1), byte(PortBusy))) }()
 			return true
 		}
 		s = newNetStream(m, id)
@@ -149,7 +149,10 @@ func (m *NetMux) Handle(kind Kind, payload []byte) bool {
 	m.mu.Unlock()
 	if s == nil {
 		if kind != k.reset {
-			_ = m.send(k.reset, netHeader(id, 0))
+			// Not on the caller's goroutine: the agent's reader hands
+			// frames here, and its writer may be held (a quiesce) until
+			// the reader reads what releases it.
+			go func() { _ = m.send(k.reset, netHeader(id, 0)) }()
 		}
 		return true
 	}
