@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,7 +105,7 @@ func (ps *processService) dial(port int) (*net.TCPConn, wire.PortRefusal) {
 		for _, fd := range fds {
 			syscall.Close(fd)
 		}
-		if err == nil && strings.HasPrefix(string(buf[:n]), "ECONNREFUSED") {
+		if err == nil && string(buf[:n]) == "EECONNREFUSED" {
 			return nil, wire.PortClosed
 		}
 		return nil, wire.PortFailed
