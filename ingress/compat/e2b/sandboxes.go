@@ -165,8 +165,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 		env = req.TemplateID
 	}
 	ctx := r.Context()
+	var public *bool
+	if req.Network != nil {
+		public = req.Network.AllowPublicTraffic
+	}
 	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: "python", TTLSeconds: ttl(seconds),
-		Metadata: meta, Environment: env, Stateful: true, Env: req.EnvVars, Network: network, Secrets: secrets})
+		Metadata: meta, Environment: env, Stateful: true, Env: req.EnvVars, Network: network, Secrets: secrets,
+		PublicTraffic: public})
 	var se *service.Error
 	if errors.As(err, &se) && se.Field == "environment" {
 		return &apiError{http.StatusNotFound, fmt.Sprintf("template '%s' not found: gantry runs a sandbox in one of its environments, named as the template (GET /v1/environments lists yours); E2B's base and code-interpreter templates are its default environment", req.TemplateID)}
@@ -200,6 +205,9 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 		return out, err
 	}
 	out.EnvdAccessToken, out.TrafficAccessToken = token, token
+	if s.cfg.Domain != "" {
+		out.Domain = &s.cfg.Domain
+	}
 	if !detail {
 		out.StartedAt, out.EndAt, out.CPUCount, out.MemoryMB, out.DiskSizeMB, out.Metadata, out.State = nil, nil, 0, 0, 0, nil, ""
 		return out, nil
@@ -210,6 +218,12 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 	}
 	reach := internet(st.EgressAllow, sess.Network)
 	out.Lifecycle, out.AllowInternet, out.Network = &lifecycle{OnTimeout: "kill"}, &reach, info(sess.Network)
+	if !sess.PublicTraffic {
+		if out.Network == nil {
+			out.Network = &networkInfo{}
+		}
+		out.Network.AllowPublicTraffic = &sess.PublicTraffic
+	}
 	return out, nil
 }
 
