@@ -45,7 +45,8 @@ func (c PortConfig) WithDefaults() PortConfig {
 // portDialWait bounds how long the agent may take to connect to a port.
 const portDialWait = 15 * time.Second
 
-// portKeepEvery is how often an open connection keeps its container.
+// portKeepEvery is how often an open connection keeps its container (more
+// often for a session whose timeout is shorter).
 const portKeepEvery = 30 * time.Second
 
 // openPort answers a request for a connection to one of the session's
@@ -129,7 +130,7 @@ func (ls *liveServer) openPort(sessionID string, s *liveServed, m *nats.Msg) {
 		stop := make(chan struct{})
 		if keep > 0 {
 			go func() {
-				t := time.NewTicker(portKeepEvery)
+				t := time.NewTicker(max(time.Second, min(portKeepEvery, keep/3)))
 				defer t.Stop()
 				for {
 					select {

@@ -103,10 +103,6 @@ func (c Config) WithDefaults() Config {
 // memory: a tunnel's window and the proxy's buffers.
 const holdBytes = 192 << 10
 
-// trafficEvery is how often a long request (a WebSocket, a stream) counts
-// as the session's traffic again.
-const trafficEvery = 30 * time.Second
-
 // Server serves the sandboxes' ports.
 type Server struct {
 	cfg       Config
@@ -335,7 +331,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p *proxied) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		t := time.NewTicker(trafficEvery)
+		t := time.NewTicker(service.TrafficEvery(p.route))
 		defer t.Stop()
 		for {
 			select {

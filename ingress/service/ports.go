@@ -38,8 +38,15 @@ const portRouteTTL = 2 * time.Second
 const portOpenWait = 20 * time.Second
 
 // trafficEvery is how often a session's traffic extends it, at most, from
-// one ingress.
+// one ingress (more often for a session whose timeout is shorter).
 const trafficEvery = 30 * time.Second
+
+// TrafficEvery is how often traffic to the session's ports counts:
+// every 30 s, or a third of its timeout if that is shorter, so that a
+// long connection keeps it.
+func TrafficEvery(r PortRoute) time.Duration {
+	return max(time.Second, min(trafficEvery, r.TTL/3))
+}
 
 // AutoResumeKey is the session metadata key that keeps an E2B sandbox's
 // lifecycle.autoResume ("true": traffic to it while it is paused resumes
@@ -284,10 +291,10 @@ func (sb *Sandboxes) openPort(ctx context.Context, m *tunnel.Mux, r PortRoute, p
 }
 
 // Traffic records that the session's ports were used: the session is
-// kept its timeout from now, as after a job (at most once every 30 s from
-// one ingress; never its tokens' deadline).
+// kept its timeout from now, as after a job (never its tokens' deadline).
+// One ingress writes it at most every TrafficEvery(r).
 func (sb *Sandboxes) Traffic(ctx context.Context, r PortRoute) {
-	if _, ok := sb.ports.touched.Get(r.SessionID); ok {
+	if last, ok := sb.ports.touched.Get(r.SessionID); ok && time.Since(last) < TrafficEvery(r) {
 		return
 	}
 	sb.ports.touched.Add(r.SessionID, time.Now())
