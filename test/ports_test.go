@@ -403,3 +403,88 @@ func TestPortsNative(t *testing.T) {
 		}
 	})
 }
+
+// TestPortsE2B drives E2B's own SDK (npm e2b, unmodified): a sandbox's
+// getHost(port) is a working host, over HTTP and a WebSocket; a closed
+// port answers 502 in E2B's words; a sandbox made with allowPublicTraffic
+// false answers 403 without its traffic token and serves with it; another
+// tenant's token and key are refused.
+func TestPortsE2B(t *testing.T) {
+	e2bClients(t)
+	d := startDev(t, "GANTRY_RUNNER_SLOTS=3")
+	d.cli(t, "tenants", "create", "e2b-ports-other")
+	otherKey := regexp.MustCompile(`gk_\S+`).FindString(d.cli(t, "keys", "create", "e2b-ports-other", "e2b ports test"))
+	u, _ := url.Parse(d.url)
+	_, ingressPort, _ := net.SplitHostPort(u.Host)
+	type got struct {
+		Status int             `json:"status"`
+		Body   string          `json:"body"`
+		JSON   json.RawMessage `json:"json"`
+	}
+	type ws struct {
+		Status  int      `json:"status"`
+		Replies []string `json:"replies"`
+	}
+	var out struct {
+		SandboxID         string    `json:"sandboxId"`
+		Host              string    `json:"host"`
+		Get               got       `json:"get"`
+		Post              got       `json:"post"`
+		WS                ws        `json:"ws"`
+		Closed            got       `json:"closed"`
+		PrivateHasToken   bool      `json:"privateHasToken"`
+		PrivateWithToken  got       `json:"privateWithToken"`
+		PrivateNoToken    got       `json:"privateNoToken"`
+		PrivateWrongToken got       `json:"privateWrongToken"`
+		PrivateWS         ws        `json:"privateWs"`
+		PrivateWSNoToken  ws        `json:"privateWsNoToken"`
+		PrivateInfo       *string   `json:"privateInfo"`
+		TheirToken        got       `json:"theirToken"`
+		TheirKey          got       `json:"theirKey"`
+		TheirConnect      e2bThrown `json:"theirConnect"`
+		AfterKill         got       `json:"afterKill"`
+	}
+	driveE2B(t, d, otherKey, []string{"PORTS_APP=" + portsApp}, "ports", &out)
+	domain := "localhost:" + ingressPort
+	if out.Host != "8000-"+out.SandboxID+"."+domain {
+		t.Errorf("getHost(8000) = %q, want 8000-%s.%s", out.Host, out.SandboxID, domain)
+	}
+	if out.Get.Status != 200 || out.Get.Body != "hello from the sandbox\n" {
+		t.Errorf("GET getHost(8000): %+v", out.Get)
+	}
+	if out.Post.Status != 200 || out.Post.Body != "posted" {
+		t.Errorf("POST: %+v", out.Post)
+	}
+	if out.WS.Status != 101 || len(out.WS.Replies) != 2 || out.WS.Replies[0] != "echo: hello" || out.WS.Replies[1] != "echo: "+strings.Repeat("x", 1000) {
+		t.Errorf("a WebSocket echo: %+v", out.WS)
+	}
+	var closed struct {
+		SandboxID, Message, Port string
+	}
+	if _ = json.Unmarshal(out.Closed.JSON, &closed); out.Closed.Status != 502 || closed.SandboxID != out.SandboxID ||
+		closed.Message != "The sandbox is running but port is not open" || closed.Port != "8001" {
+		t.Errorf("a closed port: %+v", out.Closed)
+	}
+	if !out.PrivateHasToken || out.PrivateWithToken.Status != 200 || out.PrivateWithToken.Body != "hello from the sandbox\n" {
+		t.Errorf("with the traffic token: %v %+v", out.PrivateHasToken, out.PrivateWithToken)
+	}
+	if out.PrivateNoToken.Status != 403 || !strings.Contains(out.PrivateNoToken.Body, "Token header 'e2b-traffic-access-token' is missing") {
+		t.Errorf("without the token: %+v", out.PrivateNoToken)
+	}
+	if out.PrivateWrongToken.Status != 403 || !strings.Contains(out.PrivateWrongToken.Body, "Provided token is invalid") {
+		t.Errorf("a wrong token: %+v", out.PrivateWrongToken)
+	}
+	if out.PrivateWS.Status != 101 || len(out.PrivateWS.Replies) != 1 || out.PrivateWS.Replies[0] != "echo: hi" || out.PrivateWSNoToken.Status != 403 {
+		t.Errorf("a WebSocket with and without the token: %+v %+v", out.PrivateWS, out.PrivateWSNoToken)
+	}
+	if out.PrivateInfo == nil || *out.PrivateInfo != domain {
+		t.Errorf("getInfo's domain: %v", out.PrivateInfo)
+	}
+	if out.TheirToken.Status != 403 || out.TheirKey.Status != 403 || out.TheirConnect.Error != "SandboxNotFoundError" {
+		t.Errorf("another tenant: token %+v, key %+v, connect %+v", out.TheirToken, out.TheirKey, out.TheirConnect)
+	}
+	var gone struct{ Message string }
+	if _ = json.Unmarshal(out.AfterKill.JSON, &gone); out.AfterKill.Status != 404 || gone.Message != "The sandbox was not found" {
+		t.Errorf("a killed sandbox: %+v", out.AfterKill)
+	}
+}
