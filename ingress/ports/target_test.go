@@ -20,7 +20,7 @@ func TestHostTarget(t *testing.T) {
 		{"8000-" + sid + ".localhost:8080", "localhost:8080", true, nil, 8000},
 		{"8000-" + strings.ToUpper(sid) + ".LOCALHOST:8080", "localhost:8080", true, nil, 8000},
 		{"8000-" + sid + ".localhost:9090", "localhost:8080", false, nil, 0}, // another port: not ours
-		{"localhost:8080", "localhost:8080", false, nil, 0},                   // the API itself
+		{"localhost:8080", "localhost:8080", false, nil, 0},                  // the API itself
 		{"8000-" + sid + ".sandbox.example.com", "sandbox.example.com", true, nil, 8000},
 		{"8000-" + sid + ".sandbox.example.com:443", "sandbox.example.com", true, nil, 8000},
 		{"8000-" + sid + ".evilsandbox.example.com", "sandbox.example.com", false, nil, 0},
