@@ -376,6 +376,23 @@ func TestPortsNative(t *testing.T) {
 		}
 	})
 
+	t.Run("through another ingress", func(t *testing.T) {
+		replica := start(t, append(d.env, "GANTRY_ADDR=127.0.0.1:0"), "ingress")
+		m := replica.waitOutput(t, regexp.MustCompile(`ingress listening.*addr=(\S+)`), 30*time.Second)
+		_, replicaPort, _ := net.SplitHostPort(m[1])
+		other := &dev{url: "http://" + m[1], key: d.key}
+		rh := "8000-" + sid + ".localhost:" + replicaPort
+		if r := hostGet(t, other, rh, "/", nil); r.status != 200 || string(r.body) != "hello from the sandbox\n" {
+			t.Errorf("GET / through the replica: %d %q", r.status, r.body)
+		}
+		if got, res := wsEcho(t, other, rh, "/ws", nil, "across"); len(got) != 1 || got[0] != "echo: across" {
+			t.Errorf("a WebSocket through the replica: %d %q", res.StatusCode, got)
+		}
+		if r := other.call(t, "GET", "/v1/sessions/"+sid+"/ports/8000/", ""); r.status != 200 {
+			t.Errorf("the path form through the replica: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("a long connection keeps the session", func(t *testing.T) {
 		short := newSession(`{"stateful": true, "ttl_seconds": 10}`)
 		startApp(t, d, short, 8000)
