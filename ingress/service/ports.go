@@ -53,8 +53,9 @@ func TrafficEvery(r PortRoute) time.Duration {
 // it). A session made otherwise resumes on traffic as on any call.
 const AutoResumeKey = "e2b.autoResume"
 
-// e2bTemplateKey marks a session E2B's API made.
-const e2bTemplateKey = "e2b.template"
+// E2BTemplateKey is the session metadata key that keeps the template an
+// E2B sandbox was made from: it marks a session E2B's API made.
+const E2BTemplateKey = "e2b.template"
 
 // PortRoute is what routing a request to a session's ports needs.
 type PortRoute struct {
@@ -145,7 +146,7 @@ func (sb *Sandboxes) readRoute(ctx context.Context, sessionID string) (PortRoute
 	case !sr.Stateful:
 		return PortRoute{}, notFound
 	}
-	_, e2b := sr.Metadata[e2bTemplateKey]
+	_, e2b := sr.Metadata[E2BTemplateKey]
 	r := PortRoute{SessionID: sessionID, Principal: sr.Principal, Public: sr.PublicTraffic,
 		Paused:  sr.Paused || sr.Live == "" && sr.Checkpoint != "",
 		Resumes: !e2b || sr.Metadata[AutoResumeKey] == "true",
