@@ -75,11 +75,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// ErrTooMany: the Mux has MaxConns open.
+// ErrTooMany is a new connection's error when the Mux has MaxConns open.
 var ErrTooMany = errors.New("tunnel: too many connections open")
 
-// ErrReset: the stream was reset (by the peer, a lost message, a peer
-// that went quiet, or the Mux closing).
+// ErrReset is a connection's error once its stream was reset (by the
+// peer, a lost message, a peer that went quiet, or the Mux closing).
 var ErrReset = errors.New("tunnel: connection reset")
 
 // Mux is a process's end of its tunnels.

@@ -58,7 +58,7 @@ const envdVersion = "0.5.7"
 
 // New makes E2B's API over svc.
 func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
-	s := &Server{cfg: Config{Config: cfg.Config.WithDefaults(), Domain: cfg.Domain}, log: log.With("api", "e2b"), svc: svc, sandboxes: svc.Sandboxes(), mux: http.NewServeMux()}
+	s := &Server{cfg: Config{Config: cfg.WithDefaults(), Domain: cfg.Domain}, log: log.With("api", "e2b"), svc: svc, sandboxes: svc.Sandboxes(), mux: http.NewServeMux()}
 	s.sandbox = sandbox.New(s.log, svc)
 	s.mux.Handle("/sandbox/", http.StripPrefix("/sandbox", s.sandbox))
 	route := func(pattern string, h handler) { s.mux.Handle(pattern, s.authenticated(h)) }
