@@ -87,6 +87,9 @@ type server struct {
 	// kept is a stateful session's egress relay kept between runs
 	// (keptegress.go), under liveMu.
 	kept *egressRelay
+	// ports are the streams to the live sandbox's ports (ports.go),
+	// served at any time beside the requests.
+	ports *wire.NetMux
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
@@ -94,6 +97,8 @@ type server struct {
 func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	cfg = cfg.WithDefaults()
 	s := &server{cfg: cfg, fw: wire.NewFrameWriter(out), liveOps: make(chan struct{}, maxLiveOps)}
+	s.ports = wire.NewPortMux(s.fw.Frame, s.acceptPort)
+	defer s.ports.Close()
 	frames := make(chan wire.Frame, 16)
 	// A live operation is served at once, beside any request: it counts as
 	// activity, like a request.
@@ -112,6 +117,16 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 				default:
 				}
 				s.serveLive(p)
+				continue
+			}
+			if wire.IsPortFrame(k) {
+				// Traffic to the sandbox's ports is activity too: a
+				// long connection keeps the container.
+				select {
+				case active <- struct{}{}:
+				default:
+				}
+				s.ports.Handle(k, p)
 				continue
 			}
 			if e := s.keptEgress(); e != nil && wire.IsNetFrame(k) {

@@ -819,6 +819,39 @@ def _processes(sock):
             return {"error": failed.decode("utf-8", "replace")}, 0
         return {"pid": pid}, pid
 
+    def dial(port, fd):
+        # A connection to the port on the sandbox's own loopback (this
+        # process lives in its network namespace), handed to the agent as
+        # a descriptor on the socket that came with the request; or why
+        # there is none ("E" and the errno's name). IPv4 first, then ::1.
+        reply = socket.socket(fileno=fd)
+        try:
+            why = "ECONNREFUSED"
+            for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+                try:
+                    c = socket.socket(family, socket.SOCK_STREAM)
+                except OSError:
+                    continue
+                try:
+                    c.settimeout(5)
+                    c.connect((host, port))
+                except OSError as e:
+                    c.close()
+                    if family == socket.AF_INET:
+                        why = errno.errorcode.get(e.errno, "ETIMEDOUT") if e.errno else "ETIMEDOUT"
+                    continue
+                try:
+                    c.setblocking(True)
+                    socket.send_fds(reply, [b"ok"], [c.fileno()])
+                finally:
+                    c.close()
+                return
+            reply.send(("E" + why).encode())
+        except OSError:
+            pass
+        finally:
+            reply.close()
+
     while True:
         head, fds, _, _ = socket.recv_fds(sock, 4, 3)
         if not head:
@@ -826,7 +859,14 @@ def _processes(sock):
         head += _recv_exact(sock, 4 - len(head))
         req = json.loads(_recv_exact(sock, struct.unpack(">I", head)[0]))
         started = 0
-        if req.get("op") == "spawn":
+        if req.get("op") == "dial":
+            port = req.get("port")
+            if len(fds) != 1 or type(port) is not int or not 0 < port < 65536:
+                answer = {"error": "a dial needs a port and a socket"}
+            else:
+                threading.Thread(target=dial, args=(port, os.dup(fds[0])), daemon=True).start()
+                answer = {"ok": True}
+        elif req.get("op") == "spawn":
             answer, started = spawn(req, fds)
         elif req.get("op") == "signal":
             pid, sig = req.get("pid"), req.get("signal")

@@ -17,6 +17,9 @@
 //   - compat: the compatible APIs (SandboxFusion, Judge0, Piston, E2B), each an
 //     adapter over the service in a package of its own, and the key forms
 //     their clients send;
+//   - ports: what stateful sessions' sandboxes serve on their ports, at
+//     PORT-ID.<sandbox domain> and /v1/sessions/{id}/ports/{port}/, in
+//     front of everything else (WithPorts);
 //   - openapi: the reflector of JSON Schemas from Go types and the writer
 //     of the document, which httpapi's route table and prose feed;
 //   - contracttest: the document's check of real traffic, for tests.
@@ -44,6 +47,7 @@ import (
 	"github.com/gantryhq/gantry/ingress/compat/sandboxfusion"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/mcpapi"
+	"github.com/gantryhq/gantry/ingress/ports"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/webhook"
 )
@@ -78,6 +82,9 @@ type Config struct {
 	// Chat answers POST /v1/agent/chat/completions (nil: no model is
 	// configured, and the route answers 503 saying so).
 	Chat httpapi.Chat
+	// Ports bounds the traffic to sandboxes' ports and names their
+	// domain (its TrustedProxies are the ingress's).
+	Ports ports.Config
 }
 
 // Check is a named readiness check.
@@ -86,8 +93,9 @@ type Check = service.Check
 // Server is an ingress: the service with the HTTP API and MCP over it. Its
 // background work is the service's Maintenance.
 type Server struct {
-	svc  *service.Service
-	http *httpapi.Server
+	svc   *service.Service
+	http  *httpapi.Server
+	ports *ports.Server
 }
 
 // New makes an ingress over the store, the object store and NATS; its
@@ -98,6 +106,9 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 	if err != nil {
 		return nil, err
 	}
+	e2bAPI := e2b.New(e2b.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, Domain: cfg.Ports.Domain}, log, svc).Handler()
+	pc := cfg.Ports
+	pc.TrustedProxies, pc.E2B = cfg.TrustedProxies, e2bAPI
 	mcp := mcpapi.New(mcpapi.Config{Version: cfg.Version, MaxBodyBytes: cfg.MaxBodyBytes, TaskInlineWait: cfg.TaskInlineWait, Tracer: cfg.Tracer}, log, svc)
 	api := httpapi.New(httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, MaxWait: cfg.MaxWait, TrustedProxies: cfg.TrustedProxies,
@@ -106,10 +117,10 @@ func New(cfg Config, log *slog.Logger, st service.Store, blobs service.Blobs, nc
 			"sandboxfusion": sandboxfusion.New(sandboxfusion.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
 			"judge0":        judge0.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
 			"piston":        piston.New(compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}, log, svc).Handler(),
-			"e2b":           e2b.New(e2b.Config{Config: compat.Config{MaxBodyBytes: cfg.MaxBodyBytes}}, log, svc).Handler(),
+			"e2b":           e2bAPI,
 		},
 	}, log, svc, reg)
-	return &Server{svc: svc, http: api}, nil
+	return &Server{svc: svc, http: api, ports: ports.New(pc, log, svc, reg)}, nil
 }
 
 // Start creates the job stream if needed, stores the built-in skills and
@@ -132,6 +143,12 @@ func (s *Server) Handler() http.Handler {
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// WithPorts serves the requests for sandboxes' ports (a host under the
+// sandbox domain, or /v1/sessions/{id}/ports/{port}/…) before next sees
+// anything: next is the ingress's handler, with whatever is served beside
+// it (the console), which a sandbox's host must never reach.
+func (s *Server) WithPorts(next http.Handler) http.Handler { return s.ports.Wrap(next) }
 
 // Webhooks is the server's webhook dispatcher, for the Maintenance to run
 // its deliveries (nil: webhooks are off).

@@ -21,7 +21,7 @@ func TestAdaptersStayAdapters(t *testing.T) {
 		"github.com/gantryhq/gantry/blob",
 		"github.com/nats-io/nats.go",
 	}
-	for _, dir := range []string{"httpapi", "mcpapi", "compat", "compat/sandboxfusion", "compat/judge0", "compat/piston", "compat/e2b", "compat/e2b/sandbox"} {
+	for _, dir := range []string{"httpapi", "mcpapi", "compat", "compat/sandboxfusion", "compat/judge0", "compat/piston", "compat/e2b", "compat/e2b/sandbox", "ports"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no Go files (%v)", dir, err)

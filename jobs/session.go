@@ -50,6 +50,10 @@ type Session struct {
 	// Network is the session's egress narrowing and header rules (see
 	// Network), which each of its jobs' own narrows further; nil: none.
 	Network *Network `json:"network,omitempty"`
+	// PublicTraffic: a stateful session's ports are reachable by anyone
+	// who has their URL; false: only with its traffic token or an API key
+	// of its tenant (see SessionRequest).
+	PublicTraffic bool `json:"public_traffic"`
 }
 
 // SessionState is whether a session is running or paused.
@@ -128,6 +132,11 @@ type SessionRequest struct {
 	// requests to some hosts (see Network); PUT
 	// /v1/sessions/{id}/network replaces it while the session lives.
 	Network *Network `json:"network,omitempty"`
+	// PublicTraffic false keeps a stateful session's ports from the
+	// public: a request to one needs the session's traffic token (header
+	// e2b-traffic-access-token) or an API key of the tenant. By default
+	// (true, or omitted) a port is reachable by anyone who has its URL.
+	PublicTraffic *bool `json:"public_traffic,omitempty"`
 	// Secrets are values of the session's own secrets its network names
 	// (a compatible API's literal header values): sealed and kept with the
 	// session, never shown. Not part of the API.

@@ -654,6 +654,13 @@ func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Dur
 	f.retireLive(lost, "live limit", "the runner holding it kept too many live sessions (GANTRY_SESSION_LIVE_MAX); its tenant held the most of them there, and this one had waited longest")
 }
 
+// tenantOf is the tenant c is bound to ("" while unbound).
+func (f *fleet) tenantOf(c *Container) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return c.tenant
+}
+
 // touch marks the session's parked container c as just used (a live
 // operation), and with keep holds it at least d from now.
 func (f *fleet) touch(sessionID string, c *Container, d time.Duration, keep bool) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/tunnel"
 )
 
 // liveServer answers the live operations of the stateful sessions whose
@@ -35,9 +36,15 @@ type liveServer struct {
 	// renetwork applies the session's changed network to its live
 	// processes' egress (wire.OpNetwork).
 	renetwork func(ctx context.Context, sessionID string, c *Container) error
+	// tunnels carry the connections to the sandboxes' ports (ports.go),
+	// bounded by ports; nil until the runner starts.
+	tunnels *tunnel.Mux
+	ports   PortConfig
 
 	mu       sync.Mutex
 	sessions map[string]*liveServed
+	// portConns counts each session's connections to its ports.
+	portConns map[string]int
 }
 
 // liveServed is a session's live sandbox this runner serves.
@@ -58,7 +65,8 @@ func (s *liveServed) unsubscribe() {
 const liveOpTimeout = 45 * time.Second
 
 func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet, take, control func(sessionID, live string, m *nats.Msg)) *liveServer {
-	return &liveServer{nc: nc, log: log, fleet: f, take: take, control: control, sessions: map[string]*liveServed{}}
+	return &liveServer{nc: nc, log: log, fleet: f, take: take, control: control, sessions: map[string]*liveServed{},
+		portConns: map[string]int{}}
 }
 
 // serve answers the session's live operations on c's live sandbox (c.live,
@@ -84,6 +92,7 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 		queue.LiveSubject(sessionID, live):    func(m *nats.Msg) { ls.relay(sessionID, served, m) },
 		queue.TakeSubject(sessionID, live):    func(m *nats.Msg) { ls.take(sessionID, live, m) },
 		queue.ControlSubject(sessionID, live): func(m *nats.Msg) { ls.control(sessionID, live, m) },
+		queue.PortSubject(sessionID, live):    func(m *nats.Msg) { ls.openPort(sessionID, served, m) },
 	} {
 		sub, err := ls.nc.Subscribe(subject, handle)
 		if err != nil {

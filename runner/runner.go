@@ -38,6 +38,7 @@ import (
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
+	"github.com/gantryhq/gantry/tunnel"
 )
 
 // Config is a runner's own configuration.
@@ -85,6 +86,8 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Live says how stateful sessions' live state outlives containers.
 	Live LiveConfig
+	// Ports bounds the connections to stateful sessions' ports.
+	Ports PortConfig
 	// Builds bounds the compiled programs the runner keeps (buildcache.go).
 	Builds BuildCacheConfig
 }
@@ -120,6 +123,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
 	c.Live = c.Live.WithDefaults()
+	c.Ports = c.Ports.WithDefaults()
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
 	c.Builds = c.Builds.WithDefaults()
 	return c
@@ -227,6 +231,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.live.renetwork = r.renetwork
+	r.live.ports = cfg.Ports
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -299,6 +304,9 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		}
 		r.stopTools = func() { cancelTools(); stop() }
 	}
+	if r.live.tunnels, err = tunnel.New(r.nc, tunnel.Config{}); err != nil {
+		return err
+	}
 	if err := r.startLive(ctx); err != nil {
 		return err
 	}
@@ -341,6 +349,9 @@ func (r *Runner) teardown() {
 	}
 	r.subs = nil
 	r.live.stop()
+	if r.live.tunnels != nil {
+		r.live.tunnels.Close() // every connection to a port ends
+	}
 	r.mu.Lock()
 	if !r.quitted {
 		r.quitted = true

@@ -270,9 +270,10 @@ type ForkChild struct {
 }
 
 // ForkSession makes a stateful session's fork: the children, each a copy of
-// the parent (language, environment, disk, env, metadata, on_timeout; the
-// TTL ttlSeconds, or the parent's when 0) whose live state is cp (or the
-// live sandbox restored from it). The owner must own the active parent.
+// the parent (language, environment, disk, env, metadata, on_timeout,
+// network, public traffic; the TTL ttlSeconds, or the parent's when 0)
+// whose live state is cp (or the live sandbox restored from it). The owner
+// must own the active parent.
 func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Checkpoint, ttlSeconds int, children []ForkChild) ([]jobs.Session, error) {
 	var out []jobs.Session
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -287,9 +288,9 @@ func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Chec
 		for _, c := range children {
 			sess, err := scanSession(tx.QueryRow(ctx, `
 				INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
-					on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, live_id, network, durable)
+					on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, live_id, network, public_traffic, durable)
 				SELECT $2, tenant_id, language, ttl, disk_mb, metadata, environment, now() + make_interval(secs => ttl), true, env,
-					on_timeout, $3, 1, $4, $5, nullif($6, ''), network, true
+					on_timeout, $3, 1, $4, $5, nullif($6, ''), network, public_traffic, true
 				FROM (SELECT *, CASE WHEN $7::integer > 0 THEN $7::integer ELSE ttl_seconds END AS ttl FROM sessions WHERE id = $1) p
 				RETURNING `+sessionColumns, parentID, c.ID, cp.ID, c.Workspace.Key, c.Workspace.Bytes, c.Live, ttlSeconds))
 			if err != nil {

@@ -23,7 +23,7 @@ const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessio
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
 	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network,
-	paused, on_timeout, coalesce(checkpoint_id, ''), durable`
+	paused, on_timeout, coalesce(checkpoint_id, ''), public_traffic, durable`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
@@ -31,7 +31,7 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 	var paused bool
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
 		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network,
-		&paused, &s.OnTimeout, &s.Checkpoint, &s.Durable)
+		&paused, &s.OnTimeout, &s.Checkpoint, &s.PublicTraffic, &s.Durable)
 	if err != nil {
 		return s, err
 	}
@@ -97,12 +97,12 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 	}
 	sess, err := scanSession(tx.QueryRow(ctx, `
 		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
-			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network, durable)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network, public_traffic, durable)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		RETURNING `+sessionColumns,
 		id, tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv,
 		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace), networkJSON(req.Network),
-		req.Stateful && req.IsDurable()))
+		req.PublicTraffic == nil || *req.PublicTraffic, req.Stateful && req.IsDurable()))
 	if err != nil {
 		return sess, err
 	}

@@ -50,6 +50,9 @@ type Conn struct {
 	// RunIO.KeepEgress): its streams go to keptTo, under liveMu.
 	kept   *NetMux
 	keptTo Egress
+	// ports carries the streams to the live sandbox's ports (DialPort),
+	// at any time.
+	ports *NetMux
 
 	broken atomic.Pointer[error]
 	once   sync.Once
@@ -60,6 +63,7 @@ type Conn struct {
 func NewConn(w io.Writer, r io.Reader, closeFn func(), diag func() string) *Conn {
 	c := &Conn{fw: NewFrameWriter(w), close: closeFn, diag: diag, frames: make(chan Frame, 16), ended: make(chan struct{}),
 		waiting: map[int64]chan LiveReply{}, liveOpen: true}
+	c.ports = NewPortMux(c.fw.Frame, nil)
 	go c.read(NewFrameReader(r, MaxFrame))
 	return c
 }
@@ -73,6 +77,7 @@ func (c *Conn) read(fr *FrameReader) {
 		if err != nil {
 			c.readErr = err
 			close(c.frames)
+			c.ports.Close()
 			c.liveMu.Lock()
 			c.liveOpen = false
 			for id, ch := range c.waiting {
@@ -122,6 +127,8 @@ func (c *Conn) read(fr *FrameReader) {
 				continue
 			}
 			m.Handle(kind, payload)
+		case KindPortOpen, KindPortOpened, KindPortData, KindPortEOF, KindPortAck, KindPortReset:
+			c.ports.Handle(kind, payload)
 		default:
 			c.frames <- Frame{kind, payload}
 		}
@@ -178,6 +185,19 @@ func (c *Conn) Live(ctx context.Context, op LiveOp) (LiveReply, error) {
 		drop()
 		return LiveReply{}, ctx.Err()
 	}
+}
+
+// DialPort connects to port on the loopback of the container's live
+// sandbox: a stream to a connection the agent made inside the sandbox, or
+// a *PortError saying why there is none (nothing listens there, no live
+// sandbox, a port of gantry's own, too many streams), or ctx's error. Any
+// number may be open at once, beside everything else; all end with the
+// connection. Bytes from the stream are the sandbox's: untrusted.
+func (c *Conn) DialPort(ctx context.Context, port int) (*NetStream, error) {
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	return c.ports.Dial(ctx, port)
 }
 
 // Close ends the stream: the agent sees it end and exits, which stops the

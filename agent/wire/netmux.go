@@ -46,28 +46,54 @@ const netWindow = 256 << 10
 const maxNetStreams = 64
 
 // IsNetFrame reports whether kind belongs to egress streams.
-func IsNetFrame(kind Kind) bool {
-	switch kind {
-	case KindNetOpen, KindNetData, KindNetEOF, KindNetAck, KindNetReset:
-		return true
-	}
-	return false
+func IsNetFrame(kind Kind) bool { return egressKinds.has(kind) }
+
+// netKinds are the frame kinds of one family of streams: the egress's,
+// opened by the agent, or the ports' (ports.go), opened by the runner.
+type netKinds struct {
+	// opened, when set, answers an open: the stream exists at the other
+	// end (a refused open is answered with reset instead).
+	open, opened, data, eof, ack, reset Kind
 }
 
-// NetMux carries a run's egress streams over frames.
+var egressKinds = netKinds{open: KindNetOpen, data: KindNetData, eof: KindNetEOF, ack: KindNetAck, reset: KindNetReset}
+
+func (k netKinds) has(kind Kind) bool {
+	switch kind {
+	case k.open, k.data, k.eof, k.ack, k.reset:
+		return true
+	}
+	return k.opened != 0 && kind == k.opened
+}
+
+// NetMux carries streams over frames: a run's egress streams, or a
+// container's port streams (NewPortMux).
 type NetMux struct {
-	send func(kind Kind, payload []byte) error
-	// accept gets each stream the other end opens (the runner's side);
-	// nil at the agent, which opens them.
-	accept func(*NetStream)
+	kinds netKinds
+	// window is how many bytes of a stream may be in flight one way;
+	// max bounds the streams open at once.
+	window, max int
+	send        func(kind Kind, payload []byte) error
+	// accept gets each stream the other end opens, with what its open
+	// frame carried after the stream's id; nil at the end that opens
+	// them.
+	accept func(s *NetStream, open []byte)
 
 	mu      sync.Mutex
 	streams map[uint32]*NetStream
 	closed  bool
+	// nextID is the last id Dial chose.
+	nextID uint32
 }
 
+// NewNetMux makes a run's egress mux: the agent opens streams (Open), the
+// runner accepts them.
 func NewNetMux(send func(Kind, []byte) error, accept func(*NetStream)) *NetMux {
-	return &NetMux{send: send, accept: accept, streams: map[uint32]*NetStream{}}
+	m := &NetMux{kinds: egressKinds, window: netWindow, max: maxNetStreams, send: send, streams: map[uint32]*NetStream{}}
+	if accept != nil {
+		m.accept = func(s *NetStream, _ []byte) { accept(s) }
+	}
+	return m
 }
 
 func netHeader(id uint32, extra int) []byte {
@@ -79,14 +105,14 @@ func netHeader(id uint32, extra int) []byte {
 // Open starts a stream from this end (the agent's).
 func (m *NetMux) Open(id uint32) (*NetStream, error) {
 	m.mu.Lock()
-	if m.closed || len(m.streams) >= maxNetStreams {
+	if m.closed || len(m.streams) >= m.max {
 		m.mu.Unlock()
 		return nil, errors.New("too many egress connections at once")
 	}
 	s := newNetStream(m, id)
 	m.streams[id] = s
 	m.mu.Unlock()
-	if err := m.send(KindNetOpen, netHeader(id, 0)); err != nil {
+	if err := m.send(m.kinds.open, netHeader(id, 0)); err != nil {
 		s.fail()
 		return nil, err
 	}
@@ -95,9 +121,10 @@ func (m *NetMux) Open(id uint32) (*NetStream, error) {
 
 // Handle takes a frame of the other end. A frame that breaks the protocol
 // (an unknown stream, more bytes than the window) ends that stream; it
-// reports false only for frames that are not egress frames at all.
+// reports false only for frames that are not of the mux's streams at all.
 func (m *NetMux) Handle(kind Kind, payload []byte) bool {
-	if !IsNetFrame(kind) {
+	k := m.kinds
+	if !k.has(kind) {
 		return false
 	}
 	if len(payload) < 4 {
@@ -107,31 +134,45 @@ func (m *NetMux) Handle(kind Kind, payload []byte) bool {
 	body := payload[4:]
 	m.mu.Lock()
 	s := m.streams[id]
-	if kind == KindNetOpen && s == nil && m.accept != nil && !m.closed && len(m.streams) < maxNetStreams {
+	if kind == k.open && s == nil && m.accept != nil {
+		if m.closed || len(m.streams) >= m.max {
+			m.mu.Unlock()
+			go func() { _ = m.send(k.reset, append(netHeader(id, 1), byte(PortBusy))) }()
+			return true
+		}
 		s = newNetStream(m, id)
 		m.streams[id] = s
 		m.mu.Unlock()
-		m.accept(s)
+		m.accept(s, body)
 		return true
 	}
 	m.mu.Unlock()
 	if s == nil {
-		if kind != KindNetReset {
-			_ = m.send(KindNetReset, netHeader(id, 0))
+		if kind != k.reset {
+			// Not on the caller's goroutine: the agent's reader hands
+			// frames here, and its writer may be held (a quiesce) until
+			// the reader reads what releases it.
+			go func() { _ = m.send(k.reset, netHeader(id, 0)) }()
 		}
 		return true
 	}
 	switch kind {
-	case KindNetData:
+	case k.data:
 		s.deliver(body)
-	case KindNetEOF:
+	case k.eof:
 		s.remoteEOF()
-	case KindNetAck:
+	case k.ack:
 		if len(body) == 4 {
 			s.grant(int(binary.BigEndian.Uint32(body)))
 		}
-	case KindNetReset:
-		s.fail()
+	case k.reset:
+		var why PortRefusal
+		if len(body) > 0 {
+			why = PortRefusal(body[0])
+		}
+		s.failWith(why)
+	case k.opened:
+		s.markOpened()
 	}
 	return true
 }
@@ -170,10 +211,15 @@ type NetStream struct {
 	outEOF   bool // this end sends no more
 	reset    bool
 	finished bool
+	// dialing is closed once a dialled stream was answered (opened, or
+	// reset with refusal's reason); nil for the others.
+	dialing chan struct{}
+	opened  bool
+	refusal PortRefusal
 }
 
 func newNetStream(m *NetMux, id uint32) *NetStream {
-	s := &NetStream{m: m, id: id, credit: netWindow}
+	s := &NetStream{m: m, id: id, credit: m.window}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -186,7 +232,7 @@ func (s *NetStream) deliver(b []byte) {
 	if s.reset || s.inEOF {
 		return
 	}
-	if s.in.Len()+s.unacked+len(b) > netWindow {
+	if s.in.Len()+s.unacked+len(b) > s.m.window {
 		// More than the window allows: the sender breaks the protocol.
 		s.resetLocked(true)
 		return
@@ -205,17 +251,35 @@ func (s *NetStream) remoteEOF() {
 
 func (s *NetStream) grant(n int) {
 	s.mu.Lock()
-	if n > 0 && s.credit+n <= netWindow {
+	if n > 0 && s.credit+n <= s.m.window {
 		s.credit += n
 	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
 }
 
-func (s *NetStream) fail() {
+func (s *NetStream) fail() { s.failWith(0) }
+
+// failWith ends the stream as the other end reset it, for why (an open
+// refused says why).
+func (s *NetStream) failWith(why PortRefusal) {
 	s.mu.Lock()
+	if !s.reset && why != 0 {
+		s.refusal = why
+	}
 	s.resetLocked(false)
 	s.mu.Unlock()
+}
+
+// markOpened: the other end answered the stream's open.
+func (s *NetStream) markOpened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dialing == nil || s.opened || s.reset {
+		return
+	}
+	s.opened = true
+	close(s.dialing)
 }
 
 // resetLocked ends the stream both ways, telling the other end when tell.
@@ -226,7 +290,10 @@ func (s *NetStream) resetLocked(tell bool) {
 	s.reset = true
 	s.cond.Broadcast()
 	if tell {
-		_ = s.m.send(KindNetReset, netHeader(s.id, 0))
+		_ = s.m.send(s.m.kinds.reset, netHeader(s.id, 0))
+	}
+	if s.dialing != nil && !s.opened {
+		close(s.dialing)
 	}
 	s.finished = true
 	s.m.Forget(s.id)
@@ -264,7 +331,7 @@ func (s *NetStream) Read(p []byte) (int, error) {
 	if ack > 0 {
 		b := netHeader(s.id, 4)
 		b = binary.BigEndian.AppendUint32(b, uint32(ack))
-		_ = s.m.send(KindNetAck, b)
+		_ = s.m.send(s.m.kinds.ack, b)
 	}
 	return n, nil
 }
@@ -285,7 +352,7 @@ func (s *NetStream) Write(p []byte) (int, error) {
 		s.credit -= n
 		s.mu.Unlock()
 		b := append(netHeader(s.id, n), p[:n]...)
-		if err := s.m.send(KindNetData, b); err != nil {
+		if err := s.m.send(s.m.kinds.data, b); err != nil {
 			s.fail()
 			return written, err
 		}
@@ -305,7 +372,7 @@ func (s *NetStream) CloseWrite() error {
 	s.outEOF = true
 	s.finishLocked()
 	s.mu.Unlock()
-	return s.m.send(KindNetEOF, netHeader(s.id, 0))
+	return s.m.send(s.m.kinds.eof, netHeader(s.id, 0))
 }
 
 // Finished reports whether the stream is over: reset, or ended both ways.

@@ -11,8 +11,9 @@ import "encoding/json"
 
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
-// sandbox image was built from other sources than the runner).
-const Protocol = 8
+// sandbox image was built from other sources than the runner). 9: port
+// streams (ports.go).
+const Protocol = 9
 
 // Where things are inside the sandbox, as the program sees them.
 const (

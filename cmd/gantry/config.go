@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/devstack"
@@ -90,6 +92,13 @@ type config struct {
 	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
 	// live processes' output for readers behind, in all and per tenant.
 	LiveBufferMB, LiveBufferTenantMB int
+	// SandboxDomain is GANTRY_SANDBOX_DOMAIN: a sandbox's port is
+	// PORT-ID.SandboxDomain ("": localhost and the port the ingress
+	// listens on, set once it listens).
+	SandboxDomain string
+	// PortSandboxConns, PortTenantConns, PortSandboxRPS and PortTenantRPS
+	// bound the traffic to sandboxes' ports.
+	PortSandboxConns, PortTenantConns, PortSandboxRPS, PortTenantRPS int
 	// Artifact caps per job.
 	ArtifactFiles   int
 	ArtifactFileMB  int
@@ -406,6 +415,12 @@ func loadConfig() (config, error) {
 		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
 		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
 
+		SandboxDomain:    e.str("GANTRY_SANDBOX_DOMAIN", ""),
+		PortSandboxConns: e.int("GANTRY_PORT_SANDBOX_CONNS", 64, 1, wire.MaxPortStreams),
+		PortTenantConns:  e.int("GANTRY_PORT_TENANT_CONNS", 256, 1, 1<<20),
+		PortSandboxRPS:   e.int("GANTRY_PORT_SANDBOX_RPS", 100, 1, 1<<20),
+		PortTenantRPS:    e.int("GANTRY_PORT_TENANT_RPS", 500, 1, 1<<20),
+
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
 		ArtifactTotalMB: e.int("GANTRY_ARTIFACT_MAX_TOTAL_MB", 256, 1, 1<<20),
@@ -450,6 +465,9 @@ func loadConfig() (config, error) {
 		DevS3Addr:    e.str("GANTRY_DEV_S3_ADDR", "127.0.0.1:7070"),
 		DevRunner:    e.bool("GANTRY_DEV_RUNNER", true),
 		VersityGWBin: e.str("GANTRY_VERSITYGW_BIN", ""),
+	}
+	if err := checkSandboxDomain(c.SandboxDomain); err != nil {
+		e.errs = append(e.errs, "GANTRY_SANDBOX_DOMAIN: "+err.Error())
 	}
 	if v := e.str("GANTRY_SECRET_KEY", ""); v != "" {
 		k, err := secret.ParseKey(v)
@@ -693,4 +711,41 @@ func hostMemoryMB() int {
 		}
 	}
 	return 0
+}
+
+// checkSandboxDomain checks GANTRY_SANDBOX_DOMAIN: a host name, with a port
+// if the ingress is reached on one (sandbox.example.com, localhost:8080),
+// and no scheme or path.
+func checkSandboxDomain(d string) error {
+	if d == "" {
+		return nil
+	}
+	host := d
+	if h, port, err := net.SplitHostPort(d); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: the port must be a number from 1 to 65535", d)
+		}
+		host = h
+	}
+	labels := strings.Split(host, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || strings.Trim(strings.ToLower(l), "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return fmt.Errorf("%q: want a host name (sandbox.example.com, or localhost:8080), without a scheme or path", d)
+		}
+	}
+	return nil
+}
+
+// sandboxDomain is the sandboxes' domain: GANTRY_SANDBOX_DOMAIN, or
+// localhost with the port the ingress listens on (every *.localhost is
+// this machine, for curl and browsers).
+func sandboxDomain(cfg config, ln net.Listener) string {
+	if cfg.SandboxDomain != "" {
+		return strings.ToLower(cfg.SandboxDomain)
+	}
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		return ""
+	}
+	return "localhost:" + port
 }

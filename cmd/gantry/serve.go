@@ -26,6 +26,7 @@ import (
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/history"
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/ingress/ports"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
@@ -209,6 +210,8 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 		BodyTimeout:    cfg.BodyTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 		Chat:           chat,
+		Ports: ports.Config{Domain: cfg.SandboxDomain, SandboxConns: cfg.PortSandboxConns, TenantConns: cfg.PortTenantConns,
+			SandboxRate: float64(cfg.PortSandboxRPS), TenantRate: float64(cfg.PortTenantRPS)},
 	}, d.log, d.store, d.blobs, d.nc, d.reg, checks...)
 	if err != nil {
 		return nil, err
@@ -289,6 +292,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		TenantLimits: cfg.TenantLimits,
 		Tracer:       d.traces(),
 		Live:         liveConfig(cfg),
+		Ports:        runner.PortConfig{MaxConns: cfg.PortSandboxConns},
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
 }
@@ -349,6 +353,12 @@ func runIngress(ctx context.Context, cfg config) error {
 	if err := d.connect(ctx, cfg, cfg.AutoMigrate); err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	cfg.SandboxDomain = sandboxDomain(cfg, ln)
 	srv, err := newIngress(ctx, cfg, d)
 	if err != nil {
 		return err
@@ -359,14 +369,11 @@ func runIngress(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer maint.Stop()
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on GANTRY_ADDR=%s: %w", cfg.Addr, err)
-	}
 	h, err := withConsole(cfg, d.log, srv.Handler())
 	if err != nil {
 		return err
 	}
+	h = srv.WithPorts(h)
 	log.Info("ingress listening", "addr", ln.Addr().String())
 	return serveHTTP(ctx, ln, h)
 }
@@ -572,6 +579,7 @@ func runDev(ctx context.Context, cfg config) error {
 			cfg.Policy.Languages = langs
 		}
 	}
+	cfg.SandboxDomain = sandboxDomain(cfg, ln)
 	srv, err := newIngress(ctx, cfg, d, checks...)
 	if err != nil {
 		return err
@@ -581,6 +589,7 @@ func runDev(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	h = srv.WithPorts(h)
 
 	maint, err := startMaintenance(ctx, cfg, d, srv)
 	if err != nil {
@@ -643,6 +652,7 @@ gantry dev is ready (version %s)
   NATS       %s (user %s, password in %s)
   S3         %s (bucket %s)
   Runner     %s
+  Ports      http://PORT-SESSIONID.%s/ (a stateful session's sandbox serving on PORT)
   Data       %s
 
 Run some Python:
@@ -659,7 +669,7 @@ Or with the CLI:
 
 API description: %s/openapi.json   Stop with Ctrl-C.
 
-`, version, consoleLine(cfg, base), base, key, cfg.NATSURL, cfg.NATSAuth.User, filepath.Join(cfg.DataDir, devNATSCredentials), s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
+`, version, consoleLine(cfg, base), base, key, cfg.NATSURL, cfg.NATSAuth.User, filepath.Join(cfg.DataDir, devNATSCredentials), s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.SandboxDomain, cfg.DataDir, base, key, base, key, base)
 }
 
 func consoleLine(cfg config, base string) string {

@@ -37,6 +37,8 @@ type Sandboxes struct {
 	// streams are the streams of live processes on this ingress
 	// (processevents.go).
 	streams *processStreams
+	// ports routes and dials the sandboxes' ports (ports.go).
+	ports *ports
 }
 
 // Sandboxes is the service's live sandboxes.

@@ -171,6 +171,9 @@ type Store interface {
 
 	// Stateful sessions' live state: pause, snapshots (livestate.go).
 	LiveStore
+	// Their ports' routes, and the traffic that keeps them (ports.go).
+	PortRoute(ctx context.Context, sessionID string) (store.PortRoute, error)
+	TouchSession(ctx context.Context, tenantID, sessionID string) (time.Time, error)
 }
 
 // The store's records the service hands to its adapters as they are.
@@ -269,7 +272,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	}
 	registerBufferMetrics(reg, s.budget)
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
-	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg)}
+	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg), ports: newPorts()}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
 	if s.cfg.History != nil {
@@ -340,6 +343,7 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop releases the service's subscriptions.
 func (s *Service) Stop() {
 	s.callbacks.stop()
+	s.sandboxes.stopPorts()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
 	}

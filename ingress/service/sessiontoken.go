@@ -90,6 +90,15 @@ func (sb *Sandboxes) sessionMAC(tenantID, keyID, sessionID string) ([]byte, erro
 // closed, or expired) is CodeNotFound: the sandbox is gone, for its holder.
 // The check is cached for KeyCacheTTL, as a key's lookup is.
 func (sb *Sandboxes) AuthenticateSessionToken(ctx context.Context, token, sessionID, source string) (Principal, error) {
+	p, err := sb.checkSessionToken(ctx, token, sessionID, source)
+	if err != nil {
+		return p, err
+	}
+	return p, sb.s.rates.admit(p.TenantID, sb.s.Limits(p))
+}
+
+// checkSessionToken is AuthenticateSessionToken without the admission.
+func (sb *Sandboxes) checkSessionToken(ctx context.Context, token, sessionID, source string) (Principal, error) {
 	s := sb.s
 	bad := &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked access token for this sandbox"}
 	if token == "" {
@@ -130,7 +139,7 @@ func (sb *Sandboxes) AuthenticateSessionToken(ctx context.Context, token, sessio
 		s.auth.putToken(token, e)
 	}
 	bindMeter(ctx, e.p)
-	return e.p, s.rates.admit(e.p.TenantID, s.Limits(e.p))
+	return e.p, nil
 }
 
 // sessionToken is a token's parts.

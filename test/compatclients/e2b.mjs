@@ -5,6 +5,9 @@
 // test/e2b_test.go to check. OTHER_E2B_API_KEY is another tenant's key.
 import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
 import { ALL_TRAFFIC, Sandbox } from "e2b";
+import { randomBytes } from "node:crypto";
+import dns from "node:dns";
+import http from "node:http";
 
 // thrown names an error the way the test reads it.
 const thrown = (e) => ({ error: e?.constructor?.name ?? "Error", message: String(e?.message ?? e), exitCode: e?.exitCode });
@@ -15,6 +18,109 @@ async function attempt(fn) {
   } catch (e) {
     return thrown(e);
   }
+}
+
+// Node asks the system's resolver, which here (glibc: files, then DNS)
+// knows nothing of *.localhost; browsers and curl resolve every *.localhost
+// to this machine (RFC 6761), and so does this lookup, for the hosts the
+// SDK's getHost gives in dev.
+function lookupLocalhost(hostname, opts, cb) {
+  if (hostname === "localhost" || hostname.endsWith(".localhost")) {
+    return opts?.all ? cb(null, [{ address: "127.0.0.1", family: 4 }]) : cb(null, "127.0.0.1", 4);
+  }
+  return dns.lookup(hostname, opts, cb);
+}
+
+// get requests a URL as a plain client: its status and body (parsed when
+// it is JSON).
+function get(url, headers = {}) {
+  return new Promise((resolve) => {
+    const req = http.get(url, { headers, lookup: lookupLocalhost }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => {
+        const body = Buffer.concat(chunks).toString();
+        let json;
+        try {
+          json = JSON.parse(body);
+        } catch {}
+        resolve({ status: res.statusCode, body, json });
+      });
+    });
+    req.on("error", (e) => resolve({ status: 0, body: String(e) }));
+  });
+}
+
+// until polls get(url) until its status is want (a server starting).
+async function until(url, headers, want) {
+  let r;
+  for (let i = 0; i < 120; i++) {
+    r = await get(url, headers);
+    if (r.status === want) return r;
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+  return r;
+}
+
+// wsEcho opens a WebSocket at url (http:), sends each message and
+// collects the answers; a refused upgrade answers its status.
+function wsEcho(url, headers, msgs) {
+  return new Promise((resolve) => {
+    const req = http.request(url, {
+      lookup: lookupLocalhost,
+      headers: { ...headers, Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": randomBytes(16).toString("base64") },
+    });
+    req.on("response", (res) => {
+      res.resume();
+      resolve({ status: res.statusCode, replies: [] });
+    });
+    req.on("error", (e) => resolve({ status: 0, error: String(e), replies: [] }));
+    req.on("upgrade", (res, socket, head) => {
+      const replies = [];
+      let buf = head;
+      let done = false;
+      socket.on("error", () => {});
+      const send = (text) => {
+        const data = Buffer.from(text);
+        const mask = randomBytes(4);
+        const len = data.length < 126 ? Buffer.from([0x80 | data.length]) : Buffer.from([0x80 | 126, data.length >> 8, data.length & 255]);
+        socket.write(Buffer.concat([Buffer.from([0x81]), len, mask, data.map((b, i) => b ^ mask[i % 4])]));
+      };
+      socket.on("data", (d) => {
+        if (done) return;
+        buf = Buffer.concat([buf, d]);
+        while (buf.length >= 2) {
+          let n = buf[1] & 127, at = 2;
+          if (n === 126) {
+            if (buf.length < 4) return;
+            n = buf.readUInt16BE(2);
+            at = 4;
+          }
+          if (buf.length < at + n) return;
+          replies.push(buf.subarray(at, at + n).toString());
+          buf = buf.subarray(at + n);
+          if (replies.length < msgs.length) {
+            send(msgs[replies.length]);
+          } else {
+            done = true;
+            socket.end(Buffer.from([0x88, 0x80, 0, 0, 0, 0]));
+            resolve({ status: res.statusCode, replies });
+            return;
+          }
+        }
+      });
+      send(msgs[0]);
+    });
+    req.end();
+  });
+}
+
+// serveApp starts the test's web app (PORTS_APP) on port in the sandbox,
+// as a user starts a server: a file, and a command in the background.
+async function serveApp(sbx, port) {
+  await sbx.files.write("/home/user/app.py", process.env.PORTS_APP);
+  await sbx.commands.run(`python3 /home/user/app.py ${port}`, { background: true });
 }
 
 const isPNG = (b64) => typeof b64 === "string" && Buffer.from(b64, "base64").subarray(0, 8).equals(Buffer.from("\x89PNG\r\n\x1a\n", "latin1"));
@@ -616,6 +722,53 @@ print(r)
     await theirs.kill();
     return out;
   },
+};
+
+// ports: a sandbox's port at getHost(port), HTTP and a WebSocket, a
+// closed port; a sandbox whose traffic is not public, with and without its
+// traffic token; another tenant's token and key.
+scenarios.ports = async () => {
+  const out = {};
+  const sbx = await Sandbox.create();
+  await serveApp(sbx, 8000);
+  out.sandboxId = sbx.sandboxId;
+  out.host = sbx.getHost(8000);
+  out.get = await until(`http://${sbx.getHost(8000)}/`, {}, 200);
+  out.post = await new Promise((resolve) => {
+    const req = http.request(`http://${sbx.getHost(8000)}/echo`, { method: "POST", lookup: lookupLocalhost }, (res) => {
+      let body = "";
+      res.on("data", (c) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode, body }));
+    });
+    req.end("posted");
+  });
+  out.ws = await wsEcho(`http://${sbx.getHost(8000)}/ws`, {}, ["hello", "x".repeat(1000)]);
+  out.closed = await get(`http://${sbx.getHost(8001)}/`);
+
+  const priv = await Sandbox.create({ network: { allowPublicTraffic: false } });
+  await serveApp(priv, 8000);
+  const url = `http://${priv.getHost(8000)}/`;
+  const token = { "e2b-traffic-access-token": priv.trafficAccessToken };
+  out.privateHasToken = typeof priv.trafficAccessToken === "string" && priv.trafficAccessToken.length > 0;
+  out.privateWithToken = await until(url, token, 200);
+  out.privateNoToken = await get(url);
+  out.privateWrongToken = await get(url, { "e2b-traffic-access-token": "gst_not.a.token" });
+  out.privateWs = await wsEcho(`${url}ws`, token, ["hi"]);
+  out.privateWsNoToken = await wsEcho(`${url}ws`, {}, ["hi"]);
+  out.privateInfo = (await Sandbox.getInfo(priv.sandboxId)).sandboxDomain ?? null;
+
+  // Another tenant: its own sandbox's token opens nothing of ours, nor
+  // does its key.
+  const other = process.env.OTHER_E2B_API_KEY;
+  const theirs = await Sandbox.create({ apiKey: other, network: { allowPublicTraffic: false } });
+  out.theirToken = await get(url, { "e2b-traffic-access-token": theirs.trafficAccessToken });
+  out.theirKey = await get(url, { Authorization: `Bearer ${other}` });
+  out.theirConnect = await attempt(() => Sandbox.connect(priv.sandboxId, { apiKey: other }));
+  await sbx.kill();
+  out.afterKill = await get(`http://${sbx.getHost(8000)}/`);
+  await priv.kill();
+  await theirs.kill();
+  return out;
 };
 
 const name = process.argv[2];

@@ -32,6 +32,11 @@ import (
 // Config is the E2B API's.
 type Config struct {
 	compat.Config
+	// Domain is the sandboxes' domain (GANTRY_SANDBOX_DOMAIN), answered
+	// as each sandbox's domain: the SDKs' getHost(port) is then
+	// PORT-ID.Domain, which the ingress routes to the port ("": none is
+	// answered, and the SDKs use their own).
+	Domain string
 }
 
 // Server serves E2B's control plane and, below /sandbox, its in-sandbox
@@ -53,7 +58,7 @@ const envdVersion = "0.5.7"
 
 // New makes E2B's API over svc.
 func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
-	s := &Server{cfg: Config{Config: cfg.WithDefaults()}, log: log.With("api", "e2b"), svc: svc, sandboxes: svc.Sandboxes(), mux: http.NewServeMux()}
+	s := &Server{cfg: Config{Config: cfg.WithDefaults(), Domain: cfg.Domain}, log: log.With("api", "e2b"), svc: svc, sandboxes: svc.Sandboxes(), mux: http.NewServeMux()}
 	s.sandbox = sandbox.New(s.log, svc)
 	s.mux.Handle("/sandbox/", http.StripPrefix("/sandbox", s.sandbox))
 	route := func(pattern string, h handler) { s.mux.Handle(pattern, s.authenticated(h)) }

@@ -45,6 +45,9 @@ type networkInfo struct {
 	AllowOut []string                 `json:"allowOut,omitempty"`
 	DenyOut  []string                 `json:"denyOut,omitempty"`
 	Rules    map[string][]networkRule `json:"rules,omitempty"`
+	// AllowPublicTraffic is shown when false: the sandbox's ports need
+	// its traffic token.
+	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
 }
 
 // hiddenValue stands for a header value in a sandbox's detail.

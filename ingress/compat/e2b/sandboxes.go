@@ -25,7 +25,7 @@ import (
 // templateKey is the session metadata key that keeps the template an E2B
 // sandbox was made from (hidden from the sandbox's E2B metadata), and
 // sandbox.AutoResumeKey the one that keeps its lifecycle's autoResume.
-const templateKey = "e2b.template"
+const templateKey = service.E2BTemplateKey
 
 // hiddenMetadata are the session metadata keys gantry keeps for itself:
 // not the sandbox's E2B metadata.
@@ -202,6 +202,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 		sreq.Environment = req.TemplateID
 	}
 	ctx := r.Context()
+	if req.Network != nil {
+		sreq.PublicTraffic = req.Network.AllowPublicTraffic
+	}
 	sess, err := s.svc.CreateSession(ctx, p, sreq)
 	var se *service.Error
 	if errors.As(err, &se) && se.Field == "environment" {
@@ -246,6 +249,9 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 		return out, err
 	}
 	out.EnvdAccessToken, out.TrafficAccessToken = token, token
+	if s.cfg.Domain != "" {
+		out.Domain = &s.cfg.Domain
+	}
 	if !detail {
 		out.StartedAt, out.EndAt, out.CPUCount, out.MemoryMB, out.DiskSizeMB, out.Metadata, out.State = nil, nil, 0, 0, 0, nil, ""
 		return out, nil
@@ -257,6 +263,12 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 	reach := internet(st.EgressAllow, sess.Network)
 	out.Lifecycle = &lifecycle{OnTimeout: cmp.Or(sess.OnTimeout, jobs.OnTimeoutKill), AutoResume: sess.Metadata[sandbox.AutoResumeKey] == "true"}
 	out.AllowInternet, out.Network = &reach, info(sess.Network)
+	if !sess.PublicTraffic {
+		if out.Network == nil {
+			out.Network = &networkInfo{}
+		}
+		out.Network.AllowPublicTraffic = &sess.PublicTraffic
+	}
 	return out, nil
 }
 

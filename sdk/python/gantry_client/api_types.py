@@ -1132,6 +1132,9 @@ class _SessionRequired(TypedDict):
     last_used_at: str
     metadata: Dict[str, str]
     on_timeout: str
+    #: Whether what a stateful session's sandbox serves on its ports is reachable
+    #: by anyone who has the URL (see SessionRequest.public_traffic).
+    public_traffic: bool
     #: The session's jobs not yet started (counted from the jobs, so exact:
     #: cancelled jobs are not counted).
     queued_jobs: int
@@ -1202,6 +1205,14 @@ class SessionRequest(TypedDict, total=False):
     metadata: Dict[str, str]
     network: Network
     on_timeout: str
+    #: A stateful session's sandbox serves HTTP on its ports at
+    #: `http(s)://PORT-SESSIONID.<sandbox domain>/…` (GANTRY_SANDBOX_DOMAIN; in dev
+    #: `PORT-SESSIONID.localhost:8080`) and at `/v1/sessions/{id}/ports/{port}/…`
+    #: with an API key. By default (true) the host form is open to anyone who has
+    #: the URL; false requires the session's traffic token in the header
+    #: `e2b-traffic-access-token` (E2B's trafficAccessToken) or an API key of the
+    #: tenant in `Authorization: Bearer`, and answers 403 without one.
+    public_traffic: Optional[bool]
     snapshot: str
     #: Keep the session's sandbox alive between its jobs: Python jobs run one after
     #: another in one interpreter (globals, imports and loaded data persist, like

@@ -1244,6 +1244,11 @@ export interface Session {
   network?: Network;
   on_timeout: string;
   /**
+   * Whether what a stateful session's sandbox serves on its ports is reachable
+   * by anyone who has the URL (see SessionRequest.public_traffic).
+   */
+  public_traffic: boolean;
+  /**
    * The session's jobs not yet started (counted from the jobs, so exact:
    * cancelled jobs are not counted).
    */
@@ -1322,6 +1327,16 @@ export interface SessionRequest {
   metadata?: Record<string, string>;
   network?: Network;
   on_timeout?: string;
+  /**
+   * A stateful session's sandbox serves HTTP on its ports at
+   * `http(s)://PORT-SESSIONID.<sandbox domain>/…` (GANTRY_SANDBOX_DOMAIN; in dev
+   * `PORT-SESSIONID.localhost:8080`) and at `/v1/sessions/{id}/ports/{port}/…`
+   * with an API key. By default (true) the host form is open to anyone who has
+   * the URL; false requires the session's traffic token in the header
+   * `e2b-traffic-access-token` (E2B's trafficAccessToken) or an API key of the
+   * tenant in `Authorization: Bearer`, and answers 403 without one.
+   */
+  public_traffic?: boolean | null;
   snapshot?: string;
   /**
    * Keep the session's sandbox alive between its jobs: Python jobs run one after

@@ -38,9 +38,10 @@ import (
 )
 
 // AutoResumeKey is the session metadata key that keeps an E2B sandbox's
-// lifecycle.autoResume ("true": a call to it while it is paused resumes
-// it).
-const AutoResumeKey = "e2b.autoResume"
+// lifecycle.autoResume ("true": a call to it, or traffic to its ports,
+// while it is paused resumes it). The service defines it: its ports
+// resume a sandbox by it too.
+const AutoResumeKey = service.AutoResumeKey
 
 // DurableKey is the metadata key by which an E2B sandbox asks to be
 // durable ("true"; jobs.SessionRequest.Durable): its live state can then
