@@ -393,6 +393,43 @@ func TestPortsNative(t *testing.T) {
 		}
 	})
 
+	t.Run("paused", func(t *testing.T) {
+		// A durable session paused: traffic to its port resumes it, its app
+		// and all, as its next call would.
+		needsGVisor(t)
+		durable := newSession(`{"stateful": true, "durable": true}`)
+		startApp(t, d, durable, 8000)
+		dh := "8000-" + durable + ".localhost:" + ingressPort
+		if r := d.call(t, "POST", "/v1/sessions/"+durable+"/pause", ""); r.status != 200 {
+			t.Fatalf("pause: %d %s", r.status, r.body)
+		}
+		if r := hostGet(t, d, dh, "/", nil); r.status != 200 || string(r.body) != "hello from the sandbox\n" {
+			t.Errorf("GET / of a paused session: %d %q", r.status, r.body)
+		}
+		var s struct{ State string }
+		if r := d.call(t, "GET", "/v1/sessions/"+durable, ""); json.Unmarshal(r.body, &s) != nil || s.State != "running" {
+			t.Errorf("after traffic: %s", r.body)
+		}
+		// An E2B sandbox resumes on traffic only with lifecycle.autoResume:
+		// without, E2B's 409.
+		r := d.call(t, "POST", "/compat/e2b/v2/sandboxes", `{"templateID": "base", "timeout": 300, "metadata": {"gantry.durable": "true"}}`)
+		var sbx struct{ SandboxID string }
+		if r.status != 201 || json.Unmarshal(r.body, &sbx) != nil {
+			t.Fatalf("an E2B sandbox: %d %s", r.status, r.body)
+		}
+		if r := d.call(t, "POST", "/v1/sessions/"+sbx.SandboxID+"/pause", ""); r.status != 200 {
+			t.Fatalf("pause the E2B sandbox: %d %s", r.status, r.body)
+		}
+		r = hostGet(t, d, "8000-"+sbx.SandboxID+".localhost:"+ingressPort, "/", nil)
+		var e struct {
+			Message       string
+			CanAutoResume *bool
+		}
+		if _ = json.Unmarshal(r.body, &e); r.status != 409 || e.Message != "The sandbox is paused" || e.CanAutoResume == nil || *e.CanAutoResume {
+			t.Errorf("a paused E2B sandbox: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("a long connection keeps the session", func(t *testing.T) {
 		short := newSession(`{"stateful": true, "ttl_seconds": 10}`)
 		startApp(t, d, short, 8000)
