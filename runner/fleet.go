@@ -132,6 +132,10 @@ type fleet struct {
 	// container is retired between the session's jobs: its live state is
 	// lost, for this reason.
 	liveLost func(sessionID, live, reason string)
+	// letGo, when set, is told when a closed session lets go of its parked
+	// container, before the container may serve its tenant's next session:
+	// nothing may reach the closed session's sandbox through it any more.
+	letGo func(sessionID string, c *Container)
 	// gv, when set, runs stateful sessions' containers under gVisor
 	// (gvisor.go); pauseLive is then asked first to pause a parked live
 	// container the fleet lets go (it takes it, reporting true).
@@ -741,6 +745,9 @@ func (f *fleet) dropSession(sessionID string) {
 	delete(f.parked, sessionID)
 	f.gaugesLocked()
 	f.mu.Unlock()
+	if p != nil && f.letGo != nil {
+		f.letGo(sessionID, p.ctr)
+	}
 	switch {
 	case p == nil:
 	case f.reusable() && p.ctr.host == containerHost(f.sb):

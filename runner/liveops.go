@@ -116,6 +116,22 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 	}()
 }
 
+// drop stops serving the session's live sandbox in c: the session let go
+// of c, which may serve its tenant's next session, and an operation or a
+// port connection meant for the closed one must not reach that one.
+func (ls *liveServer) drop(sessionID string, c *Container) {
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if cur := ls.sessions[sessionID]; cur != nil && cur.ctr == c {
+		cur.unsubscribe()
+		c.conn.OnProcessEvent(nil)
+		delete(ls.sessions, sessionID)
+	}
+}
+
 // stop unsubscribes from every session.
 func (ls *liveServer) stop() {
 	if ls == nil {

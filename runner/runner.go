@@ -232,6 +232,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.live.renetwork = r.renetwork
 	r.live.ports = cfg.Ports
+	r.fleet.letGo = r.live.drop
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
@@ -344,9 +347,18 @@ func testClosedSessionContainer(t *testing.T, h *harness, durable bool) {
 		}
 		return fmt.Errorf("idle: %v", h.idleContainers(t))
 	}
+	firstSess, err := h.st.GetSession(ctx, h.tenant, first)
+	if err != nil {
+		t.Fatal(err)
+	}
 	closeSession(first)
 	if reuse {
 		eventually.NoError(t, 30*time.Second, "the closed session's container idle for its tenant", idle)
+		// Nothing answers the closed session's live operations any more:
+		// its container may serve the tenant's next session.
+		if _, err := h.nc.Request(queue.LiveSubject(first, firstSess.Live), []byte(`{"op":"list"}`), 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("a live operation of the closed session: %v, want no responders", err)
+		}
 	}
 
 	second := h.newStatefulSession(t, durable)
