@@ -38,6 +38,8 @@ var (
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 	warmN     = flag.Int("warm-n", 50, "back-to-back executions per row of the warm interpreter's rows (0: none)")
+	ttiN      = flag.Int("tti-n", 10, "sequential iterations of ComputeSDK's sandbox benchmark through its E2B provider (0: no ComputeSDK rows)")
+	ttiBurst  = flag.Int("tti-burst", 100, "iterations of ComputeSDK's benchmark at once, after the sequential ones")
 	liveN     = flag.Int("live-n", 5, "samples per row of the live state's rows: pause, resume, snapshot, fork (0: none)")
 	compiledN = flag.Int("compiled-n", 5, "compile-and-run executions per compiled language, when the image has them")
 	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
@@ -287,6 +289,15 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, wr...)
+	}
+
+	// ComputeSDK's sandbox benchmark: live sandboxes' time to interactive.
+	if runtime == "" && *ttiN > 0 {
+		tr, err := ttiRows(url, apiKey, *ttiN, *ttiBurst)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, tr...)
 	}
 
 	// The live state's rows (under gVisor, run by the runner, whatever

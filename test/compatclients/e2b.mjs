@@ -279,6 +279,31 @@ const scenarios = {
     return out;
   },
 
+  // ComputeSDK's benchmark as make bench runs it: BENCH_SEQUENTIAL
+  // iterations one after another, then BENCH_BURST at once (its burst
+  // mode), each its runIteration through its E2B provider; the times to
+  // interactive, the burst's wall time and what failed.
+  async computesdkBench() {
+    const { e2b } = await import("@computesdk/e2b");
+    const compute = e2b({ apiKey: process.env.E2B_API_KEY });
+    const reuseDetector = { runNonce: crypto.randomUUID(), seenSignals: new Map() };
+    const out = { sequential: [], burst: [], errors: [] };
+    for (let i = 0; i < Number(process.env.BENCH_SEQUENTIAL ?? 10); i++) {
+      const r = await attempt(() => runIteration(compute, 120_000, undefined, 15_000, reuseDetector));
+      if (r.error) out.errors.push(r.message);
+      else out.sequential.push(r.ttiMs);
+    }
+    const start = performance.now();
+    const burst = await Promise.all(Array.from({ length: Number(process.env.BENCH_BURST ?? 100) }, () =>
+      attempt(() => runIteration(compute, 120_000, undefined, 15_000, reuseDetector))));
+    out.burstWallMs = performance.now() - start;
+    for (const r of burst) {
+      if (r.error) out.errors.push(r.message);
+      else out.burst.push(r.ttiMs);
+    }
+    return out;
+  },
+
   // ComputeSDK's benchmark iteration as its E2B provider (npm
   // @computesdk/e2b) runs it, twice: the key given the e2b_ shape the
   // provider insists on; create, the identity probe, node -v, kill. The
