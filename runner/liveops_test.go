@@ -191,9 +191,10 @@ func TestLiveOperations(t *testing.T) {
 
 	t.Run("a process outlives jobs and answers while one runs", func(t *testing.T) {
 		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done"}, TimeoutMS: 60000})
-		done := make(chan jobs.Job, 1)
-		go func() { done <- h.in(t, sid, py("import time\ntime.sleep(2)\nx + 1")) }()
-		time.Sleep(500 * time.Millisecond)
+		// Submitted here, waited for here: the job runs on the runner
+		// meanwhile, and the test's goroutine is the only one to fail it.
+		id := h.submitIn(t, sid, py("import time\ntime.sleep(2)\nx + 1"))
+		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status != jobs.StatusQueued })
 		start := time.Now()
 		c.ok(agent.LiveOp{Op: agent.OpList})
 		if d := time.Since(start); d > time.Second {
@@ -203,7 +204,7 @@ func TestLiveOperations(t *testing.T) {
 		if e.Code != 0 || strings.ReplaceAll(out, "stdout:", "") != "1\n|2\n|3\n|" {
 			t.Errorf("exit %+v output %q", e, out)
 		}
-		if j := <-done; j.Status != jobs.StatusSucceeded || j.Value == nil || j.Value.Text != "2" || j.LiveState != jobs.LiveKept {
+		if j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Status != jobs.StatusSucceeded || j.Value == nil || j.Value.Text != "2" || j.LiveState != jobs.LiveKept {
 			t.Errorf("the job beside it: %+v", j)
 		}
 		// A timeout kills it.
