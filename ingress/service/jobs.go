@@ -57,7 +57,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		return jobs.Job{}, false, err
 	}
 	span.SetAttributes(tracing.Language.String(spec.Language))
-	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
+	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	if req.SessionID == nil {

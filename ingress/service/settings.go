@@ -67,7 +67,7 @@ func (s *Service) UpdateSettings(ctx context.Context, p Principal, c SettingsCha
 		}
 	}
 	if c.WebhookURL != nil {
-		if err := checkWebhookURL(s.webhooks, "webhook_url", *c.WebhookURL); err != nil {
+		if err := s.checkWebhookURL("webhook_url", *c.WebhookURL); err != nil {
 			return Settings{}, err
 		}
 		if err := s.store.SetTenantWebhookURL(ctx, p.TenantID, *c.WebhookURL); err != nil {
@@ -109,15 +109,15 @@ func (s *Service) checkEgress(allow []string) error {
 // which the Maintenance runs.
 
 // checkWebhookURL checks a webhook URL a tenant gives ("" is none) with
-// the dispatcher that would deliver to it (nil: webhooks are off).
-func checkWebhookURL(d *webhook.Dispatcher, field, u string) error {
+// the sender that would deliver to it, when webhooks are on.
+func (s *Service) checkWebhookURL(field, u string) error {
 	if u == "" {
 		return nil
 	}
-	if d == nil {
+	if s.webhooks == nil {
 		return BadRequest(field, "webhooks are off on this gantry: they need GANTRY_SECRET_KEY, to keep the secrets that sign them")
 	}
-	return d.CheckURL(field, u)
+	return s.sender.CheckURL(field, u)
 }
 
 // WebhookSecret returns the tenant's signing secret, made on first use.
