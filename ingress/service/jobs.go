@@ -158,11 +158,8 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 			}
 		}
 	}
-	if len(senv) > 0 {
-		spec.Env = underEnv(spec.Env, senv)
-		if err := jobs.ValidateEnv(spec.Env); err != nil {
-			return err
-		}
+	if spec.Env, err = jobs.UnderEnv(spec.Env, senv); err != nil {
+		return err
 	}
 	if spec.Limits.MemoryMB >= sess.DiskMB {
 		return nil

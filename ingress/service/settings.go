@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -108,16 +109,20 @@ func (s *Service) checkEgress(allow []string) error {
 // signing secret. Deliveries are made by the webhook package's dispatcher,
 // which the Maintenance runs.
 
-// checkWebhookURL checks a webhook URL a tenant gives ("" is none) with
-// the sender that would deliver to it, when webhooks are on.
+// checkWebhookURL checks a webhook URL a tenant gives ("" is none), the one
+// check of it on a request: with the sender that would deliver to it when
+// webhooks are on; when they are off, its form, then that they are off.
 func (s *Service) checkWebhookURL(field, u string) error {
 	if u == "" {
 		return nil
 	}
-	if s.webhooks == nil {
-		return BadRequest(field, "webhooks are off on this gantry: they need GANTRY_SECRET_KEY, to keep the secrets that sign them")
+	if s.webhooks != nil {
+		return s.sender.CheckURL(field, u)
 	}
-	return s.sender.CheckURL(field, u)
+	if _, err := jobs.ValidateWebhookURL(field, u); err != nil {
+		return err
+	}
+	return BadRequest(field, "webhooks are off on this gantry: they need GANTRY_SECRET_KEY, to keep the secrets that sign them")
 }
 
 // WebhookSecret returns the tenant's signing secret, made on first use.
