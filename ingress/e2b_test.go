@@ -21,11 +21,12 @@ import (
 func TestE2BControlPlane(t *testing.T) {
 	box, _ := secret.New(bytes.Repeat([]byte{7}, secret.KeySize))
 	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Box = box })
-	e2b := func(key, method, path, body string, hdr ...string) response {
+	// e2b and stateful take the test that calls them: subtests do.
+	e2b := func(t *testing.T, key, method, path, body string, hdr ...string) response {
 		t.Helper()
 		return h.do(t, "", method, "/compat/e2b"+path, body, append([]string{"X-API-Key", key}, hdr...)...)
 	}
-	stateful := func(key string, meta map[string]string) jobs.Session {
+	stateful := func(t *testing.T, key string, meta map[string]string) jobs.Session {
 		t.Helper()
 		req := map[string]any{"stateful": true}
 		if meta != nil {
@@ -54,15 +55,15 @@ func TestE2BControlPlane(t *testing.T) {
 		Message string `json:"message"`
 	}
 
-	a := stateful(h.keyA, map[string]string{"team": "x"})
-	r := e2b(h.keyA, "GET", "/sandboxes/"+a.ID, "")
+	a := stateful(t, h.keyA, map[string]string{"team": "x"})
+	r := e2b(t, h.keyA, "GET", "/sandboxes/"+a.ID, "")
 	var sa sandbox
 	r.json(t, &sa)
 	if r.status != 200 || sa.SandboxID != a.ID || sa.State != "running" || sa.EnvdVersion == "" || !strings.HasPrefix(sa.EnvdAccessToken, "gst_") ||
 		sa.Metadata["team"] != "x" || sa.TemplateID != "default" {
 		t.Fatalf("getInfo: %d %s", r.status, r.body)
 	}
-	if again := e2b(h.keyA, "GET", "/sandboxes/"+a.ID, ""); !bytes.Contains(again.body, []byte(sa.EnvdAccessToken)) {
+	if again := e2b(t, h.keyA, "GET", "/sandboxes/"+a.ID, ""); !bytes.Contains(again.body, []byte(sa.EnvdAccessToken)) {
 		t.Error("a sandbox's token changed between two reads")
 	}
 
@@ -74,12 +75,12 @@ func TestE2BControlPlane(t *testing.T) {
 		if got := health(a.ID, sa.EnvdAccessToken); got != 204 {
 			t.Errorf("with its token: %d", got)
 		}
-		b := stateful(h.keyB, nil)
+		b := stateful(t, h.keyB, nil)
 		var sb sandbox
-		e2b(h.keyB, "GET", "/sandboxes/"+b.ID, "").json(t, &sb)
-		a2 := stateful(h.keyA, nil)
+		e2b(t, h.keyB, "GET", "/sandboxes/"+b.ID, "").json(t, &sb)
+		a2 := stateful(t, h.keyA, nil)
 		var sa2 sandbox
-		e2b(h.keyA, "GET", "/sandboxes/"+a2.ID, "").json(t, &sa2)
+		e2b(t, h.keyA, "GET", "/sandboxes/"+a2.ID, "").json(t, &sa2)
 		for name, token := range map[string]string{
 			"none": "", "another tenant's sandbox's": sb.EnvdAccessToken, "another sandbox's of the tenant": sa2.EnvdAccessToken,
 			"a key": h.keyA, "tampered": sa.EnvdAccessToken[:len(sa.EnvdAccessToken)-2] + "xx", "garbage": "gst_x.y",
@@ -91,52 +92,52 @@ func TestE2BControlPlane(t *testing.T) {
 		// Their key sees nothing of it.
 		for _, c := range []struct{ method, path string }{{"GET", "/sandboxes/" + a.ID}, {"DELETE", "/sandboxes/" + a.ID},
 			{"POST", "/sandboxes/" + a.ID + "/timeout"}, {"POST", "/v2/sandboxes/" + a.ID + "/connect"}} {
-			if r := e2b(h.keyB, c.method, c.path, `{"timeout": 60}`); r.status != 404 || bytes.Contains(r.body, []byte("gst_")) {
+			if r := e2b(t, h.keyB, c.method, c.path, `{"timeout": 60}`); r.status != 404 || bytes.Contains(r.body, []byte("gst_")) {
 				t.Errorf("%s %s with another tenant's key: %d %s", c.method, c.path, r.status, r.body)
 			}
 		}
-		if r := e2b("gk_wrong", "GET", "/sandboxes/"+a.ID, ""); r.status != 401 {
+		if r := e2b(t, "gk_wrong", "GET", "/sandboxes/"+a.ID, ""); r.status != 401 {
 			t.Errorf("a wrong key: %d", r.status)
 		}
 	})
 
 	t.Run("timeout, listing, errors", func(t *testing.T) {
-		if r := e2b(h.keyA, "POST", "/sandboxes/"+a.ID+"/timeout", `{"timeout": 900}`); r.status != 204 {
+		if r := e2b(t, h.keyA, "POST", "/sandboxes/"+a.ID+"/timeout", `{"timeout": 900}`); r.status != 204 {
 			t.Fatalf("setTimeout: %d %s", r.status, r.body)
 		}
 		var got sandbox
-		e2b(h.keyA, "GET", "/sandboxes/"+a.ID, "").json(t, &got)
+		e2b(t, h.keyA, "GET", "/sandboxes/"+a.ID, "").json(t, &got)
 		if left := time.Until(got.EndAt); left < 890*time.Second || left > 910*time.Second {
 			t.Errorf("ends in %s after setTimeout(900 s)", left)
 		}
 		for i := range 3 {
-			stateful(h.keyA, map[string]string{"team": "y", "n": fmt.Sprint(i)})
+			stateful(t, h.keyA, map[string]string{"team": "y", "n": fmt.Sprint(i)})
 		}
 		h.do(t, h.keyA, "POST", "/v1/sessions", `{"metadata": {"team": "y"}}`) // not stateful: not a sandbox
 		var page []sandbox
-		r := e2b(h.keyA, "GET", "/v2/sandboxes?metadata=team%3Dy&limit=2", "")
+		r := e2b(t, h.keyA, "GET", "/v2/sandboxes?metadata=team%3Dy&limit=2", "")
 		r.json(t, &page)
 		next := r.header.Get("X-Next-Token")
 		if r.status != 200 || len(page) != 2 || next == "" {
 			t.Fatalf("first page: %d %s next %q", r.status, r.body, next)
 		}
 		var rest []sandbox
-		r = e2b(h.keyA, "GET", "/v2/sandboxes?metadata=team%3Dy&limit=2&nextToken="+next, "")
+		r = e2b(t, h.keyA, "GET", "/v2/sandboxes?metadata=team%3Dy&limit=2&nextToken="+next, "")
 		r.json(t, &rest)
 		if len(rest) != 1 || r.header.Get("X-Next-Token") != "" || rest[0].SandboxID == page[0].SandboxID || rest[0].SandboxID == page[1].SandboxID {
 			t.Errorf("second page: %s", r.body)
 		}
-		if r := e2b(h.keyA, "GET", "/v2/sandboxes?state=paused", ""); r.status != 200 || string(bytes.TrimSpace(r.body)) != "[]" {
+		if r := e2b(t, h.keyA, "GET", "/v2/sandboxes?state=paused", ""); r.status != 200 || string(bytes.TrimSpace(r.body)) != "[]" {
 			t.Errorf("paused sandboxes: %s", r.body)
 		}
 		for path, status := range map[string]int{"/sandboxes/" + a.ID + "/pause": 501, "/sandboxes/" + a.ID + "/snapshots": 501, "/nowhere": 404} {
-			r := e2b(h.keyA, "POST", path, "{}")
+			r := e2b(t, h.keyA, "POST", path, "{}")
 			r.json(t, &e2bErr)
 			if r.status != status || e2bErr.Code != status || e2bErr.Message == "" {
 				t.Errorf("POST %s: %d %s", path, r.status, r.body)
 			}
 		}
-		r = e2b(h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "allow_internet_access": true}`)
+		r = e2b(t, h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "allow_internet_access": true}`)
 		r.json(t, &e2bErr)
 		if r.status != 501 || !strings.Contains(e2bErr.Message, "network") {
 			t.Errorf("internet access: %d %s", r.status, r.body)
@@ -144,10 +145,10 @@ func TestE2BControlPlane(t *testing.T) {
 	})
 
 	t.Run("kill", func(t *testing.T) {
-		if r := e2b(h.keyA, "DELETE", "/sandboxes/"+a.ID, ""); r.status != 204 {
+		if r := e2b(t, h.keyA, "DELETE", "/sandboxes/"+a.ID, ""); r.status != 204 {
 			t.Fatalf("kill: %d %s", r.status, r.body)
 		}
-		if r := e2b(h.keyA, "DELETE", "/sandboxes/"+a.ID, ""); r.status != 404 {
+		if r := e2b(t, h.keyA, "DELETE", "/sandboxes/"+a.ID, ""); r.status != 404 {
 			t.Errorf("kill again: %d", r.status)
 		}
 		if r := h.do(t, "", "GET", "/compat/e2b/sandbox/health", "", "E2b-Sandbox-Id", a.ID, "X-Access-Token", sa.EnvdAccessToken); r.status != 502 {
