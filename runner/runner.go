@@ -11,8 +11,10 @@
 // A runner is a producer, an executor and a completer, a file each: the
 // queue loop (runner.go, with the tenants' queues in queues.go) takes a
 // message per free slot; claim.go claims its job and keeps the message and
-// the claim alive; execute.go runs the attempt (attempt.go; a session's jobs
-// through session.go) in a container the fleet owns (fleet.go); and
+// the claim alive; execute.go runs the attempt (attempt.go, its program's
+// run in programrun.go; a session's jobs through session.go) in a container
+// the fleet owns (fleet.go, with its pool, idle set and parked sessions in
+// pool.go, idle.go and parked.go, and its upkeep in reaper.go); and
 // complete.go records the result and acks the message, or hands it back.
 package runner
 
