@@ -95,9 +95,10 @@ deps: docker postgres versitygw image $(SANDBOX_DEPS) sdk-deps compat-deps ## ev
 run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) exec bin/gantry dev
 
-# The runner tests that also run under gVisor: hardening, escapes, program
-# faults, sessions, usage, stateful sessions (their interpreter runs in the container there).
-RUNSC_TESTS := ^(TestRunner|TestSandboxEscapes|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
+# The runner tests that also run under gVisor: the launchers' conformance
+# suite, hardening, program faults, sessions, usage, stateful sessions (their
+# interpreter runs in the container there).
+RUNSC_TESTS := ^(TestRunner|TestLaunchers|TestKillAllHurtsOnlyTheJob|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
 
 # Every test target runs its tests under the race detector. The end-to-end
 # tests (test/...) run apart, after the others, and drive the gantry binary,

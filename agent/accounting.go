@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // What a program's sandbox used: its init's account, reaped by the agent
@@ -135,7 +137,7 @@ func treeCPU(pid int) time.Duration {
 // memory counts the agent's, by way of its exec); else, and when
 // bubblewrap reaped the init itself, the first process's and its
 // children's. nil when unknown.
-func (p *process) usage() *Usage {
+func (p *process) usage() *wire.Usage {
 	ru, self := p.initUsage, p.initSelf
 	if ru == nil {
 		if p.cmd.ProcessState == nil {
@@ -148,7 +150,7 @@ func (p *process) usage() *Usage {
 	}
 	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
 	cpu := max(us(ru.Utime)+us(ru.Stime)-self.Microseconds(), 0)
-	return &Usage{CPUTimeUS: cpu, PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
+	return &wire.Usage{CPUTimeUS: cpu, PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
 }
 
 // oomKills is the container's count of out-of-memory kills so far.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // The code-mode bridge: while a program runs, the agent listens on a unix
@@ -27,7 +29,7 @@ const (
 
 type bridge struct {
 	ln *net.UnixListener
-	fw *frameWriter
+	fw *wire.FrameWriter
 
 	mu      sync.Mutex
 	pending map[int64]*net.UnixConn
@@ -37,7 +39,7 @@ type bridge struct {
 	wg      sync.WaitGroup
 }
 
-func openBridge(sock string, fw *frameWriter) (*bridge, error) {
+func openBridge(sock string, fw *wire.FrameWriter) (*bridge, error) {
 	_ = os.Remove(sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -116,7 +118,7 @@ func (b *bridge) read(conn *net.UnixConn) {
 	id := b.nextID
 	b.pending[id] = conn
 	b.mu.Unlock()
-	if err := b.fw.json(KindBridge, BridgeRequest{ID: id, Req: line}); err != nil {
+	if err := b.fw.JSON(wire.KindBridge, wire.BridgeRequest{ID: id, Req: line}); err != nil {
 		b.take(id)
 		conn.Close()
 	}

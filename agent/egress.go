@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // egressRelay is the agent's end of a run's egress: it accepts the
@@ -16,20 +18,20 @@ import (
 // which decides.
 type egressRelay struct {
 	ln  *net.UnixListener
-	mux *netMux
+	mux *wire.NetMux
 
 	mu     sync.Mutex
 	nextID uint32
 	wg     sync.WaitGroup
 }
 
-func openEgress(sock string, fw *frameWriter) (*egressRelay, error) {
+func openEgress(sock string, fw *wire.FrameWriter) (*egressRelay, error) {
 	_ = os.Remove(sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
-	e := &egressRelay{ln: ln, mux: newNetMux(fw.frame, nil)}
+	e := &egressRelay{ln: ln, mux: wire.NewNetMux(fw.Frame, nil)}
 	e.wg.Add(1)
 	go e.accept()
 	return e, nil
@@ -50,7 +52,7 @@ func (e *egressRelay) accept() {
 		e.nextID++
 		id := e.nextID
 		e.mu.Unlock()
-		s, err := e.mux.open(id)
+		s, err := e.mux.Open(id)
 		if err != nil {
 			c.Close()
 			continue
@@ -66,10 +68,7 @@ func (e *egressRelay) accept() {
 			_, _ = io.Copy(c, s)
 			_ = c.CloseWrite()
 			// Both ways done, or the stream was reset: let go.
-			s.mu.Lock()
-			done := s.reset || (s.inEOF && s.outEOF)
-			s.mu.Unlock()
-			if done {
+			if s.Finished() {
 				c.Close()
 			}
 		}()
@@ -77,12 +76,12 @@ func (e *egressRelay) accept() {
 }
 
 // handle takes one of the runner's egress frames.
-func (e *egressRelay) handle(kind byte, payload []byte) { e.mux.handle(kind, payload) }
+func (e *egressRelay) handle(kind wire.Kind, payload []byte) { e.mux.Handle(kind, payload) }
 
 // close ends every connection and waits until nothing more is sent: the
 // run's exit must be the last frame of the run.
 func (e *egressRelay) close() {
 	_ = e.ln.Close()
-	e.mux.close()
+	e.mux.Close()
 	e.wg.Wait()
 }

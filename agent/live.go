@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // A stateful session's container keeps one live sandbox between the
@@ -143,7 +145,7 @@ func (s *server) newLive() (*liveSandbox, error) {
 	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
 		exited: make(chan struct{}), code: -1}
 	switch {
-	case s.cfg.Isolation == Container:
+	case s.cfg.Isolation == wire.Container:
 		err = s.startLiveDirect(l, theirs)
 	case s.warm != nil && s.warm.waitReady(liveWarmWait):
 		err = s.startLiveWarm(l, theirs)
@@ -162,8 +164,10 @@ func (s *server) newLive() (*liveSandbox, error) {
 
 // startLiveWarm forks the session's sandbox from the warm interpreter.
 func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
-	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil), TmpMB: int(capacity(Workspace) >> 20),
-		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(sock.Fd()))
+	// Its relay to the egress proxy lives as long as it does; the socket
+	// behind it is there only while a run with egress runs.
+	events, err := s.warm.start(warmRequest{Kind: "session", Env: environ(nil),
+		Layout: s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, true)}, int(sock.Fd()))
 	if err != nil {
 		return err
 	}
@@ -249,14 +253,14 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	}
 	// The session's egress relay (a job's is `gantry-agent relay`): the
 	// agent holds the proxy's address for as long as the sandbox lives.
-	ln, err := net.Listen("tcp", EgressProxy)
+	ln, err := net.Listen("tcp", wire.EgressProxy)
 	if err != nil {
-		return fmt.Errorf("the session's egress relay could not listen on %s: %w", EgressProxy, err)
+		return fmt.Errorf("the session's egress relay could not listen on %s: %w", wire.EgressProxy, err)
 	}
 	go serveRelay(ln)
 	cmd := exec.Command(s.cfg.Self, "exec", "--", "python3", src, "kernel")
 	cmd.Env = environ(nil)
-	cmd.Dir = Workspace
+	cmd.Dir = wire.Workspace
 	cmd.ExtraFiles = []*os.File{sock} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -285,21 +289,12 @@ func (s *server) startLiveDirect(l *liveSandbox, sock *os.File) error {
 	return nil
 }
 
-// runLive runs a stateful session's job in the container's live sandbox,
-// making one first if there is none (or it ended).
-func (s *server) runLive(req Request) (Exit, error) {
-	// The sandbox's egress relay outlives the run; the socket behind it is
-	// the run's (prepareRun), closed as the run ends.
-	br, eg, cleanup, err := s.prepareRun(req)
-	if err != nil {
-		return Exit{}, err
-	}
-	defer cleanup()
-	// A compiled program is built in a sandbox of its own; it then runs
-	// in the session's.
-	if err := s.build(req, environ(req.Env)); err != nil {
-		return Exit{}, err
-	}
+// startLive starts a stateful session's job in the container's live
+// sandbox, making one first if there is none (or it ended). The sandbox's
+// egress relay outlives the run; the socket behind it is the run's
+// (prepareRun), closed as the run ends. A compiled program was built in a
+// sandbox of its own; it runs in the session's.
+func (s *server) startLive(req wire.Request) (running, error) {
 	fresh := false
 	ended := ""
 	if s.live != nil && s.live.isGone() {
@@ -313,14 +308,14 @@ func (s *server) runLive(req Request) (Exit, error) {
 		}
 		l, err := s.newLive()
 		if err != nil {
-			return Exit{}, err
+			return nil, err
 		}
 		fresh = true
 		go l.read()
 		s.setLive(l)
 	}
 	l := s.live
-	info := &Live{ID: l.id, Fresh: fresh, Ended: ended}
+	info := &wire.Live{ID: l.id, Fresh: fresh, Ended: ended}
 	// Its process service (live operations) runs before any job's code.
 	s.startProcesses(l)
 	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
@@ -329,25 +324,25 @@ func (s *server) runLive(req Request) (Exit, error) {
 	}
 	body, err := json.Marshal(lr)
 	if err != nil {
-		return Exit{Live: info}, err
+		return nil, err
 	}
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return Exit{Live: info}, err
+		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return Exit{Live: info}, err
+		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		for _, f := range []*os.File{stdinR, stdinW, outR, outW} {
 			f.Close()
 		}
-		return Exit{Live: info}, err
+		return nil, err
 	}
 	select {
 	case <-l.answers: // written by the session's own code between jobs: not an answer
@@ -368,7 +363,7 @@ func (s *server) runLive(req Request) (Exit, error) {
 		errR.Close()
 		l.kill()
 		<-l.gone
-		return Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}, nil
+		return endedJob(wire.Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}), nil
 	}
 	s.feed(stdinW, nil, req.Stdin)
 	p := &liveJob{l: l, oomBefore: oomBefore, info: info, finished: make(chan struct{})}
@@ -386,8 +381,20 @@ func (s *server) runLive(req Request) (Exit, error) {
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
-	return s.await(p, br, eg, req.TimeoutMS)
+	return p, nil
 }
+
+// endedJob is a job that ended as it started, with exit.
+type endedJob wire.Exit
+
+func (j endedJob) wait() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+func (j endedJob) exit() (wire.Exit, error) { return wire.Exit(j), nil }
+func (endedJob) expire()                    {}
+func (endedJob) abandon()                   {}
 
 // setLive replaces the container's live sandbox (only the serving
 // goroutine does; live operations read it under liveMu).
@@ -471,7 +478,7 @@ type liveJob struct {
 	answer    *liveAnswer   // set before finished closes, if one came
 	done      <-chan struct{}
 	oomBefore int
-	info      *Live
+	info      *wire.Live
 	cpu       time.Duration // set with answer
 
 	mu       sync.Mutex
@@ -489,14 +496,14 @@ func (j *liveJob) expire() {
 	j.l.kill()
 }
 
-func (j *liveJob) exit() (Exit, error) {
+func (j *liveJob) exit() (wire.Exit, error) {
 	<-j.finished
 	j.mu.Lock()
-	e := Exit{Started: true, Live: j.info, TimedOut: j.timedOut}
+	e := wire.Exit{Started: true, Live: j.info, TimedOut: j.timedOut}
 	j.mu.Unlock()
 	if j.answer != nil {
 		e.Code, e.Value, e.Exception, e.Displays = j.answer.Code, j.answer.Value, j.answer.Exception, j.answer.Displays
-		e.Usage = &Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
+		e.Usage = &wire.Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
 	} else {
 		// The sandbox ended under the job: its exit status is the job's.
 		e.Code = j.l.exitCode()
@@ -528,8 +535,8 @@ func (s *server) relayCell(outR, errR *os.File, cap int, ended <-chan struct{}) 
 	}
 	var relays sync.WaitGroup
 	relays.Add(2)
-	go func() { defer relays.Done(); s.copyCell(KindStdout, outR, cap, ended) }()
-	go func() { defer relays.Done(); s.copyCell(KindStderr, errR, cap, ended) }()
+	go func() { defer relays.Done(); s.copyCell(wire.KindStdout, outR, cap, ended) }()
+	go func() { defer relays.Done(); s.copyCell(wire.KindStderr, errR, cap, ended) }()
 	done := make(chan struct{})
 	go func() { relays.Wait(); close(done) }()
 	return done
@@ -538,13 +545,13 @@ func (s *server) relayCell(outR, errR *os.File, cap int, ended <-chan struct{}) 
 // copyCell is copyOut for a session job: it returns once ended is closed
 // and what the pipe held then was sent, leaving a reader that drops the
 // rest.
-func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{}) {
+func (s *server) copyCell(kind wire.Kind, f *os.File, cap int, ended <-chan struct{}) {
 	sent := 0
 	drainUntil(f, ended, func(data []byte) {
 		// One byte past the cap tells the runner output was cut.
 		if room := cap + 1 - sent; room > 0 && len(data) > 0 {
 			take := min(room, len(data))
-			_ = s.fw.frame(kind, data[:take])
+			_ = s.fw.Frame(kind, data[:take])
 			sent += take
 		}
 	})
@@ -556,7 +563,7 @@ func (s *server) copyCell(kind byte, f *os.File, cap int, ended <-chan struct{})
 // processes still writing neither block nor die of a broken pipe) until
 // they close it. forward may keep nothing of its argument.
 func drainUntil(f *os.File, ended <-chan struct{}, forward func([]byte)) {
-	buf := make([]byte, chunk)
+	buf := make([]byte, wire.Chunk)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {

@@ -17,9 +17,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
-// The agent's side of live operations (liveproto.go): each KindLive frame
+// The agent's side of live operations (wire.LiveOp): each KindLive frame
 // is served in a goroutine of its own, beside whatever the agent is doing
 // for the runner, on the container's current live sandbox.
 
@@ -44,52 +46,52 @@ func (s *server) serveLive(payload []byte) {
 			s.liveOp(payload)
 		}()
 	default:
-		var op LiveOp
+		var op wire.LiveOp
 		_ = json.Unmarshal(payload, &op)
-		_ = s.fw.json(KindLive, LiveReply{ID: op.ID, Error: &LiveError{Code: LiveErrBusy, Message: "too many live operations in progress"}})
+		_ = s.fw.JSON(wire.KindLive, wire.LiveReply{ID: op.ID, Error: &wire.LiveError{Code: wire.LiveErrBusy, Message: "too many live operations in progress"}})
 	}
 }
 
 // liveOp serves one KindLive frame.
 func (s *server) liveOp(payload []byte) {
-	var op LiveOp
+	var op wire.LiveOp
 	if err := json.Unmarshal(payload, &op); err != nil {
-		_ = s.fw.json(KindLive, LiveReply{Error: &LiveError{Code: LiveErrInvalid, Message: "malformed live operation"}})
+		_ = s.fw.JSON(wire.KindLive, wire.LiveReply{Error: &wire.LiveError{Code: wire.LiveErrInvalid, Message: "malformed live operation"}})
 		return
 	}
 	reply, err := s.doLive(op)
 	if err != nil {
-		var le *LiveError
+		var le *wire.LiveError
 		if !errors.As(err, &le) {
-			le = &LiveError{Code: LiveErrFailed, Message: err.Error()}
+			le = &wire.LiveError{Code: wire.LiveErrFailed, Message: err.Error()}
 		}
-		reply = LiveReply{Error: le}
+		reply = wire.LiveReply{Error: le}
 	}
 	reply.ID = op.ID
-	if err := s.fw.json(KindLive, reply); err != nil {
+	if err := s.fw.JSON(wire.KindLive, reply); err != nil {
 		// Not encodable, or over a frame: the caller still gets an
 		// answer rather than waiting for one.
-		_ = s.fw.json(KindLive, LiveReply{ID: op.ID, Error: &LiveError{Code: LiveErrFailed, Message: "the answer could not be sent: " + err.Error()}})
+		_ = s.fw.JSON(wire.KindLive, wire.LiveReply{ID: op.ID, Error: &wire.LiveError{Code: wire.LiveErrFailed, Message: "the answer could not be sent: " + err.Error()}})
 	}
 }
 
-var errNoLive = &LiveError{Code: LiveErrNoSandbox, Message: "this container holds no live sandbox (the session's next job makes one)"}
+var errNoLive = &wire.LiveError{Code: wire.LiveErrNoSandbox, Message: "this container holds no live sandbox (the session's next job makes one)"}
 
-func (s *server) doLive(op LiveOp) (LiveReply, error) {
+func (s *server) doLive(op wire.LiveOp) (wire.LiveReply, error) {
 	s.liveMu.Lock()
 	l := s.live
 	s.liveMu.Unlock()
 	if l == nil || l.isGone() {
-		return LiveReply{}, errNoLive
+		return wire.LiveReply{}, errNoLive
 	}
 	switch op.Op {
-	case OpSpawn, OpInput, OpCloseInput, OpSignal, OpList, OpStatus:
+	case wire.OpSpawn, wire.OpInput, wire.OpCloseInput, wire.OpSignal, wire.OpList, wire.OpStatus:
 		ps := l.processes()
 		if ps == nil || ps.isGone() {
-			return LiveReply{}, errProcessesGone
+			return wire.LiveReply{}, errProcessesGone
 		}
 		switch op.Op {
-		case OpSpawn:
+		case wire.OpSpawn:
 			env := make(map[string]string, len(op.SessionEnv)+len(op.Env))
 			for k, v := range op.SessionEnv {
 				env[k] = v
@@ -98,22 +100,22 @@ func (s *server) doLive(op LiveOp) (LiveReply, error) {
 				env[k] = v
 			}
 			pid, err := ps.spawn(op, environ(env))
-			return LiveReply{Pid: pid}, err
-		case OpInput:
-			return LiveReply{}, ps.input(op.Pid, op.Data)
-		case OpCloseInput:
-			return LiveReply{}, ps.closeInput(op.Pid)
-		case OpSignal:
-			return LiveReply{}, ps.signal(op.Pid, op.Signal)
-		case OpList:
-			return LiveReply{Processes: ps.list()}, nil
+			return wire.LiveReply{Pid: pid}, err
+		case wire.OpInput:
+			return wire.LiveReply{}, ps.input(op.Pid, op.Data)
+		case wire.OpCloseInput:
+			return wire.LiveReply{}, ps.closeInput(op.Pid)
+		case wire.OpSignal:
+			return wire.LiveReply{}, ps.signal(op.Pid, op.Signal)
+		case wire.OpList:
+			return wire.LiveReply{Processes: ps.list()}, nil
 		default:
 			return ps.status(op.Pid)
 		}
-	case OpStat, OpListDir, OpMkdir, OpMove, OpRemove, OpRead, OpWrite:
+	case wire.OpStat, wire.OpListDir, wire.OpMkdir, wire.OpMove, wire.OpRemove, wire.OpRead, wire.OpWrite:
 		return l.files(op)
 	}
-	return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("unknown live operation %q", op.Op)}
+	return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("unknown live operation %q", op.Op)}
 }
 
 // processes is the sandbox's process service, nil if none was started.
@@ -177,77 +179,77 @@ func (s *server) startProcesses(l *liveSandbox) {
 // sandbox sees it: through an os.Root at its root directory (the root of
 // one of its processes), so that no path, .. or symbolic link reaches
 // outside it, with the agent's uid, which is the sandbox's.
-func (l *liveSandbox) files(op LiveOp) (LiveReply, error) {
+func (l *liveSandbox) files(op wire.LiveOp) (wire.LiveReply, error) {
 	dir := "/"
 	switch {
 	case l.rootPid > 0:
 		dir = "/proc/" + strconv.Itoa(l.rootPid) + "/root"
 	case !l.agentRoot:
-		return LiveReply{}, &LiveError{Code: LiveErrNoSandbox, Message: "the sandbox's root is not known (its init was never reported)"}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrNoSandbox, Message: "the sandbox's root is not known (its init was never reported)"}
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return LiveReply{}, errNoLive
+		return wire.LiveReply{}, errNoLive
 	}
 	defer root.Close()
 	rel, err := relPath(op.Path)
 	if err != nil {
-		return LiveReply{}, err
+		return wire.LiveReply{}, err
 	}
 	if dir == "/" && (rel == "proc" || strings.HasPrefix(rel, "proc/")) {
 		// The Container isolation: the sandbox's /proc is the agent's,
 		// whose own files (/proc/self) the session's code may not reach.
-		return LiveReply{}, &LiveError{Code: LiveErrPermission, Message: fmt.Sprintf("path '%s' is not available to file operations here", op.Path)}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrPermission, Message: fmt.Sprintf("path '%s' is not available to file operations here", op.Path)}
 	}
 	switch op.Op {
-	case OpStat:
+	case wire.OpStat:
 		e, err := entryOf(root, rel, newOwners(root))
-		return LiveReply{Entry: &e}, err
-	case OpListDir:
+		return wire.LiveReply{Entry: &e}, err
+	case wire.OpListDir:
 		entries, err := listDir(root, rel, max(op.Depth, 1))
-		return LiveReply{Entries: entries}, err
-	case OpMkdir:
+		return wire.LiveReply{Entries: entries}, err
+	case wire.OpMkdir:
 		if _, err := root.Lstat(rel); err == nil {
-			return LiveReply{}, &LiveError{Code: LiveErrExists, Message: fmt.Sprintf("%s already exists", op.Path)}
+			return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrExists, Message: fmt.Sprintf("%s already exists", op.Path)}
 		}
 		if err := root.MkdirAll(rel, 0o755); err != nil {
-			return LiveReply{}, fileError(op.Path, err)
+			return wire.LiveReply{}, fileError(op.Path, err)
 		}
 		e, err := entryOf(root, rel, newOwners(root))
-		return LiveReply{Entry: &e}, err
-	case OpMove:
+		return wire.LiveReply{Entry: &e}, err
+	case wire.OpMove:
 		dest, err := relPath(op.Dest)
 		if err != nil {
-			return LiveReply{}, err
+			return wire.LiveReply{}, err
 		}
 		if rel == "." || dest == "." {
-			return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: "cannot move the root"}
+			return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "cannot move the root"}
 		}
 		if err := root.Rename(rel, dest); err != nil {
-			return LiveReply{}, fileError(op.Path, err)
+			return wire.LiveReply{}, fileError(op.Path, err)
 		}
 		e, err := entryOf(root, dest, newOwners(root))
-		return LiveReply{Entry: &e}, err
-	case OpRemove:
+		return wire.LiveReply{Entry: &e}, err
+	case wire.OpRemove:
 		if _, err := root.Lstat(rel); err != nil {
-			return LiveReply{}, fileError(op.Path, err)
+			return wire.LiveReply{}, fileError(op.Path, err)
 		}
 		if rel == "." {
-			return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: "cannot remove the root"}
+			return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "cannot remove the root"}
 		}
-		return LiveReply{}, fileError(op.Path, root.RemoveAll(rel))
-	case OpRead:
+		return wire.LiveReply{}, fileError(op.Path, root.RemoveAll(rel))
+	case wire.OpRead:
 		return readChunk(root, rel, op)
-	case OpWrite:
+	case wire.OpWrite:
 		return writeChunk(root, rel, op)
 	}
-	return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: "unknown file operation " + op.Op}
+	return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "unknown file operation " + string(op.Op)}
 }
 
 // relPath turns an absolute sandbox path into one relative to its root.
 func relPath(p string) (string, error) {
 	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path %q must be absolute", p)}
+		return "", &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("path %q must be absolute", p)}
 	}
 	if c := path.Clean(p); c != "/" {
 		return c[1:], nil
@@ -265,43 +267,43 @@ func fileError(p string, err error) error {
 	errors.As(err, &errno)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return &LiveError{Code: LiveErrNotFound, Message: fmt.Sprintf("path %s does not exist", p)}
+		return &wire.LiveError{Code: wire.LiveErrNotFound, Message: fmt.Sprintf("path %s does not exist", p)}
 	case errors.Is(err, fs.ErrExist):
-		return &LiveError{Code: LiveErrExists, Message: fmt.Sprintf("%s already exists", p)}
+		return &wire.LiveError{Code: wire.LiveErrExists, Message: fmt.Sprintf("%s already exists", p)}
 	case errno == syscall.ENOTDIR:
-		return &LiveError{Code: LiveErrNotDir, Message: fmt.Sprintf("a part of %s is not a directory", p)}
+		return &wire.LiveError{Code: wire.LiveErrNotDir, Message: fmt.Sprintf("a part of %s is not a directory", p)}
 	case errno == syscall.EISDIR:
-		return &LiveError{Code: LiveErrIsDir, Message: fmt.Sprintf("%s is a directory", p)}
+		return &wire.LiveError{Code: wire.LiveErrIsDir, Message: fmt.Sprintf("%s is a directory", p)}
 	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
-		return &LiveError{Code: LiveErrNoSpace, Message: "not enough disk space available"}
+		return &wire.LiveError{Code: wire.LiveErrNoSpace, Message: "not enough disk space available"}
 	case errors.Is(err, fs.ErrPermission) || errno == syscall.EROFS:
-		return &LiveError{Code: LiveErrPermission, Message: fmt.Sprintf("permission denied: %s", p)}
+		return &wire.LiveError{Code: wire.LiveErrPermission, Message: fmt.Sprintf("permission denied: %s", p)}
 	case errno == syscall.ENOTEMPTY:
-		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("%s is not empty", p)}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("%s is not empty", p)}
 	case strings.Contains(err.Error(), "escapes"):
-		return &LiveError{Code: LiveErrPermission, Message: fmt.Sprintf("%s leads outside the sandbox's root through a symbolic link", p)}
+		return &wire.LiveError{Code: wire.LiveErrPermission, Message: fmt.Sprintf("%s leads outside the sandbox's root through a symbolic link", p)}
 	}
 	if errno != 0 {
-		return &LiveError{Code: LiveErrFailed, Message: fmt.Sprintf("%s: %s", p, errno.Error())}
+		return &wire.LiveError{Code: wire.LiveErrFailed, Message: fmt.Sprintf("%s: %s", p, errno.Error())}
 	}
-	return &LiveError{Code: LiveErrFailed, Message: fmt.Sprintf("%s: the operation failed", p)}
+	return &wire.LiveError{Code: wire.LiveErrFailed, Message: fmt.Sprintf("%s: the operation failed", p)}
 }
 
 // entryOf describes rel (not following a symbolic link at its end).
-func entryOf(root *os.Root, rel string, owners *owners) (FileEntry, error) {
+func entryOf(root *os.Root, rel string, owners *owners) (wire.FileEntry, error) {
 	fi, err := root.Lstat(rel)
 	if err != nil {
-		return FileEntry{}, fileError("/"+strings.TrimPrefix(rel, "."), err)
+		return wire.FileEntry{}, fileError("/"+strings.TrimPrefix(rel, "."), err)
 	}
 	return describe(root, rel, fi, owners), nil
 }
 
-func describe(root *os.Root, rel string, fi fs.FileInfo, owners *owners) FileEntry {
+func describe(root *os.Root, rel string, fi fs.FileInfo, owners *owners) wire.FileEntry {
 	abs := "/" + rel
 	if rel == "." {
 		abs = "/"
 	}
-	e := FileEntry{Name: path.Base(abs), Path: abs, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Modified: encodableTime(fi.ModTime())}
+	e := wire.FileEntry{Name: path.Base(abs), Path: abs, Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Modified: encodableTime(fi.ModTime())}
 	switch {
 	case fi.Mode().IsRegular():
 		e.Type = "file"
@@ -323,16 +325,16 @@ func describe(root *os.Root, rel string, fi fs.FileInfo, owners *owners) FileEnt
 
 // listDir lists rel's entries, depth levels down, by path, at most
 // maxListed.
-func listDir(root *os.Root, rel string, depth int) ([]FileEntry, error) {
+func listDir(root *os.Root, rel string, depth int) ([]wire.FileEntry, error) {
 	fi, err := root.Stat(rel)
 	if err != nil {
 		return nil, fileError("/"+strings.TrimPrefix(rel, "."), err)
 	}
 	if !fi.IsDir() {
-		return nil, &LiveError{Code: LiveErrNotDir, Message: fmt.Sprintf("/%s is not a directory", strings.TrimPrefix(rel, "."))}
+		return nil, &wire.LiveError{Code: wire.LiveErrNotDir, Message: fmt.Sprintf("/%s is not a directory", strings.TrimPrefix(rel, "."))}
 	}
 	owners := newOwners(root)
-	out, size := []FileEntry{}, 0
+	out, size := []wire.FileEntry{}, 0
 	var walk func(dir string, level int) error
 	walk = func(dir string, level int) error {
 		f, err := root.Open(dir)
@@ -391,88 +393,88 @@ func regular(root *os.Root, rel, p string) error {
 	case err != nil:
 		return fileError(p, err)
 	case fi.IsDir():
-		return &LiveError{Code: LiveErrIsDir, Message: fmt.Sprintf("path '%s' is a directory", p)}
+		return &wire.LiveError{Code: wire.LiveErrIsDir, Message: fmt.Sprintf("path '%s' is a directory", p)}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil // the open resolves it within the root; its type is checked after
 	case !fi.Mode().IsRegular():
-		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", p)}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", p)}
 	}
 	return nil
 }
 
-func readChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
+func readChunk(root *os.Root, rel string, op wire.LiveOp) (wire.LiveReply, error) {
 	if err := regular(root, rel, op.Path); err != nil {
-		return LiveReply{}, err
+		return wire.LiveReply{}, err
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	if fi.IsDir() {
-		return LiveReply{}, &LiveError{Code: LiveErrIsDir, Message: fmt.Sprintf("path '%s' is a directory", op.Path)}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrIsDir, Message: fmt.Sprintf("path '%s' is a directory", op.Path)}
 	}
 	if !fi.Mode().IsRegular() {
-		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
 	}
 	n := op.Length
-	if n <= 0 || n > MaxLiveChunk {
-		n = MaxLiveChunk
+	if n <= 0 || n > wire.MaxLiveChunk {
+		n = wire.MaxLiveChunk
 	}
 	buf := make([]byte, n)
 	got, err := f.ReadAt(buf, max(op.Offset, 0))
 	if err != nil && !errors.Is(err, io.EOF) {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
-	return LiveReply{Data: buf[:got], Size: fi.Size(), EOF: op.Offset+int64(got) >= fi.Size()}, nil
+	return wire.LiveReply{Data: buf[:got], Size: fi.Size(), EOF: op.Offset+int64(got) >= fi.Size()}, nil
 }
 
-func writeChunk(root *os.Root, rel string, op LiveOp) (LiveReply, error) {
-	if len(op.Data) > MaxLiveChunk {
-		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("a write carries at most %d bytes", MaxLiveChunk)}
+func writeChunk(root *os.Root, rel string, op wire.LiveOp) (wire.LiveReply, error) {
+	if len(op.Data) > wire.MaxLiveChunk {
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("a write carries at most %d bytes", wire.MaxLiveChunk)}
 	}
 	if rel == "." {
-		return LiveReply{}, &LiveError{Code: LiveErrIsDir, Message: "path '/' is a directory"}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrIsDir, Message: "path '/' is a directory"}
 	}
 	flags := os.O_WRONLY
 	if op.Truncate {
 		if dir := path.Dir(rel); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return LiveReply{}, fileError(op.Path, err)
+				return wire.LiveReply{}, fileError(op.Path, err)
 			}
 		}
 		flags |= os.O_CREATE | os.O_TRUNC
 	}
 	if err := regular(root, rel, op.Path); err != nil {
-		return LiveReply{}, err
+		return wire.LiveReply{}, err
 	}
 	f, err := root.OpenFile(rel, flags|syscall.O_NONBLOCK, 0o644)
 	if errors.Is(err, syscall.ENXIO) { // a FIFO without a reader, through a link
-		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
 	}
 	if err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return LiveReply{}, &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
+		return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("path '%s' is not a regular file", op.Path)}
 	}
 	if _, err := f.WriteAt(op.Data, max(op.Offset, 0)); err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	if err := f.Close(); err != nil {
-		return LiveReply{}, fileError(op.Path, err)
+		return wire.LiveReply{}, fileError(op.Path, err)
 	}
 	e := describe(root, rel, fi, newOwners(root))
-	return LiveReply{Entry: &e, Size: fi.Size()}, nil
+	return wire.LiveReply{Entry: &e, Size: fi.Size()}, nil
 }
 
 // owners names uids and gids from the sandbox's /etc/passwd and

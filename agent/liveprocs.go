@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // A live sandbox's processes: started by its process service (warm.py's
@@ -30,14 +32,14 @@ const maxProcessAnswer = 64 << 10
 // processService is the agent's end of a live sandbox's process service.
 type processService struct {
 	conn *net.UnixConn
-	fw   *frameWriter // the runner's stream
+	fw   *wire.FrameWriter // the runner's stream
 	gone chan struct{}
 
 	mu      sync.Mutex // one request at a time; the maps below
 	nextID  int64
 	replies map[int64]pending
 	procs   map[int]*liveProc
-	exited  map[int]ProcessExit
+	exited  map[int]wire.ProcessExit
 }
 
 // pending is a request waiting for its reply; a spawn's carries its
@@ -62,7 +64,7 @@ type psAnswer struct {
 
 // liveProc is a process the service started.
 type liveProc struct {
-	info    Process
+	info    wire.Process
 	stdinMu sync.Mutex
 	stdin   *os.File // nil: not taken, or closed
 	// started is closed once the spawn's reply came, pid set (0: it did
@@ -74,9 +76,9 @@ type liveProc struct {
 	timer   *time.Timer
 }
 
-func newProcessService(conn *net.UnixConn, fw *frameWriter) *processService {
+func newProcessService(conn *net.UnixConn, fw *wire.FrameWriter) *processService {
 	ps := &processService{conn: conn, fw: fw, gone: make(chan struct{}),
-		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]ProcessExit{}}
+		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]wire.ProcessExit{}}
 	go ps.read()
 	return ps
 }
@@ -104,7 +106,7 @@ func (ps *processService) read() {
 		}
 		ps.mu.Unlock()
 		for _, pid := range pids {
-			ps.ended(ProcessExit{Pid: pid, Code: -1, Signal: int(syscall.SIGKILL)})
+			ps.ended(wire.ProcessExit{Pid: pid, Code: -1, Signal: int(syscall.SIGKILL)})
 		}
 	}()
 	r := bufio.NewReader(ps.conn)
@@ -126,7 +128,7 @@ func (ps *processService) read() {
 			return
 		}
 		if a.Event == "exit" {
-			ps.ended(ProcessExit{Pid: a.Pid, Code: a.Code, Signal: a.Signal})
+			ps.ended(wire.ProcessExit{Pid: a.Pid, Code: a.Code, Signal: a.Signal})
 			continue
 		}
 		ps.mu.Lock()
@@ -190,14 +192,14 @@ func (ps *processService) request(req map[string]any, fds []int, proc *liveProc)
 	}
 }
 
-var errProcessesGone = &LiveError{Code: LiveErrNoSandbox,
+var errProcessesGone = &wire.LiveError{Code: wire.LiveErrNoSandbox,
 	Message: "the sandbox's process service is gone (the sandbox ended, or its own code stopped the service); the session's next job starts it again"}
 
 // spawn starts a process with the op's argv, environment (env, the
 // sandbox's whole environment) and working directory.
-func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
+func (ps *processService) spawn(op wire.LiveOp, env []string) (int, error) {
 	if len(op.Argv) == 0 || op.Argv[0] == "" {
-		return 0, &LiveError{Code: LiveErrInvalid, Message: "a process needs a command"}
+		return 0, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "a process needs a command"}
 	}
 	var files []*os.File // the process's ends, closed once sent
 	defer func() {
@@ -206,7 +208,7 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 		}
 	}()
 	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}),
-		info: Process{Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}}
+		info: wire.Process{Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}}
 	var stdin *os.File
 	if op.Stdin {
 		r, w, err := os.Pipe()
@@ -239,8 +241,8 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 	// The pumps run from the start: a process that writes and ends at
 	// once is read whole.
 	p.outputs.Add(2)
-	go ps.pump(p, KindStdout, outR)
-	go ps.pump(p, KindStderr, errR)
+	go ps.pump(p, wire.KindStdout, outR)
+	go ps.pump(p, wire.KindStderr, errR)
 	a, err := ps.request(map[string]any{"op": "spawn", "argv": op.Argv, "env": env, "cwd": op.Cwd},
 		[]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())}, p)
 	if err == nil && (a.Error != "" || a.Pid <= 0) {
@@ -248,7 +250,7 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 		if msg == "" {
 			msg = "the process service gave no pid"
 		}
-		err = &LiveError{Code: LiveErrInvalid, Message: msg}
+		err = &wire.LiveError{Code: wire.LiveErrInvalid, Message: msg}
 	}
 	close(p.started)
 	if err != nil {
@@ -277,7 +279,7 @@ func (ps *processService) spawn(op LiveOp, env []string) (int, error) {
 // pump sends a process's output as it comes, until the stream ends or the
 // process has ended (then what the pipe holds is sent, and the rest, from
 // processes it left behind, read and dropped).
-func (ps *processService) pump(p *liveProc, stream byte, f *os.File) {
+func (ps *processService) pump(p *liveProc, stream wire.Kind, f *os.File) {
 	defer p.outputs.Done()
 	var held [][]byte // what came before the pid was known
 	drainUntil(f, p.ended, func(data []byte) {
@@ -288,21 +290,21 @@ func (ps *processService) pump(p *liveProc, stream byte, f *os.File) {
 			return
 		}
 		for _, h := range held {
-			_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, h))
+			_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, h))
 		}
 		held = nil
-		_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, data))
+		_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, data))
 	})
 	<-p.started
 	if p.pid > 0 {
 		for _, h := range held {
-			_ = ps.fw.frame(KindProcessOutput, processOutput(p.pid, stream, h))
+			_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, h))
 		}
 	}
 }
 
 // ended records a process's end and reports it after its output.
-func (ps *processService) ended(e ProcessExit) {
+func (ps *processService) ended(e wire.ProcessExit) {
 	ps.mu.Lock()
 	p := ps.procs[e.Pid]
 	if p == nil {
@@ -320,7 +322,7 @@ func (ps *processService) ended(e ProcessExit) {
 	p.closeStdin()
 	go func() {
 		p.outputs.Wait()
-		_ = ps.fw.json(KindProcessExit, e)
+		_ = ps.fw.JSON(wire.KindProcessExit, e)
 		time.AfterFunc(exitedKept, func() {
 			ps.mu.Lock()
 			if cur, ok := ps.exited[e.Pid]; ok && cur == e {
@@ -349,7 +351,7 @@ func (ps *processService) proc(pid int) (*liveProc, error) {
 	if p := ps.procs[pid]; p != nil {
 		return p, nil
 	}
-	return nil, &LiveError{Code: LiveErrNotFound, Message: fmt.Sprintf("process %d not found", pid)}
+	return nil, &wire.LiveError{Code: wire.LiveErrNotFound, Message: fmt.Sprintf("process %d not found", pid)}
 }
 
 func (ps *processService) input(pid int, data []byte) error {
@@ -360,11 +362,11 @@ func (ps *processService) input(pid int, data []byte) error {
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
 	if p.stdin == nil {
-		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("process %d has no stdin open (start it with stdin)", pid)}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("process %d has no stdin open (start it with stdin)", pid)}
 	}
 	_ = p.stdin.SetWriteDeadline(time.Now().Add(stdinWait))
 	if _, err := p.stdin.Write(data); err != nil {
-		return &LiveError{Code: LiveErrFailed, Message: fmt.Sprintf("write to the stdin of process %d: %v", pid, errors.Unwrap(err))}
+		return &wire.LiveError{Code: wire.LiveErrFailed, Message: fmt.Sprintf("write to the stdin of process %d: %v", pid, errors.Unwrap(err))}
 	}
 	return nil
 }
@@ -383,22 +385,22 @@ func (ps *processService) signal(pid, sig int) error {
 		return err
 	}
 	if sig <= 0 || sig > 64 {
-		return &LiveError{Code: LiveErrInvalid, Message: fmt.Sprintf("signal %d", sig)}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: fmt.Sprintf("signal %d", sig)}
 	}
 	a, err := ps.request(map[string]any{"op": "signal", "pid": pid, "signal": sig}, nil, nil)
 	if err != nil {
 		return err
 	}
 	if a.Error != "" {
-		return &LiveError{Code: LiveErrNotFound, Message: fmt.Sprintf("process %d: %s", pid, a.Error)}
+		return &wire.LiveError{Code: wire.LiveErrNotFound, Message: fmt.Sprintf("process %d: %s", pid, a.Error)}
 	}
 	return nil
 }
 
-func (ps *processService) list() []Process {
+func (ps *processService) list() []wire.Process {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	out := make([]Process, 0, len(ps.procs))
+	out := make([]wire.Process, 0, len(ps.procs))
 	for _, p := range ps.procs {
 		out = append(out, p.info)
 	}
@@ -407,14 +409,14 @@ func (ps *processService) list() []Process {
 }
 
 // status answers a process: running (no Exit), or how it ended.
-func (ps *processService) status(pid int) (LiveReply, error) {
+func (ps *processService) status(pid int) (wire.LiveReply, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if p := ps.procs[pid]; p != nil {
-		return LiveReply{Pid: pid, Processes: []Process{p.info}}, nil
+		return wire.LiveReply{Pid: pid, Processes: []wire.Process{p.info}}, nil
 	}
 	if e, ok := ps.exited[pid]; ok {
-		return LiveReply{Pid: pid, Exit: &e}, nil
+		return wire.LiveReply{Pid: pid, Exit: &e}, nil
 	}
-	return LiveReply{}, &LiveError{Code: LiveErrNotFound, Message: fmt.Sprintf("process %d not found", pid)}
+	return wire.LiveReply{}, &wire.LiveError{Code: wire.LiveErrNotFound, Message: fmt.Sprintf("process %d not found", pid)}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // The sandbox one program runs in, from its launch to the end of its
@@ -23,7 +25,7 @@ import (
 // output.
 type process struct {
 	cmd       *exec.Cmd
-	isolation Isolation
+	isolation wire.Isolation
 	exited    chan struct{} // closed when the sandbox's main process ended
 	reaped    chan struct{} // closed after exited, when its usage is known (reapInit)
 	done      chan struct{} // closed when, also, its output was read (after relay)
@@ -98,8 +100,9 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 	closeAll, pipe := files.closeAll, files.pipe
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
 	var childEnds []*os.File   // closed once the child has them
-	if s.cfg.Isolation == Namespaces {
-		args := append(s.sandboxArgs(int(capacity(Workspace)>>20), s.runDir(), o.build), "--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
+	if s.cfg.Isolation == wire.Namespaces {
+		args := append(s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), o.build, false).bwrapArgs(),
+			"--json-status-fd", "3", "--block-fd", "4", "--seccomp", "5", "--")
 		p.cmd = exec.Command(s.cfg.Bwrap, append(args, argv...)...)
 		statusR, statusW, err := pipe()
 		if err != nil {
@@ -123,7 +126,7 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 		p.cmd = exec.Command(s.cfg.Self, append([]string{"exec", "--"}, argv...)...)
 	}
 	p.cmd.Env = env
-	p.cmd.Dir = Workspace
+	p.cmd.Dir = wire.Workspace
 	// The sandbox dies with the agent; it has a process group of its own,
 	// so that a program killing its group does not kill the agent.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -173,14 +176,14 @@ func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, e
 	}
 	go func() {
 		p.waitErr = p.cmd.Wait()
-		if p.isolation == Container && !o.keep {
+		if p.isolation == wire.Container && !o.keep {
 			// The program's leftovers share the container with the agent:
 			// kill every process the agent may signal (all but itself and
 			// the container's init).
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
 		close(p.exited)
-		if p.isolation == Namespaces {
+		if p.isolation == wire.Namespaces {
 			<-p.statusEnd
 			p.reapInit()
 		}
@@ -237,7 +240,7 @@ func (p *process) relay(s *server, cap int, skipReady bool) {
 
 // relayMerged is relay for a sandbox whose stdout and stderr are one pipe
 // (a compile step's), sent as frames of kind.
-func (p *process) relayMerged(s *server, kind byte, cap int) {
+func (p *process) relayMerged(s *server, kind wire.Kind, cap int) {
 	drained := s.relay(p.outR, nil, cap, p.ended(), p, false, kind)
 	go p.finish(drained)
 }
@@ -271,7 +274,7 @@ func (p *process) expire() {
 // in case something that cannot be killed holds them. setup (may be nil)
 // keeps the first bytes of stderr (of outR when merged). The channel
 // returned closes when both are done.
-func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setup *process, skipReady bool, kinds ...byte) <-chan struct{} {
+func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setup *process, skipReady bool, kinds ...wire.Kind) <-chan struct{} {
 	if cap <= 0 {
 		cap = 1 << 20
 	}
@@ -281,8 +284,8 @@ func (s *server) relay(outR, errR *os.File, cap int, ended <-chan struct{}, setu
 		go func() { defer relays.Done(); s.copyOut(kinds[0], outR, cap, setup, false) }()
 	} else {
 		relays.Add(2)
-		go func() { defer relays.Done(); s.copyOut(KindStdout, outR, cap, nil, false) }()
-		go func() { defer relays.Done(); s.copyOut(KindStderr, errR, cap, setup, skipReady) }()
+		go func() { defer relays.Done(); s.copyOut(wire.KindStdout, outR, cap, nil, false) }()
+		go func() { defer relays.Done(); s.copyOut(wire.KindStderr, errR, cap, setup, skipReady) }()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -325,9 +328,9 @@ var readyLine = []byte("\x00gantry-ready\n")
 // copyOut sends what r yields as frames of kind, up to cap bytes, and
 // reads and drops the rest. With p set it keeps the first bytes for
 // p.setupErr.
-func (s *server) copyOut(kind byte, r *os.File, cap int, p *process, skipReady bool) {
+func (s *server) copyOut(kind wire.Kind, r *os.File, cap int, p *process, skipReady bool) {
 	defer r.Close()
-	buf := make([]byte, chunk)
+	buf := make([]byte, wire.Chunk)
 	var skipped []byte
 	sent := 0
 	for {
@@ -339,7 +342,7 @@ func (s *server) copyOut(kind byte, r *os.File, cap int, p *process, skipReady b
 			switch {
 			case i >= 0:
 				data, skipReady = skipped[i+len(readyLine):], false
-			case len(skipped) > chunk: // no ready line: it is all output
+			case len(skipped) > wire.Chunk: // no ready line: it is all output
 				data, skipReady = skipped, false
 			default:
 				data = nil
@@ -356,7 +359,7 @@ func (s *server) copyOut(kind byte, r *os.File, cap int, p *process, skipReady b
 			// One byte past the cap tells the runner output was cut.
 			if room := cap + 1 - sent; room > 0 {
 				take := min(room, len(data))
-				_ = s.fw.frame(kind, data[:take])
+				_ = s.fw.Frame(kind, data[:take])
 				sent += take
 			}
 		}
@@ -449,14 +452,14 @@ func taskChildren(pid, tid int) []int {
 }
 
 // exit reports how the program ended (after done closed).
-func (p *process) exit() (Exit, error) { return p.result(), nil }
+func (p *process) exit() (wire.Exit, error) { return p.result(), nil }
 
-func (p *process) result() Exit {
-	e := Exit{OOMKills: max(oomKills()-p.oomBefore, 0)}
+func (p *process) result() wire.Exit {
+	e := wire.Exit{OOMKills: max(oomKills()-p.oomBefore, 0)}
 	p.mu.Lock()
 	e.TimedOut = p.timedOut
 	p.mu.Unlock()
-	if p.isolation == Namespaces {
+	if p.isolation == wire.Namespaces {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if !p.hasCode {

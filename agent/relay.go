@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // RelayThenRun is `gantry-agent relay -- PROGRAM ARGS...`: the first
@@ -24,9 +27,9 @@ func RelayThenRun(argv []string) int {
 		fmt.Fprintln(os.Stderr, "gantry: relay: no program")
 		return 127
 	}
-	ln, err := net.Listen("tcp", EgressProxy)
+	ln, err := net.Listen("tcp", wire.EgressProxy)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gantry: the egress proxy could not listen on %s: %v\n", EgressProxy, err)
+		fmt.Fprintf(os.Stderr, "gantry: the egress proxy could not listen on %s: %v\n", wire.EgressProxy, err)
 		return 127
 	}
 	go serveRelay(ln)
@@ -61,6 +64,23 @@ func RelayThenRun(argv []string) int {
 	return 0
 }
 
+// ServeRelay is `gantry-agent relay -fd N`: the egress relay of a sandbox
+// the warm interpreter made, serving the listener its init bound on the
+// layout's egress address and passed as descriptor fd, for as long as the
+// sandbox lives. It is the relay RelayThenRun runs, without a program.
+func ServeRelay(fd int) int {
+	// Named for what it is among the sandbox's processes.
+	name := []byte("egress-relay\x00")
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
+	ln, err := net.FileListener(os.NewFile(uintptr(fd), "egress-relay"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gantry: relay: descriptor %d is no listener: %v\n", fd, err)
+		return 127
+	}
+	serveRelay(ln)
+	return 0
+}
+
 // serveRelay joins each connection ln accepts to the agent's egress
 // socket, until ln is closed.
 func serveRelay(ln net.Listener) {
@@ -80,7 +100,7 @@ func serveRelay(ln net.Listener) {
 // splice joins a program's proxy connection to the agent's socket.
 func splice(c net.Conn) {
 	defer c.Close()
-	up, err := net.Dial("unix", EgressSocket)
+	up, err := net.Dial("unix", wire.EgressSocket)
 	if err != nil {
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // drainGrace bounds how long output is read after the program's main
@@ -24,7 +26,7 @@ const drainGrace = 2 * time.Second
 var errNotBuilt = errors.New("the compile step failed")
 
 // run runs one program and reports its exit and the workspace's files.
-func (s *server) run(req Request) error {
+func (s *server) run(req wire.Request) error {
 	exit, err := s.runProgram(req)
 	if errors.Is(err, ErrRunnerGone) || errors.Is(err, errWarmLost) {
 		return err
@@ -33,107 +35,73 @@ func (s *server) run(req Request) error {
 		return nil
 	}
 	if err != nil {
-		exit = Exit{Message: err.Error()}
+		exit = wire.Exit{Message: err.Error()}
 	}
-	if err := s.fw.json(KindExit, exit); err != nil {
+	if err := s.fw.JSON(wire.KindExit, exit); err != nil {
 		return err
 	}
 	var list []byte
 	if exit.Started {
-		list = listing(Workspace)
+		list = wire.Listing(wire.Workspace)
 	}
-	if len(list) > MaxFrame {
+	if len(list) > wire.MaxFrame {
 		list = list[:0] // a workspace of millions of files: nothing to collect
 	}
-	return s.fw.frame(KindListing, list)
+	return s.fw.Frame(wire.KindListing, list)
 }
 
-// running is a program in its sandbox, from its start to the end of its
-// output.
-type running interface {
-	// wait is closed when the program ended and its output was read.
-	wait() <-chan struct{}
-	// exit reports how it ended (after wait); an error means the agent can
-	// no longer tell, and must end.
-	exit() (Exit, error)
-	// expire kills the program at its timeout, keeping what it used
-	// accounted; exit then reports it (Exit.TimedOut).
-	expire()
-	// abandon kills the program: the runner is gone.
-	abandon()
-}
-
-// runProgram prepares the run's files and runs the program. An error means
-// the program did not start.
-func (s *server) runProgram(req Request) (Exit, error) {
+// runProgram prepares the run's files and runs the program with the
+// launcher chosen for it. An error means the program did not start.
+func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	if len(req.Argv) == 0 {
-		return Exit{}, errors.New("run request without argv")
+		return wire.Exit{}, errors.New("run request without argv")
 	}
 	if err := s.unfit(); err != nil {
-		return Exit{}, err
+		return wire.Exit{}, err
 	}
-	if req.Stateful {
-		return s.runLive(req)
+	l, err := s.choose(req)
+	if err != nil {
+		return wire.Exit{}, err
 	}
-	// A Python job forks from the warm interpreter once it has loaded;
-	// until then (a container made on demand, in its first second or so)
-	// it runs as without one, rather than wait. An egress job runs behind
-	// its relay, in a sandbox of its own.
-	warm := s.warm != nil && !req.Egress && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
-	var sp *spare
-	if !warm && !req.Egress {
-		sp = s.takeSpare()
-		if s.warm != nil {
-			defer s.warm.pauseLoading()()
-		}
-	}
-	if req.Egress {
-		req.Argv = append([]string{s.cfg.Self, "relay", "--"}, req.Argv...)
+	defer l.drop()
+	if s.warm != nil && l.name() != wire.LauncherWarm && l.name() != wire.LauncherSession {
+		// A program beside a warm interpreter still loading (a container
+		// made on demand, in its first second or so) gets the container's
+		// CPUs for itself.
+		defer s.warm.pauseLoading()()
 	}
 	if req.Fresh {
-		if err := emptyDir(Workspace); err != nil {
-			sp.discard()
-			return Exit{}, fmt.Errorf("empty the workspace: %w", err)
+		if err := emptyDir(wire.Workspace); err != nil {
+			return wire.Exit{}, fmt.Errorf("empty the workspace: %w", err)
 		}
 	}
 	br, eg, cleanup, err := s.prepareRun(req)
 	if err != nil {
-		sp.discard()
-		return Exit{}, err
+		return wire.Exit{}, err
 	}
 	defer cleanup()
-
 	env := environ(req.Env)
 	if err := s.build(req, env); err != nil {
-		sp.discard()
-		return Exit{}, err
+		return wire.Exit{}, err
 	}
-	var p running
-	if warm {
-		p, err = s.runWarm(req, env)
-		if errors.Is(err, errWarmTooLarge) {
-			p, err = s.handOver(nil, req, env) // a sandbox of its own
-		}
-	} else {
-		p, err = s.handOver(sp, req, env)
-	}
+	p, err := l.start(req, env)
 	if err != nil {
-		return Exit{}, err
+		return wire.Exit{}, err
 	}
-	// The next job's sandbox starts as soon as this one's program runs
-	// (under Container the container serves this one job): a Python one
-	// only when the warm interpreter does not serve Python jobs.
-	if s.cfg.Isolation == Namespaces {
-		s.spawnSpares(isPython(req.Argv) && s.warm == nil)
+	// The next job's sandbox starts as soon as this one's program runs.
+	if !req.Stateful {
+		s.topUpSpares(req)
 	}
-	return s.await(p, br, eg, req.TimeoutMS)
+	exit, err := s.await(p, br, eg, req.TimeoutMS)
+	exit.Launcher = l.name()
+	return exit, err
 }
 
 // prepareRun writes the run's program files and opens the code-mode
 // bridge and the egress socket; cleanup closes them (every egress
 // connection ended, nothing of them sent after) and empties the program
 // directory.
-func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) {
+func (s *server) prepareRun(req wire.Request) (*bridge, *egressRelay, func(), error) {
 	runDir := s.runDir()
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, nil, nil, err
@@ -157,13 +125,13 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 	}
 	if req.Bridge {
 		var err error
-		if br, err = openBridge(filepath.Join(runDir, filepath.Base(BridgeSocket)), s.fw); err != nil {
+		if br, err = openBridge(filepath.Join(runDir, filepath.Base(wire.BridgeSocket)), s.fw); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if req.Egress {
 		var err error
-		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(EgressSocket)), s.fw); err != nil {
+		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(wire.EgressSocket)), s.fw); err != nil {
 			closeAll()
 			return nil, nil, nil, fmt.Errorf("egress socket: %w", err)
 		}
@@ -173,7 +141,7 @@ func (s *server) prepareRun(req Request) (*bridge, *egressRelay, func(), error) 
 
 // build runs the request's compile step, if it has one (after
 // prepareRun): errNotBuilt when the program did not compile.
-func (s *server) build(req Request, env []string) error {
+func (s *server) build(req wire.Request, env []string) error {
 	if req.Compile == nil {
 		return nil
 	}
@@ -187,7 +155,7 @@ func (s *server) build(req Request, env []string) error {
 // await relays the runner's bridge replies (br may be nil) and egress
 // streams (eg may be nil) until the program ends, and kills it timeoutMS
 // after now (0: never).
-func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (Exit, error) {
+func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (wire.Exit, error) {
 	var deadline <-chan time.Time
 	if timeoutMS > 0 {
 		t := time.NewTimer(time.Duration(timeoutMS) * time.Millisecond)
@@ -199,17 +167,17 @@ func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (E
 		case f, ok := <-s.frames:
 			if !ok {
 				p.abandon()
-				return Exit{}, ErrRunnerGone
+				return wire.Exit{}, ErrRunnerGone
 			}
-			if isNetFrame(f.kind) && eg != nil {
-				eg.handle(f.kind, f.payload)
+			if wire.IsNetFrame(f.Kind) && eg != nil {
+				eg.handle(f.Kind, f.Payload)
 				continue
 			}
-			if f.kind != KindRequest {
+			if f.Kind != wire.KindRequest {
 				continue
 			}
-			var r Request
-			if json.Unmarshal(f.payload, &r) == nil && r.Op == "reply" && br != nil {
+			var r wire.Request
+			if json.Unmarshal(f.Payload, &r) == nil && r.Op == "reply" && br != nil {
 				br.reply(r.ID, r.Body)
 			}
 		case <-deadline:
@@ -224,7 +192,7 @@ func (s *server) await(p running, br *bridge, eg *egressRelay, timeoutMS int) (E
 // compile runs a compile step into runDir's build directory and reports
 // it (KindCompileOutput, KindCompiled); built says whether the program
 // may run. An error means the step did not start, or the runner is gone.
-func (s *server) compile(c Compile, env []string, runDir string) (built bool, err error) {
+func (s *server) compile(c wire.Compile, env []string, runDir string) (built bool, err error) {
 	if len(c.Argv) == 0 {
 		return false, errors.New("compile step without argv")
 	}
@@ -238,42 +206,25 @@ func (s *server) compile(c Compile, env []string, runDir string) (built bool, er
 	if err != nil {
 		return false, err
 	}
-	p.relayMerged(s, KindCompileOutput, c.OutputCap)
+	p.relayMerged(s, wire.KindCompileOutput, c.OutputCap)
 	exit, err := s.await(p, nil, nil, c.TimeoutMS)
 	if err != nil {
 		return false, err
 	}
-	if err := s.fw.json(KindCompiled, exit); err != nil {
+	if err := s.fw.JSON(wire.KindCompiled, exit); err != nil {
 		return false, err
 	}
 	return exit.Succeeded(), nil
 }
 
-// handOver starts the program: in the spare sandbox when there is one that
-// is alive (it receives the job on stdin), else in a sandbox of its own.
-func (s *server) handOver(sp *spare, req Request, env []string) (*process, error) {
-	if sp != nil {
-		if p, ok := sp.take(s, req, env); ok {
-			return p, nil
-		}
-	}
-	p, stdin, err := s.launch(req.Argv, env, launchOpts{stdin: true, announce: s.announceStart})
-	if err != nil {
-		return nil, err
-	}
-	s.feed(stdin, nil, req.Stdin)
-	p.relay(s, req.OutputCap, false)
-	return p, nil
-}
-
 // announceStart tells the runner the program may act from now on: what
 // goes wrong after this may be the program's doing.
-func (s *server) announceStart() { _ = s.fw.frame(KindStarted, nil) }
+func (s *server) announceStart() { _ = s.fw.Frame(wire.KindStarted, nil) }
 
 // placeFiles writes the run's files: the workspace's, and the program's
 // own under runDir (which the program sees as ProgramDir).
-func placeFiles(files []File, runDir string) error {
-	ws, err := os.OpenRoot(Workspace)
+func placeFiles(files []wire.File, runDir string) error {
+	ws, err := os.OpenRoot(wire.Workspace)
 	if err != nil {
 		return err
 	}
@@ -285,12 +236,12 @@ func placeFiles(files []File, runDir string) error {
 	defer prog.Close()
 	for _, f := range files {
 		root, rel := ws, ""
-		if r, ok := strings.CutPrefix(f.Path, Workspace+"/"); ok {
+		if r, ok := strings.CutPrefix(f.Path, wire.Workspace+"/"); ok {
 			rel = r
-		} else if r, ok := strings.CutPrefix(f.Path, ProgramDir+"/"); ok {
+		} else if r, ok := strings.CutPrefix(f.Path, wire.ProgramDir+"/"); ok {
 			root, rel = prog, r
 		} else {
-			return fmt.Errorf("file %q is outside %s and %s", f.Path, Workspace, ProgramDir)
+			return fmt.Errorf("file %q is outside %s and %s", f.Path, wire.Workspace, wire.ProgramDir)
 		}
 		clean, ok := cleanRel(rel)
 		if !ok {
@@ -304,7 +255,7 @@ func placeFiles(files []File, runDir string) error {
 	// every job starts (plt.savefig("out/plot.png") must just work); in a
 	// session whose job left something else named out, that stays.
 	if err := ws.Mkdir(OutDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("make %s/%s: %w", Workspace, OutDir, err)
+		return fmt.Errorf("make %s/%s: %w", wire.Workspace, OutDir, err)
 	}
 	return nil
 }
@@ -362,7 +313,7 @@ func (s *server) probe() error {
 		return err
 	}
 	defer filterR.Close()
-	args := append(s.sandboxArgs(1, s.runDir(), false), "--seccomp", "3", "--", "true")
+	args := append(s.sandboxLayout(1, s.runDir(), false, false).bwrapArgs(), "--seccomp", "3", "--", "true")
 	cmd := exec.Command(s.cfg.Bwrap, args...)
 	cmd.ExtraFiles = []*os.File{filterR}
 	var out bytes.Buffer

@@ -12,11 +12,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // Config is how the agent runs.
 type Config struct {
-	Isolation Isolation
+	Isolation wire.Isolation
 	// StateDir is the agent's own directory for the skills and each run's
 	// program. Under Namespaces it lies in the container's /tmp, which
 	// every sandbox covers with a fresh /tmp of its own.
@@ -38,7 +40,7 @@ type Config struct {
 // WithDefaults fills in zero fields.
 func (c Config) WithDefaults() Config {
 	if c.Isolation == "" {
-		c.Isolation = Namespaces
+		c.Isolation = wire.Namespaces
 	}
 	if c.StateDir == "" {
 		c.StateDir = "/tmp/.gantry-agent"
@@ -57,23 +59,18 @@ func (c Config) WithDefaults() Config {
 // it the container) should end.
 var ErrRunnerGone = errors.New("runner went away")
 
-type frame struct {
-	kind    byte
-	payload []byte
-}
-
 // server is the agent: one request at a time, in order.
 type server struct {
 	cfg    Config
-	fw     *frameWriter
-	frames <-chan frame
+	fw     *wire.FrameWriter
+	frames <-chan wire.Frame
 	// masks hide host details in each sandbox's /proc and /sys, as
-	// Docker's masked paths do for containers.
-	masks []string
+	// Docker's masked paths do for containers (layout.go).
+	masks []mount
 	// spares are the next runs' sandboxes (spare.go), oldest first, each
-	// delivered on its channel once launched. Only the serving goroutine
-	// touches the slice.
-	spares []chan *spare
+	// delivered on its channel once made (nil if it could not be). Only the
+	// serving goroutine touches the slice.
+	spares []pendingSpare
 	// warm is the warm interpreter (warm.go), nil without one.
 	warm *warm
 	// filter is the job seccomp filter (seccomp.go).
@@ -93,20 +90,20 @@ type server struct {
 // (ErrRunnerGone) or the agent was idle for cfg.Idle (nil).
 func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	cfg = cfg.WithDefaults()
-	s := &server{cfg: cfg, fw: newFrameWriter(out), liveOps: make(chan struct{}, maxLiveOps)}
-	frames := make(chan frame, 16)
+	s := &server{cfg: cfg, fw: wire.NewFrameWriter(out), liveOps: make(chan struct{}, maxLiveOps)}
+	frames := make(chan wire.Frame, 16)
 	// A live operation is served at once, beside any request: it counts as
 	// activity, like a request.
 	active := make(chan struct{}, 1)
 	go func() {
-		fr := newFrameReader(in, MaxFrame)
+		fr := wire.NewFrameReader(in, wire.MaxFrame)
 		for {
-			k, p, err := fr.next()
+			k, p, err := fr.Next()
 			if err != nil {
 				close(frames)
 				return
 			}
-			if k == KindLive {
+			if k == wire.KindLive {
 				select {
 				case active <- struct{}{}:
 				default:
@@ -114,27 +111,26 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 				s.serveLive(p)
 				continue
 			}
-			frames <- frame{k, p}
+			frames <- wire.Frame{Kind: k, Payload: p}
 		}
 	}()
 	s.frames = frames
 
-	hello := Hello{Protocol: Protocol, Isolation: cfg.Isolation}
+	hello := wire.Hello{Protocol: wire.Protocol, Isolation: cfg.Isolation}
 	if err := s.setup(); err != nil {
 		hello.Error = err.Error()
 	} else {
-		// Most jobs are Python: a spare Python unless the warm
-		// interpreter serves them.
-		s.spawnSpares(s.warm == nil)
+		// Most jobs are Python.
+		s.topUpSpares(wire.Request{Argv: []string{"python3"}})
 	}
-	if err := s.fw.json(KindHello, hello); err != nil {
+	if err := s.fw.JSON(wire.KindHello, hello); err != nil {
 		return err
 	}
 
 	idle := time.NewTimer(cfg.Idle)
 	defer idle.Stop()
 	for {
-		var f frame
+		var f wire.Frame
 		var ok bool
 		select {
 		case f, ok = <-frames:
@@ -147,12 +143,12 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 			idle.Reset(cfg.Idle)
 			continue
 		}
-		if f.kind != KindRequest {
+		if f.Kind != wire.KindRequest {
 			continue // the rest of a stream nobody waits for
 		}
-		var req Request
-		if err := json.Unmarshal(f.payload, &req); err != nil {
-			_ = s.fw.frame(KindError, []byte("malformed request: "+err.Error()))
+		var req wire.Request
+		if err := json.Unmarshal(f.Payload, &req); err != nil {
+			_ = s.fw.Frame(wire.KindError, []byte("malformed request: "+err.Error()))
 			continue
 		}
 		var err error
@@ -187,7 +183,7 @@ func (s *server) clean() error {
 	if err := s.unfit(); err != nil {
 		return err
 	}
-	return emptyDir(Workspace)
+	return emptyDir(wire.Workspace)
 }
 
 // warmReady waits for the warm interpreter to load (if there is one) and
@@ -218,9 +214,9 @@ func (s *server) unfit() error {
 // answer ends a request that has no stream of its own.
 func (s *server) answer(err error) error {
 	if err != nil {
-		return s.fw.frame(KindError, []byte(err.Error()))
+		return s.fw.Frame(wire.KindError, []byte(err.Error()))
 	}
-	return s.fw.frame(KindOK, nil)
+	return s.fw.Frame(wire.KindOK, nil)
 }
 
 // setup prepares the state directory and, for Namespaces, checks that
@@ -229,7 +225,7 @@ func (s *server) setup() error {
 	if err := os.MkdirAll(s.skillsDir(), 0o755); err != nil {
 		return fmt.Errorf("agent state: %w", err)
 	}
-	if s.cfg.Isolation != Namespaces {
+	if s.cfg.Isolation != wire.Namespaces {
 		return nil
 	}
 	filter, err := JobFilter()
@@ -237,7 +233,7 @@ func (s *server) setup() error {
 		return err
 	}
 	s.filter = filter
-	s.masks = procMasks()
+	s.masks = hostMasks()
 	if err := s.probe(); err != nil {
 		return err
 	}
@@ -248,7 +244,7 @@ func (s *server) setup() error {
 		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
 	}
 	if len(s.cfg.Warm) > 0 {
-		if s.warm, err = startWarm(s.cfg.StateDir, s.runDir(), s.skillsDir(), int(capacity(Workspace)>>20), s.cfg.Warm, filter); err != nil {
+		if s.warm, err = startWarm(s.cfg.StateDir, s.sandboxLayout(1, s.runDir(), false, false), s.cfg.Warm, filter); err != nil {
 			return err
 		}
 	}
@@ -259,8 +255,8 @@ func (s *server) setup() error {
 const prSetChildSubreaper = 36
 
 func (s *server) skillsDir() string {
-	if s.cfg.Isolation == Container {
-		return SkillsDir
+	if s.cfg.Isolation == wire.Container {
+		return wire.SkillsDir
 	}
 	return filepath.Join(s.cfg.StateDir, "skills")
 }
@@ -268,20 +264,20 @@ func (s *server) skillsDir() string {
 // runDir is where a run's program, wrappers and bridge socket go; the
 // program sees it as ProgramDir.
 func (s *server) runDir() string {
-	if s.cfg.Isolation == Container {
-		return ProgramDir
+	if s.cfg.Isolation == wire.Container {
+		return wire.ProgramDir
 	}
 	return filepath.Join(s.cfg.StateDir, "run")
 }
 
-func (s *server) tar(req Request) error {
-	dw := &dataWriter{fw: s.fw}
-	if err := writeTar(Workspace, req.Paths, req.All, dw); err != nil {
+func (s *server) tar(req wire.Request) error {
+	dw := wire.NewDataWriter(s.fw)
+	if err := writeTar(wire.Workspace, req.Paths, req.All, dw); err != nil {
 		// The stream is cut: the runner's tar reader fails on it.
-		_ = dw.close()
+		_ = dw.Close()
 		return nil
 	}
-	return dw.close()
+	return dw.Close()
 }
 
 // restore unpacks the tar the runner streams after the request into the
@@ -290,9 +286,9 @@ func (s *server) restore() error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := emptyDir(Workspace)
+		err := emptyDir(wire.Workspace)
 		if err == nil {
-			err = extractTar(Workspace, pr, capacity(Workspace))
+			err = extractTar(wire.Workspace, pr, capacity(wire.Workspace))
 		}
 		pr.CloseWithError(io.ErrClosedPipe) // a failed extract drains the rest below
 		done <- err
@@ -304,11 +300,11 @@ func (s *server) restore() error {
 			_ = <-done // the runner is gone: the restore's outcome has no reader
 			return ErrRunnerGone
 		}
-		switch f.kind {
-		case KindData:
-			_, _ = pw.Write(f.payload)
+		switch f.Kind {
+		case wire.KindData:
+			_, _ = pw.Write(f.Payload)
 			continue
-		case KindDataEnd:
+		case wire.KindDataEnd:
 			pw.Close()
 		default:
 			pw.CloseWithError(errors.New("restore stream cut by another frame"))
@@ -327,7 +323,7 @@ func capacity(dir string) int64 {
 }
 
 // skills replaces the skills directory's content.
-func (s *server) skills(files []File) error {
+func (s *server) skills(files []wire.File) error {
 	dir := s.skillsDir()
 	if err := emptyDir(dir); err != nil {
 		return err
@@ -338,9 +334,9 @@ func (s *server) skills(files []File) error {
 	}
 	defer root.Close()
 	for _, f := range files {
-		rel, ok := strings.CutPrefix(f.Path, SkillsDir+"/")
+		rel, ok := strings.CutPrefix(f.Path, wire.SkillsDir+"/")
 		if !ok {
-			return fmt.Errorf("skill file %q is not under %s", f.Path, SkillsDir)
+			return fmt.Errorf("skill file %q is not under %s", f.Path, wire.SkillsDir)
 		}
 		if rel, ok = cleanRel(rel); !ok {
 			return fmt.Errorf("skill file %q: bad path", f.Path)
@@ -349,7 +345,7 @@ func (s *server) skills(files []File) error {
 			return fmt.Errorf("skill file %s: %w", f.Path, err)
 		}
 	}
-	if s.cfg.Isolation == Container {
+	if s.cfg.Isolation == wire.Container {
 		// No bind mount makes them read-only for the program here; their
 		// modes keep it from changing them by accident (it is their owner,
 		// and the container serves this one job).

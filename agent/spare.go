@@ -3,23 +3,142 @@ package agent
 import (
 	_ "embed"
 	"encoding/binary"
+	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/gantryhq/gantry/agent/wire"
+	"github.com/gantryhq/gantry/jobs"
 )
 
-// A spare is the next run's sandbox, started as soon as the last run's
-// program did, so that a run costs neither bubblewrap's set-up nor (for
-// Python) the interpreter's start-up. It is made the same way as any
-// run's sandbox (fresh namespaces, /tmp, /dev and /proc; the workspace,
-// skills and program directory bound in, which the run fills later); only
-// its first process differs: it waits on stdin for its job. That is the
-// Python zygote (zygote.py), which runs a Python program in its own
-// interpreter or execs anything else, or this binary's "wait", which
-// execs. A spare serves one job, like any sandbox.
+// A spare is the next run's sandbox, made as soon as the last run's
+// program started, so that a run costs neither the sandbox's set-up nor
+// (for Python) the interpreter's start. It is made from the same layout as
+// any run's sandbox (its workspace, skills and program directory bound in,
+// which the run fills later); only its first process differs: it waits
+// for its job. Two launchers make spares:
+//
+//   - the warm interpreter forks one whose job process, locked down, waits
+//     on a socket whose other end the agent holds for the job's streams
+//     and description (warmSpare);
+//   - bubblewrap makes one whose first process waits on stdin for a job
+//     header: spare.py (a Python interpreter started ahead, which runs a
+//     Python program in itself or execs anything else) or this binary's
+//     "wait", which execs (bwrapSpare).
+//
+// Which kind, and how many, is decided here only (topUpSpares): at most
+// maxSpares, of the kind the last job suggests the next will want. A
+// spare serves one job, like any sandbox.
+type spare interface {
+	// suits reports whether the spare may run the request's program.
+	suits(req wire.Request) bool
+	// take starts the job in the spare, false when it cannot (it is then
+	// discarded, and the run starts elsewhere).
+	take(s *server, req wire.Request, env []string) (running, bool)
+	// warm reports whether the warm interpreter made it.
+	warm() bool
+	// discard ends the spare unused.
+	discard()
+}
 
-// spareSource is the spare's Python: the shared program runner, then the
-// spare's own part.
+// maxSpares is how many sandboxes the agent keeps ahead of its jobs. With
+// two, a job takes a spare that has had two jobs' time to start, so back
+// to back jobs rarely wait for one.
+const maxSpares = 2
+
+// spareKind is what a spare's first process is.
+type spareKind int
+
+const (
+	spareWait   spareKind = iota // bwrap, `gantry-agent wait`: execs the job's program
+	sparePython                  // bwrap, spare.py: a Python already started
+	spareWarm                    // a fork of the warm interpreter
+)
+
+// topUpSpares starts sandboxes in the background until maxSpares are made
+// or being made (one under the Container isolation, where the container
+// serves one job): warm forks after a Python job the warm interpreter may
+// run, Python interpreters after another Python job when there is no warm
+// interpreter, else waiting processes.
+func (s *server) topUpSpares(last wire.Request) {
+	kind := spareWait
+	switch {
+	case isPython(last.Argv) && s.warm != nil && s.warm.waitReady(0):
+		kind = spareWarm
+	case isPython(last.Argv) && s.warm == nil:
+		kind = sparePython
+	}
+	limit := maxSpares
+	if s.cfg.Isolation == wire.Container {
+		limit = 1
+	}
+	for len(s.spares) < limit {
+		ch := make(chan spare, 1)
+		s.spares = append(s.spares, pendingSpare{kind: kind, ch: ch})
+		go func() {
+			sp, err := s.makeSpare(kind)
+			if err != nil {
+				ch <- nil
+				return
+			}
+			ch <- sp
+		}()
+	}
+}
+
+// makeSpare makes a spare of the kind.
+func (s *server) makeSpare(kind spareKind) (spare, error) {
+	if kind == spareWarm {
+		return s.warmSpare()
+	}
+	argv := []string{s.cfg.Self, "wait"}
+	if kind == sparePython {
+		argv = []string{"python3", "-c", spareSource}
+	}
+	p, stdin, err := s.launch(argv, environ(nil), launchOpts{stdin: true})
+	if err != nil {
+		return nil, err
+	}
+	return &bwrapSpare{p: p, stdin: stdin, python: kind == sparePython}, nil
+}
+
+// pendingSpare is a spare being made, delivered on ch (nil if it could
+// not be made).
+type pendingSpare struct {
+	kind spareKind
+	ch   chan spare
+}
+
+// takeSpare returns the oldest spare (the likeliest to be ready), waiting
+// for it to be made, if it suits the request (with warm, only one the warm
+// interpreter made); nil when there is none or it does not suit (it is
+// then discarded: the next ones follow the job). An egress job takes
+// none: no spare serves the egress relay.
+func (s *server) takeSpare(req wire.Request, warm bool) spare {
+	if len(s.spares) == 0 || req.Egress {
+		return nil
+	}
+	head := s.spares[0]
+	s.spares = s.spares[1:]
+	sp := <-head.ch
+	if sp != nil && warm != (head.kind == spareWarm) {
+		sp.discard()
+		return nil
+	}
+	if sp == nil {
+		return nil
+	}
+	if !sp.suits(req) {
+		sp.discard()
+		return nil
+	}
+	return sp
+}
+
+// spareSource is the Python of a bubblewrap spare: the shared program
+// runner, then the spare's own part.
 var spareSource = pyrunSource + "\n" + spareMain
 
 var (
@@ -29,59 +148,23 @@ var (
 	spareMain string
 )
 
-type spare struct {
+// bwrapSpare is a bubblewrap sandbox whose first process waits on stdin
+// for its job's header.
+type bwrapSpare struct {
 	p      *process
 	stdin  *os.File
 	python bool
 }
 
-// maxSpares is how many sandboxes the agent keeps ahead of its jobs. With
-// two, a job takes a spare that has had two jobs' time to start, so back
-// to back jobs rarely wait for one.
-const maxSpares = 2
+func (sp *bwrapSpare) warm() bool { return false }
 
-// spawnSpares starts sandboxes in the background until maxSpares are
-// made or being made: Python zygotes after a Python job, else plain
-// waiting processes.
-func (s *server) spawnSpares(python bool) {
-	limit := maxSpares
-	if s.cfg.Isolation == Container {
-		limit = 1 // the container serves one job
-	}
-	for len(s.spares) < limit {
-		ch := make(chan *spare, 1)
-		s.spares = append(s.spares, ch)
-		go func() {
-			argv := []string{s.cfg.Self, "wait"}
-			if python {
-				argv = []string{"python3", "-c", spareSource}
-			}
-			p, stdin, err := s.launch(argv, environ(nil), launchOpts{stdin: true})
-			if err != nil {
-				ch <- nil
-				return
-			}
-			ch <- &spare{p: p, stdin: stdin, python: python}
-		}()
-	}
-}
+// suits: a Python spare runs Python programs only (its interpreter would
+// stay in another program's peak memory: the kernel's maxrss spans exec).
+func (sp *bwrapSpare) suits(req wire.Request) bool { return !sp.python || isPython(req.Argv) }
 
-// takeSpare returns the oldest spare (the likeliest to be ready), waiting
-// for it to be launched, or nil when there is none.
-func (s *server) takeSpare() *spare {
-	if len(s.spares) == 0 {
-		return nil
-	}
-	ch := s.spares[0]
-	s.spares = s.spares[1:]
-	return <-ch
-}
-
-func (sp *spare) discard() {
-	if sp != nil {
-		sp.stdin.Close()
-		sp.p.kill()
-	}
+func (sp *bwrapSpare) discard() {
+	sp.stdin.Close()
+	sp.p.kill()
 }
 
 // maxHeader is the largest job header handed to a spare in one write; a
@@ -89,9 +172,8 @@ func (sp *spare) discard() {
 const maxHeader = 32 << 10
 
 // take gives the spare its job: argv, environment and then stdin, as a
-// header on its stdin. It reports false (the spare is discarded) when the
-// spare cannot take it, and the run starts a sandbox of its own.
-func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
+// header on its stdin.
+func (sp *bwrapSpare) take(s *server, req wire.Request, env []string) (running, bool) {
 	select {
 	case <-sp.p.exited:
 		sp.discard()
@@ -99,15 +181,8 @@ func (sp *spare) take(s *server, req Request, env []string) (*process, bool) {
 	default:
 	}
 	mode := "exec"
-	switch {
-	case sp.python && inProcess(req.Argv, req.Env):
+	if sp.python && inProcess(req.Argv, req.Env) {
 		mode = "run"
-	case sp.python && !isPython(req.Argv):
-		// The zygote's interpreter would stay in the program's peak memory
-		// (the kernel's maxrss spans exec): another program gets a sandbox
-		// of its own.
-		sp.discard()
-		return nil, false
 	}
 	head, ok := header(mode, req.Argv, env)
 	if !ok {
@@ -148,37 +223,82 @@ func header(mode string, argv, env []string) ([]byte, bool) {
 	return append(head, body...), true
 }
 
-// inProcess reports whether the Python zygote may run the job in its own
-// interpreter exactly as `python3 <file>` would: the job is a program file
-// of ProgramDir, and its environment sets nothing the interpreter (or the
-// image's sitecustomize) reads at start-up, except PYTHONPATH, which the
-// zygote applies itself.
+// warmSpare is a sandbox the warm interpreter forked ahead: its job
+// process waits, locked down, on sock for the job's stdin, stdout, stderr
+// and description.
+type warmSpare struct {
+	sock   *net.UnixConn
+	events <-chan warmEvent
+}
+
+// warmSpare asks the warm interpreter for a spare.
+func (s *server) warmSpare() (spare, error) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "spare"), os.NewFile(uintptr(pair[1]), "spare-child")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.warm.start(warmRequest{Kind: "spare", Layout: s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, false)},
+		int(theirs.Fd()))
+	if err != nil {
+		fc.Close()
+		return nil, err
+	}
+	return &warmSpare{sock: fc.(*net.UnixConn), events: events}, nil
+}
+
+func (sp *warmSpare) warm() bool { return true }
+
+// suits: a Python program the warm interpreter may run.
+func (sp *warmSpare) suits(req wire.Request) bool { return warmEligible(req.Argv, req.Env) }
+
+// discard closes the spare's socket: its job process ends, and so does
+// its sandbox (the interpreter reports the end, which nobody reads).
+func (sp *warmSpare) discard() { sp.sock.Close() }
+
+// take sends the job to the spare's job process, then follows it as a
+// forked job (warmJob).
+func (sp *warmSpare) take(s *server, req wire.Request, env []string) (running, bool) {
+	select {
+	case ev, ok := <-sp.events:
+		if !ok || ev.Event != "started" { // it failed, or the interpreter died
+			sp.discard()
+			return nil, false
+		}
+	default:
+	}
+	p, err := s.startWarmJob(req, env, func(fds ...int) (<-chan warmEvent, error) {
+		_, _, err := sp.sock.WriteMsgUnix([]byte("job"), syscall.UnixRights(fds...), nil)
+		return sp.events, err
+	})
+	sp.sock.Close()
+	if err != nil {
+		return nil, false
+	}
+	return p, true
+}
+
+// inProcess reports whether a Python interpreter may run the job in itself
+// exactly as `python3 <file>` would: the job is a program file of
+// ProgramDir, and its environment sets nothing the interpreter (or the
+// image's sitecustomize) reads at start-up, except PYTHONPATH, which is
+// applied in process.
 func inProcess(argv []string, jobEnv map[string]string) bool {
-	if len(argv) != 2 || argv[0] != "python3" || !strings.HasPrefix(argv[1], ProgramDir+"/") || !strings.HasSuffix(argv[1], ".py") {
+	if len(argv) != 2 || argv[0] != "python3" || !strings.HasPrefix(argv[1], wire.ProgramDir+"/") || !strings.HasSuffix(argv[1], ".py") {
 		return false
 	}
 	for k := range jobEnv {
-		if StartupVariable(k) {
+		if jobs.StartupVariable(k) {
 			return false
 		}
 	}
 	return true
-}
-
-// StartupVariable says whether an interpreter reads the variable name
-// when it starts (PYTHON* but PYTHONPATH, LANG, LC_*, LD_*, HOME, TZ,
-// PATH, MPLCONFIGDIR): a Python job whose env sets one runs in a new
-// interpreter, never in an already running one.
-func StartupVariable(k string) bool {
-	switch {
-	case k == "PYTHONPATH":
-		return false
-	case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
-		return true
-	case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
-		return true
-	}
-	return false
 }
 
 // isPython says which spare suits the next run, going by the last one.

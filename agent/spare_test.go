@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 func TestHeader(t *testing.T) {
@@ -28,7 +30,7 @@ func TestHeader(t *testing.T) {
 // process (inProcess) and which a fork of the warm interpreter runs
 // (warmEligible: also nothing the preloaded libraries read at import).
 func TestInProcess(t *testing.T) {
-	prog := []string{"python3", ProgramDir + "/main.py"}
+	prog := []string{"python3", wire.ProgramDir + "/main.py"}
 	for _, tc := range []struct {
 		argv        []string
 		env         map[string]string
@@ -48,7 +50,7 @@ func TestInProcess(t *testing.T) {
 		{prog, map[string]string{"OMP_NUM_THREADS": "4"}, true, false},
 		{[]string{"python3", "main.py"}, nil, false, false},
 		{[]string{"python3", "-c", "print(1)"}, nil, false, false},
-		{[]string{"node", ProgramDir + "/main.js"}, nil, false, false},
+		{[]string{"node", wire.ProgramDir + "/main.js"}, nil, false, false},
 	} {
 		if got := inProcess(tc.argv, tc.env); got != tc.spare {
 			t.Errorf("inProcess(%q, %v) = %v", tc.argv, tc.env, got)

@@ -9,11 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // The warm interpreter (warm.py): one Python per container that has
@@ -60,11 +61,11 @@ type warmEvent struct {
 // its interpreter serves jobs on). It holds nothing of the job itself:
 // what the interpreter reads stays in what it forks for later jobs.
 type warmRequest struct {
-	ID        int64  `json:"id"`
-	Kind      string `json:"kind"`
-	TmpMB     int    `json:"tmp_mb"`
-	RunDir    string `json:"run_dir"`
-	SkillsDir string `json:"skills_dir"`
+	ID   int64  `json:"id"`
+	Kind string `json:"kind"`
+	// Layout is the sandbox's (layout.go), which the interpreter carries
+	// out step by step.
+	Layout layout `json:"layout"`
 	// Env is the image's environment, for a session's interpreter.
 	Env []string `json:"env,omitempty"`
 }
@@ -93,13 +94,17 @@ type warm struct {
 
 // startWarm starts the warm interpreter with the modules to import. It
 // returns at once; the interpreter loads in the background.
-func startWarm(stateDir, runDir, skillsDir string, tmpMB int, modules []string, filter []byte) (*warm, error) {
+func startWarm(stateDir string, probe layout, modules []string, filter []byte) (*warm, error) {
 	src := filepath.Join(stateDir, "warm.py")
 	bpf := filepath.Join(stateDir, "job.bpf")
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(bpf, filter, 0o644); err != nil {
+		return nil, err
+	}
+	probeJSON, err := json.Marshal(probe)
+	if err != nil {
 		return nil, err
 	}
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
@@ -118,9 +123,9 @@ func startWarm(stateDir, runDir, skillsDir string, tmpMB int, modules []string, 
 	// No thread may run in the interpreter when it forks: BLAS libraries
 	// start theirs only when asked for more than one.
 	w.cmd.Env = append(environ(nil), "GANTRY_WARM_FILTER="+bpf, "GANTRY_WARM_PRELOAD="+strings.Join(modules, ","),
-		"GANTRY_WARM_RUN_DIR="+runDir, "GANTRY_WARM_SKILLS_DIR="+skillsDir, "GANTRY_WARM_TMP_MB="+strconv.Itoa(tmpMB),
+		"GANTRY_WARM_PROBE="+string(probeJSON),
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
-	w.cmd.Dir = Workspace
+	w.cmd.Dir = wire.Workspace
 	w.cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	w.cmd.Stdout, w.cmd.Stderr = os.Stderr, os.Stderr
 	// It dies with the agent; a group of its own keeps a job's kill of
@@ -343,7 +348,7 @@ type warmJob struct {
 	pid      int // the sandbox's forked child, once started
 	failure  string
 	code     int
-	usage    *Usage
+	usage    *wire.Usage
 	timedOut bool // the agent killed it at its deadline
 	lost     bool // the interpreter died while the job ran
 }
@@ -360,7 +365,7 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 			j.failure = ev.Error
 		case "exit":
 			j.code = ev.Code
-			j.usage = &Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
+			j.usage = &wire.Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
 			j.mu.Unlock()
 			return
 		}
@@ -393,10 +398,10 @@ func (j *warmJob) expire() {
 	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
 }
 
-func (j *warmJob) exit() (Exit, error) {
+func (j *warmJob) exit() (wire.Exit, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e := Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
+	e := wire.Exit{OOMKills: max(oomKills()-j.oomBefore, 0), TimedOut: j.timedOut}
 	switch {
 	case j.lost && j.started:
 		// What the program did cannot be told from a dead interpreter:
@@ -420,7 +425,19 @@ var errWarmLost = errors.New("the warm interpreter died while a job ran")
 
 // runWarm starts the job in a fork of the warm interpreter, relaying its
 // output.
-func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
+func (s *server) runWarm(req wire.Request, env []string) (*warmJob, error) {
+	layout := s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, req.Egress)
+	return s.startWarmJob(req, env, func(fds ...int) (<-chan warmEvent, error) {
+		return s.warm.start(warmRequest{Kind: "job", Layout: layout}, fds...)
+	})
+}
+
+// startWarmJob starts a job in a sandbox of the warm interpreter's: send
+// hands the job's stdin, stdout, stderr and description (a pipe holding
+// its warmJobSpec) to the job's process (through the interpreter, or to a
+// spare's job process directly) and returns the channel the sandbox's
+// events come on. The program can act once send returned.
+func (s *server) startWarmJob(req wire.Request, env []string, send func(fds ...int) (<-chan warmEvent, error)) (*warmJob, error) {
 	spec, err := json.Marshal(warmJobSpec{Argv: req.Argv, Env: env})
 	if err != nil {
 		return nil, err
@@ -455,9 +472,8 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 	}
 	specW.Close()
 	j := &warmJob{outR: outR, errR: errR, exited: make(chan struct{}), oomBefore: oomKills()}
-	events, err := s.warm.start(warmRequest{Kind: "job", TmpMB: int(capacity(Workspace) >> 20),
-		RunDir: s.runDir(), SkillsDir: s.skillsDir()}, int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), int(specR.Fd()))
-	// The interpreter has its own copies now (or failed).
+	events, err := send(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), int(specR.Fd()))
+	// The job's process has its own copies now (or failed).
 	for _, f := range []*os.File{stdinR, outW, errW, specR} {
 		f.Close()
 	}
@@ -465,7 +481,7 @@ func (s *server) runWarm(req Request, env []string) (*warmJob, error) {
 		closeAll()
 		return nil, err
 	}
-	s.announceStart() // the program can act once the interpreter has its request
+	s.announceStart() // the program can act once its process has its streams
 	go j.watch(events)
 	s.feed(stdinW, nil, req.Stdin)
 	j.done = s.relay(outR, errR, req.OutputCap, j.exited, nil, false)

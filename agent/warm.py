@@ -9,14 +9,14 @@
 #   child (C):   new user, mount, pid, net, ipc, uts and cgroup namespaces;
 #                uid and gid 1000 mapped to themselves; no further user
 #                namespaces (max_user_namespaces 0); forks the namespace's init
-#   init (P1):   pid 1: the container's mounts read-only (but /workspace); a
-#                fresh /tmp of the workspace's size with the run's program
-#                directory bound read-only at /tmp/gantry; the skills
-#                read-only at /skills; a fresh /dev (its own pts and shm) and
-#                /proc, with Docker's masked paths hidden and /proc/sys
-#                read-only; not dumpable; forks the job, then only reaps and
-#                passes on the job's exit status (its exit kills everything
-#                left in the namespace)
+#   init (P1):   pid 1: the sandbox's mounts, as the request's layout lists
+#                them (agent/layout.go defines every sandbox's; this file
+#                only carries the steps out, and bubblewrap's arguments are
+#                rendered from the same layout); with egress, the relay
+#                (`gantry-agent relay`, as the layout names it) on the
+#                layout's address; not dumpable; forks the job, then only
+#                reaps and passes on the job's exit status (its exit kills
+#                everything left in the namespace)
 #   job (P2):    every capability dropped (bounding set too), no_new_privs,
 #                the job's seccomp filter, only its stdin, stdout and stderr
 #                open; random generators re-seeded; then the program runs in
@@ -25,11 +25,11 @@
 #                the session's jobs until the session ends.
 #
 # The interpreter itself never runs a job's code and reads nothing a job
-# writes: it only forks, reaps and reports to the agent. It keeps the next
-# job's sandbox made ahead (a spare: the three processes above, the job
-# process locked down and waiting on a socket for its request and
-# streams), so a job's start costs none of it; a job takes the spare and
-# the next one is made when it has ended.
+# writes: it only forks, reaps and reports to the agent. The agent may ask
+# for a sandbox ahead of its job (a spare: the three processes above, the
+# job process locked down and waiting for its streams and description on
+# a socket whose other end the agent holds); when and how many is the
+# agent's to decide (agent/spare.go).
 import json, socket, selectors, signal, ctypes, struct, errno
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -45,18 +45,8 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
 PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 22, 38, 47
 SECCOMP_MODE_FILTER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-
-# Where the sandbox's pieces are, as the job sees them (agent/proto.go).
-WORKSPACE, PROGRAM_DIR, SKILLS_DIR = "/workspace", "/tmp/gantry", "/skills"
-# The egress proxy's address in the sandbox and the agent's socket behind
-# it (agent/netmux.go's EgressProxy and EgressSocket).
-EGRESS_PROXY, EGRESS_SOCKET = ("127.0.0.1", 3128), PROGRAM_DIR + "/egress.sock"
-# What Docker hides in a container's /proc and /sys (agent/sandbox.go's
-# procMasks does the same for bubblewrap's sandboxes).
-MASKED_FILES = ("kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug")
-MASKED_DIRS = ("/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware")
-READONLY_PROC = ("sys", "sysrq-trigger", "irq", "bus")
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+NAMESPACES = {"user": CLONE_NEWUSER, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "net": CLONE_NEWNET,
+              "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS, "cgroup": CLONE_NEWCGROUP}
 
 
 def _check(r, what):
@@ -121,58 +111,74 @@ def _readonly(path, extra=0):
     _mount(None, path, None, flags)
 
 
-def _bind_fd(fd, dst):
-    """Binds what fd (O_PATH) names at dst."""
+def _bind_fd(fd, dst, ro, device=False):
+    """Binds what fd (O_PATH) names at dst, read-only or read-write, nosuid
+    and (but a device's) nodev, as bubblewrap binds."""
     _mount("/proc/self/fd/%d" % fd, dst, None, MS_BIND)
+    if ro:
+        _readonly(dst)
+    else:
+        _mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_NOSUID | (0 if device else MS_NODEV))
 
 
-def _build_mounts(spec):
-    """The job's mount tree (in the init, pid 1 of the new pid namespace)."""
+def _apply_layout(layout):
+    """Makes the sandbox's mounts, step by step as the layout lists them (in
+    the init, pid 1 of the new pid namespace). agent/layout.go defines the
+    layout and what each step means; nothing is mounted here that it does
+    not list."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # What must be bound in after /tmp and /dev are covered.
-    keep = {"run": os.open(spec["run_dir"], os.O_PATH | os.O_DIRECTORY),
-            "skills": os.open(spec["skills_dir"], os.O_PATH | os.O_DIRECTORY)}
-    for d in DEVICES:
-        keep[d] = os.open("/dev/" + d, os.O_PATH)
-    # Everything the container mounted, read-only, as bubblewrap's
-    # --ro-bind / / makes it, but the workspace and what is covered below.
-    for point in _mount_points():
-        if point == WORKSPACE or _under(point, "/proc") or _under(point, "/dev") or _under(point, "/tmp"):
-            continue
-        _readonly(point)
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=0755" % (max(spec["tmp_mb"], 1) * 1024))
-    os.mkdir(PROGRAM_DIR)
-    _bind_fd(keep["run"], PROGRAM_DIR)
-    _readonly(PROGRAM_DIR)
-    _bind_fd(keep["skills"], SKILLS_DIR)
-    _readonly(SKILLS_DIR)
-    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-    for d in DEVICES:
-        os.close(os.open("/dev/" + d, os.O_CREAT | os.O_WRONLY, 0o666))
-        _bind_fd(keep[d], "/dev/" + d)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx"), ("core", "/proc/kcore")):
-        os.symlink(target, "/dev/" + name)
-    os.mkdir("/dev/shm", 0o755)
-    os.mkdir("/dev/pts", 0o755)
-    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for f in MASKED_FILES:
-        p = "/proc/" + f
-        if os.path.isfile(p):
-            _mount("/dev/null", p, None, MS_BIND)
-            _readonly(p)
-    for d in MASKED_DIRS:
-        if os.path.isdir(d):
-            _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
-            _readonly(d)
-    for f in READONLY_PROC:
-        p = "/proc/" + f
-        if os.path.exists(p):
-            _mount(p, p, None, MS_BIND | MS_REC)
-            _readonly(p)
-    for fd in keep.values():
+    steps = layout["mounts"]
+    # What a step binds may be covered by an earlier one (under /tmp or
+    # /dev): every source is held open from the start.
+    held = {}
+    for m in steps:
+        srcs = [m["src"]] if m["kind"] == "bind" else ["/dev/" + d for d in m.get("devices") or ()]
+        if m["kind"] == "mask":
+            srcs = ["/dev/null"]
+        for src in srcs:
+            if src not in held:
+                held[src] = os.open(src, os.O_PATH)
+    for m in steps:
+        kind, dst = m["kind"], m["dst"]
+        if kind == "root":
+            # Every mount the container has, read-only, as bubblewrap's
+            # --ro-bind / / makes it (what the later steps cover too).
+            for point in _mount_points():
+                _readonly(point)
+        elif kind == "dev":
+            _mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+            for d in m.get("devices") or ():
+                os.close(os.open(dst + "/" + d, os.O_CREAT | os.O_WRONLY, 0o666))
+                _bind_fd(held["/dev/" + d], dst + "/" + d, False, device=True)
+            for name, target in m.get("links") or ():
+                os.symlink(target, dst + "/" + name)
+            os.mkdir(dst + "/shm", 0o755)
+            os.mkdir(dst + "/pts", 0o755)
+            _mount("devpts", dst + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+        elif kind == "proc":
+            _mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            for p in m.get("paths") or ():
+                if os.access(p, os.W_OK):
+                    _mount(p, p, None, MS_BIND | MS_REC)
+                    _readonly(p)
+        elif kind == "tmpfs":
+            _mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=0755" % (m["size_mb"] * 1024))
+        elif kind == "bind":
+            if not os.path.lexists(dst):
+                os.mkdir(dst)
+            _bind_fd(held[m["src"]], dst, m.get("ro", False))
+        elif kind == "mask":
+            _bind_fd(held["/dev/null"], dst, True)
+        elif kind == "hide":
+            _mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, "size=0,mode=0555")
+            _readonly(dst)
+        else:
+            raise ValueError("unknown mount step %r" % kind)
+    for fd in held.values():
         os.close(fd)
+    global _CWD
+    _CWD = layout["chdir"]
+    os.chdir(_CWD)
 
 
 class _CapHeader(ctypes.Structure):
@@ -228,65 +234,27 @@ def _loopback_up():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
-def _egress_listener():
+def _egress_relay(layout):
+    """With egress, the sandbox's relay to the egress proxy: a listener on
+    the layout's address, bound here (before the job can take it), served
+    by `gantry-agent relay` (the layout's relay argv) on fd 3: the same
+    relay a job under bubblewrap runs in front of its program."""
+    host, port = layout["egress"].rsplit(":", 1)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(EGRESS_PROXY)
+    ls.bind((host, int(port)))
     ls.listen(128)
-    return ls
-
-
-def _serve_egress(ls):
-    """A stateful session's relay to the egress proxy, as `gantry-agent
-    relay` is a job's: the sandbox's init accepts on EGRESS_PROXY for as
-    long as the sandbox lives and joins each connection to the agent's
-    egress socket. That socket is there only while a run with egress runs:
-    between runs, and in runs without, a connection is closed at once.
-    Nothing is read here: the bytes go to the runner's proxy, which
-    decides."""
-    import threading, time
-
-    def pipe(src, dst):
+    pid = os.fork()
+    if pid == 0:
         try:
-            while True:
-                b = src.recv(1 << 16)
-                if not b:
-                    break
-                dst.sendall(b)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def join(c):
-        with c:
-            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            with up:
-                try:
-                    up.connect(EGRESS_SOCKET)
-                except OSError:
-                    return
-                t = threading.Thread(target=pipe, args=(c, up), daemon=True)
-                t.start()
-                pipe(up, c)
-                t.join()
-
-    def accept():
-        while True:
-            try:
-                c, _ = ls.accept()
-            except OSError:
-                time.sleep(0.01)  # out of descriptors or memory: do not spin
-                continue
-            try:
-                threading.Thread(target=join, args=(c,), daemon=True).start()
-            except RuntimeError:
-                c.close()
-
-    threading.Thread(target=accept, daemon=True).start()
+            _name("gantry-relay")
+            null = os.open("/dev/null", os.O_RDWR)
+            _arrange([null, null, null, ls.fileno()])
+            argv = layout["relay"]
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    ls.close()
 
 
 def _fail(what, e):
@@ -309,8 +277,10 @@ def _sandbox(spec, fds, zygote):
         _write("/proc/self/oom_score_adj", "1000")  # the job, never the agent, when memory runs out
         _arrange(fds)
         uid, gid = os.getuid(), os.getgid()
-        _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
-                             | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
+        flags = 0
+        for ns in spec["layout"]["namespaces"]:
+            flags |= NAMESPACES[ns]
+        _check(_libc.unshare(flags), "unshare")
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
         _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
@@ -338,18 +308,15 @@ def _init(spec):
         _name("sandbox-init")
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _build_mounts(spec)
-        os.chdir(WORKSPACE)
-        # A stateful session's sandbox serves its egress from its init,
-        # bound before the job can take the address.
-        relay = _egress_listener() if spec.get("kind") == "session" else None
+        layout = spec["layout"]
+        _apply_layout(layout)
+        if layout.get("egress"):
+            _egress_relay(layout)
         _prctl(PR_SET_DUMPABLE, 0)  # the job may not trace or read its init
         pid = os.fork()
     except BaseException as e:
         _fail("sandbox", e)
     if pid == 0:
-        if relay is not None:
-            relay.close()
         _job(spec)
     try:
         # Signals from inside the namespace reach an init only through a
@@ -359,12 +326,8 @@ def _init(spec):
         null = os.open("/dev/null", os.O_RDWR)
         for i in range(3):
             os.dup2(null, i)
-        keep = relay.fileno() if relay is not None else 1 << 20
-        os.closerange(3, keep)
-        os.closerange(keep + 1, 1 << 20)
+        os.closerange(3, 1 << 20)
         _lock_down(_FILTER)
-        if relay is not None:
-            _serve_egress(relay)
     except BaseException:
         os._exit(127)
     code = 127
@@ -439,6 +402,9 @@ def _read_all(fd):
     os.close(fd)
     return data
 
+
+# The sandbox's working directory (its layout's), where processes start.
+_CWD = None
 
 # Generators whose state fork copies, found once the libraries are loaded
 # (_find_generators), re-seeded from the kernel's entropy in every job.
@@ -582,6 +548,10 @@ def _send(sock, obj):
 def _kernel(fd, env):
     import io
 
+    global _CWD
+    if _CWD is None:
+        _CWD = os.getcwd()  # started in its sandbox's working directory
+
     os.environ.clear()
     os.environ.update(env)
     _seed_mplconfig(env)
@@ -702,7 +672,7 @@ def _spawn(argv, env):
         try:
             for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
                 signal.signal(s, signal.SIG_DFL)
-            os.chdir(WORKSPACE)
+            os.chdir(_CWD or "/")
             os.execvpe(argv[0], argv, env)
         except OSError as e:
             os.write(2, ("gantry: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
@@ -816,8 +786,9 @@ def _processes(sock):
                         signal.signal(s, signal.SIG_DFL)
                     _arrange(list(fds) + [status_w])
                     fcntl.fcntl(3, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-                    what = "cwd %s" % req.get("cwd", WORKSPACE)
-                    os.chdir(req.get("cwd") or WORKSPACE)
+                    cwd = req.get("cwd") or _CWD or "/"
+                    what = "cwd %s" % cwd
+                    os.chdir(cwd)
                     what = req["argv"][0]
                     os.execvpe(req["argv"][0], req["argv"], dict(kv.split("=", 1) for kv in req.get("env", []) if "=" in kv))
                 except OSError as e:
@@ -1030,16 +1001,18 @@ def _bundle(obj):
 _FILTER = b""
 
 
-def _serve(ctl, spare_spec):
-    """Serves the agent's requests until it goes away. A job's sandbox is
-    made ahead of it (a spare: forked, namespaces, mounts and lock-down
-    done, its job process waiting for the request); a job takes it, and the
-    next one is made when the job has ended (not while it runs: it would
-    take the job's CPU)."""
+def _serve(ctl):
+    """Serves the agent's requests until it goes away: each asks for a
+    sandbox, made from the request's layout, for a job (its stdin, stdout,
+    stderr and description attached), a stateful session (its socket
+    attached), or a spare (a job's sandbox made ahead: its job process
+    waits on the socket attached for the job's streams and description,
+    which the agent sends it directly). Events go back on ctl: started or
+    failed, then exit with what the sandbox used."""
     zygote = os.getpid()
     sel = selectors.DefaultSelector()
     sel.register(ctl, selectors.EVENT_READ, None)
-    spare = None
+    want_fds = {"job": 4, "session": 1, "spare": 1}
 
     def report(obj):
         ctl.send(json.dumps(obj).encode())
@@ -1057,8 +1030,6 @@ def _serve(ctl, spare_spec):
             data += chunk
         os.close(rec["status"])
         rec["status"] = None
-        if rec["id"] is None:
-            return  # a spare that died before a job came
         if data.startswith(b"S"):
             # What the sandbox used so far was its setup, not the job's;
             # what its job process held then is the interpreter's pages.
@@ -1071,9 +1042,9 @@ def _serve(ctl, spare_spec):
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
 
-    def start(spec, streams, extra=None):
-        """Forks a sandbox with these stdin, stdout and stderr (and extra as
-        its fd 4); OSError if it cannot."""
+    def start(spec, streams, extra):
+        """Forks a sandbox with these stdin, stdout and stderr and extra as
+        its fd 4; OSError if it cannot."""
         r, w = os.pipe()
         try:
             pid = os.fork()
@@ -1083,27 +1054,13 @@ def _serve(ctl, spare_spec):
             raise
         if pid == 0:
             os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
-            _sandbox(spec, list(streams) + [w] + ([extra] if extra is not None else []), zygote)
+            _sandbox(spec, list(streams) + [w, extra], zygote)
         os.close(w)
-        rec = {"id": None, "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
+        rec = {"id": spec["id"], "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
         sel.register(r, selectors.EVENT_READ, ("status", rec))
         sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
         return rec
 
-    def make_spare():
-        nonlocal spare
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        null = os.open("/dev/null", os.O_RDWR)
-        try:
-            spare = start(spare_spec, [null, null, null], theirs.fileno())
-            spare["sock"] = ours
-        except OSError:
-            ours.close()
-        finally:
-            os.close(null)
-            theirs.close()
-
-    make_spare()
     while True:
         for key, _ in sel.select():
             if key.data is None:
@@ -1117,42 +1074,27 @@ def _serve(ctl, spare_spec):
                 if len(os.listdir("/proc/self/task")) != 1:
                     report({"id": req.get("id"), "event": "bad", "error": "the warm interpreter has more than one thread: it cannot fork safely"})
                     os._exit(1)
-                session = req.get("kind") == "session"
-                if len(fds) != (1 if session else 4):
+                if len(fds) != want_fds.get(req.get("kind"), -1):
                     for f in fds:
                         os.close(f)
                     report({"id": req.get("id"), "event": "failed", "error": "%d descriptors for a %s" % (len(fds), req.get("kind"))})
                     continue
-                rec = None
-                if not session and spare is not None:
-                    cand, spare = spare, None
-                    try:
-                        socket.send_fds(cand["sock"], [b"job"], fds)
-                        rec = cand
-                    except OSError:
-                        pass  # it died: the sandbox is made now
-                    cand["sock"].close()
-                if rec is not None:
-                    rec["id"] = req["id"]
-                else:
-                    try:
-                        if session:
-                            # The session's interpreter reads its jobs on fd
-                            # 4; its own streams lead nowhere.
-                            null = os.open("/dev/null", os.O_RDWR)
-                            try:
-                                rec = start(req, [null, null, null], fds[0])
-                            finally:
-                                os.close(null)
-                        else:
-                            rec = start(req, fds[:3], fds[3])
-                        rec["id"] = req["id"]
-                    except OSError as e:
-                        report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
+                try:
+                    if req["kind"] == "job":
+                        start(req, fds[:3], fds[3])
+                    else:
+                        # A session's interpreter reads its jobs on fd 4, a
+                        # spare's job process waits there for its job; their
+                        # own streams lead nowhere until then.
+                        null = os.open("/dev/null", os.O_RDWR)
+                        try:
+                            start(req, [null, null, null], fds[0])
+                        finally:
+                            os.close(null)
+                except OSError as e:
+                    report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
                 for f in fds:
                     os.close(f)
-                if rec is not None:
-                    rec["kind"] = req.get("kind")
             elif key.data[0] == "status":
                 rec = key.data[1]
                 chunk = os.read(rec["status"], 4096)
@@ -1166,17 +1108,11 @@ def _serve(ctl, spare_spec):
                 os.close(rec["pidfd"])
                 _, st, ru = os.wait4(rec["pid"], 0)
                 settle(rec)
-                if rec["id"] is not None:
-                    # The sandbox's processes, all reaped into its account
-                    # (its init reaps everything in its pid namespace).
-                    cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
-                    report({"id": rec["id"], "event": "exit", "code": _status(st),
-                            "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
-                    if rec.get("kind") == "job" and spare is None:
-                        make_spare()  # for the next job
-                elif rec is spare:
-                    rec["sock"].close()
-                    spare = None  # the next job makes its sandbox itself
+                # The sandbox's processes, all reaped into its account (its
+                # init reaps everything in its pid namespace).
+                cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
+                report({"id": rec["id"], "event": "exit", "code": _status(st),
+                        "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
 
 
 def _rss_kb():
@@ -1204,15 +1140,14 @@ def _tree_cpu_ns(pid):
 def _probe():
     """Makes one empty sandbox, as the agent's probe does with bubblewrap:
     a host that cannot build one is found here, not by every job."""
-    spec = {"kind": "probe", "env": [], "tmp_mb": 1, "run_dir": os.environ["GANTRY_WARM_RUN_DIR"],
-            "skills_dir": os.environ["GANTRY_WARM_SKILLS_DIR"]}
+    spec = {"kind": "probe", "env": [], "layout": json.loads(os.environ.pop("GANTRY_WARM_PROBE"))}
     r, w = os.pipe()
     zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.dup2(w, 3, inheritable=True)
         null = os.open("/dev/null", os.O_RDWR)
-        _sandbox(spec, [null, null, null, w], zygote)
+        _sandbox(spec, [null, null, null, w, null], zygote)
     os.close(w)
     data = _read_all(r)
     _, st = os.waitpid(pid, 0)
@@ -1249,10 +1184,8 @@ def _main():
     except BaseException as e:
         ctl.send(json.dumps({"event": "failed", "error": "%s: %s" % (type(e).__name__, e)}).encode())
         os._exit(1)
-    spare = {"kind": "spare", "env": [], "tmp_mb": int(os.environ.pop("GANTRY_WARM_TMP_MB")),
-             "run_dir": os.environ.pop("GANTRY_WARM_RUN_DIR"), "skills_dir": os.environ.pop("GANTRY_WARM_SKILLS_DIR")}
     ctl.send(json.dumps({"event": "ready", "modules": loaded, "seconds": round(time.monotonic() - start, 3)}).encode())
-    _serve(ctl, spare)
+    _serve(ctl)
 
 
 if __name__ == "__main__":

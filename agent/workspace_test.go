@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 func write(t *testing.T, path, content string) {
@@ -38,14 +40,14 @@ func TestListingAndTarRoundTrip(t *testing.T) {
 
 	// The listing has the regular files with their sizes, and the other
 	// entries that are not directories by kind; ParseListing reads it.
-	recs := strings.Split(strings.TrimSuffix(string(listing(src)), "\x00"), "\x00")
+	recs := strings.Split(strings.TrimSuffix(string(wire.Listing(src)), "\x00"), "\x00")
 	sort.Strings(recs)
 	if strings.Join(recs, "|") != "3 out/deep/b.bin|5 a.txt|L out/passwd" {
 		t.Fatalf("listing %q", recs)
 	}
-	got := ParseListing(listing(src))
+	got := wire.ParseListing(wire.Listing(src))
 	sort.Slice(got, func(i, j int) bool { return got[i].Path < got[j].Path })
-	if len(got) != 3 || got[0] != (ListedEntry{"a.txt", EntryFile, 5}) || got[2] != (ListedEntry{"out/passwd", EntrySymlink, 0}) {
+	if len(got) != 3 || got[0] != (wire.ListedEntry{Path: "a.txt", Kind: wire.EntryFile, Size: 5}) || got[2] != (wire.ListedEntry{Path: "out/passwd", Kind: wire.EntrySymlink}) {
 		t.Fatalf("parsed %+v", got)
 	}
 
@@ -174,16 +176,16 @@ func TestCleanRel(t *testing.T) {
 func TestBridgeRelaysOneLine(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "b.sock")
 	pr, pw := io.Pipe()
-	br, err := openBridge(sock, newFrameWriter(pw))
+	br, err := openBridge(sock, wire.NewFrameWriter(pw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer br.close()
 	// The runner's side: read the request frame, answer it.
 	go func() {
-		kind, payload, err := newFrameReader(pr, MaxFrame).next()
-		var req BridgeRequest
-		if err != nil || kind != KindBridge || json.Unmarshal(payload, &req) != nil {
+		kind, payload, err := wire.NewFrameReader(pr, wire.MaxFrame).Next()
+		var req wire.BridgeRequest
+		if err != nil || kind != wire.KindBridge || json.Unmarshal(payload, &req) != nil {
 			pr.CloseWithError(io.ErrUnexpectedEOF)
 			return
 		}

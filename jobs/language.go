@@ -178,3 +178,19 @@ func (s *Spec) Plan() Plan {
 	p.Run = append(p.Run, s.Args...)
 	return p
 }
+
+// StartupVariable says whether a Python interpreter reads the variable
+// name when it starts (PYTHON* but PYTHONPATH, LANG, LC_*, LD_*, HOME, TZ,
+// PATH, MPLCONFIGDIR): a Python job whose env sets one runs in a new
+// interpreter, never in an already running one.
+func StartupVariable(k string) bool {
+	switch {
+	case k == "PYTHONPATH":
+		return false
+	case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "LD_"):
+		return true
+	case k == "LANG", k == "LANGUAGE", k == "HOME", k == "TZ", k == "PATH", k == "MPLCONFIGDIR":
+		return true
+	}
+	return false
+}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/glob"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -71,7 +71,7 @@ func collectArtifacts(ctx context.Context, ws jobFiles, globs []string, lim Arti
 	return arts, append(omitted, late...), readErr
 }
 
-// jobFiles gives the files a job left: a listing (see agent.ParseListing)
+// jobFiles gives the files a job left: a listing (see wire.ParseListing)
 // and a tar of chosen paths. Both come from the sandbox and are untrusted.
 type jobFiles interface {
 	list(ctx context.Context) ([]byte, error)
@@ -83,7 +83,7 @@ type jobFiles interface {
 // agentWorkspace reads it through the container's agent, which sent the
 // listing when the program ended.
 type agentWorkspace struct {
-	conn    *agent.Conn
+	conn    *wire.Conn
 	listing []byte
 }
 
@@ -100,17 +100,17 @@ func (w agentWorkspace) tar(ctx context.Context, paths []string) (io.Reader, fun
 func parseListing(b []byte) ([]workspaceFile, []jobs.OmittedArtifact) {
 	var files []workspaceFile
 	var odd []jobs.OmittedArtifact
-	for _, e := range agent.ParseListing(b) {
+	for _, e := range wire.ParseListing(b) {
 		shown := strings.ToValidUTF8(e.Path, "\uFFFD")
 		p, err := jobs.CleanPath(e.Path)
 		switch {
-		case err == nil && p == e.Path && e.Kind == agent.EntryFile:
+		case err == nil && p == e.Path && e.Kind == wire.EntryFile:
 			files = append(files, workspaceFile{path: p, size: e.Size})
 		case !utf8.ValidString(e.Path):
 			odd = append(odd, jobs.OmittedArtifact{Path: shown, Size: e.Size, Reason: "its name is not valid UTF-8 (rename it to collect it)"})
 		case err != nil || p != e.Path:
 			odd = append(odd, jobs.OmittedArtifact{Path: shown, Size: e.Size, Reason: "its path cannot be kept: " + errText(err)})
-		case e.Kind == agent.EntrySymlink:
+		case e.Kind == wire.EntrySymlink:
 			odd = append(odd, jobs.OmittedArtifact{Path: p, Reason: "a symbolic link (links are not followed; write the file itself)"})
 		default:
 			odd = append(odd, jobs.OmittedArtifact{Path: p, Reason: "not a regular file (a fifo, socket or device)"})

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
@@ -58,9 +58,9 @@ type attempt struct {
 
 // prepared is what a run needs besides the container.
 type prepared struct {
-	req        agent.Request
-	stamp      string       // the tenant's skills stamp
-	skillFiles []agent.File // the tenant's skills
+	req        wire.Request
+	stamp      string      // the tenant's skills stamp
+	skillFiles []wire.File // the tenant's skills
 	bridge     *codemode.Bridge
 	egress     *jobEgress // nil: no network
 }
@@ -153,13 +153,13 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		return nil, fmt.Errorf("load skills: %w", err)
 	}
 	in.stamp, in.skillFiles = stamp, skillFiles
-	files := make([]agent.File, 0, len(spec.Files)+1)
+	files := make([]wire.File, 0, len(spec.Files)+1)
 	for _, f := range spec.Files {
-		files = append(files, agent.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
+		files = append(files, wire.File{Path: jobs.WorkspaceDir + "/" + f.Path, Data: f.Content})
 	}
 	plan := spec.Plan()
 	if spec.Code != "" {
-		files = append(files, agent.File{Path: plan.File, Data: []byte(spec.Code)})
+		files = append(files, wire.File{Path: plan.File, Data: []byte(spec.Code)})
 	}
 	bridge, genFiles, env, err := a.r.codeMode(ctx, claim)
 	if err != nil {
@@ -178,7 +178,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 	if in.egress != nil {
 		env = in.egress.env(env)
 	}
-	in.req = agent.Request{
+	in.req = wire.Request{
 		Files: files, Argv: plan.Run, Env: env,
 		OutputCap: spec.Limits.OutputBytes,
 		Fresh:     a.session == nil,
@@ -186,7 +186,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		TimeoutMS: spec.TimeoutMS,
 	}
 	if plan.Compile != nil {
-		in.req.Compile = &agent.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
+		in.req.Compile = &wire.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}
 	}
 	if spec.Stdin != "" {
 		in.req.Stdin = []byte(spec.Stdin)
@@ -307,7 +307,7 @@ func (a *attempt) ended(ctx context.Context, ctr *lease, r programRun, end endin
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusFailed
 		res.Compile = &jobs.Compile{Status: jobs.CompileTimedOut, DurationMS: r.end.Sub(r.start).Milliseconds()}
-		res.Error = compileError(agent.Exit{Started: true, TimedOut: true}, spec)
+		res.Error = compileError(wire.Exit{Started: true, TimedOut: true}, spec)
 		return res, nil, nil
 	case endDeadline:
 		a.handOn(ctr, false, "timed out")
@@ -348,7 +348,7 @@ func (a *attempt) died(ctx context.Context, ctr *lease, r programRun, res jobs.R
 		res.ExitCode = ptr(137)
 		res.Error = oomError(a.claim.Spec.Limits)
 		return res, nil, nil
-	case a.r.sandbox.Isolation() == agent.Container && !f.running:
+	case a.r.sandbox.Isolation() == wire.Container && !f.running:
 		res.Status = jobs.StatusFailed
 		res.ExitCode = ptr(f.exitCode)
 		return res, nil, nil
@@ -380,7 +380,7 @@ func (a *attempt) exited(ctr *lease, r programRun, res jobs.Result) (jobs.Result
 // cell reads what a stateful session's cell left: the live state, and its
 // value, exception and displays (the sandbox's word: what is not one is
 // dropped).
-func (a *attempt) cell(ctr *lease, exit agent.Exit, res *jobs.Result) {
+func (a *attempt) cell(ctr *lease, exit wire.Exit, res *jobs.Result) {
 	res.LiveState, res.LiveStateReason = a.session.liveState(ctr.Container, exit.Live)
 	if len(exit.Value) > 0 {
 		v, err := jobs.ParseValue(exit.Value)
@@ -467,7 +467,7 @@ const agentGrace = 5 * time.Second
 // usage is what the agent measured of a sandbox, nil when it could not.
 // It is the agent's word (a program under the Container isolation shares
 // its container), so only what cannot be true is refused.
-func usage(u *agent.Usage) *jobs.ProgramUsage {
+func usage(u *wire.Usage) *jobs.ProgramUsage {
 	if u == nil || u.CPUTimeUS < 0 || u.PeakMemoryKB < 0 {
 		return nil
 	}
@@ -475,7 +475,7 @@ func usage(u *agent.Usage) *jobs.ProgramUsage {
 }
 
 // compileResult is the job's record of its compile step, which took d.
-func compileResult(rep agent.CompileReport, d time.Duration) *jobs.Compile {
+func compileResult(rep wire.CompileReport, d time.Duration) *jobs.Compile {
 	c := &jobs.Compile{Status: jobs.CompileSucceeded, DurationMS: d.Milliseconds(), OutputTruncated: rep.Truncated}
 	switch e := rep.Exit; {
 	case e.TimedOut:
@@ -493,7 +493,7 @@ func compileResult(rep agent.CompileReport, d time.Duration) *jobs.Compile {
 }
 
 // compileError says why a job's program did not compile.
-func compileError(e agent.Exit, spec jobs.Spec) *jobs.ErrorInfo {
+func compileError(e wire.Exit, spec jobs.Spec) *jobs.ErrorInfo {
 	msg := fmt.Sprintf("the program did not compile (the compiler exited with code %d); see compile_output", e.Code)
 	switch {
 	case e.TimedOut:

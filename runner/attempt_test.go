@@ -20,7 +20,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -32,7 +32,7 @@ import (
 
 // script answers one run request on a fake container's agent; it returns
 // false to break the stream (the container died).
-type script func(a *fakeAgent, req agent.Request) bool
+type script func(a *fakeAgent, req wire.Request) bool
 
 type fakeDocker struct {
 	mu        sync.Mutex
@@ -65,20 +65,20 @@ type fakeAgent struct {
 	cleaned int
 }
 
-func (a *fakeAgent) frame(kind byte, payload string) {
-	b := []byte{kind, 0, 0, 0, 0}
+func (a *fakeAgent) frame(kind wire.Kind, payload string) {
+	b := []byte{byte(kind), 0, 0, 0, 0}
 	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
 	_, _ = a.w.Write(append(b, payload...))
 }
 
-func (a *fakeAgent) json(kind byte, v any) {
+func (a *fakeAgent) json(kind wire.Kind, v any) {
 	b, _ := json.Marshal(v)
 	a.frame(kind, string(b))
 }
 
 func (a *fakeAgent) serve(s script) {
 	defer a.conn.Close()
-	a.json(agent.KindHello, agent.Hello{Protocol: agent.Protocol, Isolation: agent.Namespaces})
+	a.json(wire.KindHello, wire.Hello{Protocol: wire.Protocol, Isolation: wire.Namespaces})
 	for {
 		var head [5]byte
 		if _, err := io.ReadFull(a.r, head[:]); err != nil {
@@ -88,7 +88,7 @@ func (a *fakeAgent) serve(s script) {
 		if _, err := io.ReadFull(a.r, payload); err != nil {
 			return
 		}
-		var req agent.Request
+		var req wire.Request
 		_ = json.Unmarshal(payload, &req)
 		switch req.Op {
 		case "run":
@@ -97,11 +97,11 @@ func (a *fakeAgent) serve(s script) {
 			}
 		case "clean":
 			a.cleaned++
-			a.frame(agent.KindOK, "")
+			a.frame(wire.KindOK, "")
 		case "skills", "restore", "warm":
-			a.frame(agent.KindOK, "")
+			a.frame(wire.KindOK, "")
 		case "tar":
-			a.frame(agent.KindDataEnd, "")
+			a.frame(wire.KindDataEnd, "")
 		}
 	}
 }
@@ -260,11 +260,11 @@ func (r *Runner) attemptFor(tenant string, code string, timeout time.Duration) *
 
 // exits is a script whose program starts, prints and exits with code.
 func exits(code int, out string) script {
-	return func(a *fakeAgent, req agent.Request) bool {
-		a.frame(agent.KindStarted, "")
-		a.frame(agent.KindStdout, out)
-		a.json(agent.KindExit, agent.Exit{Started: true, Code: code})
-		a.frame(agent.KindListing, "")
+	return func(a *fakeAgent, req wire.Request) bool {
+		a.frame(wire.KindStarted, "")
+		a.frame(wire.KindStdout, out)
+		a.json(wire.KindExit, wire.Exit{Started: true, Code: code})
+		a.frame(wire.KindListing, "")
 		return true
 	}
 }
@@ -298,10 +298,10 @@ func TestAttemptOutcomes(t *testing.T) {
 	t.Run("a container that dies before the program starts is replaced", func(t *testing.T) {
 		d := &fakeDocker{}
 		d.runs = []script{
-			func(a *fakeAgent, req agent.Request) bool { d.dies(a, false, false); return false },
-			func(a *fakeAgent, req agent.Request) bool {
-				a.json(agent.KindExit, agent.Exit{Message: "bwrap: setting up uid map: Permission denied"})
-				a.frame(agent.KindListing, "")
+			func(a *fakeAgent, req wire.Request) bool { d.dies(a, false, false); return false },
+			func(a *fakeAgent, req wire.Request) bool {
+				a.json(wire.KindExit, wire.Exit{Message: "bwrap: setting up uid map: Permission denied"})
+				a.frame(wire.KindListing, "")
 				return true
 			},
 			exits(0, "ran"),
@@ -316,8 +316,8 @@ func TestAttemptOutcomes(t *testing.T) {
 
 	t.Run("out of memory while the program runs: failed, once", func(t *testing.T) {
 		d := &fakeDocker{}
-		d.runs = []script{func(a *fakeAgent, req agent.Request) bool {
-			a.frame(agent.KindStarted, "")
+		d.runs = []script{func(a *fakeAgent, req wire.Request) bool {
+			a.frame(wire.KindStarted, "")
 			d.dies(a, true, false)
 			return false
 		}}
@@ -331,8 +331,8 @@ func TestAttemptOutcomes(t *testing.T) {
 	t.Run("a container lost to something else while the program runs: back to the queue", func(t *testing.T) {
 		for _, gone := range []bool{false, true} {
 			d := &fakeDocker{}
-			d.runs = []script{func(a *fakeAgent, req agent.Request) bool {
-				a.frame(agent.KindStarted, "")
+			d.runs = []script{func(a *fakeAgent, req wire.Request) bool {
+				a.frame(wire.KindStarted, "")
 				d.dies(a, false, gone)
 				return false
 			}}
@@ -345,9 +345,9 @@ func TestAttemptOutcomes(t *testing.T) {
 	})
 
 	t.Run("a timeout retires the container", func(t *testing.T) {
-		d := &fakeDocker{runs: []script{func(a *fakeAgent, req agent.Request) bool {
-			a.frame(agent.KindStarted, "")
-			a.frame(agent.KindStdout, "started\n")
+		d := &fakeDocker{runs: []script{func(a *fakeAgent, req wire.Request) bool {
+			a.frame(wire.KindStarted, "")
+			a.frame(wire.KindStdout, "started\n")
 			_, _ = io.Copy(io.Discard, a.r) // runs until the runner lets go
 			return false
 		}}}
@@ -364,8 +364,8 @@ func TestAttemptOutcomes(t *testing.T) {
 
 	t.Run("a cancel retires the container", func(t *testing.T) {
 		started := make(chan struct{})
-		d := &fakeDocker{runs: []script{func(a *fakeAgent, req agent.Request) bool {
-			a.frame(agent.KindStarted, "")
+		d := &fakeDocker{runs: []script{func(a *fakeAgent, req wire.Request) bool {
+			a.frame(wire.KindStarted, "")
 			close(started)
 			_, _ = io.Copy(io.Discard, a.r)
 			return false

@@ -4,7 +4,7 @@ import (
 	"context"
 	"maps"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -14,7 +14,7 @@ import (
 // program's tool requests, the generated per-server modules, and the
 // environment that makes them importable. Without a registry (code mode
 // not configured) it returns nothing and the job runs without a bridge.
-func (r *Runner) codeMode(ctx context.Context, claim store.Claim) (*codemode.Bridge, []agent.File, map[string]string, error) {
+func (r *Runner) codeMode(ctx context.Context, claim store.Claim) (*codemode.Bridge, []wire.File, map[string]string, error) {
 	env := claim.Spec.Env
 	if r.cfg.CodeMode == nil {
 		return nil, nil, env, nil
@@ -23,9 +23,9 @@ func (r *Runner) codeMode(ctx context.Context, claim store.Claim) (*codemode.Bri
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	files := make([]agent.File, 0, len(gen))
+	files := make([]wire.File, 0, len(gen))
 	for _, f := range gen {
-		files = append(files, agent.File{Path: f.Path, Data: f.Content})
+		files = append(files, wire.File{Path: f.Path, Data: f.Content})
 	}
 	env = maps.Clone(env)
 	if env == nil {

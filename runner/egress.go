@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -67,7 +67,7 @@ func (e *jobEgress) env(in map[string]string) map[string]string {
 	if env == nil {
 		env = map[string]string{}
 	}
-	proxy := "http://" + agent.EgressProxy
+	proxy := "http://" + wire.EgressProxy
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 		env[k] = proxy
 	}
@@ -76,7 +76,7 @@ func (e *jobEgress) env(in map[string]string) map[string]string {
 }
 
 // handler is the agent's Egress for this job (nil when it has none).
-func (e *jobEgress) handler() agent.Egress {
+func (e *jobEgress) handler() wire.Egress {
 	if e == nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -175,7 +175,7 @@ func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger
 
 // reusable reports whether containers serve more than one job: not when
 // programs run directly in them (the Container isolation).
-func (f *fleet) reusable() bool { return f.sb.Isolation() == agent.Namespaces }
+func (f *fleet) reusable() bool { return f.sb.Isolation() == wire.Namespaces }
 
 // acquire returns a container bound to the tenant, limits and image ("":
 // the sandbox image), leased to the caller until it releases it: the

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -391,7 +391,7 @@ func TestCompiledLanguagesInTheirOwnContainer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	h := newHarnessWith(t, testSandboxWith(t, agent.Container), 1)
+	h := newHarnessWith(t, testSandboxWith(t, wire.Container), 1)
 	needCompilers(t, h)
 	j := h.run(t, jobs.Request{Language: "rust", Code: modePrograms["rust"], Stdin: "gvisor\n", CompileTimeoutMS: 60_000})
 	if j.Status != jobs.StatusSucceeded || j.Stdout != "hello gvisor\n" || j.Compile == nil || j.Compile.CPUTimeMS == nil || j.CPUTimeMS == nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/queue"
 )
 
@@ -88,7 +88,7 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 		served.subs = append(served.subs, sub)
 	}
 	ls.sessions[sessionID] = served
-	c.conn.OnProcessEvent(func(kind byte, payload []byte) { ls.publish(sessionID, kind, payload) })
+	c.conn.OnProcessEvent(func(kind wire.Kind, payload []byte) { ls.publish(sessionID, kind, payload) })
 	go func() {
 		<-c.conn.Done()
 		ls.mu.Lock()
@@ -116,14 +116,14 @@ func (ls *liveServer) stop() {
 // relay answers one operation: OpKeep here (the container is kept for
 // the session TimeoutMS longer), the rest by the agent.
 func (ls *liveServer) relay(sessionID string, s *liveServed, m *nats.Msg) {
-	var op agent.LiveOp
+	var op wire.LiveOp
 	if err := json.Unmarshal(m.Data, &op); err != nil {
-		ls.respond(m, agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrInvalid, Message: "malformed live operation"}})
+		ls.respond(m, wire.LiveReply{Error: &wire.LiveError{Code: wire.LiveErrInvalid, Message: "malformed live operation"}})
 		return
 	}
-	ls.fleet.touch(sessionID, s.ctr, time.Duration(op.TimeoutMS)*time.Millisecond, op.Op == agent.OpKeep)
-	if op.Op == agent.OpKeep {
-		ls.respond(m, agent.LiveReply{})
+	ls.fleet.touch(sessionID, s.ctr, time.Duration(op.TimeoutMS)*time.Millisecond, op.Op == wire.OpKeep)
+	if op.Op == wire.OpKeep {
+		ls.respond(m, wire.LiveReply{})
 		return
 	}
 	go func() {
@@ -131,17 +131,17 @@ func (ls *liveServer) relay(sessionID string, s *liveServed, m *nats.Msg) {
 		defer cancel()
 		reply, err := s.ctr.conn.Live(ctx, op)
 		if err != nil {
-			reply = agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrNoSandbox, Message: "the sandbox's container did not answer: " + err.Error()}}
+			reply = wire.LiveReply{Error: &wire.LiveError{Code: wire.LiveErrNoSandbox, Message: "the sandbox's container did not answer: " + err.Error()}}
 		}
 		reply.ID = 0
 		ls.respond(m, reply)
 	}()
 }
 
-func (ls *liveServer) respond(m *nats.Msg, r agent.LiveReply) {
+func (ls *liveServer) respond(m *nats.Msg, r wire.LiveReply) {
 	data, err := json.Marshal(r)
 	if err == nil && len(data) > int(ls.nc.MaxPayload()) {
-		data, _ = json.Marshal(agent.LiveReply{Error: &agent.LiveError{Code: agent.LiveErrFailed, Message: "the answer is too large"}})
+		data, _ = json.Marshal(wire.LiveReply{Error: &wire.LiveError{Code: wire.LiveErrFailed, Message: "the answer is too large"}})
 	}
 	if err := m.Respond(data); err != nil {
 		ls.log.Warn("answer a live operation", "err", err)
@@ -150,21 +150,21 @@ func (ls *liveServer) respond(m *nats.Msg, r agent.LiveReply) {
 
 // publish relays a live process's output or end (from the agent,
 // untrusted: malformed events are dropped).
-func (ls *liveServer) publish(sessionID string, kind byte, payload []byte) {
+func (ls *liveServer) publish(sessionID string, kind wire.Kind, payload []byte) {
 	msg := &nats.Msg{Header: nats.Header{}}
 	switch kind {
-	case agent.KindProcessOutput:
-		pid, stream, data, err := agent.ParseProcessOutput(payload)
+	case wire.KindProcessOutput:
+		pid, stream, data, err := wire.ParseProcessOutput(payload)
 		if err != nil || pid <= 0 {
 			return
 		}
 		msg.Subject, msg.Data = queue.ProcessSubject(sessionID, pid), data
 		msg.Header.Set(queue.HeaderStream, queue.HeaderStreamStdout)
-		if stream == agent.KindStderr {
+		if stream == wire.KindStderr {
 			msg.Header.Set(queue.HeaderStream, queue.HeaderStreamStderr)
 		}
-	case agent.KindProcessExit:
-		var e agent.ProcessExit
+	case wire.KindProcessExit:
+		var e wire.ProcessExit
 		if json.Unmarshal(payload, &e) != nil || e.Pid <= 0 {
 			return
 		}

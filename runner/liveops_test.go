@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -33,7 +33,7 @@ type liveEvents struct {
 
 	mu     sync.Mutex
 	out    map[int]*strings.Builder
-	exits  map[int]agent.ProcessExit
+	exits  map[int]wire.ProcessExit
 	update chan struct{}
 }
 
@@ -44,14 +44,14 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 		t.Fatalf("session %s holds no live sandbox (%v)", sid, err)
 	}
 	c := &liveClient{t: t, liveEvents: &liveEvents{nc: h.nc, subj: queue.LiveSubject(sid, sess.Live),
-		out: map[int]*strings.Builder{}, exits: map[int]agent.ProcessExit{}, update: make(chan struct{}, 1)}}
+		out: map[int]*strings.Builder{}, exits: map[int]wire.ProcessExit{}, update: make(chan struct{}, 1)}}
 	sub, err := h.nc.Subscribe(queue.ProcessSubjectAll(sid), func(m *nats.Msg) {
 		pid := queue.PidFromSubject(m.Subject)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		switch m.Header.Get(queue.HeaderStream) {
 		case queue.HeaderStreamExit:
-			var e agent.ProcessExit
+			var e wire.ProcessExit
 			if err := json.Unmarshal(m.Data, &e); err != nil || e.Pid != pid {
 				t.Errorf("exit event %q on %s", m.Data, m.Subject)
 			}
@@ -77,21 +77,21 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 // in is the client for the (sub)test t: it fails t, on t's goroutine.
 func (c *liveClient) in(t *testing.T) *liveClient { return &liveClient{t: t, liveEvents: c.liveEvents} }
 
-func (c *liveClient) do(op agent.LiveOp) (agent.LiveReply, *agent.LiveError) {
+func (c *liveClient) do(op wire.LiveOp) (wire.LiveReply, *wire.LiveError) {
 	c.t.Helper()
 	body, _ := json.Marshal(op)
 	msg, err := c.nc.Request(c.subj, body, 30*time.Second)
 	if err != nil {
 		c.t.Fatalf("%s: %v", op.Op, err)
 	}
-	var r agent.LiveReply
+	var r wire.LiveReply
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		c.t.Fatalf("%s: reply %q", op.Op, msg.Data)
 	}
 	return r, r.Error
 }
 
-func (c *liveClient) ok(op agent.LiveOp) agent.LiveReply {
+func (c *liveClient) ok(op wire.LiveOp) wire.LiveReply {
 	c.t.Helper()
 	r, err := c.do(op)
 	if err != nil {
@@ -102,7 +102,7 @@ func (c *liveClient) ok(op agent.LiveOp) agent.LiveReply {
 
 // waitExit waits for the process's end and returns it with its output, as
 // "stream:bytes|" records.
-func (c *liveClient) waitExit(pid int) (agent.ProcessExit, string) {
+func (c *liveClient) waitExit(pid int) (wire.ProcessExit, string) {
 	c.t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -141,25 +141,25 @@ func TestLiveOperations(t *testing.T) {
 
 	t.Run("a process's output, stdin and end", func(t *testing.T) {
 		c := c.in(t)
-		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", `echo hi; read line; echo "got $line"; echo oops >&2; exit 3`},
+		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", `echo hi; read line; echo "got $line"; echo oops >&2; exit 3`},
 			Env: map[string]string{"E2B": "1"}, Cwd: "/workspace", Stdin: true, Tag: "t1"})
 		if r.Pid <= 0 {
 			t.Fatalf("spawn: %+v", r)
 		}
-		list := c.ok(agent.LiveOp{Op: agent.OpList})
+		list := c.ok(wire.LiveOp{Op: wire.OpList})
 		if len(list.Processes) != 1 || list.Processes[0].Pid != r.Pid || list.Processes[0].Tag != "t1" || list.Processes[0].Env["E2B"] != "1" {
 			t.Errorf("list: %+v", list.Processes)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpInput, Pid: r.Pid, Data: []byte("abc\n")})
+		c.ok(wire.LiveOp{Op: wire.OpInput, Pid: r.Pid, Data: []byte("abc\n")})
 		e, out := c.waitExit(r.Pid)
 		if e.Code != 3 || out != "stdout:hi\n|stdout:got abc\n|stderr:oops\n|" && out != "stdout:hi\n|stderr:oops\n|stdout:got abc\n|" &&
 			!strings.Contains(out, "got abc") {
 			t.Errorf("exit %+v, output %q", e, out)
 		}
-		if st := c.ok(agent.LiveOp{Op: agent.OpStatus, Pid: r.Pid}); st.Exit == nil || st.Exit.Code != 3 {
+		if st := c.ok(wire.LiveOp{Op: wire.OpStatus, Pid: r.Pid}); st.Exit == nil || st.Exit.Code != 3 {
 			t.Errorf("status after the end: %+v", st)
 		}
-		if _, err := c.do(agent.LiveOp{Op: agent.OpInput, Pid: r.Pid, Data: []byte("x")}); err == nil || err.Code != agent.LiveErrNotFound {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpInput, Pid: r.Pid, Data: []byte("x")}); err == nil || err.Code != wire.LiveErrNotFound {
 			t.Errorf("input to an ended process: %v", err)
 		}
 	})
@@ -168,7 +168,7 @@ func TestLiveOperations(t *testing.T) {
 		c := c.in(t)
 		var pids []int
 		for i := range 20 {
-			r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/sh", "-c", "echo " + string(rune('a'+i)) + "; exit 7"}})
+			r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/sh", "-c", "echo " + string(rune('a'+i)) + "; exit 7"}})
 			pids = append(pids, r.Pid)
 		}
 		for i, pid := range pids {
@@ -180,8 +180,8 @@ func TestLiveOperations(t *testing.T) {
 
 	t.Run("a signal ends a process and what it started", func(t *testing.T) {
 		c := c.in(t)
-		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "sleep 300 & sleep 301"}})
-		c.ok(agent.LiveOp{Op: agent.OpSignal, Pid: r.Pid, Signal: 9})
+		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", "sleep 300 & sleep 301"}})
+		c.ok(wire.LiveOp{Op: wire.OpSignal, Pid: r.Pid, Signal: 9})
 		if e, _ := c.waitExit(r.Pid); e.Code != -1 || e.Signal != 9 {
 			t.Errorf("exit after SIGKILL: %+v", e)
 		}
@@ -189,29 +189,29 @@ func TestLiveOperations(t *testing.T) {
 			t.Errorf("the process group lives on: %q", j.Stdout)
 		}
 		// What a process leaves behind is reaped when it ends: no zombies.
-		r = c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/sh", "-c", "sleep 0.2 & echo left"}})
+		r = c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/sh", "-c", "sleep 0.2 & echo left"}})
 		c.waitExit(r.Pid)
 		time.Sleep(time.Second)
 		if j := h.in(t, sid, py("import os\nsum(open('/proc/%s/stat' % p).read().split(')')[-1].split()[0] == 'Z' for p in os.listdir('/proc') if p.isdigit())")); j.Value == nil || j.Value.Text != "0" {
 			t.Errorf("zombies: %+v %q", j.Value, j.Stderr)
 		}
-		if _, err := c.do(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/no/such/program"}}); err == nil || !strings.Contains(err.Message, "No such file") {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/no/such/program"}}); err == nil || !strings.Contains(err.Message, "No such file") {
 			t.Errorf("spawning a missing program: %v", err)
 		}
-		if _, err := c.do(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"true"}, Cwd: "/nowhere"}); err == nil || !strings.Contains(err.Message, "/nowhere") {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"true"}, Cwd: "/nowhere"}); err == nil || !strings.Contains(err.Message, "/nowhere") {
 			t.Errorf("spawning in a missing directory: %v", err)
 		}
 	})
 
 	t.Run("a process outlives jobs and answers while one runs", func(t *testing.T) {
 		c := c.in(t)
-		r := c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"/bin/bash", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done"}, TimeoutMS: 60000})
+		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done"}, TimeoutMS: 60000})
 		// Submitted here, waited for here: the job runs on the runner
 		// meanwhile, and the test's goroutine is the only one to fail it.
 		id := h.submitIn(t, sid, py("import time\ntime.sleep(2)\nx + 1"))
 		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status != jobs.StatusQueued })
 		start := time.Now()
-		c.ok(agent.LiveOp{Op: agent.OpList})
+		c.ok(wire.LiveOp{Op: wire.OpList})
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("a live operation took %s while a job ran", d)
 		}
@@ -223,7 +223,7 @@ func TestLiveOperations(t *testing.T) {
 			t.Errorf("the job beside it: %+v", j)
 		}
 		// A timeout kills it.
-		r = c.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"sleep", "60"}, TimeoutMS: 300})
+		r = c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"sleep", "60"}, TimeoutMS: 300})
 		if e, _ := c.waitExit(r.Pid); e.Signal != 9 {
 			t.Errorf("after its timeout: %+v", e)
 		}
@@ -231,25 +231,25 @@ func TestLiveOperations(t *testing.T) {
 
 	t.Run("files as the sandbox sees them", func(t *testing.T) {
 		c := c.in(t)
-		w := c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte("hello"), Truncate: true})
+		w := c.ok(wire.LiveOp{Op: wire.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte("hello"), Truncate: true})
 		if w.Entry == nil || w.Entry.Type != "file" || w.Entry.Size != 5 || w.Entry.Path != "/workspace/dir/a.txt" {
 			t.Errorf("write: %+v", w.Entry)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte(" world"), Offset: 5})
-		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/a.txt"}); string(r.Data) != "hello world" || !r.EOF || r.Size != 11 {
+		c.ok(wire.LiveOp{Op: wire.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte(" world"), Offset: 5})
+		if r := c.ok(wire.LiveOp{Op: wire.OpRead, Path: "/workspace/dir/a.txt"}); string(r.Data) != "hello world" || !r.EOF || r.Size != 11 {
 			t.Errorf("read: %+v", r)
 		}
-		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/a.txt", Offset: 6, Length: 3}); string(r.Data) != "wor" || r.EOF {
+		if r := c.ok(wire.LiveOp{Op: wire.OpRead, Path: "/workspace/dir/a.txt", Offset: 6, Length: 3}); string(r.Data) != "wor" || r.EOF {
 			t.Errorf("read a part: %+v", r)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpWrite, Path: "/tmp/t.txt", Data: []byte("in tmp"), Truncate: true})
+		c.ok(wire.LiveOp{Op: wire.OpWrite, Path: "/tmp/t.txt", Data: []byte("in tmp"), Truncate: true})
 		if j := h.in(t, sid, bash("cat /tmp/t.txt dir/a.txt; echo changed > dir/b.txt")); j.Stdout != "in tmphello world" {
 			t.Errorf("a job sees the written files: %q %q", j.Stdout, j.Stderr)
 		}
-		if r := c.ok(agent.LiveOp{Op: agent.OpRead, Path: "/workspace/dir/b.txt"}); string(r.Data) != "changed\n" {
+		if r := c.ok(wire.LiveOp{Op: wire.OpRead, Path: "/workspace/dir/b.txt"}); string(r.Data) != "changed\n" {
 			t.Errorf("a job's file: %q", r.Data)
 		}
-		list := c.ok(agent.LiveOp{Op: agent.OpListDir, Path: "/workspace", Depth: 2})
+		list := c.ok(wire.LiveOp{Op: wire.OpListDir, Path: "/workspace", Depth: 2})
 		var names []string
 		for _, e := range list.Entries {
 			names = append(names, e.Path+":"+e.Type)
@@ -257,33 +257,33 @@ func TestLiveOperations(t *testing.T) {
 		if got := strings.Join(names, ","); !strings.Contains(got, "/workspace/dir:dir,/workspace/dir/a.txt:file,/workspace/dir/b.txt:file") {
 			t.Errorf("list: %s", got)
 		}
-		if st := c.ok(agent.LiveOp{Op: agent.OpStat, Path: "/workspace/dir"}); st.Entry.Type != "dir" || st.Entry.Owner == "" {
+		if st := c.ok(wire.LiveOp{Op: wire.OpStat, Path: "/workspace/dir"}); st.Entry.Type != "dir" || st.Entry.Owner == "" {
 			t.Errorf("stat: %+v", st.Entry)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpMkdir, Path: "/workspace/x/y"})
-		if _, err := c.do(agent.LiveOp{Op: agent.OpMkdir, Path: "/workspace/x/y"}); err == nil || err.Code != agent.LiveErrExists {
+		c.ok(wire.LiveOp{Op: wire.OpMkdir, Path: "/workspace/x/y"})
+		if _, err := c.do(wire.LiveOp{Op: wire.OpMkdir, Path: "/workspace/x/y"}); err == nil || err.Code != wire.LiveErrExists {
 			t.Errorf("mkdir again: %v", err)
 		}
-		if m := c.ok(agent.LiveOp{Op: agent.OpMove, Path: "/workspace/dir/a.txt", Dest: "/workspace/x/a.txt"}); m.Entry.Path != "/workspace/x/a.txt" {
+		if m := c.ok(wire.LiveOp{Op: wire.OpMove, Path: "/workspace/dir/a.txt", Dest: "/workspace/x/a.txt"}); m.Entry.Path != "/workspace/x/a.txt" {
 			t.Errorf("move: %+v", m.Entry)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpRemove, Path: "/workspace/x"})
+		c.ok(wire.LiveOp{Op: wire.OpRemove, Path: "/workspace/x"})
 		for _, p := range []string{"/workspace/x", "/workspace/dir/a.txt"} {
-			if _, err := c.do(agent.LiveOp{Op: agent.OpStat, Path: p}); err == nil || err.Code != agent.LiveErrNotFound {
+			if _, err := c.do(wire.LiveOp{Op: wire.OpStat, Path: p}); err == nil || err.Code != wire.LiveErrNotFound {
 				t.Errorf("stat %s after it went: %v", p, err)
 			}
 		}
-		if _, err := c.do(agent.LiveOp{Op: agent.OpWrite, Path: "/etc/x", Data: []byte("x"), Truncate: true}); err == nil || err.Code != agent.LiveErrPermission {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpWrite, Path: "/etc/x", Data: []byte("x"), Truncate: true}); err == nil || err.Code != wire.LiveErrPermission {
 			t.Errorf("write to the read-only root: %v", err)
 		}
-		if _, err := c.do(agent.LiveOp{Op: agent.OpRead, Path: "/workspace"}); err == nil || err.Code != agent.LiveErrIsDir {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpRead, Path: "/workspace"}); err == nil || err.Code != wire.LiveErrIsDir {
 			t.Errorf("read a directory: %v", err)
 		}
 		// A link is followed in the sandbox's view, never the agent's
 		// (whose state directory is in the container's own /tmp).
 		h.in(t, sid, bash("ln -s /tmp/.gantry-agent agentlink; ln -s ../../../tmp/.gantry-agent up"))
 		for _, p := range []string{"/workspace/agentlink", "/workspace/up"} {
-			if r, err := c.do(agent.LiveOp{Op: agent.OpListDir, Path: p}); err == nil {
+			if r, err := c.do(wire.LiveOp{Op: wire.OpListDir, Path: p}); err == nil {
 				t.Errorf("list through %s: %+v", p, r.Entries)
 			}
 		}
@@ -296,22 +296,22 @@ func TestLiveOperations(t *testing.T) {
 		if j := h.in(t, sid, bash("mkfifo fifo; ln -s fifo fifolink; echo x > far; touch -d @300000000000 far")); j.Status != jobs.StatusSucceeded {
 			t.Fatalf("setup: %s %q", j.Status, j.Stderr)
 		}
-		for _, op := range []agent.LiveOp{{Op: agent.OpRead, Path: "/workspace/fifo"}, {Op: agent.OpRead, Path: "/workspace/fifolink"},
-			{Op: agent.OpWrite, Path: "/workspace/fifo", Data: []byte("x")}, {Op: agent.OpWrite, Path: "/workspace/fifolink", Data: []byte("x")}} {
-			if _, err := c.do(op); err == nil || err.Code != agent.LiveErrInvalid {
+		for _, op := range []wire.LiveOp{{Op: wire.OpRead, Path: "/workspace/fifo"}, {Op: wire.OpRead, Path: "/workspace/fifolink"},
+			{Op: wire.OpWrite, Path: "/workspace/fifo", Data: []byte("x")}, {Op: wire.OpWrite, Path: "/workspace/fifolink", Data: []byte("x")}} {
+			if _, err := c.do(op); err == nil || err.Code != wire.LiveErrInvalid {
 				t.Errorf("%s %s: %v", op.Op, op.Path, err)
 			}
 		}
-		if st := c.ok(agent.LiveOp{Op: agent.OpStat, Path: "/workspace/far"}); st.Entry.Modified.Year() != 9999 {
+		if st := c.ok(wire.LiveOp{Op: wire.OpStat, Path: "/workspace/far"}); st.Entry.Modified.Year() != 9999 {
 			t.Errorf("a time past year 9999: %v", st.Entry.Modified)
 		}
-		c.ok(agent.LiveOp{Op: agent.OpListDir, Path: "/workspace"})
+		c.ok(wire.LiveOp{Op: wire.OpListDir, Path: "/workspace"})
 	})
 
 	t.Run("without a warm interpreter", func(t *testing.T) {
 		// The session's interpreter then runs in a sandbox of bubblewrap's:
 		// files are still the sandbox's view.
-		if h.sb.Isolation() != agent.Namespaces {
+		if h.sb.Isolation() != wire.Namespaces {
 			t.Skip("the container isolation has no warm interpreter to do without")
 		}
 		h2 := newHarness(t, 1, withoutWarm)
@@ -320,13 +320,13 @@ func TestLiveOperations(t *testing.T) {
 			t.Fatalf("first job: %+v", j)
 		}
 		c2 := h2.live(t, sid2)
-		if r := c2.ok(agent.LiveOp{Op: agent.OpRead, Path: "/tmp/x"}); string(r.Data) != "in-tmp\n" {
+		if r := c2.ok(wire.LiveOp{Op: wire.OpRead, Path: "/tmp/x"}); string(r.Data) != "in-tmp\n" {
 			t.Errorf("the sandbox's /tmp: %q", r.Data)
 		}
-		if _, err := c2.do(agent.LiveOp{Op: agent.OpListDir, Path: "/tmp/.gantry-agent"}); err == nil {
+		if _, err := c2.do(wire.LiveOp{Op: wire.OpListDir, Path: "/tmp/.gantry-agent"}); err == nil {
 			t.Error("the agent's state directory is reachable")
 		}
-		r := c2.ok(agent.LiveOp{Op: agent.OpSpawn, Argv: []string{"cat", "/workspace/y"}})
+		r := c2.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"cat", "/workspace/y"}})
 		if e, out := c2.waitExit(r.Pid); e.Code != 0 || out != "stdout:ws\n|" {
 			t.Errorf("a process: %+v %q", e, out)
 		}
@@ -335,7 +335,7 @@ func TestLiveOperations(t *testing.T) {
 	t.Run("a session whose sandbox ended", func(t *testing.T) {
 		c := c.in(t)
 		h.in(t, sid, py("import os\nos._exit(0)"))
-		if _, err := c.do(agent.LiveOp{Op: agent.OpList}); err == nil || err.Code != agent.LiveErrNoSandbox {
+		if _, err := c.do(wire.LiveOp{Op: wire.OpList}); err == nil || err.Code != wire.LiveErrNoSandbox {
 			t.Errorf("after the sandbox ended: %v", err)
 		}
 		j := h.in(t, sid, py("1"))
@@ -343,7 +343,7 @@ func TestLiveOperations(t *testing.T) {
 			t.Fatalf("next job: %+v", j)
 		}
 		c2 := h.live(t, sid)
-		if r, err := c2.do(agent.LiveOp{Op: agent.OpList}); err != nil || len(r.Processes) != 0 {
+		if r, err := c2.do(wire.LiveOp{Op: wire.OpList}); err != nil || len(r.Processes) != 0 {
 			t.Errorf("the new sandbox's processes: %+v %v", r, err)
 		}
 	})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -92,7 +92,7 @@ func (m *Metrics) observe(language, tenantID string, r jobs.Result) {
 }
 
 // accounted records what measuring a sandbox cost; m may be nil.
-func (m *Metrics) accounted(u *agent.Usage) {
+func (m *Metrics) accounted(u *wire.Usage) {
 	if m != nil && u != nil {
 		m.accounting.Observe(float64(u.WaitUS) / 1e6)
 	}

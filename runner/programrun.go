@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -18,7 +18,7 @@ import (
 // over (as nomad's docker driver decides a task's exit result only after
 // its container's wait returned).
 type programRun struct {
-	report agent.RunResult
+	report wire.RunResult
 	// err is Run's: the agent's stream broke, or the run's context ended.
 	err error
 	// cause is why the run's context ended (nil: it did not), read as Run
@@ -38,7 +38,7 @@ type programRun struct {
 func (a *attempt) startRun(ctx context.Context, ctr *lease, in *prepared, began time.Time) programRun {
 	r := programRun{}
 	r.stdout, r.stderr = a.outputs()
-	rio := agent.RunIO{Stdout: r.stdout, Stderr: r.stderr, Egress: in.egress.handler()}
+	rio := wire.RunIO{Stdout: r.stdout, Stderr: r.stderr, Egress: in.egress.handler()}
 	if in.bridge != nil {
 		rio.Bridge = in.bridge
 	}
@@ -46,7 +46,7 @@ func (a *attempt) startRun(ctx context.Context, ctr *lease, in *prepared, began 
 	defer cancelRun(nil)
 	deadline := startDeadline(a.claim.Spec, in.req.Compile != nil, cancelRun)
 	defer deadline.stop()
-	rio.Compiled = func(agent.CompileReport) { // called by Run, on this goroutine
+	rio.Compiled = func(wire.CompileReport) { // called by Run, on this goroutine
 		r.compiled = time.Now()
 		deadline.compiled()
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // TestRunEnding: a run's ending is decided once, from the agent's report
@@ -13,8 +13,8 @@ import (
 // attempt's context, else from whether the program had started.
 func TestRunEnding(t *testing.T) {
 	broke := errors.New("stream broke")
-	started := agent.Exit{Started: true}
-	compiled := &agent.CompileReport{Exit: agent.Exit{Started: true}}
+	started := wire.Exit{Started: true}
+	compiled := &wire.CompileReport{Exit: wire.Exit{Started: true}}
 	live, cancelled := context.Background(), func() context.Context {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -26,20 +26,20 @@ func TestRunEnding(t *testing.T) {
 		ctx  context.Context
 		want ending
 	}{
-		{"exit", programRun{report: agent.RunResult{Started: true, Exit: agent.Exit{Started: true, Code: 3}}}, live, endExited},
-		{"compiled, then exit", programRun{report: agent.RunResult{Started: true, Compile: compiled, Exit: started}}, live, endExited},
-		{"compile sandbox not made", programRun{report: agent.RunResult{Compile: &agent.CompileReport{Exit: agent.Exit{Message: "bwrap"}}}}, live, endCompileNotStarted},
-		{"compile error", programRun{report: agent.RunResult{Started: true, Compile: &agent.CompileReport{Exit: agent.Exit{Started: true, Code: 1}}}}, live, endCompileFailed},
-		{"compile killed by the agent", programRun{report: agent.RunResult{Started: true, Compile: &agent.CompileReport{Exit: agent.Exit{Started: true, TimedOut: true}}}}, live, endCompileFailed},
-		{"sandbox not made", programRun{report: agent.RunResult{Exit: agent.Exit{Message: "bwrap"}}}, live, endNotStarted},
-		{"killed by the agent", programRun{report: agent.RunResult{Started: true, Exit: agent.Exit{Started: true, TimedOut: true}}}, live, endTimedOut},
-		{"the report wins over a cause", programRun{report: agent.RunResult{Started: true, Exit: started}, cause: errTimeout}, cancelled, endExited},
+		{"exit", programRun{report: wire.RunResult{Started: true, Exit: wire.Exit{Started: true, Code: 3}}}, live, endExited},
+		{"compiled, then exit", programRun{report: wire.RunResult{Started: true, Compile: compiled, Exit: started}}, live, endExited},
+		{"compile sandbox not made", programRun{report: wire.RunResult{Compile: &wire.CompileReport{Exit: wire.Exit{Message: "bwrap"}}}}, live, endCompileNotStarted},
+		{"compile error", programRun{report: wire.RunResult{Started: true, Compile: &wire.CompileReport{Exit: wire.Exit{Started: true, Code: 1}}}}, live, endCompileFailed},
+		{"compile killed by the agent", programRun{report: wire.RunResult{Started: true, Compile: &wire.CompileReport{Exit: wire.Exit{Started: true, TimedOut: true}}}}, live, endCompileFailed},
+		{"sandbox not made", programRun{report: wire.RunResult{Exit: wire.Exit{Message: "bwrap"}}}, live, endNotStarted},
+		{"killed by the agent", programRun{report: wire.RunResult{Started: true, Exit: wire.Exit{Started: true, TimedOut: true}}}, live, endTimedOut},
+		{"the report wins over a cause", programRun{report: wire.RunResult{Started: true, Exit: started}, cause: errTimeout}, cancelled, endExited},
 		{"compile deadline", programRun{err: broke, cause: errCompileTimeout}, live, endCompileDeadline},
-		{"deadline", programRun{err: broke, cause: errTimeout, report: agent.RunResult{Started: true}}, live, endDeadline},
-		{"cancel", programRun{err: broke, cause: errCancelled, report: agent.RunResult{Started: true}}, cancelled, endCancelled},
-		{"shutdown", programRun{err: broke, cause: errShutdown, report: agent.RunResult{Started: true}}, cancelled, endShutdown},
+		{"deadline", programRun{err: broke, cause: errTimeout, report: wire.RunResult{Started: true}}, live, endDeadline},
+		{"cancel", programRun{err: broke, cause: errCancelled, report: wire.RunResult{Started: true}}, cancelled, endCancelled},
+		{"shutdown", programRun{err: broke, cause: errShutdown, report: wire.RunResult{Started: true}}, cancelled, endShutdown},
 		{"broken before the start", programRun{err: broke}, live, endBroken},
-		{"died while running", programRun{err: broke, report: agent.RunResult{Started: true}}, live, endDied},
+		{"died while running", programRun{err: broke, report: wire.RunResult{Started: true}}, live, endDied},
 	} {
 		if got := c.r.ending(c.ctx); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/internal/eventually"
@@ -62,7 +62,7 @@ func testSandbox(t *testing.T) *Sandbox { return testSandboxWith(t, "") }
 
 // testSandboxWith is testSandbox with the given isolation ("": the
 // runtime's default).
-func testSandboxWith(t *testing.T, iso agent.Isolation) *Sandbox {
+func testSandboxWith(t *testing.T, iso wire.Isolation) *Sandbox {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

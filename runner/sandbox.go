@@ -19,7 +19,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -36,7 +36,7 @@ const (
 const SandboxUser = "1000:1000"
 
 // SkillsDir is where a job finds its tenant's skills, read-only.
-const SkillsDir = agent.SkillsDir
+const SkillsDir = wire.SkillsDir
 
 // agentPids is what the agent itself (its threads, bwrap, the sandbox's
 // init, the warm interpreter and the two processes around each of its
@@ -93,7 +93,7 @@ type SandboxConfig struct {
 	Runtime string
 	// Isolation is how the agent runs programs; "" picks Namespaces, or
 	// Container under runsc (bubblewrap cannot run inside gVisor).
-	Isolation agent.Isolation
+	Isolation wire.Isolation
 	// Warm lists the modules each container's warm interpreter imports
 	// (Namespaces only): Python jobs are forked from it. nil means
 	// DefaultWarm; an empty list turns the warm interpreter off (Python
@@ -117,15 +117,15 @@ const DefaultWarmMB = 128
 // WithDefaults fills in zero fields.
 func (c SandboxConfig) WithDefaults() SandboxConfig {
 	if c.Isolation == "" {
-		c.Isolation = agent.Namespaces
+		c.Isolation = wire.Namespaces
 		if c.Runtime == "runsc" {
-			c.Isolation = agent.Container
+			c.Isolation = wire.Container
 		}
 	}
 	if c.Warm == nil {
 		c.Warm = DefaultWarm
 	}
-	if c.Isolation != agent.Namespaces {
+	if c.Isolation != wire.Namespaces {
 		c.Warm = []string{} // a container serves one job: nothing to fork from
 	}
 	if len(c.Warm) == 0 {
@@ -175,7 +175,7 @@ func newSandbox(d dockerAPI, cfg SandboxConfig) *Sandbox {
 }
 
 // Isolation is how this sandbox's containers run programs.
-func (s *Sandbox) Isolation() agent.Isolation { return s.cfg.Isolation }
+func (s *Sandbox) Isolation() wire.Isolation { return s.cfg.Isolation }
 
 // Close releases the Docker client.
 func (s *Sandbox) Close() error { return s.docker.Close() }
@@ -319,9 +319,9 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	switch {
 	case err != nil:
 		err = fmt.Errorf("the sandbox agent did not report in: %w", err)
-	case hello.Protocol != agent.Protocol:
+	case hello.Protocol != wire.Protocol:
 		err = fmt.Errorf("%w: image %s has agent protocol %d, this runner speaks %d: rebuild it with `make image` (or set GANTRY_IMAGE; an environment's image, FROM the current sandbox image)",
-			errAgent, cmp.Or(cs.Image, s.cfg.Image), hello.Protocol, agent.Protocol)
+			errAgent, cmp.Or(cs.Image, s.cfg.Image), hello.Protocol, wire.Protocol)
 	case hello.Error != "":
 		err = fmt.Errorf("%w: %s (try GANTRY_ISOLATION=container, one container per job, if this host forbids unprivileged user namespaces)", errAgent, hello.Error)
 	}
@@ -377,7 +377,7 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 			Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}},
 		},
 	}
-	if s.cfg.Isolation == agent.Namespaces {
+	if s.cfg.Isolation == wire.Namespaces {
 		profile, err := seccompProfile()
 		if err != nil {
 			return nil, nil, fmt.Errorf("seccomp profile: %w", err)
@@ -529,7 +529,7 @@ func (s *Sandbox) remove(ctx context.Context, id string) error {
 type Container struct {
 	id   string
 	sb   *Sandbox
-	conn *agent.Conn
+	conn *wire.Conn
 	// stderr keeps the start of what the agent itself printed.
 	stderr lockedBuffer
 
@@ -570,7 +570,7 @@ func (c *Container) attach(att client.HijackedResponse) {
 		_, err := stdcopy.StdCopy(pw, &c.stderr, att.Reader)
 		pw.CloseWithError(err)
 	}()
-	c.conn = agent.NewConn(att.Conn, pr, func() { att.Close(); pr.CloseWithError(io.ErrClosedPipe) }, c.stderr.String)
+	c.conn = wire.NewConn(att.Conn, pr, func() { att.Close(); pr.CloseWithError(io.ErrClosedPipe) }, c.stderr.String)
 }
 
 // lastWords is the start of what the agent printed, for the log of a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -455,7 +455,7 @@ func sameShape(a, b jobs.Limits) bool {
 // liveState says what a stateful session's job found of the session's
 // live state, from what the agent reports of the sandbox it ran in (l),
 // and names that sandbox c.live.
-func (w *sessionWork) liveState(c *Container, l *agent.Live) (jobs.LiveState, string) {
+func (w *sessionWork) liveState(c *Container, l *wire.Live) (jobs.LiveState, string) {
 	if l == nil {
 		return "", ""
 	}

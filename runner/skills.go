@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 )
@@ -27,7 +27,7 @@ type skillCache struct {
 
 type cachedSkills struct {
 	stamp string
-	files []agent.File
+	files []wire.File
 }
 
 func newSkillCache(st SkillStore) *skillCache {
@@ -36,7 +36,7 @@ func newSkillCache(st SkillStore) *skillCache {
 
 // files returns /skills/<name>/SKILL.md and each skill's files for the
 // tenant's current skills.
-func (c *skillCache) files(ctx context.Context, tenantID string) ([]agent.File, error) {
+func (c *skillCache) files(ctx context.Context, tenantID string) ([]wire.File, error) {
 	_, files, err := c.get(ctx, tenantID)
 	return files, err
 }
@@ -44,7 +44,7 @@ func (c *skillCache) files(ctx context.Context, tenantID string) ([]agent.File, 
 // get returns the tenant's skill files and their stamp. The tenant ""
 // (no tenant) sees the built-ins alone: the warm pool mounts those ahead
 // of time, and a tenant whose stamp equals theirs needs nothing more.
-func (c *skillCache) get(ctx context.Context, tenantID string) (string, []agent.File, error) {
+func (c *skillCache) get(ctx context.Context, tenantID string) (string, []wire.File, error) {
 	stamp, err := c.st.SkillsStamp(ctx, tenantID)
 	if err != nil {
 		return "", nil, err
@@ -59,12 +59,12 @@ func (c *skillCache) get(ctx context.Context, tenantID string) (string, []agent.
 	if err != nil {
 		return "", nil, err
 	}
-	var files []agent.File
+	var files []wire.File
 	for _, r := range recs {
 		dir := SkillsDir + "/" + r.Name + "/"
-		files = append(files, agent.File{Path: dir + skills.SkillFileName, Data: []byte(r.Markdown())})
+		files = append(files, wire.File{Path: dir + skills.SkillFileName, Data: []byte(r.Markdown())})
 		for _, f := range r.Files {
-			files = append(files, agent.File{Path: dir + f.Path, Data: []byte(f.Content)})
+			files = append(files, wire.File{Path: dir + f.Path, Data: []byte(f.Content)})
 		}
 	}
 	c.mu.Lock()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -109,7 +109,7 @@ func TestStatefulSessions(t *testing.T) {
 		// is handed out once that has loaded): the libraries are there
 		// before the first job imports them. Under the container isolation
 		// it is a new interpreter.
-		preloaded := map[bool]string{true: "True", false: "False"}[h.sb.Isolation() == agent.Namespaces]
+		preloaded := map[bool]string{true: "True", false: "False"}[h.sb.Isolation() == wire.Namespaces]
 		want(h.in(t, sid, py("import sys\nprint('pandas' in sys.modules)\nimport pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})")),
 			jobs.LiveNew, preloaded+"\n", "")
 		want(h.in(t, sid, py("x + 1")), jobs.LiveKept, "", "42")
@@ -243,7 +243,7 @@ func TestStatefulSessions(t *testing.T) {
 
 	t.Run("without the warm interpreter, in bubblewrap's sandbox", func(t *testing.T) {
 		t.Parallel()
-		if h.sb.Isolation() != agent.Namespaces {
+		if h.sb.Isolation() != wire.Namespaces {
 			t.Skip("the container isolation has its own way")
 		}
 		cold := newHarness(t, 1, withoutWarm)

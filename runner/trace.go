@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -92,7 +92,7 @@ func (r *Runner) stage(ctx context.Context, name string, attrs ...attribute.KeyV
 // (from began until the agent said the first sandbox existed), a compile
 // step's build, and the program's run (from when the agent said its
 // sandbox existed until ended), as spans made from those times.
-func (a *attempt) traceRun(ctx context.Context, began, ended time.Time, rr agent.RunResult, err error) {
+func (a *attempt) traceRun(ctx context.Context, began, ended time.Time, rr wire.RunResult, err error) {
 	tr := a.r.tracer()
 	first := rr.StartedAt
 	if c := rr.Compile; c != nil && !c.StartedAt.IsZero() {

@@ -3,7 +3,7 @@ package runner
 import (
 	"testing"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -17,9 +17,9 @@ func TestUsage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	isolations := []agent.Isolation{agent.Namespaces, agent.Container}
+	isolations := []wire.Isolation{wire.Namespaces, wire.Container}
 	if testRuntime() == "runsc" {
-		isolations = []agent.Isolation{agent.Container} // bubblewrap does not run under gVisor
+		isolations = []wire.Isolation{wire.Container} // bubblewrap does not run under gVisor
 	}
 	for _, iso := range isolations {
 		t.Run(string(iso), func(t *testing.T) {

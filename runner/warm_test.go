@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -26,137 +26,10 @@ func warmHarness(t *testing.T, slots int) *harness {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, slots, awaitingWarm)
-	if h.sb.Isolation() != agent.Namespaces {
+	if h.sb.Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	return h
-}
-
-// TestWarmSandbox holds a job forked from the warm interpreter to every
-// property of the sandbox bubblewrap makes for other programs, and to what
-// forking from one interpreter must not give away: state of the
-// interpreter or of other jobs.
-func TestWarmSandbox(t *testing.T) {
-	h := warmHarness(t, 2)
-	// Each check prints one line; each line must be as listed.
-	check := func(t *testing.T, lang, code string, want ...string) {
-		t.Helper()
-		if lang == "python" {
-			code = "import sys\nif 'pandas' not in sys.modules: print('not forked from the warm interpreter')\n" + code
-		}
-		j := h.run(t, jobs.Request{Language: lang, Code: code})
-		got := strings.Split(strings.TrimSuffix(j.Stdout, "\n"), "\n")
-		if j.Status != jobs.StatusSucceeded || strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s %q\n got: %q\nwant: %q", j.Status, j.Stderr, got, want)
-		}
-	}
-
-	t.Run("no capabilities, no_new_privs, the job's own seccomp filter", func(t *testing.T) {
-		t.Parallel()
-		check(t, "python", `st = dict(l.rstrip("\n").split(":\t", 1) for l in open("/proc/self/status"))
-for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters"):
-    print(k, st[k].strip())`,
-			"Uid 1000\t1000\t1000\t1000", "Gid 1000\t1000\t1000\t1000", "Groups 1000",
-			"CapInh 0000000000000000", "CapPrm 0000000000000000", "CapEff 0000000000000000", "CapBnd 0000000000000000", "CapAmb 0000000000000000",
-			"NoNewPrivs 1", "Seccomp 2", "Seccomp_filters 2")
-	})
-
-	t.Run("no further namespaces, no mounts", func(t *testing.T) {
-		t.Parallel()
-		check(t, "python", `import ctypes, errno, subprocess
-libc = ctypes.CDLL(None, use_errno=True)
-def call(f, *a):
-    r = f(*a)
-    return "ok" if r == 0 else errno.errorcode[ctypes.get_errno()]
-for cmd in (["unshare", "-U", "true"], ["unshare", "-Ur", "true"], ["unshare", "-m", "true"], ["unshare", "-pf", "true"], ["unshare", "-n", "true"]):
-    print(" ".join(cmd), subprocess.run(cmd, capture_output=True).returncode)
-print("unshare(CLONE_NEWUSER)", call(libc.unshare, 0x10000000))
-print("mount", call(libc.mount, b"none", b"/tmp", b"tmpfs", 0, None))
-print("umount2", call(libc.umount2, b"/tmp", 2))
-print("setns", call(libc.setns, 0, 0))
-print("max_user_namespaces", open("/proc/sys/user/max_user_namespaces").read().strip())`,
-			"unshare -U true 1", "unshare -Ur true 1", "unshare -m true 1", "unshare -pf true 1", "unshare -n true 1",
-			"unshare(CLONE_NEWUSER) EPERM", "mount EPERM", "umount2 EPERM", "setns EPERM", "max_user_namespaces 0")
-	})
-
-	t.Run("only lo, and lo up", func(t *testing.T) {
-		t.Parallel()
-		check(t, "python", `import socket
-print(socket.if_nameindex())
-s = socket.socket(); s.settimeout(3)
-try:
-    s.connect(("1.1.1.1", 80)); print("connected")
-except OSError as e:
-    print("blocked")
-for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-    srv = socket.create_server((host, 0), family=family)
-    c = socket.create_connection(srv.getsockname()[:2], timeout=3)
-    c.sendall(b"hi")
-    print(host, srv.accept()[0].recv(2).decode())`, "[(1, 'lo')]", "blocked", "127.0.0.1 hi", "::1 hi")
-	})
-
-	t.Run("the files it sees", func(t *testing.T) {
-		t.Parallel()
-		check(t, "python", `import os
-def touch(p):
-    try:
-        open(p, "w").close(); return "writable"
-    except OSError as e:
-        return e.strerror
-for p in ("/etc/x", "/usr/x", "/sys/fs/cgroup/x", "/skills/x", "/tmp/gantry/x", "/proc/sys/kernel/hostname", "/workspace/x", "/tmp/x", "/dev/shm/x"):
-    print(p, touch(p))
-print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")), os.path.exists("/tmp/.gantry-agent"))
-print(sorted(os.listdir("/dev")))
-for p in ("/proc/keys", "/proc/timer_list", "/proc/kcore", "/proc/sched_debug"):
-    try:
-        print(p, len(open(p, "rb").read(100)))
-    except OSError as e:
-        print(p, e.strerror)
-print(os.listdir("/sys/firmware"), os.getcwd())`,
-			"/etc/x Read-only file system", "/usr/x Read-only file system", "/sys/fs/cgroup/x Read-only file system",
-			"/skills/x Read-only file system", "/tmp/gantry/x Read-only file system", "/proc/sys/kernel/hostname Read-only file system",
-			"/workspace/x writable", "/tmp/x writable", "/dev/shm/x writable",
-			"['gantry', 'matplotlib', 'x'] ['x'] False",
-			"['core', 'fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']",
-			"/proc/keys Permission denied", "/proc/timer_list Permission denied", "/proc/kcore No such file or directory", "/proc/sched_debug No such file or directory",
-			"[] /workspace")
-	})
-
-	t.Run("nothing of the interpreter or the agent is reachable", func(t *testing.T) {
-		t.Parallel()
-		check(t, "python", `import ctypes, errno, os, signal, subprocess, time
-libc = ctypes.CDLL(None, use_errno=True)
-print(subprocess.run(["ps", "-e", "-o", "pid=,comm="], capture_output=True, text=True).stdout.split())
-for p in ("/proc/1/environ", "/proc/1/mem", "/proc/1/fd", "/proc/1/maps"):
-    try:
-        os.listdir(p) if p.endswith("fd") else open(p, "rb").read(1)
-        print(p, "readable")
-    except OSError as e:
-        print(p, e.strerror)
-print("ptrace", "ok" if libc.ptrace(16, 1, 0, 0) == 0 else errno.errorcode[ctypes.get_errno()])
-os.kill(1, signal.SIGKILL)
-time.sleep(0.1)
-print("init alive", os.path.exists("/proc/1/stat"), os.getppid())
-# Descriptors: none but stdin, stdout and stderr.
-def open_fd(fd):
-    try:
-        os.fstat(fd); return True
-    except OSError:
-        return False
-print("fds", [fd for fd in range(1024) if open_fd(fd)])
-# Memory shared with another process, that either could write: none.
-print("shared mappings", [l for l in open("/proc/self/maps") if l.split()[1][1] == "w" and l.split()[1][3] == "s"])`,
-			"['1', 'sandbox-init', '2', 'python3', '3', 'ps']",
-			"/proc/1/environ Permission denied", "/proc/1/mem Permission denied", "/proc/1/fd Permission denied", "/proc/1/maps Permission denied",
-			"ptrace EPERM", "init alive True 1", "fds [0, 1, 2]", "shared mappings []")
-	})
-
-	t.Run("bubblewrap's jobs have the job's seccomp filter too", func(t *testing.T) {
-		t.Parallel()
-		check(t, "bash", `grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status | tr -s '\t' ' '
-unshare -U true 2>/dev/null; echo "unshare -U $?"`,
-			"CapEff: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2", "Seccomp_filters: 2", "unshare -U 1")
-	})
 }
 
 // TestWarmJobsShareNothing runs jobs one after another in one container,
@@ -266,7 +139,7 @@ func TestWarmCheck(t *testing.T) {
 		t.Skip("needs Docker")
 	}
 	sb := testSandbox(t)
-	if sb.Isolation() != agent.Namespaces {
+	if sb.Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	ctx := context.Background()
@@ -289,7 +162,7 @@ func TestWarmFailuresAreCounted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
-	if testSandbox(t).Isolation() != agent.Namespaces {
+	if testSandbox(t).Isolation() != wire.Namespaces {
 		t.Skip("no warm interpreter under the container isolation")
 	}
 	badWarm := func(h *harness, _ *Config) {

@@ -6,6 +6,7 @@
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
 //	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
+//	gantry-agent relay -fd N               (internal: the egress relay of a sandbox the warm interpreter made)
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // prSetDumpable is PR_SET_DUMPABLE (linux/prctl.h).
@@ -37,16 +39,23 @@ func main() {
 	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
 		os.Exit(agent.RelayThenRun(os.Args[3:]))
 	}
-	isolation := flag.String("isolation", string(agent.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
+	if len(os.Args) == 4 && os.Args[1] == "relay" && os.Args[2] == "-fd" {
+		fd, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			os.Exit(2)
+		}
+		os.Exit(agent.ServeRelay(fd))
+	}
+	isolation := flag.String("isolation", string(wire.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")
 	flag.Parse()
-	cfg := agent.Config{Isolation: agent.Isolation(*isolation)}
+	cfg := agent.Config{Isolation: wire.Isolation(*isolation)}
 	for _, m := range strings.Split(*warm, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Warm = append(cfg.Warm, m)
 		}
 	}
-	if cfg.Isolation != agent.Namespaces && cfg.Isolation != agent.Container {
+	if cfg.Isolation != wire.Namespaces && cfg.Isolation != wire.Container {
 		fmt.Fprintf(os.Stderr, "gantry-agent: -isolation=%q: want namespaces or container\n", *isolation)
 		os.Exit(2)
 	}

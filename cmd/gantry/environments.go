@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/store"
@@ -96,7 +96,7 @@ func checkEnvironmentImage(ctx context.Context, cfg config, image string) error 
 		runtime = ""
 	}
 	sb, err := runner.NewSandbox(cfg.DockerHost, runner.SandboxConfig{
-		Image: image, RunnerID: "environment-check-" + jobs.NewID("chk")[4:], Runtime: runtime, Isolation: agent.Isolation(cfg.Isolation),
+		Image: image, RunnerID: "environment-check-" + jobs.NewID("chk")[4:], Runtime: runtime, Isolation: wire.Isolation(cfg.Isolation),
 	})
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/devstack"
@@ -243,7 +243,7 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		runtime = "" // Docker's default
 	}
 	sb, err := runner.NewSandbox(cfg.DockerHost, runner.SandboxConfig{
-		Image: cfg.Image, RunnerID: cfg.RunnerID, Runtime: runtime, Isolation: agent.Isolation(cfg.Isolation),
+		Image: cfg.Image, RunnerID: cfg.RunnerID, Runtime: runtime, Isolation: wire.Isolation(cfg.Isolation),
 		Warm: cfg.WarmPreload, WarmMB: cfg.WarmMB,
 	})
 	if err != nil {

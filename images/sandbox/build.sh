@@ -142,7 +142,7 @@ fi
 
 # The agent is every sandbox container's main process (see package agent). The legacy
 # builder needs nothing but the local base image.
-PROTOCOL=$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$ROOT/agent/proto.go")
+PROTOCOL=$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$ROOT/agent/wire/proto.go")
 {
   printf 'FROM %s\nCOPY gantry-agent /usr/local/bin/gantry-agent\nLABEL dev.gantry.agent-protocol=%s\n' "$LAYER" "$PROTOCOL"
   [ -z "$LANGUAGES" ] || printf 'LABEL dev.gantry.languages=%s\n' "$LANGUAGES"

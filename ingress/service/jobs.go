@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -153,7 +152,7 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 	}
 	if sess.Stateful && spec.Language == "python" {
 		for k := range senv {
-			if agent.StartupVariable(k) {
+			if jobs.StartupVariable(k) {
 				delete(senv, k)
 			}
 		}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
 
 // Live operations act on a stateful session's live sandbox beside its
-// jobs (agent.LiveOp: start processes that outlive jobs and follow their
+// jobs (wire.LiveOp: start processes that outlive jobs and follow their
 // output, write to their stdin, signal and list them; read and change
 // files as the sandbox sees them). They are not jobs: they are not in the
 // history and do not extend the session; the sandbox's limits hold them.
@@ -43,13 +43,13 @@ type Sandboxes struct {
 func (s *Service) Sandboxes() *Sandboxes { return s.sandboxes }
 
 // LiveOp carries out a live operation on the tenant's stateful session.
-// A failure of the operation itself is an *agent.LiveError (its Code says
+// A failure of the operation itself is an *wire.LiveError (its Code says
 // what kind); the session not found, not stateful, or its sandbox not
 // reachable are *Error.
-func (sb *Sandboxes) LiveOp(ctx context.Context, p Principal, sessionID string, op agent.LiveOp) (agent.LiveReply, error) {
+func (sb *Sandboxes) LiveOp(ctx context.Context, p Principal, sessionID string, op wire.LiveOp) (wire.LiveReply, error) {
 	l, err := sb.OpenLive(ctx, p, sessionID)
 	if err != nil {
-		return agent.LiveReply{}, err
+		return wire.LiveReply{}, err
 	}
 	return l.Op(ctx, op)
 }
@@ -75,70 +75,70 @@ func (sb *Sandboxes) OpenLive(ctx context.Context, p Principal, sessionID string
 }
 
 // Op carries out a live operation, as LiveOp does.
-func (l *Live) Op(ctx context.Context, op agent.LiveOp) (agent.LiveReply, error) {
+func (l *Live) Op(ctx context.Context, op wire.LiveOp) (wire.LiveReply, error) {
 	sb, p, sess := l.sb, l.p, l.sess
 	defer func() { l.sess = sess }() // as a wake left it
 	var err error
 	op.ID = 0
-	if op.Op == agent.OpSpawn {
+	if op.Op == wire.OpSpawn {
 		senv, err := sb.s.sessionEnv(p.TenantID, sess)
 		if err != nil {
-			return agent.LiveReply{}, err
+			return wire.LiveReply{}, err
 		}
 		op.SessionEnv = senv // applied, never listed
 	}
 	body, err := json.Marshal(op)
 	if err != nil {
-		return agent.LiveReply{}, err
+		return wire.LiveReply{}, err
 	}
 	for woke := false; ; woke = true {
 		if sess.Live == "" {
 			if woke {
-				return agent.LiveReply{}, Unavailable("the session's live sandbox could not be started; see its last job")
+				return wire.LiveReply{}, Unavailable("the session's live sandbox could not be started; see its last job")
 			}
 			if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
-				return agent.LiveReply{}, err
+				return wire.LiveReply{}, err
 			}
 			continue
 		}
 		reply, err := sb.liveRequest(ctx, sess, body)
-		var le *agent.LiveError
-		gone := errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == agent.LiveErrNoSandbox
-		if !gone || woke || op.Op == agent.OpKeep {
+		var le *wire.LiveError
+		gone := errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == wire.LiveErrNoSandbox
+		if !gone || woke || op.Op == wire.OpKeep {
 			return reply, err
 		}
 		// The runner that held it is gone, or the sandbox ended: a job
 		// makes the session a new one.
 		if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
-			return agent.LiveReply{}, err
+			return wire.LiveReply{}, err
 		}
 	}
 }
 
 // liveRequest sends the operation to the runner holding the session's
-// live sandbox. An error of the operation is returned as *agent.LiveError.
-func (sb *Sandboxes) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (agent.LiveReply, error) {
+// live sandbox. An error of the operation is returned as *wire.LiveError.
+func (sb *Sandboxes) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (wire.LiveReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
 	msg, err := sb.s.nc.RequestWithContext(ctx, queue.LiveSubject(sess.ID, sess.Live), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return agent.LiveReply{}, err
+		return wire.LiveReply{}, err
 	case errors.Is(err, nats.ErrMaxPayload):
-		return agent.LiveReply{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		return wire.LiveReply{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the operation is over the %d bytes a message between gantry's parts may hold", sb.s.nc.MaxPayload())}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return agent.LiveReply{}, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
+		return wire.LiveReply{}, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
 			Message: "the session's live sandbox did not answer within " + liveWait.String()}
 	case err != nil:
 		if ctx.Err() != nil {
-			return agent.LiveReply{}, ctx.Err()
+			return wire.LiveReply{}, ctx.Err()
 		}
-		return agent.LiveReply{}, Unavailable("the session's live sandbox cannot be reached: %v", err)
+		return wire.LiveReply{}, Unavailable("the session's live sandbox cannot be reached: %v", err)
 	}
-	var reply agent.LiveReply
+	var reply wire.LiveReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		return agent.LiveReply{}, Unavailable("the session's live sandbox answered something malformed")
+		return wire.LiveReply{}, Unavailable("the session's live sandbox answered something malformed")
 	}
 	if reply.Error != nil {
 		return reply, reply.Error
@@ -182,7 +182,7 @@ type ProcessEvent struct {
 	// or HeaderStreamExit with Exit.
 	Stream string
 	Data   []byte
-	Exit   *agent.ProcessExit
+	Exit   *wire.ProcessExit
 	// Lost: output of the session's processes was dropped here, the
 	// reader having fallen behind (no other field is set).
 	Lost bool
@@ -303,7 +303,7 @@ func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 		case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
 			ev.Data = m.Data
 		case queue.HeaderStreamExit:
-			var e agent.ProcessExit
+			var e wire.ProcessExit
 			if json.Unmarshal(m.Data, &e) != nil {
 				continue
 			}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 )
 
@@ -22,7 +22,7 @@ import (
 // in ?username=, and answers 401 for one it cannot use).
 func plainUser(r *http.Request) error {
 	if u := r.URL.Query().Get("username"); u != "" && u != username {
-		return &agent.LiveError{Code: agent.LiveErrPermission,
+		return &wire.LiveError{Code: wire.LiveErrPermission,
 			Message: "user '" + u + "': a gantry sandbox runs everything as one unprivileged user ('" + username + "'), never as root"}
 	}
 	return nil
@@ -42,12 +42,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) erro
 	var offset int64
 	first := true
 	for {
-		chunk, err := live.Op(ctx, agent.LiveOp{Op: agent.OpRead, Path: p, Offset: offset, Length: agent.MaxLiveChunk})
+		chunk, err := live.Op(ctx, wire.LiveOp{Op: wire.OpRead, Path: p, Offset: offset, Length: wire.MaxLiveChunk})
 		if err != nil {
-			var le *agent.LiveError
+			var le *wire.LiveError
 			if first {
-				if errors.As(err, &le) && le.Code == agent.LiveErrNotFound {
-					le = &agent.LiveError{Code: le.Code, Message: "path '" + fromSandbox(p) + "' does not exist"}
+				if errors.As(err, &le) && le.Code == wire.LiveErrNotFound {
+					le = &wire.LiveError{Code: le.Code, Message: "path '" + fromSandbox(p) + "' does not exist"}
 					return le
 				}
 				return err
@@ -92,7 +92,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		gz, err := gzip.NewReader(r.Body)
 		if err != nil {
-			return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "the body is not gzip: " + err.Error()}
+			return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "the body is not gzip: " + err.Error()}
 		}
 		defer gz.Close()
 		body = gz
@@ -109,7 +109,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 				break
 			}
 			if err != nil {
-				return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "a malformed multipart body: " + err.Error()}
+				return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "a malformed multipart body: " + err.Error()}
 			}
 			if part.FormName() != "file" {
 				continue
@@ -119,7 +119,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 				dest = part.FileName()
 			}
 			if dest == "" {
-				return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "a file without a path: give ?path= or the part's filename"}
+				return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "a file without a path: give ?path= or the part's filename"}
 			}
 			e, err := s.writeFile(r, c, toSandbox(dest), part)
 			if err != nil {
@@ -129,7 +129,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 		}
 	case "application/octet-stream", "":
 		if target == "" {
-			return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "an upload of raw bytes needs ?path="}
+			return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "an upload of raw bytes needs ?path="}
 		}
 		e, err := s.writeFile(r, c, toSandbox(target), body)
 		if err != nil {
@@ -137,10 +137,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 		}
 		written = append(written, e)
 	default:
-		return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "content type " + ct + ": send multipart/form-data or application/octet-stream"}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "content type " + ct + ": send multipart/form-data or application/octet-stream"}
 	}
 	if len(written) == 0 {
-		return &agent.LiveError{Code: agent.LiveErrInvalid, Message: "no file in the request"}
+		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "no file in the request"}
 	}
 	compat.WriteJSON(w, http.StatusOK, written)
 	return nil
@@ -149,7 +149,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 // writeFile writes what src yields to the sandbox path p, in chunks (the
 // first creates or empties the file and its parent directories).
 func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (writtenEntry, error) {
-	buf := make([]byte, agent.MaxLiveChunk)
+	buf := make([]byte, wire.MaxLiveChunk)
 	var offset int64
 	live, err := s.sandboxes.OpenLive(r.Context(), c.p, c.session)
 	if err != nil {
@@ -158,10 +158,10 @@ func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (
 	for first := true; ; first = false {
 		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return writtenEntry{}, &agent.LiveError{Code: agent.LiveErrInvalid, Message: "reading the upload: " + rerr.Error()}
+			return writtenEntry{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "reading the upload: " + rerr.Error()}
 		}
 		if n > 0 || first {
-			op := agent.LiveOp{Op: agent.OpWrite, Path: p, Offset: offset, Data: buf[:n], Truncate: first}
+			op := wire.LiveOp{Op: wire.OpWrite, Path: p, Offset: offset, Data: buf[:n], Truncate: first}
 			if _, err := live.Op(r.Context(), op); err != nil {
 				return writtenEntry{}, err
 			}

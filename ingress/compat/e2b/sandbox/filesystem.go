@@ -4,31 +4,31 @@ import (
 	"io/fs"
 	"net/http"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 )
 
 // envd's filesystem service over the session's live file operations:
 // files as the sandbox sees them, E2B's /home/user being the workspace.
 
 func (s *Server) fsStat(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
-	return s.fsEntry(w, r, c, agent.OpStat)
+	return s.fsEntry(w, r, c, wire.OpStat)
 }
 
 func (s *Server) fsMakeDir(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
-	return s.fsEntry(w, r, c, agent.OpMkdir)
+	return s.fsEntry(w, r, c, wire.OpMkdir)
 }
 
 // fsEntry serves a call on one path answering its entry.
-func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op string) *rpcError {
+func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op wire.Op) *rpcError {
 	var req pathRequest
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	return s.answerEntry(w, r, c, agent.LiveOp{Op: op, Path: toSandbox(req.Path)})
+	return s.answerEntry(w, r, c, wire.LiveOp{Op: op, Path: toSandbox(req.Path)})
 }
 
 // answerEntry runs a file operation that yields an entry and answers it.
-func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, op agent.LiveOp) *rpcError {
+func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, op wire.LiveOp) *rpcError {
 	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, op)
 	if err != nil {
 		return s.rpcError(c, err)
@@ -46,7 +46,7 @@ func (s *Server) fsListDir(w http.ResponseWriter, r *http.Request, c caller) *rp
 		return e
 	}
 	depth := int(max(req.Depth, 1))
-	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpListDir, Path: toSandbox(req.Path), Depth: min(depth, 64)})
+	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpListDir, Path: toSandbox(req.Path), Depth: min(depth, 64)})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -63,7 +63,7 @@ func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, c caller) *rpcEr
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	return s.answerEntry(w, r, c, agent.LiveOp{Op: agent.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
+	return s.answerEntry(w, r, c, wire.LiveOp{Op: wire.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
 }
 
 func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -71,7 +71,7 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpc
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpRemove, Path: toSandbox(req.Path)}); err != nil {
+	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpRemove, Path: toSandbox(req.Path)}); err != nil {
 		return s.rpcError(c, err)
 	}
 	writeUnary(w, struct{}{}, nil)
@@ -79,7 +79,7 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpc
 }
 
 // entryOf is envd's EntryInfo of a sandbox entry.
-func entryOf(e agent.FileEntry) entryInfo {
+func entryOf(e wire.FileEntry) entryInfo {
 	mode := fs.FileMode(e.Mode & 0o777)
 	out := entryInfo{Name: e.Name, Path: fromSandbox(e.Path), Size: e.Size, Owner: e.Owner, Group: e.Group, ModifiedTime: e.Modified.UTC()}
 	switch e.Type {

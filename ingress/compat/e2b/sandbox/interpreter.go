@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -87,12 +86,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 	}
 	// As a notebook shows them: figures as results, not files. The
 	// variables an interpreter reads at its start would run the code in
-	// a new one (see agent.StartupVariable): those are set by the code
+	// a new one (see jobs.StartupVariable): those are set by the code
 	// itself, as E2B's interpreter sets them all.
 	env := map[string]string{"GANTRY_FIGURES": "display"}
 	startup := map[string]string{}
 	for k, v := range req.EnvVars {
-		if agent.StartupVariable(k) {
+		if jobs.StartupVariable(k) {
 			startup[k] = v
 		} else {
 			env[k] = v

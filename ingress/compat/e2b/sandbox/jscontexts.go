@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -59,7 +59,7 @@ type kernel struct {
 
 // kernels lists the sandbox's running JavaScript and TypeScript contexts.
 func (s *Server) kernels(ctx context.Context, c caller) ([]kernel, error) {
-	list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Server) startKernel(ctx context.Context, c caller, id, language, cwd st
 	}
 	env := e2bEnv(nil)
 	env["PWD"] = fromSandbox(toSandbox(cwd))
-	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpSpawn, Argv: argv, Env: env,
+	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSpawn, Argv: argv, Env: env,
 		Cwd: toSandbox(cwd), Stdin: true, Tag: contextTag(id, language)})
 	if err != nil {
 		return kernel{}, err
@@ -140,7 +140,7 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 	_, _ = rand.Read(nonce[:])
 	cell := newJSCell(hex.EncodeToString(nonce[:]))
 	line, _ := json.Marshal(map[string]any{"id": cell.id, "code": code, "env": env})
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpInput, Pid: k.pid, Data: append(line, '\n')}); err != nil {
+	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpInput, Pid: k.pid, Data: append(line, '\n')}); err != nil {
 		out.error("ContextError", "the context's kernel did not take the code: "+s.rpcError(c, err).Message, "")
 		return
 	}
@@ -334,7 +334,7 @@ func (s *Server) killKernel(ctx context.Context, c caller, k kernel) error {
 		return err
 	}
 	defer events.Close()
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpSignal, Pid: k.pid, Signal: 9}); err != nil {
+	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSignal, Pid: k.pid, Signal: 9}); err != nil {
 		return err
 	}
 	wait, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -72,7 +72,7 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 	if req.Process.Cwd != nil {
 		cwd = *req.Process.Cwd
 	}
-	op := agent.LiveOp{Op: agent.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
+	op := wire.LiveOp{Op: wire.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
 		Env: e2bEnv(req.Process.Envs), Cwd: toSandbox(cwd), Stdin: req.Stdin == nil || *req.Stdin, TimeoutMS: timeout.Milliseconds()}
 	if _, set := op.Env["PWD"]; !set {
 		// The shell names its directory as E2B's (/home/user links to the
@@ -116,7 +116,7 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	status, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpStatus, Pid: pid})
+	status, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpStatus, Pid: pid})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -187,7 +187,7 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 
 // endOf is envd's end event for a process's end (as Go's os.ProcessState
 // words it).
-func endOf(e agent.ProcessExit) *endEvent {
+func endOf(e wire.ProcessExit) *endEvent {
 	end := &endEvent{ExitCode: int32(e.Code), Exited: e.Signal == 0, Status: fmt.Sprintf("exit status %d", e.Code)}
 	if e.Signal != 0 {
 		end.ExitCode, end.Status = -1, "signal: "+syscall.Signal(e.Signal).String()
@@ -219,7 +219,7 @@ func (s *Server) selectProcess(ctx context.Context, c caller, sel processSelecto
 	case sel.Pid != nil:
 		return int(*sel.Pid), nil
 	case sel.Tag != nil:
-		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, agent.LiveOp{Op: agent.OpList})
+		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
 		if err != nil {
 			return 0, s.rpcError(c, err)
 		}
@@ -238,7 +238,7 @@ func (s *Server) processList(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, agent.LiveOp{Op: agent.OpList})
+	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpList})
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -278,7 +278,7 @@ func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c call
 	if req.Input.Pty != nil {
 		return errorf(codeUnimplemented, "PTYs are not offered by gantry")
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpInput, Data: req.Input.Stdin})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpInput, Data: req.Input.Stdin})
 }
 
 func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -289,7 +289,7 @@ func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c cal
 	if req.Signal <= 0 || req.Signal > 64 {
 		return errorf(codeInvalidArgument, "signal %d", req.Signal)
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpSignal, Signal: int(req.Signal)})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpSignal, Signal: int(req.Signal)})
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -297,12 +297,12 @@ func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c cal
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	return s.onProcess(w, r, c, req.Process, agent.LiveOp{Op: agent.OpCloseInput})
+	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpCloseInput})
 }
 
 // onProcess runs op on the selected process and answers the empty
 // message.
-func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op agent.LiveOp) *rpcError {
+func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op wire.LiveOp) *rpcError {
 	pid, e := s.selectProcess(r.Context(), c, sel)
 	if e != nil {
 		return e

@@ -26,7 +26,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gantryhq/gantry/agent"
+	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 )
@@ -147,21 +147,21 @@ func (s *Server) plain(h plainHandler) http.Handler {
 }
 
 func (s *Server) answerPlain(w http.ResponseWriter, c caller, err error) {
-	var le *agent.LiveError
+	var le *wire.LiveError
 	if errors.As(err, &le) {
 		status := http.StatusInternalServerError
 		switch le.Code {
-		case agent.LiveErrNotFound:
+		case wire.LiveErrNotFound:
 			status = http.StatusNotFound
-		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir, agent.LiveErrExists:
+		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir, wire.LiveErrExists:
 			status = http.StatusBadRequest
-		case agent.LiveErrPermission:
+		case wire.LiveErrPermission:
 			status = http.StatusForbidden
-		case agent.LiveErrNoSpace:
+		case wire.LiveErrNoSpace:
 			status = http.StatusInsufficientStorage
-		case agent.LiveErrBusy:
+		case wire.LiveErrBusy:
 			status = http.StatusTooManyRequests
-		case agent.LiveErrNoSandbox:
+		case wire.LiveErrNoSandbox:
 			status = http.StatusBadGateway
 		}
 		writeError(w, status, le.Message)
@@ -223,20 +223,20 @@ func (s *Server) answerRPC(w http.ResponseWriter, r *http.Request, c caller, e *
 // rpcError words an error of the service or of a live operation as a
 // Connect error.
 func (s *Server) rpcError(c caller, err error) *rpcError {
-	var le *agent.LiveError
+	var le *wire.LiveError
 	if errors.As(err, &le) {
 		switch le.Code {
-		case agent.LiveErrNotFound:
+		case wire.LiveErrNotFound:
 			return errorf(codeNotFound, "%s", le.Message)
-		case agent.LiveErrExists:
+		case wire.LiveErrExists:
 			return errorf(codeAlreadyExists, "%s", le.Message)
-		case agent.LiveErrInvalid, agent.LiveErrIsDir, agent.LiveErrNotDir:
+		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir:
 			return errorf(codeInvalidArgument, "%s", le.Message)
-		case agent.LiveErrPermission:
+		case wire.LiveErrPermission:
 			return errorf(codePermissionDenied, "%s", le.Message)
-		case agent.LiveErrNoSpace, agent.LiveErrBusy:
+		case wire.LiveErrNoSpace, wire.LiveErrBusy:
 			return errorf(codeResourceExhausted, "%s", le.Message)
-		case agent.LiveErrNoSandbox:
+		case wire.LiveErrNoSandbox:
 			return errorf(codeUnavailable, "%s", le.Message)
 		}
 		return errorf(codeInternal, "%s", le.Message)

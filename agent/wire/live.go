@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"encoding/binary"
@@ -22,31 +22,34 @@ import (
 const (
 	// KindLive carries a LiveOp from the runner and the LiveReply to it,
 	// JSON.
-	KindLive = 'L'
+	KindLive Kind = 'L'
 	// KindProcessOutput is a chunk of a live process's output: the pid (4
 	// bytes, big-endian), KindStdout or KindStderr, then the bytes.
-	KindProcessOutput = 'P'
+	KindProcessOutput Kind = 'P'
 	// KindProcessExit is a live process's end, ProcessExit as JSON; it
 	// follows all of its output.
-	KindProcessExit = 'Z'
+	KindProcessExit Kind = 'Z'
 )
 
-// The live operations (LiveOp.Op).
+// Op is a live operation's name (LiveOp.Op).
+type Op string
+
+// The live operations.
 const (
 	// OpSpawn starts a process (Argv, Env, Cwd, Stdin, TimeoutMS, Tag):
 	// the reply has its Pid.
-	OpSpawn = "spawn"
+	OpSpawn Op = "spawn"
 	// OpInput writes Data to the process Pid's stdin; OpCloseInput closes
 	// it.
-	OpInput      = "input"
-	OpCloseInput = "close_input"
+	OpInput      Op = "input"
+	OpCloseInput Op = "close_input"
 	// OpSignal sends Signal to the process Pid (its process group).
-	OpSignal = "signal"
+	OpSignal Op = "signal"
 	// OpList lists the running processes; OpStatus answers the process
 	// Pid, with Exit set once it has ended (ended ones are remembered for
 	// a while).
-	OpList   = "list"
-	OpStatus = "status"
+	OpList   Op = "list"
+	OpStatus Op = "status"
 	// File operations on Path (absolute, as the sandbox sees it; symbolic
 	// links that lead outside the sandbox's root are refused):
 	// OpStat and OpListDir (Depth levels, at least 1) answer entries,
@@ -56,17 +59,17 @@ const (
 	// Offset (Size is the file's size, EOF set at its end), OpWrite
 	// writes Data at Offset (Truncate first empties or creates the file,
 	// and its parent directories).
-	OpStat    = "stat"
-	OpListDir = "list_dir"
-	OpMkdir   = "mkdir"
-	OpMove    = "move"
-	OpRemove  = "remove"
-	OpRead    = "read"
-	OpWrite   = "write"
+	OpStat    Op = "stat"
+	OpListDir Op = "list_dir"
+	OpMkdir   Op = "mkdir"
+	OpMove    Op = "move"
+	OpRemove  Op = "remove"
+	OpRead    Op = "read"
+	OpWrite   Op = "write"
 	// OpKeep is the runner's, never the agent's: the container holding the
 	// sandbox is kept for the session at least TimeoutMS from now (the
 	// session's timeout changed).
-	OpKeep = "keep"
+	OpKeep Op = "keep"
 )
 
 // MaxLiveChunk bounds the bytes one OpRead answers or one OpWrite carries
@@ -76,8 +79,8 @@ const MaxLiveChunk = 512 << 10
 // LiveOp is a live operation (see the Op constants for what each reads).
 type LiveOp struct {
 	// ID pairs the operation with its reply; Conn.Live sets it.
-	ID int64  `json:"id,omitempty"`
-	Op string `json:"op"`
+	ID int64 `json:"id,omitempty"`
+	Op Op    `json:"op"`
 
 	Argv []string          `json:"argv,omitempty"`
 	Env  map[string]string `json:"env,omitempty"`
@@ -120,30 +123,33 @@ type LiveReply struct {
 // LiveError is why a live operation failed.
 type LiveError struct {
 	// Code is one of the LiveErr constants.
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    LiveErrCode `json:"code"`
+	Message string      `json:"message"`
 }
 
 func (e *LiveError) Error() string { return e.Message }
+
+// LiveErrCode says what kind of failure a LiveError is.
+type LiveErrCode string
 
 // The codes of LiveError.
 const (
 	// LiveErrNoSandbox: the container holds no live sandbox, or its
 	// process service is gone (a job of the session makes both again).
-	LiveErrNoSandbox = "no_sandbox"
-	LiveErrNotFound  = "not_found"
-	LiveErrExists    = "exists"
-	LiveErrInvalid   = "invalid"
+	LiveErrNoSandbox LiveErrCode = "no_sandbox"
+	LiveErrNotFound  LiveErrCode = "not_found"
+	LiveErrExists    LiveErrCode = "exists"
+	LiveErrInvalid   LiveErrCode = "invalid"
 	// LiveErrPermission: the sandbox's user may not (a read-only path, a
 	// file it does not own).
-	LiveErrPermission = "permission"
-	LiveErrNotDir     = "not_dir"
-	LiveErrIsDir      = "is_dir"
+	LiveErrPermission LiveErrCode = "permission"
+	LiveErrNotDir     LiveErrCode = "not_dir"
+	LiveErrIsDir      LiveErrCode = "is_dir"
 	// LiveErrNoSpace: the filesystem is full.
-	LiveErrNoSpace = "no_space"
-	LiveErrFailed  = "failed"
+	LiveErrNoSpace LiveErrCode = "no_space"
+	LiveErrFailed  LiveErrCode = "failed"
 	// LiveErrBusy: too many operations at once.
-	LiveErrBusy = "busy"
+	LiveErrBusy LiveErrCode = "busy"
 )
 
 // Process is a live process as OpList shows it: what it was started with.
@@ -179,20 +185,20 @@ type FileEntry struct {
 	Target string `json:"target,omitempty"`
 }
 
-// processOutput is a KindProcessOutput payload.
-func processOutput(pid int, stream byte, data []byte) []byte {
+// EncodeProcessOutput is a KindProcessOutput payload.
+func EncodeProcessOutput(pid int, stream Kind, data []byte) []byte {
 	b := make([]byte, 5+len(data))
 	binary.BigEndian.PutUint32(b, uint32(pid))
-	b[4] = stream
+	b[4] = byte(stream)
 	copy(b[5:], data)
 	return b
 }
 
 // ParseProcessOutput reads a KindProcessOutput payload: the process, the
 // stream (KindStdout or KindStderr) and the bytes.
-func ParseProcessOutput(p []byte) (pid int, stream byte, data []byte, err error) {
-	if len(p) < 5 || (p[4] != KindStdout && p[4] != KindStderr) {
+func ParseProcessOutput(p []byte) (pid int, stream Kind, data []byte, err error) {
+	if len(p) < 5 || (Kind(p[4]) != KindStdout && Kind(p[4]) != KindStderr) {
 		return 0, 0, nil, errors.New("malformed process output")
 	}
-	return int(binary.BigEndian.Uint32(p)), p[4], p[5:], nil
+	return int(binary.BigEndian.Uint32(p)), Kind(p[4]), p[5:], nil
 }

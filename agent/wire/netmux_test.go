@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"bytes"
@@ -10,17 +10,17 @@ import (
 
 // pair connects two muxes as the agent and the runner are: every frame one
 // sends, the other handles, in order.
-func pair(t *testing.T) (agentSide, runnerSide *netMux, accepted <-chan *netStream) {
+func pair(t *testing.T) (agentSide, runnerSide *NetMux, accepted <-chan *NetStream) {
 	t.Helper()
 	type fr struct {
-		kind    byte
+		kind    Kind
 		payload []byte
 	}
 	toRunner, toAgent := make(chan fr, 1024), make(chan fr, 1024)
-	acc := make(chan *netStream, 16)
-	agentSide = newNetMux(func(k byte, p []byte) error { toRunner <- fr{k, append([]byte(nil), p...)}; return nil }, nil)
-	runnerSide = newNetMux(func(k byte, p []byte) error { toAgent <- fr{k, append([]byte(nil), p...)}; return nil },
-		func(s *netStream) { acc <- s })
+	acc := make(chan *NetStream, 16)
+	agentSide = NewNetMux(func(k Kind, p []byte) error { toRunner <- fr{k, append([]byte(nil), p...)}; return nil }, nil)
+	runnerSide = NewNetMux(func(k Kind, p []byte) error { toAgent <- fr{k, append([]byte(nil), p...)}; return nil },
+		func(s *NetStream) { acc <- s })
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -29,7 +29,7 @@ func pair(t *testing.T) (agentSide, runnerSide *netMux, accepted <-chan *netStre
 		for {
 			select {
 			case f := <-toRunner:
-				runnerSide.handle(f.kind, f.payload)
+				runnerSide.Handle(f.kind, f.payload)
 			case <-done:
 				return
 			}
@@ -40,13 +40,13 @@ func pair(t *testing.T) (agentSide, runnerSide *netMux, accepted <-chan *netStre
 		for {
 			select {
 			case f := <-toAgent:
-				agentSide.handle(f.kind, f.payload)
+				agentSide.Handle(f.kind, f.payload)
 			case <-done:
 				return
 			}
 		}
 	}()
-	t.Cleanup(func() { agentSide.close(); runnerSide.close(); close(done); wg.Wait() })
+	t.Cleanup(func() { agentSide.Close(); runnerSide.Close(); close(done); wg.Wait() })
 	return agentSide, runnerSide, acc
 }
 
@@ -60,7 +60,7 @@ func TestNetMuxStreams(t *testing.T) {
 	_, _ = rand.Read(down)
 	var wg sync.WaitGroup
 	for i := range 8 {
-		s, err := a.open(uint32(i + 1))
+		s, err := a.Open(uint32(i + 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,11 +99,11 @@ func TestNetMuxStreams(t *testing.T) {
 // reset ends both ends' reads and writes.
 func TestNetMuxHoldsAtMostAWindow(t *testing.T) {
 	_, r, acc := pair(t)
-	r.handle(KindNetOpen, netHeader(7, 0))
+	r.Handle(KindNetOpen, netHeader(7, 0))
 	s := <-acc
 	flood := append(netHeader(7, netWindow), make([]byte, netWindow)...)
-	r.handle(KindNetData, flood) // exactly the window: kept
-	r.handle(KindNetData, append(netHeader(7, 1), 'x'))
+	r.Handle(KindNetData, flood) // exactly the window: kept
+	r.Handle(KindNetData, append(netHeader(7, 1), 'x'))
 	buf := make([]byte, 1)
 	// The window's bytes were taken, then the stream was reset.
 	s.mu.Lock()
@@ -120,10 +120,10 @@ func TestNetMuxHoldsAtMostAWindow(t *testing.T) {
 		t.Logf("read %d", n)
 	}
 	// Frames for unknown streams are answered with a reset, never kept.
-	if !r.handle(KindNetData, append(netHeader(99, 3), "abc"...)) || len(r.streams) != 0 {
+	if !r.Handle(KindNetData, append(netHeader(99, 3), "abc"...)) || len(r.streams) != 0 {
 		t.Errorf("an unknown stream: %d streams", len(r.streams))
 	}
-	if r.handle(KindStdout, nil) {
+	if r.Handle(KindStdout, nil) {
 		t.Error("a stdout frame was taken for egress")
 	}
 }

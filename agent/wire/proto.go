@@ -1,30 +1,11 @@
-// Package agent is gantry's sandbox agent and the protocol the runner
-// speaks with it: both ends of that protocol live here, so they cannot
-// drift apart.
-//
-// The agent is the main process of every sandbox container (the static
-// binary gantry-agent, built from cmd/gantry-agent into the sandbox image).
-// The runner attaches to the container's stdin and stdout and sends
-// requests as frames: run a program, stream a tar of files out, restore a
-// tar in, replace the skills, empty the workspace. The agent answers with
-// frames too; the runner treats everything the agent sends as untrusted,
-// since the program shares the container with it.
-//
-// With the "namespaces" isolation (the default), each program runs in a
-// fresh sandbox inside the container: new user, mount, pid, ipc, uts,
-// network and cgroup namespaces, no capabilities, the job's own seccomp
-// filter, its own /proc, /dev and /tmp, the container's /workspace bound
-// in, the skills and the program read-only. A Python program runs in a
-// fork of the container's warm interpreter, which has the data libraries
-// imported and builds that sandbox itself (warm.go); any other program in
-// a bubblewrap sandbox. When the program's main process exits, the kernel
-// kills everything it started with its pid namespace, so a container can
-// serve one job after another without one seeing another. A stateful
-// session's container keeps one such sandbox for the session's whole life
-// instead (live.go). With the "container" isolation (gVisor, where user
-// namespaces cannot be made) the program runs directly in the container,
-// which then serves a single job (or a single stateful session).
-package agent
+// Package wire is the protocol the runner speaks with gantry's sandbox
+// agent, both ends of it: the frames and their kinds, the requests and
+// what the agent answers (Request, Exit, the live operations), the egress
+// streams carried beside a run (NetMux), the workspace listing, and the
+// runner's end of the connection (Conn). The agent (package agent) is the
+// other end. Standard library only: the runner and the ingress import
+// this, and nothing else of the agent.
+package wire
 
 import "encoding/json"
 
@@ -111,6 +92,10 @@ type Request struct {
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 	// Compile, when set, builds the program first (see Compile).
 	Compile *Compile `json:"compile,omitempty"`
+	// Launcher, when set, is the launcher the program must start with
+	// (the conformance tests run every one); the agent chooses otherwise.
+	// One the request cannot use fails the run before anything started.
+	Launcher Launcher `json:"launcher,omitempty"`
 
 	// tar: Paths are workspace-relative regular files (artifacts); All
 	// streams the whole workspace (a session snapshot) instead.
@@ -183,7 +168,30 @@ type Exit struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 	// Usage is what the program used, when the agent could measure it.
 	Usage *Usage `json:"usage,omitempty"`
+	// Launcher is the launcher that started the program.
+	Launcher Launcher `json:"launcher,omitempty"`
 }
+
+// Launcher names a way the agent starts a program in its sandbox.
+type Launcher string
+
+// The launchers.
+const (
+	// LauncherBwrap: a new bubblewrap sandbox (Namespaces).
+	LauncherBwrap Launcher = "bwrap"
+	// LauncherContainer: the container itself (the Container isolation).
+	LauncherContainer Launcher = "container"
+	// LauncherWarm: a fork of the container's warm interpreter, in a
+	// sandbox it builds from the same layout as bubblewrap's (Python).
+	LauncherWarm Launcher = "warm"
+	// LauncherSpare: a sandbox made ahead of the job by one of the above,
+	// its first process waiting for the job.
+	LauncherSpare Launcher = "spare"
+	// LauncherSession: the container's stateful session sandbox (a Python
+	// program as a cell of the session's interpreter, anything else as a
+	// process of the sandbox); Stateful requests only.
+	LauncherSession Launcher = "session"
+)
 
 // Live describes the session sandbox a stateful run ran in.
 type Live struct {

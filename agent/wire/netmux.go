@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"bytes"
@@ -29,11 +29,11 @@ const (
 // Frame kinds of egress streams. Each payload starts with the stream's id
 // (4 bytes, big-endian, chosen by the agent).
 const (
-	KindNetOpen  = 'n' // agent to runner: a new connection
-	KindNetData  = 'N' // both: bytes of the stream
-	KindNetEOF   = 'F' // both: the sender writes no more
-	KindNetAck   = 'A' // both: the receiver consumed n more bytes (4 bytes after the id)
-	KindNetReset = 'R' // both: the stream is over, whatever was left unsent
+	KindNetOpen  Kind = 'n' // agent to runner: a new connection
+	KindNetData  Kind = 'N' // both: bytes of the stream
+	KindNetEOF   Kind = 'F' // both: the sender writes no more
+	KindNetAck   Kind = 'A' // both: the receiver consumed n more bytes (4 bytes after the id)
+	KindNetReset Kind = 'R' // both: the stream is over, whatever was left unsent
 )
 
 // netWindow is how many bytes of a stream may be in flight one way, unread
@@ -45,8 +45,8 @@ const netWindow = 256 << 10
 // maxNetStreams bounds a run's streams open at once.
 const maxNetStreams = 64
 
-// isNetFrame reports whether kind belongs to egress streams.
-func isNetFrame(kind byte) bool {
+// IsNetFrame reports whether kind belongs to egress streams.
+func IsNetFrame(kind Kind) bool {
 	switch kind {
 	case KindNetOpen, KindNetData, KindNetEOF, KindNetAck, KindNetReset:
 		return true
@@ -54,20 +54,20 @@ func isNetFrame(kind byte) bool {
 	return false
 }
 
-// netMux carries a run's egress streams over frames.
-type netMux struct {
-	send func(kind byte, payload []byte) error
+// NetMux carries a run's egress streams over frames.
+type NetMux struct {
+	send func(kind Kind, payload []byte) error
 	// accept gets each stream the other end opens (the runner's side);
 	// nil at the agent, which opens them.
-	accept func(*netStream)
+	accept func(*NetStream)
 
 	mu      sync.Mutex
-	streams map[uint32]*netStream
+	streams map[uint32]*NetStream
 	closed  bool
 }
 
-func newNetMux(send func(byte, []byte) error, accept func(*netStream)) *netMux {
-	return &netMux{send: send, accept: accept, streams: map[uint32]*netStream{}}
+func NewNetMux(send func(Kind, []byte) error, accept func(*NetStream)) *NetMux {
+	return &NetMux{send: send, accept: accept, streams: map[uint32]*NetStream{}}
 }
 
 func netHeader(id uint32, extra int) []byte {
@@ -76,8 +76,8 @@ func netHeader(id uint32, extra int) []byte {
 	return b
 }
 
-// open starts a stream from this end (the agent's).
-func (m *netMux) open(id uint32) (*netStream, error) {
+// Open starts a stream from this end (the agent's).
+func (m *NetMux) Open(id uint32) (*NetStream, error) {
 	m.mu.Lock()
 	if m.closed || len(m.streams) >= maxNetStreams {
 		m.mu.Unlock()
@@ -93,11 +93,11 @@ func (m *netMux) open(id uint32) (*netStream, error) {
 	return s, nil
 }
 
-// handle takes a frame of the other end. A frame that breaks the protocol
+// Handle takes a frame of the other end. A frame that breaks the protocol
 // (an unknown stream, more bytes than the window) ends that stream; it
 // reports false only for frames that are not egress frames at all.
-func (m *netMux) handle(kind byte, payload []byte) bool {
-	if !isNetFrame(kind) {
+func (m *NetMux) Handle(kind Kind, payload []byte) bool {
+	if !IsNetFrame(kind) {
 		return false
 	}
 	if len(payload) < 4 {
@@ -136,17 +136,17 @@ func (m *netMux) handle(kind byte, payload []byte) bool {
 	return true
 }
 
-func (m *netMux) forget(id uint32) {
+func (m *NetMux) Forget(id uint32) {
 	m.mu.Lock()
 	delete(m.streams, id)
 	m.mu.Unlock()
 }
 
-// close ends every stream; none opens after.
-func (m *netMux) close() {
+// Close ends every stream; none opens after.
+func (m *NetMux) Close() {
 	m.mu.Lock()
 	m.closed = true
-	all := make([]*netStream, 0, len(m.streams))
+	all := make([]*NetStream, 0, len(m.streams))
 	for _, s := range m.streams {
 		all = append(all, s)
 	}
@@ -156,9 +156,9 @@ func (m *netMux) close() {
 	}
 }
 
-// netStream is one egress connection, a net.Conn at either end.
-type netStream struct {
-	m  *netMux
+// NetStream is one egress connection, a net.Conn at either end.
+type NetStream struct {
+	m  *NetMux
 	id uint32
 
 	mu       sync.Mutex
@@ -172,15 +172,15 @@ type netStream struct {
 	finished bool
 }
 
-func newNetStream(m *netMux, id uint32) *netStream {
-	s := &netStream{m: m, id: id, credit: netWindow}
+func newNetStream(m *NetMux, id uint32) *NetStream {
+	s := &NetStream{m: m, id: id, credit: netWindow}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
 var errNetReset = errors.New("egress connection reset")
 
-func (s *netStream) deliver(b []byte) {
+func (s *NetStream) deliver(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reset || s.inEOF {
@@ -195,7 +195,7 @@ func (s *netStream) deliver(b []byte) {
 	s.cond.Broadcast()
 }
 
-func (s *netStream) remoteEOF() {
+func (s *NetStream) remoteEOF() {
 	s.mu.Lock()
 	s.inEOF = true
 	s.cond.Broadcast()
@@ -203,7 +203,7 @@ func (s *netStream) remoteEOF() {
 	s.mu.Unlock()
 }
 
-func (s *netStream) grant(n int) {
+func (s *NetStream) grant(n int) {
 	s.mu.Lock()
 	if n > 0 && s.credit+n <= netWindow {
 		s.credit += n
@@ -212,14 +212,14 @@ func (s *netStream) grant(n int) {
 	s.mu.Unlock()
 }
 
-func (s *netStream) fail() {
+func (s *NetStream) fail() {
 	s.mu.Lock()
 	s.resetLocked(false)
 	s.mu.Unlock()
 }
 
 // resetLocked ends the stream both ways, telling the other end when tell.
-func (s *netStream) resetLocked(tell bool) {
+func (s *NetStream) resetLocked(tell bool) {
 	if s.reset {
 		return
 	}
@@ -229,19 +229,19 @@ func (s *netStream) resetLocked(tell bool) {
 		_ = s.m.send(KindNetReset, netHeader(s.id, 0))
 	}
 	s.finished = true
-	s.m.forget(s.id)
+	s.m.Forget(s.id)
 }
 
 // finishLocked forgets the stream once both ways are over.
-func (s *netStream) finishLocked() {
+func (s *NetStream) finishLocked() {
 	if s.inEOF && s.outEOF && !s.finished {
 		s.finished = true
-		s.m.forget(s.id)
+		s.m.Forget(s.id)
 	}
 }
 
 // Read reads what the other end sent.
-func (s *netStream) Read(p []byte) (int, error) {
+func (s *NetStream) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	for s.in.Len() == 0 && !s.inEOF && !s.reset {
 		s.cond.Wait()
@@ -270,7 +270,7 @@ func (s *netStream) Read(p []byte) (int, error) {
 }
 
 // Write sends p, waiting for the other end's acks beyond the window.
-func (s *netStream) Write(p []byte) (int, error) {
+func (s *NetStream) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		s.mu.Lock()
@@ -281,7 +281,7 @@ func (s *netStream) Write(p []byte) (int, error) {
 			s.mu.Unlock()
 			return written, errNetReset
 		}
-		n := min(len(p), s.credit, chunk)
+		n := min(len(p), s.credit, Chunk)
 		s.credit -= n
 		s.mu.Unlock()
 		b := append(netHeader(s.id, n), p[:n]...)
@@ -296,7 +296,7 @@ func (s *netStream) Write(p []byte) (int, error) {
 }
 
 // CloseWrite tells the other end this end sends no more.
-func (s *netStream) CloseWrite() error {
+func (s *NetStream) CloseWrite() error {
 	s.mu.Lock()
 	if s.outEOF || s.reset {
 		s.mu.Unlock()
@@ -310,7 +310,14 @@ func (s *netStream) CloseWrite() error {
 
 // Close ends the stream: a graceful end when both ways are over, else a
 // reset.
-func (s *netStream) Close() error {
+// Finished reports whether the stream is over: reset, or ended both ways.
+func (s *NetStream) Finished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reset || (s.inEOF && s.outEOF)
+}
+
+func (s *NetStream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !(s.inEOF && s.outEOF) {
@@ -325,8 +332,8 @@ type netAddr struct{}
 func (netAddr) Network() string { return "gantry-egress" }
 func (netAddr) String() string  { return EgressProxy }
 
-func (s *netStream) LocalAddr() net.Addr              { return netAddr{} }
-func (s *netStream) RemoteAddr() net.Addr             { return netAddr{} }
-func (s *netStream) SetDeadline(time.Time) error      { return nil }
-func (s *netStream) SetReadDeadline(time.Time) error  { return nil }
-func (s *netStream) SetWriteDeadline(time.Time) error { return nil }
+func (s *NetStream) LocalAddr() net.Addr              { return netAddr{} }
+func (s *NetStream) RemoteAddr() net.Addr             { return netAddr{} }
+func (s *NetStream) SetDeadline(time.Time) error      { return nil }
+func (s *NetStream) SetReadDeadline(time.Time) error  { return nil }
+func (s *NetStream) SetWriteDeadline(time.Time) error { return nil }

@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // reads every frame and routes those, so they are read even while nothing
 // else is asked of the agent.
 type Conn struct {
-	fw    *frameWriter
+	fw    *FrameWriter
 	close func()
 	// diag, when set, returns what the agent printed on its stderr, to
 	// explain a stream that ended.
@@ -36,7 +36,7 @@ type Conn struct {
 
 	// frames carries every other frame to the request in progress; it is
 	// closed when the stream ends, with readErr set.
-	frames  chan frame
+	frames  chan Frame
 	readErr error
 	// ended is closed when the stream has ended.
 	ended chan struct{}
@@ -44,7 +44,7 @@ type Conn struct {
 	liveMu   sync.Mutex
 	liveID   int64
 	waiting  map[int64]chan LiveReply
-	onEvent  func(kind byte, payload []byte)
+	onEvent  func(kind Kind, payload []byte)
 	liveOpen bool
 
 	broken atomic.Pointer[error]
@@ -54,18 +54,18 @@ type Conn struct {
 // NewConn speaks to an agent that reads w and writes r; closeFn ends the
 // stream (the agent then exits). diag may be nil.
 func NewConn(w io.Writer, r io.Reader, closeFn func(), diag func() string) *Conn {
-	c := &Conn{fw: newFrameWriter(w), close: closeFn, diag: diag, frames: make(chan frame, 16), ended: make(chan struct{}),
+	c := &Conn{fw: NewFrameWriter(w), close: closeFn, diag: diag, frames: make(chan Frame, 16), ended: make(chan struct{}),
 		waiting: map[int64]chan LiveReply{}, liveOpen: true}
-	go c.read(newFrameReader(r, MaxFrame))
+	go c.read(NewFrameReader(r, MaxFrame))
 	return c
 }
 
 // read reads every frame the agent sends: live replies and process events
 // are routed at once, the rest go to the request in progress.
-func (c *Conn) read(fr *frameReader) {
+func (c *Conn) read(fr *FrameReader) {
 	defer close(c.ended)
 	for {
-		kind, payload, err := fr.next()
+		kind, payload, err := fr.Next()
 		if err != nil {
 			c.readErr = err
 			close(c.frames)
@@ -110,7 +110,7 @@ func (c *Conn) read(fr *frameReader) {
 				on(kind, payload)
 			}
 		default:
-			c.frames <- frame{kind, payload}
+			c.frames <- Frame{kind, payload}
 		}
 	}
 }
@@ -122,7 +122,7 @@ func (c *Conn) Done() <-chan struct{} { return c.ended }
 // (KindProcessOutput, KindProcessExit frames, untrusted); nil drops them.
 // It is called on the connection's reading goroutine: it must not block
 // for long.
-func (c *Conn) OnProcessEvent(fn func(kind byte, payload []byte)) {
+func (c *Conn) OnProcessEvent(fn func(kind Kind, payload []byte)) {
 	c.liveMu.Lock()
 	c.onEvent = fn
 	c.liveMu.Unlock()
@@ -151,7 +151,7 @@ func (c *Conn) Live(ctx context.Context, op LiveOp) (LiveReply, error) {
 		delete(c.waiting, op.ID)
 		c.liveMu.Unlock()
 	}
-	if err := c.fw.json(KindLive, op); err != nil {
+	if err := c.fw.JSON(KindLive, op); err != nil {
 		drop()
 		return LiveReply{}, c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
 	}
@@ -195,22 +195,22 @@ func (c *Conn) send(req Request) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	if err := c.fw.json(KindRequest, req); err != nil {
+	if err := c.fw.JSON(KindRequest, req); err != nil {
 		return c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
 	}
 	return nil
 }
 
-func (c *Conn) next() (byte, []byte, error) {
+func (c *Conn) next() (Kind, []byte, error) {
 	f, ok := <-c.frames
 	if !ok {
 		return 0, nil, c.fail(fmt.Errorf("the sandbox agent stopped: %w", c.readErr))
 	}
-	return f.kind, f.payload, nil
+	return f.Kind, f.Payload, nil
 }
 
 // unexpected breaks the connection over a frame that has no place here.
-func (c *Conn) unexpected(kind byte, during string) error {
+func (c *Conn) unexpected(kind Kind, during string) error {
 	return c.fail(fmt.Errorf("the sandbox agent sent frame %q during %s", kind, during))
 }
 
@@ -324,13 +324,13 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 	bctx, stopBridge := context.WithCancel(ctx)
 	var inFlight sync.WaitGroup
 	defer func() { stopBridge(); inFlight.Wait() }()
-	var mux *netMux
+	var mux *NetMux
 	if egress != nil {
-		mux = newNetMux(c.fw.frame, func(s *netStream) {
+		mux = NewNetMux(c.fw.Frame, func(s *NetStream) {
 			inFlight.Add(1)
 			go func() { defer inFlight.Done(); egress.ServeConn(bctx, s) }()
 		})
-		defer mux.close() // runs before the wait above: the proxies end
+		defer mux.Close() // runs before the wait above: the proxies end
 	}
 	waiting := make(chan struct{}, maxBridgeWaiting)
 	if err := c.send(req); err != nil {
@@ -403,8 +403,8 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 				_ = c.send(Request{Op: "reply", ID: br.ID, Body: json.RawMessage(
 					`{"ok":false,"error":{"code":"busy","message":"too many tool requests in progress"}}`)})
 			}
-		case isNetFrame(kind) && mux != nil && !exited:
-			mux.handle(kind, payload)
+		case IsNetFrame(kind) && mux != nil && !exited:
+			mux.Handle(kind, payload)
 		case kind == KindExit && !exited:
 			if err := json.Unmarshal(payload, &res.Exit); err != nil {
 				return res, c.fail(fmt.Errorf("the sandbox agent's exit report: %w", err))
@@ -480,13 +480,13 @@ func (c *Conn) Restore(ctx context.Context, r io.Reader) error {
 	if err := c.send(Request{Op: "restore"}); err != nil {
 		return err
 	}
-	dw := &dataWriter{fw: c.fw}
+	dw := &DataWriter{fw: c.fw}
 	if _, err := io.Copy(dw, r); err != nil {
 		// The agent waits for the end of the stream: a broken source
 		// leaves it mid-tar, so the connection cannot be trusted again.
 		return c.fail(fmt.Errorf("read the snapshot: %w", err))
 	}
-	if err := dw.close(); err != nil {
+	if err := dw.Close(); err != nil {
 		return c.fail(fmt.Errorf("send to the sandbox agent: %w", err))
 	}
 	return c.done("a restore")

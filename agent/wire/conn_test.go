@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-func rawFrame(kind byte, payload string) []byte {
-	b := []byte{kind, 0, 0, 0, 0}
+func rawFrame(kind Kind, payload string) []byte {
+	b := []byte{byte(kind), 0, 0, 0, 0}
 	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
 	return append(b, payload...)
 }
@@ -45,7 +45,7 @@ func TestRunFrames(t *testing.T) {
 		t.Fatalf("run: %+v %v %q %q", res, err, out.String(), errb.String())
 	}
 	// The request went out as one frame with op run.
-	kind, payload, err := newFrameReader(sent, MaxFrame).next()
+	kind, payload, err := NewFrameReader(sent, MaxFrame).Next()
 	var req Request
 	if err != nil || kind != KindRequest || json.Unmarshal(payload, &req) != nil || req.Op != "run" || req.Argv[0] != "true" {
 		t.Fatalf("request %q %s %v", kind, payload, err)
@@ -102,7 +102,7 @@ func TestRunRefusesWhatIsOutOfPlace(t *testing.T) {
 		"output after exit":   frames(rawFrame(KindExit, `{"started":true}`), rawFrame(KindStdout, "late")),
 		"bridge without one":  frames(rawFrame(KindBridge, `{"id":1,"req":{}}`)),
 		"unknown kind":        frames(rawFrame('Z', "")),
-		"oversized frame":     {KindStdout, 0xff, 0xff, 0xff, 0xff},
+		"oversized frame":     {byte(KindStdout), 0xff, 0xff, 0xff, 0xff},
 		"cut stream":          rawFrame(KindStdout, "abc")[:6],
 		"malformed exit":      frames(rawFrame(KindExit, `{`)),
 	} {
@@ -180,7 +180,7 @@ func FuzzConnFrames(f *testing.F) {
 	f.Add(frames(rawFrame(KindExit, `{"started":true}`), rawFrame(KindListing, "")))
 	f.Add(rawFrame(KindStdout, "partial"))
 	f.Add(frames(rawFrame(KindData, "abc"), rawFrame(KindDataEnd, "")))
-	f.Add([]byte{KindListing, 0, 0, 0})
+	f.Add([]byte{byte(KindListing), 0, 0, 0})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		var out bytes.Buffer
 		c, _ := scripted(stream)
@@ -205,7 +205,7 @@ func FuzzConnFrames(f *testing.F) {
 // TestDockerfileProtocol keeps the protocol label of the Dockerfile (for
 // hosts that can pull) in step with the code; build.sh reads it from here.
 func TestDockerfileProtocol(t *testing.T) {
-	b, err := os.ReadFile("../images/sandbox/Dockerfile")
+	b, err := os.ReadFile("../../images/sandbox/Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +223,8 @@ func TestLive(t *testing.T) {
 	c := NewConn(reqW, pr, func() { pr.Close(); reqW.Close() }, nil)
 	var events [][]byte
 	got := make(chan struct{}, 4)
-	c.OnProcessEvent(func(kind byte, payload []byte) {
-		events = append(events, append([]byte{kind}, payload...))
+	c.OnProcessEvent(func(kind Kind, payload []byte) {
+		events = append(events, append([]byte{byte(kind)}, payload...))
 		got <- struct{}{}
 	})
 	done := make(chan LiveReply, 1)
@@ -237,14 +237,14 @@ func TestLive(t *testing.T) {
 	}()
 	// The agent's side: it reads the operation, then sends an event, a
 	// reply to another id (dropped) and the reply.
-	kind, payload, err := newFrameReader(reqR, MaxFrame).next()
+	kind, payload, err := NewFrameReader(reqR, MaxFrame).Next()
 	var op LiveOp
 	if err != nil || kind != KindLive || json.Unmarshal(payload, &op) != nil || op.Op != OpList || op.ID == 0 {
 		t.Fatalf("sent %q %q %v", kind, payload, err)
 	}
 	go func() {
 		_, _ = pw.Write(frames(
-			rawFrame(KindProcessOutput, string(processOutput(7, KindStdout, []byte("hi")))),
+			rawFrame(KindProcessOutput, string(EncodeProcessOutput(7, KindStdout, []byte("hi")))),
 			rawFrame(KindLive, fmt.Sprintf(`{"id":%d,"pid":1}`, op.ID+100)),
 			rawFrame(KindLive, fmt.Sprintf(`{"id":%d,"processes":[{"pid":7,"argv":["sleep"],"cwd":"/"}]}`, op.ID)),
 		))
@@ -264,7 +264,7 @@ func TestLive(t *testing.T) {
 		_, err := c.Live(context.Background(), LiveOp{Op: OpList})
 		waiting <- err
 	}()
-	if _, _, err := newFrameReader(reqR, MaxFrame).next(); err != nil {
+	if _, _, err := NewFrameReader(reqR, MaxFrame).Next(); err != nil {
 		t.Fatal(err)
 	}
 	pw.Close()
@@ -286,7 +286,7 @@ func FuzzLiveFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		c, _ := scripted(stream)
 		n := 0
-		c.OnProcessEvent(func(kind byte, payload []byte) {
+		c.OnProcessEvent(func(kind Kind, payload []byte) {
 			n += len(payload)
 			if kind == KindProcessOutput {
 				_, _, _, _ = ParseProcessOutput(payload)
