@@ -173,6 +173,12 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	// Stop's clean-ups run last registered first, once the queue loop and
+	// the background work have returned (Start adds what it sets up): the
+	// fleet last, as it retires every container it holds.
+	r.loops.Cleanup(func() { r.log.Info("runner stopped") })
+	r.loops.Cleanup(r.fleet.stop)
+	r.loops.Cleanup(r.live.stop)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -202,12 +208,6 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 			r.loops.Stop()
 		}
 	}()
-	// Clean-ups run last registered first, once the queue loop and the
-	// background work have returned: the fleet last, as it retires every
-	// container it holds.
-	r.loops.Cleanup(func() { r.log.Info("runner stopped") })
-	r.loops.Cleanup(r.fleet.stop)
-	r.loops.Cleanup(r.live.stop)
 	if err := r.sandbox.CheckImage(ctx); err != nil {
 		return err
 	}
