@@ -106,7 +106,8 @@ func (s *server) prepareRun(req wire.Request) (*bridge, *egressRelay, func(), er
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := emptyDir(runDir); err != nil {
+	keep := s.keepEgress(req)
+	if err := s.emptyRunDir(runDir, keep); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := placeFiles(req.Files, runDir); err != nil {
@@ -121,7 +122,9 @@ func (s *server) prepareRun(req wire.Request) (*bridge, *egressRelay, func(), er
 		if eg != nil {
 			eg.close()
 		}
-		_ = emptyDir(runDir) // the next run empties it again
+		if !keep {
+			_ = emptyDir(runDir) // the next run empties it again
+		}
 	}
 	if req.Bridge {
 		var err error
@@ -129,7 +132,13 @@ func (s *server) prepareRun(req wire.Request) (*bridge, *egressRelay, func(), er
 			return nil, nil, nil, err
 		}
 	}
-	if req.Egress {
+	switch {
+	case keep:
+		if err := s.openKept(runDir); err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("egress socket: %w", err)
+		}
+	case req.Egress:
 		var err error
 		if eg, err = openEgress(filepath.Join(runDir, filepath.Base(wire.EgressSocket)), s.fw); err != nil {
 			closeAll()

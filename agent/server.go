@@ -84,6 +84,9 @@ type server struct {
 	// beside the requests; liveOps bounds those in progress.
 	liveMu  sync.Mutex
 	liveOps chan struct{}
+	// kept is a stateful session's egress relay kept between runs
+	// (keptegress.go), under liveMu.
+	kept *egressRelay
 }
 
 // Serve runs the agent on the runner's stream until the runner goes away
@@ -109,6 +112,10 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 				default:
 				}
 				s.serveLive(p)
+				continue
+			}
+			if e := s.keptEgress(); e != nil && wire.IsNetFrame(k) {
+				e.handle(k, p)
 				continue
 			}
 			frames <- wire.Frame{Kind: k, Payload: p}

@@ -107,7 +107,7 @@ func notFound(err error) error {
 func (s *Store) EnsureBucket(ctx context.Context) error {
 	ok, err := s.client.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return fmt.Errorf("check bucket %s: %w", s.bucket, classify(err))
+		return failed(fmt.Errorf("check bucket %s: %w", s.bucket, classify(err)))
 	}
 	if ok {
 		return nil
@@ -120,7 +120,7 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 		if err := classify(err); errors.Is(err, ErrDenied) {
 			return fmt.Errorf("bucket %s does not exist and these credentials may not create it: %w", s.bucket, err)
 		}
-		return fmt.Errorf("create bucket %s: %w", s.bucket, classify(err))
+		return failed(fmt.Errorf("create bucket %s: %w", s.bucket, classify(err)))
 	}
 	return nil
 }
@@ -148,6 +148,30 @@ func errorResponse(err error) minio.ErrorResponse {
 	return minio.ToErrorResponse(err)
 }
 
+// storeError marks an error of an operation on the object store, so that a
+// caller several layers up can tell the object store's failure from
+// another's: a network error of the database looks just the same.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// failed marks err as the object store's.
+func failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &storeError{err}
+}
+
+// Down reports whether err holds a failure of an operation of this package
+// on the object store that a retry may fix (Unavailable): the object
+// store, not another dependency, is what is down.
+func Down(err error) bool {
+	var se *storeError
+	return errors.As(err, &se) && Unavailable(se.err)
+}
+
 // Unavailable reports whether err means the object store could not be
 // reached or answered that it is unavailable (a 5xx): a retry may succeed.
 // Refusals and other answers are not.
@@ -168,7 +192,7 @@ func Unavailable(err error) bool {
 func (s *Store) Ping(ctx context.Context) error {
 	ok, err := s.client.BucketExists(ctx, s.bucket)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	if !ok {
 		return fmt.Errorf("bucket %s does not exist", s.bucket)
@@ -183,7 +207,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 		DisableMultipart: size >= 0 && size < 64<<20,
 	})
 	if err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return failed(fmt.Errorf("put %s: %w", key, err))
 	}
 	return nil
 }
@@ -204,7 +228,7 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentT
 	var head bytes.Buffer
 	n, err := head.ReadFrom(io.LimitReader(r, streamPartSize))
 	if err != nil {
-		return n, fmt.Errorf("put %s: %w", key, err)
+		return n, failed(fmt.Errorf("put %s: %w", key, err))
 	}
 	if n < streamPartSize {
 		return n, s.Put(ctx, key, bytes.NewReader(head.Bytes()), n, contentType)
@@ -215,7 +239,7 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentT
 		PartSize:    streamPartSize,
 	})
 	if err != nil {
-		return cr.n, fmt.Errorf("put %s: %w", key, err)
+		return cr.n, failed(fmt.Errorf("put %s: %w", key, err))
 	}
 	return cr.n, nil
 }
@@ -237,7 +261,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, notFound(err))
+		return nil, failed(fmt.Errorf("get %s: %w", key, notFound(err)))
 	}
 	return &object{Object: obj, key: key}, nil
 }
@@ -251,8 +275,12 @@ type object struct {
 
 func (o *object) Read(p []byte) (int, error) {
 	n, err := o.Object.Read(p)
-	if missing(err) {
-		err = fmt.Errorf("get %s: %w", o.key, notFound(err))
+	switch {
+	case err == nil || err == io.EOF: // io.EOF as it is: readers compare it
+	case missing(err):
+		err = failed(fmt.Errorf("get %s: %w", o.key, notFound(err)))
+	default:
+		err = failed(err)
 	}
 	return n, err
 }
@@ -308,18 +336,18 @@ func (s *Store) DeleteKeys(ctx context.Context, keys []string) error {
 	}
 	close(objects)
 	var first error
-	failed := 0
+	notDeleted := 0
 	for e := range s.client.RemoveObjects(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
 		if missing(e.Err) {
 			continue
 		}
-		failed++
+		notDeleted++
 		if first == nil {
 			first = fmt.Errorf("delete %s: %w", e.ObjectName, e.Err)
 		}
 	}
 	if first != nil {
-		return fmt.Errorf("%d of %d objects not deleted: %w", failed, len(keys), first)
+		return failed(fmt.Errorf("%d of %d objects not deleted: %w", notDeleted, len(keys), first))
 	}
 	return nil
 }
@@ -330,7 +358,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		if missing(err) {
 			return nil
 		}
-		return fmt.Errorf("delete %s: %w", key, err)
+		return failed(fmt.Errorf("delete %s: %w", key, err))
 	}
 	return nil
 }
@@ -341,7 +369,7 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	n := 0
 	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
-			return n, fmt.Errorf("list %s: %w", prefix, obj.Err)
+			return n, failed(fmt.Errorf("list %s: %w", prefix, obj.Err))
 		}
 		if err := s.Delete(ctx, obj.Key); err != nil {
 			return n, err
@@ -356,7 +384,7 @@ func (s *Store) Count(ctx context.Context, prefix string) (int, error) {
 	n := 0
 	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
-			return n, obj.Err
+			return n, failed(obj.Err)
 		}
 		n++
 	}

@@ -1,7 +1,10 @@
 // Package devstack starts the engines gantry needs on one machine, for
 // `gantry dev` and for tests: an embedded NATS JetStream server and a
 // versitygw S3 server (posix backend) run as a child process. Both are the
-// real engines, not imitations; only their deployment is simplified.
+// real engines, not imitations; only their deployment is simplified. Both
+// take credentials: anything on the machine can connect to a port on
+// loopback, sandboxes' egress included (which gantry refuses, but a
+// server without a password relies on that alone).
 package devstack
 
 import (
@@ -25,8 +28,10 @@ import (
 )
 
 // StartNATS starts an in-process NATS server with JetStream, storing streams
-// under dir, listening on addr ("host:port"; port 0 picks a free one).
-func StartNATS(dir, addr string) (*server.Server, error) {
+// under dir, listening on addr ("host:port"; port 0 picks a free one). With
+// a user, it refuses clients that do not send its name and password;
+// without one (tests' own servers), it takes any client.
+func StartNATS(dir, addr string, user NATSCredentials) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("nats address %q: %w", addr, err)
@@ -50,6 +55,8 @@ func StartNATS(dir, addr string) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: 8 << 20,
+		Username:   user.User,
+		Password:   user.Password,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
@@ -183,23 +190,61 @@ type S3Credentials struct {
 // links, which are signed with them, outlive a restart of gantry dev.
 func LoadOrCreateS3Credentials(path string) (S3Credentials, error) {
 	var c S3Credentials
+	err := loadOrCreate(path, &c, func() bool { return c.AccessKey != "" && c.SecretKey != "" },
+		func() { c = S3Credentials{AccessKey: "gantry" + randHex(6), SecretKey: randHex(20)} })
+	return c, err
+}
+
+// NATSCredentials are the user gantry dev's NATS server admits, and no
+// other.
+type NATSCredentials struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// LoadOrCreateNATSCredentials reads the NATS credentials kept at path, or
+// makes random ones and keeps them there (mode 0600), so that processes
+// joining gantry dev (a runner, `gantry keys revoke`) can read them.
+func LoadOrCreateNATSCredentials(path string) (NATSCredentials, error) {
+	var c NATSCredentials
+	err := loadOrCreate(path, &c, func() bool { return c.User != "" && c.Password != "" },
+		func() { c = NATSCredentials{User: "gantry", Password: randHex(24)} })
+	return c, err
+}
+
+// ReadNATSCredentials reads the NATS credentials gantry dev keeps at path.
+func ReadNATSCredentials(path string) (NATSCredentials, error) {
+	var c NATSCredentials
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil || c.User == "" || c.Password == "" {
+		return c, fmt.Errorf("%s does not hold NATS credentials (remove it to make new ones)", path)
+	}
+	return c, nil
+}
+
+// loadOrCreate reads the JSON at path into v when it is there (valid
+// checks it), else calls create and keeps v there.
+func loadOrCreate(path string, v any, valid func() bool, create func()) error {
 	data, err := os.ReadFile(path)
 	if err == nil {
-		if err := json.Unmarshal(data, &c); err != nil || c.AccessKey == "" || c.SecretKey == "" {
-			return c, fmt.Errorf("%s does not hold S3 credentials (remove it to make new ones)", path)
+		if err := json.Unmarshal(data, v); err != nil || !valid() {
+			return fmt.Errorf("%s does not hold credentials (remove it to make new ones)", path)
 		}
-		return c, nil
+		return nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return c, err
+		return err
 	}
-	c = S3Credentials{AccessKey: "gantry" + randHex(6), SecretKey: randHex(20)}
-	data, _ = json.MarshalIndent(c, "", "  ")
+	create()
+	data, _ = json.MarshalIndent(v, "", "  ")
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return c, err
+		return err
 	}
-	return c, os.Rename(tmp, path)
+	return os.Rename(tmp, path)
 }
 
 // Stop terminates the server and waits for it. Calling it again does

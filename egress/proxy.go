@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -159,12 +160,20 @@ type Connection struct {
 // (absolute URIs over plain HTTP, and CONNECT tunnels for everything else,
 // HTTPS first of all) to the hosts on the allow-list, and nothing else.
 // Names are resolved by the proxy; the address it dials is checked again
-// with Policy (public addresses only, unless the operator allows private
-// ones), so a listed name that resolves to a private address is refused.
-// Every connection asked for, allowed or not, is given to Record.
+// with Policy (never gantry's own services; public addresses only, unless
+// the operator lists private ones), so a listed name that resolves to a
+// refused address is refused. Every connection asked for, allowed or not,
+// is given to Record.
 type Proxy struct {
 	Allow  AllowList
 	Policy Policy
+	// Rules set headers on requests to some hosts. For CONNECT to such a
+	// host the proxy speaks to each side itself: TLS with a certificate CA
+	// issues towards the job, TLS checked against UpstreamRoots (nil: the
+	// system's) towards the host. Other hosts' tunnels stay end to end.
+	Rules         HeaderRules
+	CA            *CA
+	UpstreamRoots *x509.CertPool
 	// Record receives each connection when it ends (may be nil).
 	Record func(Connection)
 	// DialTimeout bounds connecting to a host (default 10 s).
@@ -186,7 +195,7 @@ func (p *Proxy) init() {
 			p.MaxConns = 64
 		}
 		p.tr = &http.Transport{
-			DialContext: p.Policy.Dialer(p.DialTimeout).DialContext, MaxIdleConnsPerHost: 4,
+			DialContext: p.Policy.DialContext(p.DialTimeout), MaxIdleConnsPerHost: 4,
 			IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: 5 * time.Minute, DisableCompression: true,
 			// A job's redirects are the job's to follow, through the proxy.
 			Proxy: nil,
@@ -256,7 +265,12 @@ func (p *Proxy) check(host string, port int) string {
 	if err := p.Policy.CheckHost(host); err != nil {
 		return err.Error()
 	}
-	return ""
+	if _, err := netip.ParseAddr(host); err != nil {
+		if err := p.Policy.CheckName(host); err != nil {
+			return err.Error()
+		}
+	}
+	return p.Rules.refusal(host)
 }
 
 func (p *Proxy) record(c Connection) {
@@ -281,17 +295,23 @@ func (p *Proxy) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, req *h
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.DialTimeout)
-	up, err := p.Policy.Dialer(p.DialTimeout).DialContext(dctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	up, err := p.Policy.DialContext(p.DialTimeout)(dctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	cancel()
 	if err != nil {
-		rec.Reason = dialReason(err)
+		var code int
+		code, rec.Reason = dialFailure(err)
 		p.record(rec)
-		writeStatus(c, http.StatusBadGateway, rec.Reason)
+		writeStatus(c, code, rec.Reason)
 		return
 	}
 	defer up.Close()
 	rec.Allowed = true
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.record(rec)
+		return
+	}
+	if p.CA != nil && p.Rules.For(host) != nil {
+		p.intercept(ctx, c, br, up, host, &rec)
 		p.record(rec)
 		return
 	}
@@ -338,12 +358,14 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool
 	req.RequestURI = ""
 	req.Body = out
 	removeHopHeaders(req.Header)
+	p.Rules.apply(host, req.Header)
 	resp, err := p.tr.RoundTrip(req)
 	if err != nil {
-		rec.Reason = dialReason(err)
+		var code int
+		code, rec.Reason = dialFailure(err)
 		rec.BytesOut = out.n.Load()
 		p.record(rec)
-		writeStatus(c, http.StatusBadGateway, rec.Reason)
+		writeStatus(c, code, rec.Reason)
 		return false
 	}
 	defer resp.Body.Close()
@@ -355,6 +377,15 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool
 	rec.BytesOut, rec.BytesIn = out.n.Load(), in.n.Load()
 	p.record(rec)
 	return err == nil && !req.Close && !resp.Close
+}
+
+// dialFailure is the status and reason of a connection that could not be
+// made: 403 when the policy refused the address dialled, else 502.
+func dialFailure(err error) (int, string) {
+	if r, ok := IsRefusal(err); ok {
+		return http.StatusForbidden, r.Error()
+	}
+	return http.StatusBadGateway, dialReason(err)
 }
 
 func dialReason(err error) string {

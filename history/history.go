@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/membudget"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -54,13 +55,17 @@ func (o *Output) Put(ctx context.Context, ref store.OutputRef, data []byte) (str
 	return key, o.blobs.Put(ctx, key, bytes.NewReader(data), int64(len(data)), outputContentType)
 }
 
-// Get reads a stream back; store.ErrNotFound when it is gone.
+// Get reads a stream back; store.ErrNotFound when it is gone. What it reads
+// is charged to the call's memory budget in ctx (package membudget) twice,
+// as it is read: the text the job carries, and the answer that encodes it
+// (JSON is at least as long). A read past the budget fails with the
+// budget's error.
 func (o *Output) Get(ctx context.Context, key string) ([]byte, error) {
 	rc, err := o.blobs.Get(ctx, key)
 	if err == nil {
 		defer rc.Close()
 		var b []byte
-		if b, err = io.ReadAll(rc); err == nil {
+		if b, err = io.ReadAll(membudget.Reader(ctx, rc, 2)); err == nil {
 			return b, nil
 		}
 	}

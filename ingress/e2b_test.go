@@ -2,6 +2,7 @@ package ingress_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/ingress"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 )
 
@@ -137,10 +140,15 @@ func TestE2BControlPlane(t *testing.T) {
 				t.Errorf("POST %s: %d %s", path, r.status, r.body)
 			}
 		}
-		r = e2b(t, h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "allow_internet_access": true}`)
+		r = e2b(t, h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "network": {"egressProxy": {"address": "proxy.example.com:1080"}}}`)
 		r.json(t, &e2bErr)
-		if r.status != 501 || !strings.Contains(e2bErr.Message, "network") {
-			t.Errorf("internet access: %d %s", r.status, r.body)
+		if r.status != 501 || !strings.Contains(e2bErr.Message, "SOCKS5") {
+			t.Errorf("an egress proxy of one's own: %d %s", r.status, r.body)
+		}
+		r = e2b(t, h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "network": {"rules": {"api.example.com": [{"transform": {"headers": {"Bad Name": "x"}}}]}}}`)
+		r.json(t, &e2bErr)
+		if r.status != 400 || !strings.Contains(e2bErr.Message, "header name") {
+			t.Errorf("a bad rule: %d %s", r.status, r.body)
 		}
 	})
 
@@ -168,4 +176,110 @@ func TestE2BNeedsSecretKey(t *testing.T) {
 	if r := h.do(t, h.keyA, "POST", "/v1/sessions", `{"env": {"A": "1"}}`); r.status != 400 || !bytes.Contains(r.body, []byte("GANTRY_SECRET_KEY")) {
 		t.Errorf("a session's env without a secret key: %d %s", r.status, r.body)
 	}
+}
+
+// TestE2BAccessTokenLifetime: a sandbox's access token dies with the API
+// key that asked for it (and only that key's tokens do), and at the
+// timeout a key holder set: the session's jobs, which keep the session
+// itself alive, do not keep its token alive.
+func TestE2BAccessTokenLifetime(t *testing.T) {
+	box, _ := secret.New(bytes.Repeat([]byte{7}, secret.KeySize))
+	h := newHarness(t, func(_ *harness, c *ingress.Config) { c.Box = box })
+	ctx := context.Background()
+	// The helpers take the test that calls them: subtests do.
+	e2b := func(t *testing.T, key, method, path, body string) response {
+		t.Helper()
+		return h.do(t, "", method, "/compat/e2b"+path, body, "X-API-Key", key)
+	}
+	token := func(t *testing.T, key, sid string) string {
+		t.Helper()
+		var sb struct {
+			EnvdAccessToken string `json:"envdAccessToken"`
+		}
+		r := e2b(t, key, "GET", "/sandboxes/"+sid, "")
+		r.json(t, &sb)
+		if r.status != 200 || sb.EnvdAccessToken == "" {
+			t.Fatalf("getInfo: %d %s", r.status, r.body)
+		}
+		return sb.EnvdAccessToken
+	}
+	health := func(t *testing.T, sid, tok string) int {
+		t.Helper()
+		return h.do(t, "", "GET", "/compat/e2b/sandbox/health", "", "E2b-Sandbox-Id", sid, "X-Access-Token", tok).status
+	}
+	session := func(t *testing.T, ttl int) string {
+		t.Helper()
+		r := h.do(t, h.keyA, "POST", "/v1/sessions", fmt.Sprintf(`{"stateful": true, "ttl_seconds": %d}`, ttl))
+		var s jobs.Session
+		r.json(t, &s)
+		if r.status != 201 {
+			t.Fatalf("create session: %d %s", r.status, r.body)
+		}
+		return s.ID
+	}
+
+	t.Run("revoking a key kills the tokens it asked for", func(t *testing.T) {
+		second, k, err := h.st.CreateAPIKey(ctx, h.tenantA, "second")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := session(t, 600)
+		mine, theirs := token(t, h.keyA, sid), token(t, second, sid)
+		if mine == theirs {
+			t.Fatal("two keys were given the same token")
+		}
+		for _, tok := range []string{mine, theirs} {
+			if got := health(t, sid, tok); got != 204 {
+				t.Fatalf("before the revocation: %d", got)
+			}
+		}
+		// As `gantry keys revoke` does: revoke in the store, announce it.
+		rk, err := h.st.RevokeAPIKey(ctx, k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, _ := json.Marshal(queue.KeyRevoked{KeyID: rk.ID, TenantID: rk.TenantID, KeyEpoch: rk.KeyEpoch})
+		if err := h.nc.Publish(queue.KeyRevokedSubject, ev); err != nil {
+			t.Fatal(err)
+		}
+		eventually.True(t, 10*time.Second, "the revoked key's token to be refused", func() bool { return health(t, sid, theirs) == 401 })
+		if got := health(t, sid, mine); got != 204 {
+			t.Errorf("another key's token after the revocation: %d", got)
+		}
+		if r := e2b(t, second, "GET", "/sandboxes/"+sid, ""); r.status != 401 {
+			t.Errorf("the revoked key asks for a token again: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("a token dies at the timeout, whatever runs meanwhile", func(t *testing.T) {
+		sid := session(t, 600)
+		if r := e2b(t, h.keyA, "POST", "/sandboxes/"+sid+"/timeout", `{"timeout": 10}`); r.status != 204 {
+			t.Fatalf("setTimeout: %d %s", r.status, r.body)
+		}
+		tok := token(t, h.keyA, sid)
+		// Jobs of the session (no runner takes them) keep extending the
+		// session past the timeout; the token must stop at it all the same.
+		var last int
+		eventually.True(t, 60*time.Second, "the token to stop at its sandbox's timeout", func() bool {
+			if r := h.do(t, h.keyA, "POST", "/v1/jobs", fmt.Sprintf(`{"language": "python", "code": "pass", "session_id": %q}`, sid)); r.status != 202 {
+				t.Fatalf("a job of the session: %d %s", r.status, r.body)
+			}
+			last = health(t, sid, tok)
+			return last != 204
+		})
+		if last != 502 {
+			t.Errorf("a token past its sandbox's timeout: %d, want 502 (gone, as E2B says of a sandbox timed out)", last)
+		}
+		if r := h.do(t, h.keyA, "GET", "/v1/sessions/"+sid, ""); r.status != 200 {
+			t.Fatalf("the session itself (extended by its jobs): %d %s", r.status, r.body)
+		}
+		// A key holder extends it: the same token opens it again.
+		if r := e2b(t, h.keyA, "POST", "/sandboxes/"+sid+"/timeout", `{"timeout": 300}`); r.status != 204 {
+			t.Fatalf("setTimeout: %d %s", r.status, r.body)
+		}
+		eventually.True(t, 10*time.Second, "the token to open its sandbox after setTimeout", func() bool { return health(t, sid, tok) == 204 })
+		if again := token(t, h.keyA, sid); again != tok {
+			t.Errorf("the token changed: %s, then %s", tok, again)
+		}
+	})
 }

@@ -122,8 +122,16 @@ func (s *Server) Stop() { s.svc.Stop() }
 
 // Handler is the server's HTTP handler: the API, with MCP at /mcp and the
 // compatible APIs at /compat/. A key sent in a compatible API's path is
-// taken out of the request before anything else sees it.
-func (s *Server) Handler() http.Handler { return compat.PathKeys(s.http.Handler()) }
+// taken out of the request before anything else sees it. Every request
+// carries a meter of the memory its answer may hold (service.Meter).
+func (s *Server) Handler() http.Handler {
+	next := compat.PathKeys(s.http.Handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, end := s.svc.Meter(r.Context())
+		defer end()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
 
 // Webhooks is the server's webhook dispatcher, for the Maintenance to run
 // its deliveries (nil: webhooks are off).

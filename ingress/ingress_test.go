@@ -39,13 +39,16 @@ import (
 // harness is an ingress on real Postgres, NATS and S3. No runner runs:
 // tests play the runner's part through the store and NATS.
 type harness struct {
-	url           string
-	handler       http.Handler // the ingress's own, unwrapped
-	st            *store.Store
-	ns            *server.Server // the NATS server (nil on a cluster)
-	nc            *nats.Conn
-	js            jetstream.JetStream
-	blobs         *blob.Store
+	url     string
+	handler http.Handler // the ingress's own, unwrapped
+	st      *store.Store
+	ns      *server.Server // the NATS server (nil on a cluster)
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	blobs   *blob.Store
+	// serviceBlobs, if set, is the object store the ingress is given
+	// (blobs behind a test's wrapper); blobs otherwise.
+	serviceBlobs  service.Blobs
 	tenantA, keyA string
 	tenantB, keyB string
 	cfg           ingress.Config
@@ -89,7 +92,11 @@ func (h *harness) serve(t *testing.T) string {
 	cfg := h.cfg
 	cfg.History = hs
 	reg := prometheus.NewRegistry()
-	srv, err := ingress.New(cfg, log, h.st, h.blobs, h.nc, reg)
+	var blobs service.Blobs = h.blobs
+	if h.serviceBlobs != nil {
+		blobs = h.serviceBlobs
+	}
+	srv, err := ingress.New(cfg, log, h.st, blobs, h.nc, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,18 @@
 package ingress_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/internal/eventually"
+	"github.com/gantryhq/gantry/store"
 )
 
 // listTools lists the tools an MCP client sees at path with the headers.
@@ -96,5 +102,82 @@ func TestMCPToolsets(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(body.String(), c.field) || !strings.Contains(body.String(), "code, jobs, sessions, skills, registry") {
 			t.Errorf("%s %q: %d %s", c.path, c.header, resp.StatusCode, body.String())
 		}
+	}
+}
+
+// listedArguments lists each tool's arguments as tools/list shows them at
+// path, and the environments execute_code's environment may name.
+func listedArguments(t *testing.T, h *harness, key, path string) (args map[string][]string, envs []string) {
+	t.Helper()
+	c := &rawMCP{t: t, h: &harness{url: h.url, keyA: key}, path: path}
+	c.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	var res struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			InputSchema struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(c.call("tools/list", map[string]any{}), &res); err != nil {
+		t.Fatal(err)
+	}
+	args = map[string][]string{}
+	for _, tool := range res.Tools {
+		for name, p := range tool.InputSchema.Properties {
+			args[tool.Name] = append(args[tool.Name], name)
+			if tool.Name == "execute_code" && name == "environment" {
+				envs = p.Enum
+			}
+		}
+		sort.Strings(args[tool.Name])
+	}
+	return args, envs
+}
+
+// TestMCPToolArgumentsListed: tools/list shows only the arguments a caller
+// can use, for every byte of it is in the model's context. session_id is
+// listed with the sessions toolset, which makes sessions; environment when
+// the operator registered environments the caller may use, with their
+// names. A call may pass either all the same.
+func TestMCPToolArgumentsListed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	code, envs := listedArguments(t, h, h.keyA, "/mcp?toolsets=code")
+	if got := strings.Join(code["execute_code"], " "); got != "code files language stdin stdin_encoding timeout_ms" || envs != nil {
+		t.Errorf("toolsets=code, no environments: execute_code takes %s (environments %v)", got, envs)
+	}
+	all, _ := listedArguments(t, h, h.keyA, "/mcp?toolsets=code,sessions")
+	if !slices.Contains(all["execute_code"], "session_id") || !slices.Contains(all["create_session"], "language") {
+		t.Errorf("toolsets=code,sessions: execute_code takes %v", all["execute_code"])
+	}
+	if _, err := h.st.PutEnvironment(context.Background(), store.Environment{Name: "datasci", Image: "x:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.PutEnvironment(context.Background(), store.Environment{Name: "b-only", Image: "x:1", Tenants: []string{h.tenantB}}); err != nil {
+		t.Fatal(err)
+	}
+	// The service's copy of the environments is renewed within seconds.
+	var got []string
+	if !eventually.Within(15*time.Second, func() bool {
+		_, got = listedArguments(t, h, h.keyA, "/mcp?toolsets=code")
+		return len(got) > 0
+	}) || strings.Join(got, " ") != "datasci" {
+		t.Errorf("tenant A's environments listed: %v, want datasci", got)
+	}
+	if _, got = listedArguments(t, h, h.keyB, "/mcp?toolsets=code"); strings.Join(got, " ") != "b-only datasci" {
+		t.Errorf("tenant B's environments listed: %v", got)
+	}
+	// An argument left out of the list is still taken.
+	c := &rawMCP{t: t, h: h, path: "/mcp?toolsets=code"}
+	c.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}})
+	msg := string(c.call("tools/call", map[string]any{"name": "execute_code", "arguments": map[string]any{
+		"language": "python", "code": "print(1)", "session_id": "ses_nope"}}))
+	if !strings.Contains(msg, "session") || !strings.Contains(msg, "not found") {
+		t.Errorf("execute_code with an unlisted session_id: %s", msg)
 	}
 }

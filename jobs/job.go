@@ -313,6 +313,8 @@ type Spec struct {
 	Compat json.RawMessage `json:"compat,omitempty"`
 	// Environment names the sandbox image ("": the runner's own).
 	Environment string `json:"environment,omitempty"`
+	// Network is the job's own (Request.Network), nil without one.
+	Network *Network `json:"network,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

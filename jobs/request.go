@@ -51,6 +51,10 @@ type Request struct {
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
+	// Network narrows the job's egress below its tenant's allow-list (and
+	// its session's network), and sets headers on requests to some hosts
+	// at the egress proxy.
+	Network *Network `json:"network,omitempty"`
 }
 
 // MaxCompatBytes caps Request.Compat.
@@ -418,6 +422,12 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	// WebhookURL is no part of the spec: the service checks it with the
 	// sender that would call it (webhook.Sender.CheckURL).
+	if !req.Network.Empty() {
+		spec.Network = NormalizeNetwork(req.Network)
+		if err := spec.Network.Check("network"); err != nil {
+			return Spec{}, err
+		}
+	}
 	return spec, nil
 }
 

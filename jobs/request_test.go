@@ -224,6 +224,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(`{"language":"python","code":"x","files":[{"path":"../../etc/passwd","content":"x"}]}`)
 	f.Add(`{"language":"python","code":"x","stdin":"AP8=","stdin_encoding":"base64","metadata":{"a":"b"}}`)
 	f.Add("{\"language\":\"python\",\"code\":\"\xff\"}")
+	f.Add(`{"language":"python","code":"1","network":{"allow_out":["a.example"],"deny_out":["0.0.0.0/0"],"rules":{"*.a.example":[{"headers":{"X-Key":"k ${secrets.K} ${secrets.}"}}]}}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		spec, err := decodeAndNormalize(body)
 		if err != nil {
@@ -245,6 +246,14 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if spec.TimeoutMS < 1 || spec.Limits.MemoryMB < 32 {
 			t.Fatalf("accepted out-of-range spec %+v", spec)
+		}
+		// An accepted network's header values render without a line break.
+		for _, rules := range spec.Network.ruleList() {
+			for name, v := range rules.Headers {
+				if out, _ := Render(v, map[string]string{}); strings.ContainsAny(out+name, "\r\n") {
+					t.Fatalf("accepted a header that breaks a line: %q: %q", name, v)
+				}
+			}
 		}
 		// What is accepted can be stored (no NUL, valid UTF-8) and comes
 		// back the same.

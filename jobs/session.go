@@ -32,6 +32,9 @@ type Session struct {
 	// ("" while it has none), where its runner answers the live sandbox's
 	// operations (LiveSubject). Not part of the API.
 	Live string `json:"-"`
+	// Network is the session's egress narrowing and header rules (see
+	// Network), which each of its jobs' own narrows further; nil: none.
+	Network *Network `json:"network,omitempty"`
 }
 
 // SessionRequest creates a session.
@@ -60,6 +63,15 @@ type SessionRequest struct {
 	// (TenantLimits.MaxLiveSessions), as the service hands it to the store:
 	// a stateful session past it is refused (0: no cap).
 	MaxLive int `json:"-"`
+	// Network narrows the egress of the session's jobs and live
+	// processes below the tenant's allow-list, and sets headers on
+	// requests to some hosts (see Network); PUT
+	// /v1/sessions/{id}/network replaces it while the session lives.
+	Network *Network `json:"network,omitempty"`
+	// Secrets are values of the session's own secrets its network names
+	// (a compatible API's literal header values): sealed and kept with the
+	// session, never shown. Not part of the API.
+	Secrets map[string]string `json:"-"`
 }
 
 // Session bounds.
@@ -107,6 +119,14 @@ func (p Policy) NormalizeSession(r SessionRequest) (SessionRequest, error) {
 	}
 	if err := ValidateEnv(r.Env); err != nil {
 		return r, err
+	}
+	if r.Network.Empty() {
+		r.Network = nil
+	} else {
+		r.Network = NormalizeNetwork(r.Network)
+		if err := r.Network.Check("network"); err != nil {
+			return r, err
+		}
 	}
 	return r, ValidateMetadata(r.Metadata)
 }

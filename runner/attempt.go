@@ -172,8 +172,13 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		}
 	}
 	in.bridge = bridge
-	if in.egress, err = a.r.egressFor(claim.EgressAllow); err != nil {
-		return nil, fmt.Errorf("the tenant's egress allow-list: %w", err)
+	stateful := a.session != nil && a.session.state.Stateful
+	sessionID := ""
+	if a.session != nil {
+		sessionID = a.session.id
+	}
+	if in.egress, err = a.r.egressFor(ctx, claim, sessionID, stateful); err != nil {
+		return nil, fmt.Errorf("the job's egress: %w", err)
 	}
 	if in.egress != nil {
 		env = in.egress.env(env)
@@ -237,8 +242,9 @@ func (a *attempt) handOn(c *lease, reusable bool, reason string) *lease {
 
 // runIn runs the program in ctr and decides the outcome, in named steps,
 // as nomad's docker driver's task handle does (run, then wait, inspect and
-// one exit result): putSkills, startRun (the run, under the runner's own
-// deadlines), measure, then the run's ending, decided once from the
+// one exit result): putSkills, withCA (the run's request, with the egress
+// CA the container's image needs), startRun (the run, under the runner's
+// own deadlines), measure, then the run's ending, decided once from the
 // agent's report and the context's cause (programRun.ending). A program
 // that ended by itself has its exit read (exited) and its artifacts
 // collected (collect); any other ending is said once (ended, died).
@@ -253,7 +259,12 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		}
 		return jobs.Result{}, nil, err
 	}
-	r := a.startRun(ctx, ctr, in, began)
+	req, err := a.withCA(ctx, ctr, in)
+	if err != nil {
+		a.handOn(ctr, false, "broken")
+		return jobs.Result{}, nil, err
+	}
+	r := a.startRun(ctx, ctr, in, req, began)
 	res := a.measure(r, in)
 	if end := r.ending(ctx); end != endExited {
 		return a.ended(ctx, ctr, r, end, res)
@@ -274,6 +285,19 @@ func (a *attempt) putSkills(ctx context.Context, ctr *lease, in *prepared) error
 	}
 	ctr.skills = in.stamp
 	return nil
+}
+
+// withCA is the run's request with the files of the job's egress CA that
+// the container's image needs (none without egress). A failure is
+// errNotStarted: nothing of the program ran.
+func (a *attempt) withCA(ctx context.Context, ctr *lease, in *prepared) (wire.Request, error) {
+	ca, err := a.r.caFile(ctx, in.egress, ctr.Container)
+	if err != nil {
+		return wire.Request{}, fmt.Errorf("%w: %v", errNotStarted, err)
+	}
+	req := in.req
+	req.Files = append(append([]wire.File(nil), req.Files...), ca...)
+	return req, nil
 }
 
 // ended is the outcome of a run that did not end by itself (or whose

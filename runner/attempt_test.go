@@ -117,6 +117,10 @@ func (d *fakeDocker) ImagePull(context.Context, string, client.ImagePullOptions)
 }
 func (d *fakeDocker) Close() error { return nil }
 
+func (d *fakeDocker) CopyFromContainer(context.Context, string, client.CopyFromContainerOptions) (client.CopyFromContainerResult, error) {
+	return client.CopyFromContainerResult{}, fmt.Errorf("no such file: %w", cerrdefs.ErrNotFound)
+}
+
 func (d *fakeDocker) ContainerCreate(context.Context, client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

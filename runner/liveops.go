@@ -29,6 +29,9 @@ type liveServer struct {
 	// take answers another runner's request to take the session (on
 	// queue.TakeSubject), whose live sandbox this runner holds.
 	take func(sessionID, live string, m *nats.Msg)
+	// renetwork applies the session's changed network to its live
+	// processes' egress (wire.OpNetwork).
+	renetwork func(ctx context.Context, sessionID string, c *Container) error
 
 	mu       sync.Mutex
 	sessions map[string]*liveServed
@@ -125,6 +128,34 @@ func (ls *liveServer) relay(sessionID string, s *liveServed, m *nats.Msg) {
 	if op.Op == wire.OpKeep {
 		ls.respond(m, wire.LiveReply{})
 		return
+	}
+	if op.Op == wire.OpNetwork {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), liveOpTimeout)
+			defer cancel()
+			var reply wire.LiveReply
+			if ls.renetwork != nil {
+				if err := ls.renetwork(ctx, sessionID, s.ctr); err != nil {
+					ls.log.Warn("apply a live session's new network", "session_id", sessionID, "err", err)
+					reply.Error = &wire.LiveError{Code: wire.LiveErrFailed, Message: "the runner could not apply the network: " + err.Error()}
+				}
+			}
+			ls.respond(m, reply)
+		}()
+		return
+	}
+	if op.Op == wire.OpSpawn {
+		// A live process reaches the egress proxy as the session's jobs do.
+		if env := s.ctr.egress.spawnEnv(); env != nil {
+			merged := make(map[string]string, len(env)+len(op.SessionEnv))
+			for k, v := range env {
+				merged[k] = v
+			}
+			for k, v := range op.SessionEnv {
+				merged[k] = v
+			}
+			op.SessionEnv = merged
+		}
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), liveOpTimeout)

@@ -31,27 +31,31 @@ type programRun struct {
 	stdout, stderr       *output
 }
 
-// startRun runs the program in ctr, streaming its output live, under the
+// startRun runs req in ctr, streaming the program's output live, under the
 // runner's own deadlines (see runDeadline), and returns once the run is
 // over. began is when the attempt started on the container, for the run's
 // spans.
-func (a *attempt) startRun(ctx context.Context, ctr *lease, in *prepared, began time.Time) programRun {
+func (a *attempt) startRun(ctx context.Context, ctr *lease, in *prepared, req wire.Request, began time.Time) programRun {
 	r := programRun{}
 	r.stdout, r.stderr = a.outputs()
-	rio := wire.RunIO{Stdout: r.stdout, Stderr: r.stderr, Egress: in.egress.handler()}
+	// A stateful session's egress outlives the run, for its live processes.
+	rio := wire.RunIO{Stdout: r.stdout, Stderr: r.stderr, Egress: in.egress.handler(), KeepEgress: in.req.Stateful}
 	if in.bridge != nil {
 		rio.Bridge = in.bridge
 	}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	deadline := startDeadline(a.claim.Spec, in.req.Compile != nil, cancelRun)
+	deadline := startDeadline(a.claim.Spec, req.Compile != nil, cancelRun)
 	defer deadline.stop()
 	rio.Compiled = func(wire.CompileReport) { // called by Run, on this goroutine
 		r.compiled = time.Now()
 		deadline.compiled()
 	}
 	r.start = time.Now()
-	r.report, r.err = ctr.conn.Run(runCtx, in.req, rio)
+	r.report, r.err = ctr.conn.Run(runCtx, req, rio)
+	if in.req.Stateful {
+		keepLive(ctr.Container, a.claim.TenantID, in.egress)
+	}
 	r.end = time.Now()
 	r.cause = context.Cause(runCtx)
 	a.traceRun(runCtx, began, r.end, r.report, r.err)

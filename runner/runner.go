@@ -116,6 +116,7 @@ type Store interface {
 	SessionStore
 	SkillStore
 	EnvironmentStore
+	EgressStore
 }
 
 // Runner runs jobs from the queue, from Start until Stop.
@@ -139,6 +140,8 @@ type Runner struct {
 	// handed bounds the sessions other runners handed to this one (their
 	// live sandboxes are here) that run at once, beside the slots.
 	handed chan struct{}
+	// cas holds the tenants' egress CAs and the images' CA bundles.
+	cas caCache
 
 	// loops is the runner's lifecycle (startstop): the queue loop, which
 	// drains when Stop ends it; the background work beside the jobs
@@ -173,6 +176,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	r.live.renetwork = r.renetwork
 	// Stop's clean-ups run last registered first, once the queue loop and
 	// the background work have returned (Start adds what it sets up): the
 	// fleet last, as it retires every container it holds.

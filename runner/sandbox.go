@@ -79,6 +79,7 @@ type dockerAPI interface {
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	CopyFromContainer(ctx context.Context, id string, options client.CopyFromContainerOptions) (client.CopyFromContainerResult, error)
 	Close() error
 }
 
@@ -551,6 +552,8 @@ type Container struct {
 	// skills is the stamp of the skills the agent holds ("" for none);
 	// only the attempt that owns the container touches it.
 	skills string
+	// egress is a stateful session's egress between its runs (egress.go).
+	egress liveEgress
 
 	removeOnce sync.Once
 	removeErr  error

@@ -26,8 +26,8 @@ docker-compose -f "$COMPOSE" --env-file "$ROOT/deploy/compose/.env.example" conf
   die "docker-compose config rejects $COMPOSE"
 : >"$WORK/empty.env"
 if docker-compose -f "$COMPOSE" --env-file "$WORK/empty.env" config -q >"$WORK/compose.out" 2>&1 ||
-  ! grep -q POSTGRES_PASSWORD "$WORK/compose.out"; then
-  die "compose file accepted without its secrets (want an error naming POSTGRES_PASSWORD): $(cat "$WORK/compose.out")"
+  ! grep -Eq 'POSTGRES_PASSWORD|NATS_PASSWORD' "$WORK/compose.out"; then
+  die "compose file accepted without its secrets (want an error naming POSTGRES_PASSWORD or NATS_PASSWORD): $(cat "$WORK/compose.out")"
 fi
 say "compose: $(docker-compose -f "$COMPOSE" --env-file "$ROOT/deploy/compose/.env.example" config --services | wc -l) services valid"
 

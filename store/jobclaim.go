@@ -29,16 +29,21 @@ type Claim struct {
 	// EgressAllow is the tenant's egress allow-list as it is when the job
 	// is claimed (empty: no network).
 	EgressAllow []string
+	// SessionNetwork is the network of the job's session as it is when the
+	// job is claimed (nil: none, or no session).
+	SessionNetwork *jobs.Network
 	// TraceParent is the traceparent of the span that queued the job (""
 	// with tracing off, or for a job queued before it was on).
 	TraceParent string
 }
 
-// tenantClaim selects what a claim carries of a jobs row's tenant: its
-// privacy switch, key epoch and egress allow-list.
+// tenantClaim selects what a claim carries of a jobs row's tenant (its
+// privacy switch, key epoch and egress allow-list) and of its session (its
+// network).
 const tenantClaim = `(SELECT pii_tokens FROM tenants t WHERE t.id = jobs.tenant_id),
 	(SELECT key_epoch FROM tenants t WHERE t.id = jobs.tenant_id),
-	(SELECT egress_allow FROM tenants t WHERE t.id = jobs.tenant_id)`
+	(SELECT egress_allow FROM tenants t WHERE t.id = jobs.tenant_id),
+	(SELECT network FROM sessions s WHERE s.id = jobs.session_id)`
 
 // ClaimRequest is a runner asking for the job a message names.
 type ClaimRequest struct {
@@ -118,14 +123,17 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 		}
 		return c, ClaimGaveUp, tx.Commit(ctx)
 	}
-	var spec []byte
+	var spec, network []byte
 	err = tx.QueryRow(ctx, `
 		UPDATE jobs SET status = 'running', attempt = attempt + 1, runner_id = $2, started_at = now(), heartbeat_at = now()
 		WHERE id = $1
 		RETURNING attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim, req.JobID, req.RunnerID).
-		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch, &c.EgressAllow)
+		Scan(&c.Attempt, &c.TenantID, &spec, &c.CancelRequested, &c.TraceParent, &c.Private, &c.KeyEpoch, &c.EgressAllow, &network)
 	if err != nil {
 		return Claim{}, 0, fmt.Errorf("claim job: %w", err)
+	}
+	if c.SessionNetwork, err = decodeNetwork(network); err != nil {
+		return Claim{}, 0, err
 	}
 	if err := json.Unmarshal(spec, &c.Spec); err != nil {
 		return Claim{}, 0, fmt.Errorf("decode spec of job %s: %w", req.JobID, err)

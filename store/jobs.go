@@ -394,6 +394,29 @@ const orphaned = `CASE WHEN session_id IS NULL
 		ELSE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = jobs.session_id AND s.owner IS NOT NULL AND s.owner_until > now())
 	END`
 
+// WithdrawJob cancels the tenant's job only if it has not started: a
+// queued job is cancelled, and withdrawn is true; a job a runner took (or
+// that finished) is left alone, and withdrawn is false. ErrNotFound when
+// there is no such job. A runner never starts a withdrawn job: taking a
+// job needs it queued.
+func (s *Store) WithdrawJob(ctx context.Context, tenantID, id string) (withdrawn bool, err error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE jobs SET status = 'cancelled', finished_at = now(), cancel_requested = true, error_code = 'cancelled',
+			error_message = 'withdrawn before it started'
+		WHERE id = $1 AND tenant_id = $2 AND status = 'queued'`, id, tenantID)
+	if err != nil {
+		return false, err
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT true FROM jobs WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&exists); err != nil {
+		return false, notFound(err)
+	}
+	return false, nil
+}
+
 // CancelJob cancels a queued job at once, or flags a running one for its
 // runner to kill. A running job whose runner is gone (no heartbeat for
 // stale) is cancelled at once too: nobody else would ever end it. It is

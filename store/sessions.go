@@ -22,14 +22,17 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
-	var meta []byte
+	var meta, network []byte
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network)
 	if err != nil {
+		return s, err
+	}
+	if s.Network, err = decodeNetwork(network); err != nil {
 		return s, err
 	}
 	if s.Environment == "" {
@@ -70,10 +73,10 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 		}
 	}
 	sess, err := scanSession(tx.QueryRow(ctx, `
-		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9)
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env, network)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10)
 		RETURNING `+sessionColumns,
-		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv))
+		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv, networkJSON(req.Network)))
 	if err != nil {
 		return sess, err
 	}
@@ -89,10 +92,13 @@ func (s *Store) GetSession(ctx context.Context, tenantID, id string) (jobs.Sessi
 }
 
 // SetSessionTTL changes the tenant's active session's idle timeout and
-// makes it expire that long from now, or ErrNotFound.
+// makes it expire that long from now, or ErrNotFound. Its tokens, if one
+// was handed out, then open it until that expiry (sooner or later than
+// before).
 func (s *Store) SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error) {
 	sess, err := scanSession(s.pool.QueryRow(ctx, `UPDATE sessions
-		SET ttl_seconds = $3, expires_at = now() + make_interval(secs => $3::integer)
+		SET ttl_seconds = $3, expires_at = now() + make_interval(secs => $3::integer),
+			token_until = CASE WHEN token_until IS NULL THEN NULL ELSE now() + make_interval(secs => $3::integer) END
 		WHERE id = $1 AND tenant_id = $2 AND status = 'active' AND expires_at > now()
 		RETURNING `+sessionColumns, id, tenantID, ttlSeconds))
 	return sess, notFound(err)
@@ -380,9 +386,10 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 	var keyEpoch int64
 	var traceParent string
 	var egressAllow []string
+	var network []byte
 	err = tx.QueryRow(ctx, `SELECT id, status, attempt, tenant_id, spec, cancel_requested, coalesce(trace_parent, ''), `+tenantClaim+` FROM jobs
 		WHERE session_id = $1 AND status IN ('queued', 'running') ORDER BY session_seq LIMIT 1 FOR UPDATE OF jobs`, sessionID).
-		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow)
+		Scan(&sj.JobID, &status, &attempt, &tenantID, &spec, &cancelReq, &traceParent, &private, &keyEpoch, &egressAllow, &network)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sj, false, false, nil // nothing left
 	}
@@ -400,6 +407,9 @@ func nextSessionJob(ctx context.Context, tx pgx.Tx, sessionID, owner, runnerID s
 		return sj, false, false, err
 	}
 	sj.Claim = Claim{Attempt: sj.Attempt, TenantID: tenantID, CancelRequested: cancelReq, Private: private, KeyEpoch: keyEpoch, EgressAllow: egressAllow}
+	if sj.Claim.SessionNetwork, err = decodeNetwork(network); err != nil {
+		return sj, false, false, err
+	}
 	sj.Claim.TraceParent = traceParent
 	if err := json.Unmarshal(spec, &sj.Claim.Spec); err != nil {
 		return sj, false, false, fmt.Errorf("decode spec of job %s: %w", sj.JobID, err)

@@ -277,6 +277,47 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestWithdraw: a withdrawal cancels a queued job, which no runner can then
+// take, and leaves alone one a runner took, whatever its state; another
+// tenant's job, like a missing one, is not found.
+func TestWithdraw(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	b, _ := storetest.Tenant(t, st, "b")
+	var pubs []string
+	queued, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	if _, err := st.WithdrawJob(ctx, b, queued.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another tenant's withdrawal: %v", err)
+	}
+	if ok, err := st.WithdrawJob(ctx, a, queued.ID); !ok || err != nil {
+		t.Fatalf("withdraw a queued job: %v %v", ok, err)
+	}
+	if _, ok, _ := storetest.Claim(st, queued.ID, "r"); ok {
+		t.Error("a withdrawn job was taken")
+	}
+	if j, _ := st.GetJob(ctx, a, queued.ID); j.Status != jobs.StatusCancelled || j.StartedAt != nil || j.Error == nil || j.Error.Message != "withdrawn before it started" {
+		t.Errorf("the withdrawn job: %s %v %+v", j.Status, j.StartedAt, j.Error)
+	}
+	running, _, _ := st.EnqueueJob(ctx, newJob(a, ""), published(&pubs))
+	if _, ok, _ := storetest.Claim(st, running.ID, "r"); !ok {
+		t.Fatal("claim")
+	}
+	if ok, err := st.WithdrawJob(ctx, a, running.ID); ok || err != nil {
+		t.Errorf("withdraw a running job: %v %v", ok, err)
+	}
+	if yes, _ := st.Heartbeat(ctx, running.ID, 1); yes {
+		t.Error("a withdrawal asked a running job to stop")
+	}
+	if j, _ := st.GetJob(ctx, a, running.ID); j.Status != jobs.StatusRunning {
+		t.Errorf("the running job is %s", j.Status)
+	}
+	if _, err := st.WithdrawJob(ctx, a, jobs.NewID("job")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("withdraw a missing job: %v", err)
+	}
+}
+
 func TestListPagination(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)

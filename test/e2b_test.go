@@ -43,47 +43,63 @@ func pretty(v any) string {
 	return string(b)
 }
 
-// TestE2BSDKs drives E2B's own SDKs from npm (e2b 2.51 and
-// @e2b/code-interpreter 2.8, pinned in test/compatclients, unmodified)
-// against gantry, pointed at it by E2B_API_URL, E2B_SANDBOX_URL and
-// E2B_API_KEY as a user would point them.
-func TestE2BSDKs(t *testing.T) {
+// e2bClients is node and the directory of E2B's SDKs, which the test
+// needs (make compat-deps installs them).
+func e2bClients(t *testing.T) (node, dir string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		storetest.Unavailable(t, "node is not installed")
 	}
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "compatclients")
+	dir = filepath.Join(filepath.Dir(file), "compatclients")
 	for _, pkg := range []string{"e2b", "@e2b/code-interpreter"} {
 		if _, err := exec.Command(node, "-e", "require.resolve('"+pkg+"/package.json', {paths: [process.argv[1]]})", dir).CombinedOutput(); err != nil {
 			storetest.Unavailable(t, "%s is not installed (make compat-deps)", pkg)
 		}
 	}
+	return node, dir
+}
+
+// driveE2B runs e2b.mjs's scenario against d (OTHER_E2B_API_KEY:
+// otherKey, and env) and reads what it reports into out.
+func driveE2B(t *testing.T, d *dev, otherKey string, env []string, scenario string, out any) {
+	t.Helper()
+	node, dir := e2bClients(t)
+	cmd := exec.Command(node, filepath.Join(dir, "e2b.mjs"), scenario)
+	cmd.Env = append(append(os.Environ(), "E2B_API_URL="+d.url+"/compat/e2b", "E2B_SANDBOX_URL="+d.url+"/compat/e2b/sandbox",
+		"E2B_API_KEY="+d.key, "OTHER_E2B_API_KEY="+otherKey), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("e2b.mjs %s: %v\n%s%s", scenario, err, raw, stderr.String())
+	}
+	var fatal struct {
+		Fatal *e2bThrown `json:"fatal"`
+		Stack string     `json:"stack"`
+	}
+	if json.Unmarshal(raw, &fatal) == nil && fatal.Fatal != nil {
+		t.Fatalf("e2b.mjs %s: %s: %s\n%s", scenario, fatal.Fatal.Error, fatal.Fatal.Message, fatal.Stack)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("e2b.mjs %s: %v: %s", scenario, err, raw)
+	}
+	t.Logf("%s: %s", scenario, raw)
+}
+
+// TestE2BSDKs drives E2B's own SDKs from npm (e2b 2.51 and
+// @e2b/code-interpreter 2.8, pinned in test/compatclients, unmodified)
+// against gantry, pointed at it by E2B_API_URL, E2B_SANDBOX_URL and
+// E2B_API_KEY as a user would point them.
+func TestE2BSDKs(t *testing.T) {
+	e2bClients(t)
 	d := startDev(t, "GANTRY_RUNNER_SLOTS=4")
 	d.cli(t, "tenants", "create", "e2b-other")
 	otherKey := regexp.MustCompile(`gk_\S+`).FindString(d.cli(t, "keys", "create", "e2b-other", "e2b test"))
 	drive := func(t *testing.T, scenario string, out any) {
 		t.Helper()
-		cmd := exec.Command(node, filepath.Join(dir, "e2b.mjs"), scenario)
-		cmd.Env = append(os.Environ(), "E2B_API_URL="+d.url+"/compat/e2b", "E2B_SANDBOX_URL="+d.url+"/compat/e2b/sandbox",
-			"E2B_API_KEY="+d.key, "OTHER_E2B_API_KEY="+otherKey)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		raw, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("e2b.mjs %s: %v\n%s%s", scenario, err, raw, stderr.String())
-		}
-		var fatal struct {
-			Fatal *e2bThrown `json:"fatal"`
-			Stack string     `json:"stack"`
-		}
-		if json.Unmarshal(raw, &fatal) == nil && fatal.Fatal != nil {
-			t.Fatalf("e2b.mjs %s: %s: %s\n%s", scenario, fatal.Fatal.Error, fatal.Fatal.Message, fatal.Stack)
-		}
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("e2b.mjs %s: %v: %s", scenario, err, raw)
-		}
-		t.Logf("%s: %s", scenario, raw)
+		driveE2B(t, d, otherKey, nil, scenario, out)
 	}
 
 	t.Run("runCode", func(t *testing.T) {
@@ -301,18 +317,19 @@ func TestE2BSDKs(t *testing.T) {
 				State      string            `json:"state"`
 				TemplateID string            `json:"templateId"`
 			} `json:"info"`
-			EndAfterTimeout  int       `json:"endAfterTimeout"`
-			Listed           []string  `json:"listed"`
-			Running          bool      `json:"running"`
-			Pause            e2bThrown `json:"pause"`
-			Network          e2bThrown `json:"network"`
-			Template         e2bThrown `json:"template"`
-			Killed           bool      `json:"killed"`
-			RunningAfterKill bool      `json:"runningAfterKill"`
-			CodeAfterKill    e2bThrown `json:"codeAfterKill"`
-			CommandAfterKill e2bThrown `json:"commandAfterKill"`
-			KillAgain        bool      `json:"killAgain"`
-			ConnectAfterKill e2bThrown `json:"connectAfterKill"`
+			EndAfterTimeout  int             `json:"endAfterTimeout"`
+			Listed           []string        `json:"listed"`
+			Running          bool            `json:"running"`
+			Pause            e2bThrown       `json:"pause"`
+			Network          json.RawMessage `json:"network"`
+			Template         e2bThrown       `json:"template"`
+			Killed           bool            `json:"killed"`
+			RunningAfterKill bool            `json:"runningAfterKill"`
+			CodeAfterKill    e2bThrown       `json:"codeAfterKill"`
+			CommandAfterKill e2bThrown       `json:"commandAfterKill"`
+			KillAgain        bool            `json:"killAgain"`
+			ConnectAfterKill e2bThrown       `json:"connectAfterKill"`
+			WaitAfterKill    e2bThrown       `json:"waitAfterKill"`
 		}
 		drive(t, "lifecycle", &got)
 		if got.Connected != "42" {
@@ -327,10 +344,11 @@ func TestE2BSDKs(t *testing.T) {
 		if !slices.Equal(got.Listed, []string{got.SandboxID}) || !got.Running {
 			t.Errorf("list by metadata %v, running %v", got.Listed, got.Running)
 		}
-		for name, e := range map[string]e2bThrown{"pause": got.Pause, "internet access": got.Network} {
-			if e.Error == "" || !strings.Contains(e.Message, "501") {
-				t.Errorf("%s: %+v", name, e)
-			}
+		if got.Pause.Error == "" || !strings.Contains(got.Pause.Message, "501") {
+			t.Errorf("pause: %+v", got.Pause)
+		}
+		if string(got.Network) != "false" {
+			t.Errorf("internet access under a tenant without an allow-list: %s", got.Network)
 		}
 		if !strings.Contains(got.Template.Message, "no-such-template") || !strings.Contains(got.Template.Message, "environment") {
 			t.Errorf("an unknown template: %+v", got.Template)
@@ -344,6 +362,9 @@ func TestE2BSDKs(t *testing.T) {
 		}
 		if got.ConnectAfterKill.Error != "SandboxNotFoundError" {
 			t.Errorf("connect after kill: %+v", got.ConnectAfterKill)
+		}
+		if w := got.WaitAfterKill; w.Error == "" || strings.Contains(w.Message, "still waiting") || !strings.Contains(w.Message, "killed") {
+			t.Errorf("a command's wait after its sandbox was killed: %+v", w)
 		}
 	})
 

@@ -195,6 +195,7 @@ func (p *proc) waitOutput(t *testing.T, re *regexp.Regexp, within time.Duration)
 type dev struct {
 	*proc
 	url, key, natsURL, s3URL string
+	natsUserURL              string   // natsURL with dev's NATS user
 	runnerID                 string   // the id of the dev process's runner
 	env                      []string // what a `gantry runner` needs to join it
 }
@@ -229,21 +230,28 @@ func startDev(t *testing.T, extra ...string) *dev {
 		"GANTRY_DRAIN_TIMEOUT=2s",
 	}, extra...)
 	p := start(t, env, "dev")
-	m := p.waitOutput(t, regexp.MustCompile(`API\s+(http://\S+)[\s\S]*NATS\s+(\S+)\s+S3\s+(\S+)`), 60*time.Second)
+	m := p.waitOutput(t, regexp.MustCompile(`API\s+(http://\S+)[\s\S]*NATS\s+(\S+)[^\n]*\n\s+S3\s+(\S+)`), 60*time.Second)
 	d := &dev{proc: p, url: m[1], key: devKey, natsURL: m[2], s3URL: m[3], runnerID: runnerID}
+	for _, e := range extra {
+		if v, ok := strings.CutPrefix(e, "GANTRY_DATA_DIR="); ok {
+			dataDir = v // the test's own, which wins over ours
+		}
+	}
+	// NATS admits only dev's user: processes joining it send it in the URL,
+	// as an operator would.
+	var natsUser struct{ User, Password string }
+	if b, err := os.ReadFile(filepath.Join(dataDir, "nats-credentials.json")); err != nil || json.Unmarshal(b, &natsUser) != nil || natsUser.Password == "" {
+		t.Fatalf("gantry dev's NATS credentials: %v %s", err, b)
+	}
+	d.natsUserURL = strings.Replace(d.natsURL, "nats://", "nats://"+natsUser.User+":"+natsUser.Password+"@", 1)
 	d.env = []string{
-		"GANTRY_DATABASE_URL=" + dbURL, "GANTRY_NATS_URL=" + d.natsURL,
+		"GANTRY_DATABASE_URL=" + dbURL, "GANTRY_NATS_URL=" + d.natsUserURL,
 		"GANTRY_S3_ENDPOINT=" + d.s3URL, "GANTRY_S3_ACCESS_KEY=" + s3Key, "GANTRY_S3_SECRET_KEY=" + s3Secret,
 		"GANTRY_RUNNER_ADDR=127.0.0.1:0", // several runners on one machine
 	}
 	if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, "GANTRY_SECRET_KEY=") }) {
 		// Runners joining this dev open the env it sealed with the key
 		// it made, as an operator would give them.
-		for _, e := range extra {
-			if v, ok := strings.CutPrefix(e, "GANTRY_DATA_DIR="); ok {
-				dataDir = v // the test's own, which wins over ours
-			}
-		}
 		key, err := os.ReadFile(filepath.Join(dataDir, "secret-key"))
 		if err != nil {
 			t.Fatalf("gantry dev's secret key: %v", err)

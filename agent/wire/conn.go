@@ -46,6 +46,10 @@ type Conn struct {
 	waiting  map[int64]chan LiveReply
 	onEvent  func(kind Kind, payload []byte)
 	liveOpen bool
+	// kept carries a stateful session's egress between runs (see
+	// RunIO.KeepEgress): its streams go to keptTo, under liveMu.
+	kept   *NetMux
+	keptTo Egress
 
 	broken atomic.Pointer[error]
 	once   sync.Once
@@ -109,6 +113,15 @@ func (c *Conn) read(fr *FrameReader) {
 			if on != nil {
 				on(kind, payload)
 			}
+		case KindNetOpen, KindNetData, KindNetEOF, KindNetAck, KindNetReset:
+			c.liveMu.Lock()
+			m := c.kept
+			c.liveMu.Unlock()
+			if m == nil {
+				c.frames <- Frame{kind, payload}
+				continue
+			}
+			m.Handle(kind, payload)
 		default:
 			c.frames <- Frame{kind, payload}
 		}
@@ -285,6 +298,11 @@ type RunIO struct {
 	Bridge Bridge
 	// Egress serves the program's egress connections (nil: none).
 	Egress Egress
+	// KeepEgress (a stateful run with Egress) keeps the egress after the
+	// run: connections the live sandbox's processes open later go to the
+	// handler SetEgress names (Egress until then). A run without it ends
+	// a kept egress.
+	KeepEgress bool
 	// Compiled, when set, is called as soon as the compile step ended,
 	// before the program starts.
 	Compiled func(CompileReport)
@@ -313,6 +331,13 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 	bridge, egress, stdout, stderr := rio.Bridge, rio.Egress, rio.Stdout, rio.Stderr
 	req.Bridge = bridge != nil
 	req.Egress = egress != nil
+	req.KeepEgress = rio.KeepEgress && egress != nil && req.Stateful
+	if req.KeepEgress {
+		c.keepEgress(egress)
+		egress = nil // the kept streams are routed as they come
+	} else {
+		c.endKeptEgress()
+	}
 	var res RunResult
 	var compileOut []byte
 	var compileStarted time.Time
@@ -422,6 +447,50 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 		default:
 			return res, c.unexpected(kind, "a run")
 		}
+	}
+}
+
+// keepEgress makes the kept egress, if there is none, and sends its new
+// connections to e.
+func (c *Conn) keepEgress(e Egress) {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	c.keptTo = e
+	if c.kept != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-c.ended; cancel() }()
+	c.kept = NewNetMux(c.fw.Frame, func(s *NetStream) {
+		c.liveMu.Lock()
+		to := c.keptTo
+		c.liveMu.Unlock()
+		if to == nil {
+			_ = s.Close()
+			return
+		}
+		go to.ServeConn(ctx, s)
+	})
+}
+
+// SetEgress names what serves the kept egress's new connections (nil
+// refuses them), as the session's network changes or a run ends.
+// Connections open keep their handler.
+func (c *Conn) SetEgress(e Egress) {
+	c.liveMu.Lock()
+	c.keptTo = e
+	c.liveMu.Unlock()
+}
+
+// endKeptEgress closes the kept egress (the agent closes its end as the
+// run without it starts).
+func (c *Conn) endKeptEgress() {
+	c.liveMu.Lock()
+	m := c.kept
+	c.kept, c.keptTo = nil, nil
+	c.liveMu.Unlock()
+	if m != nil {
+		m.Close()
 	}
 }
 

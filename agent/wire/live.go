@@ -70,6 +70,9 @@ const (
 	// sandbox is kept for the session at least TimeoutMS from now (the
 	// session's timeout changed).
 	OpKeep Op = "keep"
+	// OpNetwork is the runner's too: the session's network changed, and
+	// the runner reads it again for its live processes' egress.
+	OpNetwork Op = "network"
 )
 
 // MaxLiveChunk bounds the bytes one OpRead answers or one OpWrite carries

@@ -86,6 +86,11 @@ type Request struct {
 	// (made first if there is none): a Python program as a cell of the
 	// session's interpreter, anything else as a process of the sandbox.
 	Stateful bool `json:"stateful,omitempty"`
+	// KeepEgress (with Stateful and Egress) keeps the run's egress relay,
+	// and its program directory, after it: the live sandbox's processes
+	// reach the proxy between runs too (keptegress.go), until a run
+	// without it.
+	KeepEgress bool `json:"keep_egress,omitempty"`
 	// TimeoutMS, when set, has the agent kill the program this long after
 	// it started and report it (Exit.TimedOut) with what it used; the
 	// runner keeps a deadline of its own a little later.

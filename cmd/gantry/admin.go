@@ -148,7 +148,7 @@ func setLimits(ctx context.Context, cfg config, st *store.Store, name string, ar
 	if u.MaxRunning != nil {
 		if err := applyRunningCap(cfg, t.ID, l.Or(cfg.TenantLimits).MaxRunning); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the cap on running jobs is stored, but the tenant's queue could not be updated through NATS at %s (%v): "+
-				"it takes effect with the tenant's next submission after a minute\n", cfg.NATSURL, err)
+				"it takes effect with the tenant's next submission after a minute\n", redactServers(cfg.NATSURL), err)
 		}
 	}
 	return nil
@@ -168,7 +168,7 @@ func parseLimit[T int | float64](s string, parse func(string, int) (T, error)) (
 
 // applyRunningCap sets the tenant's queue's max ack pending.
 func applyRunningCap(cfg config, tenantID string, maxRunning int) error {
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("gantry tenants set-limits"), nats.Timeout(2*time.Second))
+	nc, err := nats.Connect(cfg.NATSURL, append(cfg.NATSAuth.Options(), nats.Name("gantry tenants set-limits"), nats.Timeout(2*time.Second))...)
 	if err != nil {
 		return err
 	}
@@ -244,9 +244,9 @@ func runKeys(ctx context.Context, cfg config, args []string) error {
 			return err
 		}
 		fmt.Println("revoked", args[1])
-		if err := announceRevocation(cfg.NATSURL, rk); err != nil {
+		if err := announceRevocation(cfg, rk); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: the key is revoked, but the ingresses could not be told through NATS at %s (%v): "+
-				"an ingress that checked the key in the last %s may accept it until that check expires\n", cfg.NATSURL, err, service.KeyCacheTTL)
+				"an ingress that checked the key in the last %s may accept it until that check expires\n", redactServers(cfg.NATSURL), err, service.KeyCacheTTL)
 		}
 		return nil
 	}
@@ -255,8 +255,8 @@ func runKeys(ctx context.Context, cfg config, args []string) error {
 
 // announceRevocation tells every ingress (and runner) listening on NATS that
 // a key was revoked, so that none keeps accepting it from its cache.
-func announceRevocation(natsURL string, rk store.RevokedKey) error {
-	nc, err := nats.Connect(natsURL, nats.Name("gantry keys revoke"), nats.Timeout(2*time.Second))
+func announceRevocation(cfg config, rk store.RevokedKey) error {
+	nc, err := nats.Connect(cfg.NATSURL, append(cfg.NATSAuth.Options(), nats.Name("gantry keys revoke"), nats.Timeout(2*time.Second))...)
 	if err != nil {
 		return err
 	}

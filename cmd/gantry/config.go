@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -18,10 +19,14 @@ import (
 
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/devstack"
+	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/history"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
+	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
 )
 
@@ -31,6 +36,9 @@ type config struct {
 	Addr        string
 	DatabaseURL string
 	NATSURL     string
+	// NATSAuth is sent to NATS beside any user in NATSURL's servers
+	// (GANTRY_NATS_TOKEN, GANTRY_NATS_CREDS, or gantry dev's own user).
+	NATSAuth    queue.Auth
 	S3          blob.Config
 	AutoMigrate bool
 
@@ -55,18 +63,24 @@ type config struct {
 	// LiveMax bounds the stateful sessions' containers a runner keeps
 	// between their jobs.
 	LiveMax int
+	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
+	// live processes' output for readers behind, in all and per tenant.
+	LiveBufferMB, LiveBufferTenantMB int
 	// Artifact caps per job.
 	ArtifactFiles   int
 	ArtifactFileMB  int
 	ArtifactTotalMB int
 
-	Queue         queue.Config
-	TenantLimits  jobs.TenantLimits
-	Policy        jobs.Policy
-	MaxBodyBytes  int64
-	BodyTimeout   time.Duration
-	PresignExpiry time.Duration
-	SweepInterval time.Duration
+	Queue        queue.Config
+	TenantLimits jobs.TenantLimits
+	Policy       jobs.Policy
+	MaxBodyBytes int64
+	BodyTimeout  time.Duration
+	// The ingress's memory for answers in progress: per tenant and in all.
+	TenantBufferMB int
+	BufferMB       int
+	PresignExpiry  time.Duration
+	SweepInterval  time.Duration
 	// History: how long finished jobs are kept (0: forever), and the
 	// longest output stream kept in Postgres.
 	HistoryTTL        time.Duration
@@ -94,13 +108,20 @@ type config struct {
 	WebhookAllowPrivate *bool // nil: on in dev, off otherwise
 
 	// Egress: jobs' allow-listed connections through the egress proxy.
-	EgressOff          bool
-	EgressAllowPrivate *bool // nil: on in dev, off otherwise
-	EgressMaxHosts     int
-	WebhookTimeout     time.Duration
-	WebhookBackoff     time.Duration
-	WebhookRetryFor    time.Duration
-	BatchMax           int
+	EgressOff bool
+	// EgressPrivate is the operator's list of the non-public places jobs
+	// may reach (GANTRY_EGRESS_PRIVATE); EgressAllowPrivate lets them reach
+	// every one (GANTRY_EGRESS_ALLOW_PRIVATE=true, the older switch).
+	EgressPrivate      egress.PrivateList
+	EgressAllowPrivate bool
+	// EgressDeny is what jobs never reach beside gantry's own services
+	// (GANTRY_EGRESS_DENY).
+	EgressDeny      []egress.Endpoint
+	EgressMaxHosts  int
+	WebhookTimeout  time.Duration
+	WebhookBackoff  time.Duration
+	WebhookRetryFor time.Duration
+	BatchMax        int
 
 	// The web console and the agent (chat) behind the playground and
 	// POST /v1/agent/chat/completions.
@@ -286,12 +307,27 @@ func (e *envReader) bool(name string, def bool) bool {
 	return b
 }
 
+// list reads a comma-separated list, without empty entries.
+func (e *envReader) list(name string) []string {
+	var out []string
+	for _, v := range strings.Split(e.str(name, ""), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (e *envReader) err() error {
 	if len(e.errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("bad configuration:\n  %s", strings.Join(e.errs, "\n  "))
 }
+
+// devNATSCredentials is the file in GANTRY_DATA_DIR where gantry dev
+// keeps the user its NATS server admits.
+const devNATSCredentials = "nats-credentials.json"
 
 // DefaultDatabaseURL is the local cluster `make run` sets up.
 const DefaultDatabaseURL = "postgres://gantry:gantry@127.0.0.1:5432/gantry?sslmode=disable"
@@ -329,6 +365,9 @@ func loadConfig() (config, error) {
 		WarmMB:       e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
 		LiveMax:      e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
 
+		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
+		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
+
 		ArtifactFiles:   e.int("GANTRY_ARTIFACT_MAX_FILES", 100, 1, 100_000),
 		ArtifactFileMB:  e.int("GANTRY_ARTIFACT_MAX_FILE_MB", 100, 1, 1<<20),
 		ArtifactTotalMB: e.int("GANTRY_ARTIFACT_MAX_TOTAL_MB", 256, 1, 1<<20),
@@ -343,6 +382,8 @@ func loadConfig() (config, error) {
 		Policy:            e.policy(),
 		MaxBodyBytes:      int64(e.int("GANTRY_MAX_BODY_BYTES", 10<<20, 1<<10, 1<<30)),
 		BodyTimeout:       e.duration("GANTRY_BODY_TIMEOUT", time.Minute, time.Second, time.Hour),
+		TenantBufferMB:    e.int("GANTRY_TENANT_BUFFER_MB", service.DefaultTenantBufferBytes>>20, 16, 1<<20),
+		BufferMB:          e.int("GANTRY_BUFFER_MB", service.DefaultBufferBytes>>20, 16, 1<<20),
 		PresignExpiry:     e.duration("GANTRY_PRESIGN_EXPIRY", 15*time.Minute, time.Second, 7*24*time.Hour),
 		SweepInterval:     e.duration("GANTRY_SWEEP_INTERVAL", 15*time.Second, 100*time.Millisecond, time.Hour),
 		HistoryTTL:        e.duration("GANTRY_HISTORY_TTL", 0, 0, 100*365*24*time.Hour),
@@ -415,9 +456,29 @@ func loadConfig() (config, error) {
 	}
 	c.EgressOff = !e.bool("GANTRY_EGRESS", true)
 	c.EgressMaxHosts = e.int("GANTRY_EGRESS_MAX_HOSTS", 100, 1, 100)
-	if v := e.str("GANTRY_EGRESS_ALLOW_PRIVATE", ""); v != "" {
-		b := e.bool("GANTRY_EGRESS_ALLOW_PRIVATE", false)
-		c.EgressAllowPrivate = &b
+	c.EgressAllowPrivate = e.bool("GANTRY_EGRESS_ALLOW_PRIVATE", false)
+	if c.EgressPrivate, err = egress.ParsePrivateList(e.list("GANTRY_EGRESS_PRIVATE")); err != nil {
+		e.errs = append(e.errs, "GANTRY_EGRESS_PRIVATE: "+err.Error()+" (want addresses, CIDR prefixes and host names, comma-separated)")
+	}
+	for _, v := range e.list("GANTRY_EGRESS_DENY") {
+		ep, err := egress.ParseEndpoint("service the operator keeps out of reach (GANTRY_EGRESS_DENY)", v)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("GANTRY_EGRESS_DENY: entry %q: %v (want host:port, a host, an address or a CIDR prefix)", v, err))
+			continue
+		}
+		c.EgressDeny = append(c.EgressDeny, ep)
+	}
+	c.NATSAuth = queue.Auth{Token: e.str("GANTRY_NATS_TOKEN", ""), CredsFile: e.str("GANTRY_NATS_CREDS", "")}
+	if err := c.NATSAuth.Check(); err != nil {
+		e.errs = append(e.errs, err.Error())
+	}
+	// gantry dev's server admits only the user it keeps in its data dir: a
+	// process given no NATS credentials at all (a runner joining it,
+	// `gantry keys revoke`) sends that user when the data dir has one.
+	if !queue.URLHasUser(c.NATSURL) && c.NATSAuth.Empty() {
+		if creds, err := devstack.ReadNATSCredentials(filepath.Join(c.DataDir, devNATSCredentials)); err == nil {
+			c.NATSAuth = queue.Auth{User: creds.User, Password: creds.Password}
+		}
 	}
 	if v := e.str("GANTRY_WEBHOOK_ALLOW_PRIVATE", ""); v != "" {
 		b := e.bool("GANTRY_WEBHOOK_ALLOW_PRIVATE", false)
@@ -463,12 +524,33 @@ func loadConfig() (config, error) {
 	} else if c.LLMModel != "" {
 		e.errs = append(e.errs, "GANTRY_LLM_MODEL is set but GANTRY_LLM_URL is not: set the model server's URL too")
 	}
+	if c.TenantBufferMB > c.BufferMB {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_TENANT_BUFFER_MB=%d is above GANTRY_BUFFER_MB=%d: one tenant's share cannot be more than the whole", c.TenantBufferMB, c.BufferMB))
+	}
 	if c.RunnerID == "" {
 		e.errs = append(e.errs, "GANTRY_RUNNER_ID: empty and the hostname is unknown; set it")
 	}
 	c.Traces = tracing.Config{Endpoint: e.str("GANTRY_OTLP_ENDPOINT", ""), Version: version}
 	e.errs = append(e.errs, c.Traces.Validate()...)
 	return c, e.err()
+}
+
+// checkDevKey checks a key chosen for GANTRY_DEV_API_KEY. It must look like
+// every gantry key (gk_, then at least 13 characters, no whitespace): the
+// ingress refuses any other before looking it up, so that guessing keys
+// costs it nothing, and secret scanners find keys by that prefix. A key
+// that did not would be stored and printed, and then refused on every
+// call. The key itself is never in the message.
+func checkDevKey(key string) error {
+	switch {
+	case !strings.HasPrefix(key, store.KeyPrefix):
+		return fmt.Errorf("must start with %s, as every gantry API key does (leave it unset and gantry dev makes one)", store.KeyPrefix)
+	case len(key) < 16 || len(key) > 256:
+		return fmt.Errorf("must be 16 to 256 characters long, %s included (it has %d)", store.KeyPrefix, len(key))
+	case strings.ContainsAny(key, " \t\r\n"):
+		return errors.New("must not contain whitespace")
+	}
+	return nil
 }
 
 // runnerAddr is GANTRY_RUNNER_ADDR: unset means the default, set and empty

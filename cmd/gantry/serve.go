@@ -130,7 +130,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 	}
 	d.store.KeepOutput(history.NewOutput(d.blobs, log), cfg.OutputInlineBytes)
 	d.history = history.NewRetention(d.store, d.blobs, history.Config{TTL: cfg.HistoryTTL})
-	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL,
+	d.nc, err = awaitNATS(ctx, log, cfg.NATSURL, append(cfg.NATSAuth.Options(),
 		nats.Name("gantry"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
@@ -140,7 +140,7 @@ func (d *deps) connect(ctx context.Context, cfg config, migrate bool) error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -197,6 +197,11 @@ func newIngress(ctx context.Context, cfg config, d *deps, checks ...ingress.Chec
 			History:      d.history,
 			Egress:       service.EgressPolicy{Off: cfg.EgressOff, MaxHosts: cfg.EgressMaxHosts},
 			Tracer:       d.traces(),
+			Streams: service.StreamLimits{PerIngress: int64(cfg.LiveBufferMB) << 20,
+				PerTenant: int64(cfg.LiveBufferTenantMB) << 20},
+
+			TenantBufferBytes: int64(cfg.TenantBufferMB) << 20,
+			BufferBytes:       int64(cfg.BufferMB) << 20,
 		},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		BodyTimeout:    cfg.BodyTimeout,
@@ -253,6 +258,11 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 	mcp.Launcher = runner.NewMCPLauncher(sb, runner.MCPConfig{Image: cfg.MCPImage, Network: cfg.MCPNetwork})
 	up := codemode.NewUpstreams(mcp, d.log)
 	policy := jobs.DefaultPolicy()
+	if cfg.EgressAllowPrivate {
+		d.log.Warn("GANTRY_EGRESS_ALLOW_PRIVATE=true: jobs may reach every non-public address their tenant lists (gantry's own services excepted); GANTRY_EGRESS_PRIVATE names only those they may")
+	} else if !cfg.EgressPrivate.Empty() {
+		d.log.Info("jobs may reach these non-public places their tenant lists", "GANTRY_EGRESS_PRIVATE", cfg.EgressPrivate.String())
+	}
 	r, err := runner.New(runner.Config{
 		ID:           cfg.RunnerID,
 		Slots:        cfg.Slots,
@@ -265,8 +275,9 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
-		CodeMode:     codemode.NewRegistry(d.store, d.box, up, d.log),
-		Egress:       runner.EgressConfig{Off: cfg.EgressOff, AllowPrivate: cfg.EgressAllowPrivate != nil && *cfg.EgressAllowPrivate},
+		CodeMode: codemode.NewRegistry(d.store, d.box, up, d.log),
+		Egress: runner.EgressConfig{Off: cfg.EgressOff, Private: cfg.EgressPrivate, AllowPrivate: cfg.EgressAllowPrivate,
+			Reserved: reservedEndpoints(cfg, d.nc)},
 		Privacy:      d.privacy,
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
@@ -339,6 +350,7 @@ func runRunner(ctx context.Context, cfg config) error {
 			return fmt.Errorf("listen on GANTRY_RUNNER_ADDR=%s: %w", cfg.RunnerAddr, err)
 		}
 		log.Info("runner health and metrics listening", "addr", ln.Addr().String())
+		cfg.RunnerAddr = ln.Addr().String() // kept out of jobs' reach
 		// It outlives ctx: /metrics and /readyz (answering "draining")
 		// go on while running jobs finish.
 		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
@@ -411,6 +423,11 @@ func runMigrate(ctx context.Context, cfg config) error {
 // the local Postgres, the ingress and (unless GANTRY_DEV_RUNNER=false) a
 // runner.
 func runDev(ctx context.Context, cfg config) error {
+	if cfg.DevAPIKey != "" {
+		if err := checkDevKey(cfg.DevAPIKey); err != nil {
+			return fmt.Errorf("bad configuration: GANTRY_DEV_API_KEY %w", err)
+		}
+	}
 	log := newLogger(cfg).With("service", "dev")
 	cfg.Queue.Log = log
 	dataDir, err := filepath.Abs(cfg.DataDir)
@@ -426,12 +443,21 @@ func runDev(ctx context.Context, cfg config) error {
 	}
 	defer ln.Close()
 
-	ns, err := devstack.StartNATS(filepath.Join(dataDir, "nats"), cfg.DevNATSAddr)
+	cfg.Addr = ln.Addr().String() // kept out of jobs' reach
+
+	// NATS admits only dev's own user, kept in the data dir for the
+	// processes that join this dev (which read it there).
+	natsUser, err := devstack.LoadOrCreateNATSCredentials(filepath.Join(dataDir, devNATSCredentials))
+	if err != nil {
+		return fmt.Errorf("dev NATS credentials: %w", err)
+	}
+	ns, err := devstack.StartNATS(filepath.Join(dataDir, "nats"), cfg.DevNATSAddr, natsUser)
 	if err != nil {
 		return fmt.Errorf("%w (set GANTRY_DEV_NATS_ADDR)", err)
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 	cfg.NATSURL = ns.ClientURL()
+	cfg.NATSAuth = queue.Auth{User: natsUser.User, Password: natsUser.Password}
 
 	bin, err := devstack.FindVersityGW(cfg.VersityGWBin)
 	if err != nil {
@@ -465,10 +491,6 @@ func runDev(ctx context.Context, cfg config) error {
 	if cfg.MCPAllowPrivate == nil {
 		yes := true
 		cfg.MCPAllowPrivate = &yes
-	}
-	if cfg.EgressAllowPrivate == nil {
-		yes := true
-		cfg.EgressAllowPrivate = &yes
 	}
 	if cfg.WebhookAllowPrivate == nil {
 		yes := true
@@ -579,7 +601,7 @@ gantry dev is ready (version %s)
   Console    %s
   API        %s
   API key    %s
-  NATS       %s
+  NATS       %s (user %s, password in %s)
   S3         %s (bucket %s)
   Runner     %s
   Data       %s
@@ -598,7 +620,7 @@ Or with the CLI:
 
 API description: %s/openapi.json   Stop with Ctrl-C.
 
-`, version, consoleLine(cfg, base), base, key, cfg.NATSURL, s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
+`, version, consoleLine(cfg, base), base, key, cfg.NATSURL, cfg.NATSAuth.User, filepath.Join(cfg.DataDir, devNATSCredentials), s3.Endpoint, cfg.S3.Bucket, runnerLine(cfg), cfg.DataDir, base, key, base, key, base)
 }
 
 func consoleLine(cfg config, base string) string {
@@ -610,7 +632,7 @@ func consoleLine(cfg config, base string) string {
 
 func runnerLine(cfg config) string {
 	if !cfg.DevRunner {
-		return fmt.Sprintf("none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner` with this GANTRY_SECRET_KEY (kept in %s unless given)",
+		return fmt.Sprintf("none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner` with this GANTRY_DATA_DIR (NATS's user is kept there) and GANTRY_SECRET_KEY (kept in %s unless given)",
 			filepath.Join(cfg.DataDir, "secret-key"))
 	}
 	return fmt.Sprintf("%s, %d slots, image %s", cfg.RunnerID, cfg.Slots, cfg.Image)

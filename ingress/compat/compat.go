@@ -182,6 +182,20 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// HoldOutput holds, for the request of ctx, copies more of the jobs'
+// output than the text and its JSON, which reading output from the object
+// store held already (history.Output): what an API's answer makes of the
+// output besides (a base64 of it, a second field holding it again). Its
+// error is the service's (413, 429, 503).
+func HoldOutput(ctx context.Context, copies float64, list ...jobs.Job) error {
+	n := 0
+	for _, j := range list {
+		n += len(j.Stdout) + len(j.Stderr) + len(j.CompileOutput)
+	}
+	_, err := service.Hold(ctx, int64(float64(n)*copies))
+	return err
+}
+
 // Handler serves a request of a compatible API for the caller p. An error
 // it returns is answered in the API's own words.
 type Handler func(w http.ResponseWriter, r *http.Request, p service.Principal) error

@@ -78,7 +78,11 @@ func ms(p *int64) *time.Duration {
 // StagesOf reads a finished job's stages.
 func StagesOf(j jobs.Job) Stages {
 	var m measured
-	if b, err := json.Marshal(j); err == nil {
+	// The measures, read through their JSON names; the output, which can
+	// be megabytes, is not copied into that JSON.
+	bare := j
+	bare.Stdout, bare.Stderr = "", ""
+	if b, err := json.Marshal(bare); err == nil {
 		_ = json.Unmarshal(b, &m)
 	}
 	return stagesOf(j, m)

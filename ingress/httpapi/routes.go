@@ -144,7 +144,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"jobs"},
 			Summary: "List and search the tenant's jobs, newest first, cursor paginated.",
 			Params:  listJobsParams,
-			Errors:  []int{400},
+			Errors:  []int{400, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "A page of jobs.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobList]()}}},
 			},
@@ -155,7 +155,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"jobs"},
 			Summary: "Get a job, optionally long-polling until it finishes.",
 			Params:  append([]openapi.Param{{Ref: "JobID"}}, getJobParams...),
-			Errors:  []int{400, 404},
+			Errors:  []int{400, 404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The job (finished, or as it was when the wait ran out).", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},
 			},
@@ -168,7 +168,7 @@ func (s *Server) routeTable() []route {
 			Params: []openapi.Param{
 				{Ref: "JobID"},
 			},
-			Errors: []int{404},
+			Errors: []int{404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The job after the cancel.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Job]()}}},
 			},
@@ -181,7 +181,7 @@ func (s *Server) routeTable() []route {
 			Params: []openapi.Param{
 				{Ref: "JobID"},
 			},
-			Errors: []int{404},
+			Errors: []int{404, 413},
 			Responses: []openapi.Response{
 				{Status: "200", Description: "The event stream.", Headers: js{"Cache-Control": js{"description": "no-cache", "schema": js{"type": "string"}}}, Content: []openapi.Media{{Type: "text/event-stream", Raw: js{"type": "string", "description": "Server-sent events: `event: stdout|stderr|status` lines each followed by one `data:` line of JSON."}, Events: map[string]reflect.Type{"stdout": typ[logChunk](), "stderr": typ[logChunk](), "status": typ[logStatus]()}, More: js{"example": "event: stdout\ndata: {\"data\":\"42\\n\"}\n\nevent: status\ndata: {\"attempt\":1,\"duration_ms\":120,\"error\":null,\"exit_code\":0,\"id\":\"job_01jzq3v6k8m2n4p5r7s9t0w1x2\",\"status\":\"succeeded\",\"stderr_truncated\":false,\"stdout_truncated\":false}\n\n"}}}},
 			},
@@ -281,6 +281,21 @@ func (s *Server) routeTable() []route {
 			Errors: []int{404},
 			Responses: []openapi.Response{
 				{Status: "204", Description: "Closed."},
+			},
+		},
+		{
+			Method: "PUT", Path: "/v1/sessions/{id}/network", ID: "setSessionNetwork",
+			handle:  s.handlePutSessionNetwork,
+			Tags:    []string{"sessions"},
+			Summary: "Replace a session's network: its egress narrowing and the headers its requests get at the egress proxy.",
+			Params: []openapi.Param{
+				{Ref: "SessionID"},
+			},
+			Body:   &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Network](), More: js{"examples": js{"only-one-api": js{"value": js{"allow_out": []any{"api.example.com"}, "deny_out": []any{jobs.AllTraffic}, "rules": js{"api.example.com": []any{js{"headers": js{"Authorization": "Bearer ${secrets.EXAMPLE_API_KEY}"}}}}}}, "none": js{"value": js{}}}}}}},
+			Errors: []int{400, 404},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The session, with its new network.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Session]()}}},
+				{Status: "503", Description: "unavailable: rules need GANTRY_SECRET_KEY, which the operator has not set; or a dependency (the database) is unavailable, with Retry-After.", Headers: js{"Retry-After": js{"$ref": "#/components/headers/RetryAfter"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
 			},
 		},
 		{
@@ -545,6 +560,52 @@ func (s *Server) routeTable() []route {
 				{Status: "200", Description: "The settings as changed.", Content: []openapi.Media{{Type: "application/json", Schema: typ[settings]()}}},
 				{Status: "413", Description: "payload_too_large: the request body is larger than 1048576 bytes.", Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
 				{Status: "503", Description: "unavailable: pii_tokens true, but the operator has not set GANTRY_SECRET_KEY, which privacy tokens need (turning them off always works); or a dependency (the database) is unavailable, with Retry-After.", Headers: js{"Retry-After": js{"$ref": "#/components/headers/RetryAfter"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
+			},
+		},
+		{
+			Method: "GET", Path: "/v1/secrets", ID: "listSecrets",
+			handle:  s.handleListSecrets,
+			Tags:    []string{"secrets"},
+			Summary: "List the tenant's secrets (names and dates, never values).",
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The secrets, by name.", Content: []openapi.Media{{Type: "application/json", Schema: typ[secretList]()}}},
+			},
+		},
+		{
+			Method: "GET", Path: "/v1/secrets/{name}", ID: "getSecret",
+			handle:  s.handleGetSecret,
+			Tags:    []string{"secrets"},
+			Summary: "Get a secret's name and dates (never its value).",
+			Params:  []openapi.Param{{Ref: "SecretName"}},
+			Errors:  []int{404},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The secret.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Secret]()}}},
+			},
+		},
+		{
+			Method: "PUT", Path: "/v1/secrets/{name}", ID: "putSecret",
+			handle:  s.handlePutSecret,
+			Tags:    []string{"secrets"},
+			Summary: "Set a secret that egress rules put into requests at the proxy; its value is never shown again.",
+			Params:  []openapi.Param{{Ref: "SecretName"}},
+			Body:    &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.SecretRequest](), More: js{"examples": js{"key": js{"value": js{"value": "sk-live-0123456789"}}}}}}},
+			Errors:  []int{400},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "Replaced: the secret (its new value is used from now on).", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Secret]()}}},
+				{Status: "201", Description: "Created: the secret.", Headers: js{"Location": js{"$ref": "#/components/headers/SecretLocation"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Secret]()}}},
+				{Status: "413", Description: "payload_too_large: the request body is larger than 65536 bytes.", Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
+				{Status: "503", Description: "unavailable: secrets need GANTRY_SECRET_KEY, which the operator has not set; or a dependency (the database) is unavailable, with Retry-After.", Headers: js{"Retry-After": js{"$ref": "#/components/headers/RetryAfter"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
+			},
+		},
+		{
+			Method: "DELETE", Path: "/v1/secrets/{name}", ID: "deleteSecret",
+			handle:  s.handleDeleteSecret,
+			Tags:    []string{"secrets"},
+			Summary: "Delete a secret.",
+			Params:  []openapi.Param{{Ref: "SecretName"}},
+			Errors:  []int{404},
+			Responses: []openapi.Response{
+				{Status: "204", Description: "Deleted."},
 			},
 		},
 		{

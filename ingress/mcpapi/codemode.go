@@ -29,8 +29,8 @@ type (
 
 func (s *Server) addCodeModeTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetCode, mcp.NewTool("search_tools",
-		mcp.WithDescription("Find your MCP servers' tools for execute_code code to call (their results stay in the sandbox). "+
-			"detail: name, description (default), or full with schemas for tools you will call."),
+		mcp.WithDescription("Find your MCP servers' tools, for code run by execute_code to call. "+
+			"detail: name, description (default), or full: with schemas, for tools you will call."),
 		mcp.WithTitleAnnotation("Search upstream tools"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithOpenWorldHintAnnotation(false),

@@ -133,9 +133,9 @@ type artifactLink struct {
 
 func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 	tools.add(ms, toolsetCode, mcp.NewTool("execute_code",
-		mcp.WithDescription("Run python, bash or node code in a fresh sandbox without network (Python: numpy, pandas, scipy, matplotlib, sympy) and wait "+
-			"for its status, exit code, stdout, stderr and links to files it wrote under out/. Print only what you need. "+
-			"Code can call your MCP servers' tools: from servers.<server> import <tool>."),
+		mcp.WithDescription("Run code in a fresh sandbox without network and wait for its exit code, stdout, stderr and links to files it wrote to out/. "+
+			"Python has numpy, pandas, scipy, matplotlib, sympy. Print only what you need. "+
+			"Code calls your MCP servers' tools: from servers.<server> import <tool>."),
 		mcp.WithTitleAnnotation("Run code"),
 		mcp.WithTaskSupport(mcp.TaskSupportOptional),
 		mcp.WithDestructiveHintAnnotation(false),
@@ -215,7 +215,7 @@ func (s *Server) codeNote() toolNote {
 		"files.encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"stdin_encoding": {"enum": openapi.Enum(jobs.Encodings)},
 		"session_id":     {"description": "from create_session"},
-		"environment":    {"description": "an environment the operator registered (a sandbox image with more packages); absent: the default"},
+		"environment":    {"description": "a sandbox image with more packages; absent: the default"},
 	}}
 }
 
@@ -508,7 +508,7 @@ func (s *Server) imageContent(ctx context.Context, p service.Principal, j jobs.J
 		if !inlineImageTypes[mime] || !ok {
 			continue
 		}
-		if inlined < maxInlineImages && a.Size <= maxInlineImageBytes && total+a.Size <= maxInlineTotalBytes {
+		if inlined < maxInlineImages && a.Size <= maxInlineImageBytes && total+a.Size <= maxInlineTotalBytes && holdImage(ctx, a.Size) {
 			if data, err := s.svc.ReadArtifact(ctx, p, j, a.Path, a.Size); err == nil {
 				out = append(out, mcp.NewImageContent(base64.StdEncoding.EncodeToString(data), mime))
 				inlined++
@@ -519,6 +519,14 @@ func (s *Server) imageContent(ctx context.Context, p service.Principal, j jobs.J
 		out = append(out, mcp.NewResourceLink(link.URL, a.Path, fmt.Sprintf("%d bytes; the link expires at %s", a.Size, link.ExpiresAt.Format(time.RFC3339)), mime))
 	}
 	return out
+}
+
+// holdImage holds the memory an inlined image of size bytes takes besides
+// the bytes read (ReadArtifact holds those): its base64 and the JSON of
+// it. Past the ingress's budget the image goes as a link instead.
+func holdImage(ctx context.Context, size int64) bool {
+	_, err := service.Hold(ctx, 2*int64(base64.StdEncoding.EncodedLen(int(size))))
+	return err == nil
 }
 
 func writeStream(b *strings.Builder, name, out string, truncated bool, jobID string) {

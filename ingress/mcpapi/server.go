@@ -81,6 +81,7 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	hooks.AddAfterListResources(s.listJobResources)
 	s.sessions.hook(hooks)
 	tools := newToolCatalog()
+	tools.environments = s.environmentNames
 	s.tools = tools
 	ms := server.NewMCPServer("gantry", s.cfg.Version,
 		server.WithTitle("gantry code execution"),
@@ -166,6 +167,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.streamable.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), toolsetsKey{}, sel)))
 	// A new session's id comes back in the answer's header.
 	s.sessions.bind(w.Header().Get(server.HeaderKeySessionID), p.TenantID)
+}
+
+// environmentNames are the environments the caller may name, the default
+// aside; nil when there are none or they cannot be read now.
+func (s *Server) environmentNames(ctx context.Context) []string {
+	p, ok := service.PrincipalFrom(ctx)
+	if !ok {
+		return nil
+	}
+	list, err := s.svc.Environments(ctx, p)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range list {
+		if !e.Default {
+			names = append(names, e.Name)
+		}
+	}
+	return names
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -102,7 +102,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 		inputOf[createSessionArgs](toolNote{props: map[string]js{
 			"language":    {"enum": openapi.Enum(jobs.LanguageNames())},
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
-			"environment": {"description": "an environment the operator registered, for every job of the session; absent: the default"},
+			"environment": {"description": "a sandbox image with more packages, for every job of the session; absent: the default"},
 			"stateful":    {"description": "keep variables, imports, /tmp and background processes between calls (like notebook cells); each Python call then also returns its last expression's value"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
@@ -215,8 +215,12 @@ func (s *Server) toolReadFile(ctx context.Context, req mcp.CallToolRequest) (*mc
 		if fi.Size > maxReadFile {
 			return service.BadRequest("path", "%s is %d bytes; read_file pages through files up to %d bytes (process bigger ones with a program)", fi.Path, fi.Size, maxReadFile)
 		}
+		// The bytes, the text made of them, and the page's JSON.
+		if _, err := service.Hold(ctx, 3*fi.Size); err != nil {
+			return err
+		}
 		var err error
-		content, err = io.ReadAll(r)
+		content, err = io.ReadAll(io.LimitReader(r, fi.Size))
 		return err
 	})
 	if err != nil {

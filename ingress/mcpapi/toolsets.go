@@ -2,6 +2,7 @@ package mcpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/gantryhq/gantry/ingress/openapi"
 	"github.com/gantryhq/gantry/ingress/service"
 )
 
@@ -81,6 +83,9 @@ func toolsetsFrom(ctx context.Context) toolsetSelection {
 type toolCatalog struct {
 	toolset map[string]string
 	schemas map[string]*inputSchema
+	// environments are the environments the caller of ctx may name, the
+	// default aside (nil: none, or not known).
+	environments func(ctx context.Context) []string
 }
 
 func newToolCatalog() *toolCatalog {
@@ -122,19 +127,61 @@ func leanAnnotations(a *mcp.ToolAnnotation) {
 	}
 }
 
-// filter keeps the tools of the request's toolsets.
+// filter keeps the tools of the request's toolsets, each listed with the
+// arguments the caller can use (listed).
 func (c *toolCatalog) filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	sel := toolsetsFrom(ctx)
-	if sel == nil {
-		return tools
+	var envs []string
+	if c.environments != nil {
+		envs = c.environments(ctx)
 	}
 	out := tools[:0:0]
 	for _, t := range tools {
 		if sel.has(c.toolset[t.Name]) {
-			out = append(out, t)
+			out = append(out, c.listed(t, sel, envs))
 		}
 	}
 	return out
+}
+
+// listed is a tool as tools/list shows it to a caller: every byte of it is
+// in the model's context, so an argument the caller cannot use is left
+// out. session_id names a session, which only the sessions toolset makes:
+// it is listed with that toolset. environment names one of the
+// environments the operator registered: it is listed, with their names,
+// when the caller may use one. A call may still pass either (the catalog
+// checks calls against the whole schema).
+func (c *toolCatalog) listed(t mcp.Tool, sel toolsetSelection, envs []string) mcp.Tool {
+	if len(t.RawInputSchema) == 0 {
+		return t
+	}
+	var schema js
+	if json.Unmarshal(t.RawInputSchema, &schema) != nil {
+		return t
+	}
+	props, _ := schema["properties"].(js)
+	changed := false
+	if _, ok := props["session_id"]; ok && c.toolset[t.Name] != toolsetSessions && !sel.has(toolsetSessions) {
+		delete(props, "session_id")
+		changed = true
+	}
+	if env, ok := props["environment"].(js); ok {
+		if len(envs) == 0 {
+			delete(props, "environment")
+		} else {
+			env["enum"] = openapi.Enum(envs)
+		}
+		changed = true
+	}
+	if !changed {
+		return t
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return t
+	}
+	t.RawInputSchema = raw
+	return t
 }
 
 // validate answers a call whose arguments break the tool's input schema

@@ -130,6 +130,7 @@ func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal,
 		return Principal{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid or revoked API key"}
 	}
 	if p, ok := s.auth.get(key); ok {
+		bindMeter(ctx, p)
 		return p, nil
 	}
 	if err := keyThrottled(s.badKeys, source); err != nil {
@@ -146,6 +147,7 @@ func (s *Service) lookupKey(ctx context.Context, key, source string) (Principal,
 	if err != nil {
 		return Principal{}, Unavailable("cannot check the API key: the database is unavailable")
 	}
+	bindMeter(ctx, p)
 	return p, nil
 }
 

@@ -23,27 +23,46 @@ import (
 const KeyCacheTTL = 5 * time.Second
 
 // authCache remembers recent key lookups, so that busy clients (pollers,
-// log streams) do not cost a database query per request. Entries are keyed
-// by the key's SHA-256, never the key. When full, the least recently used
-// entry makes room: a burst of new keys costs one lookup each, not a
-// stampede of every client at once.
+// log streams) do not cost a database query per request, and recent
+// session token checks (sessiontoken.go) likewise. Entries are keyed by the
+// key's (or token's) SHA-256, never the key. When full, the least recently
+// used entry makes room: a burst of new keys costs one lookup each, not a
+// stampede of every client at once. A token's entry carries the key that
+// issued it, so that revoking the key drops its tokens too.
 type authCache struct {
-	lru *expirable.LRU[[32]byte, store.Principal]
+	lru *expirable.LRU[[32]byte, authEntry]
+}
+
+// authEntry is a cached lookup: the principal, and for a session token
+// until when it opens its session.
+type authEntry struct {
+	p     store.Principal
+	until time.Time
 }
 
 func newAuthCache(ttl time.Duration, size int) *authCache {
-	return &authCache{lru: expirable.NewLRU[[32]byte, store.Principal](size, nil, ttl)}
+	return &authCache{lru: expirable.NewLRU[[32]byte, authEntry](size, nil, ttl)}
 }
 
 func (c *authCache) get(key string) (store.Principal, bool) {
-	return c.lru.Get(sha256.Sum256([]byte(key)))
+	e, ok := c.lru.Get(sha256.Sum256([]byte(key)))
+	return e.p, ok
 }
 
 func (c *authCache) put(key string, p store.Principal) {
-	c.lru.Add(sha256.Sum256([]byte(key)), p)
+	c.lru.Add(sha256.Sum256([]byte(key)), authEntry{p: p})
 }
 
-// dropKey forgets every lookup that resolved to the key with this id.
+// getToken is a cached session token check: the principal it acts as,
+// and until when it opens its session.
+func (c *authCache) getToken(token string) (authEntry, bool) {
+	return c.lru.Get(sha256.Sum256([]byte(sessionTokenCacheKey + token)))
+}
+
+func (c *authCache) putToken(token string, e authEntry) {
+	c.lru.Add(sha256.Sum256([]byte(sessionTokenCacheKey+token)), e)
+}
+
 // onRevoked drops a revoked key from the cache at once, so that it stops
 // working on this ingress now rather than when its cache entry expires.
 func (c *authCache) onRevoked(log *slog.Logger) nats.MsgHandler {
@@ -58,9 +77,11 @@ func (c *authCache) onRevoked(log *slog.Logger) nats.MsgHandler {
 	}
 }
 
+// dropKey forgets every lookup that resolved to the key with this id, and
+// every token it issued.
 func (c *authCache) dropKey(keyID string) {
 	for _, h := range c.lru.Keys() {
-		if p, ok := c.lru.Peek(h); ok && p.KeyID == keyID {
+		if e, ok := c.lru.Peek(h); ok && e.p.KeyID == keyID {
 			c.lru.Remove(h)
 		}
 	}

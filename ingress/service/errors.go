@@ -7,8 +7,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/membudget"
 	"github.com/gantryhq/gantry/skills"
 	"github.com/gantryhq/gantry/store"
 )
@@ -92,7 +94,14 @@ func ToError(err error) (e *Error, internal bool) {
 	var skillErr *skills.Error
 	var cmErr *codemode.Error
 	var upErr *codemode.UpstreamError
+	var budgetErr *membudget.Error
+	var uncertain *UncertainJob
 	switch {
+	case errors.As(err, &uncertain):
+		return Unavailable("recording job %s failed after it was queued, and it may run all the same: "+
+			"look it up (GET /v1/jobs/%s), or retry with an idempotency key", uncertain.JobID, uncertain.JobID), true
+	case errors.As(err, &budgetErr):
+		return bufferError(budgetErr), false
 	case errors.As(err, &cmErr):
 		e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: cmErr.Message}
 		switch cmErr.Code {
@@ -121,6 +130,9 @@ func ToError(err error) (e *Error, internal bool) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}, false
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, codemode.ErrNotFound):
 		return NotFound("object"), false
+	case blob.Down(err):
+		// Before the database's case: a network error looks the same.
+		return Unavailable("the object store is unavailable; retry later"), false
 	case store.Unavailable(err):
 		return Unavailable("the database is unavailable; retry later"), false
 	case store.Unstorable(err):

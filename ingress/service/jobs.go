@@ -74,6 +74,9 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 			return jobs.Job{}, false, err
 		}
 	}
+	if err := s.checkNetwork(ctx, p, "network", spec.Network, sessionID, nil); err != nil {
+		return jobs.Job{}, false, err
+	}
 	hash, err := requestHash(s.cfg.Box, p.TenantID, req)
 	if err != nil {
 		return jobs.Job{}, false, err
@@ -88,6 +91,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 	if sessionID != "" {
 		attrs = append(attrs, tracing.SessionID.String(sessionID))
 	}
+	published := "" // the job whose run message is on the queue
 	ctx, enqueue := s.tracer.Start(ctx, "job.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(append(attrs, tracing.Publish(queue.TenantSubject(p.TenantID))...)...))
 	job, created, err = s.store.EnqueueJob(ctx, store.NewJob{
@@ -103,9 +107,18 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		MaxQueued:      limits.MaxQueued,
 		TraceParent:    tracing.Traceparent(ctx),
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		return s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		seq, err := s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		if err == nil {
+			published = jobID
+		}
+		return seq, err
 	})
 	endSpan(enqueue, err)
+	if err != nil && published != "" {
+		// The message is out and recording the row failed: if the commit
+		// reached the database before it failed, the job exists and runs.
+		return jobs.Job{}, false, &UncertainJob{JobID: published, Err: err}
+	}
 	if errors.Is(err, store.ErrSessionNotFound) {
 		return jobs.Job{}, false, sessionNotFound(sessionID)
 	}
@@ -322,6 +335,47 @@ func (s *Service) CancelJob(ctx context.Context, p Principal, id string) (jobs.J
 	return s.store.GetJob(ctx, p.TenantID, job.ID)
 }
 
+// WithdrawJob cancels the tenant's job if no runner has taken it yet, and
+// never one that started: withdrawn says whether it was withdrawn, and job
+// is the job as it is now. A withdrawn job never runs, so a caller may
+// answer "retry" for it. An unknown job is not found (an UncertainJob's
+// that was never recorded: it cannot run either).
+func (s *Service) WithdrawJob(ctx context.Context, p Principal, id string) (job jobs.Job, withdrawn bool, err error) {
+	if !jobs.ValidID("job", id) {
+		return jobs.Job{}, false, NotFound("job " + strconv.Quote(id))
+	}
+	withdrawn, err = s.store.WithdrawJob(ctx, p.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return jobs.Job{}, false, NotFound("job " + strconv.Quote(id))
+	}
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	if withdrawn {
+		data, _ := json.Marshal(queue.StatusEvent{JobID: id, Status: jobs.StatusCancelled})
+		_ = s.nc.Publish(queue.StatusSubject(id), data)
+	}
+	job, err = s.store.GetJob(ctx, p.TenantID, id)
+	return job, withdrawn, err
+}
+
+// UncertainJob is a submission whose job may have been recorded although
+// SubmitJob failed: recording its row failed (the database stopped, say)
+// after the job was put on the queue, and a commit that reached the
+// database before it failed leaves a job that runs. The HTTP API
+// answers it as a 503 naming the job; an adapter whose clients retry must
+// withdraw the job (WithdrawJob) before it answers "retry".
+type UncertainJob struct {
+	JobID string
+	Err   error
+}
+
+func (e *UncertainJob) Error() string {
+	return fmt.Sprintf("job %s may have been recorded: %v", e.JobID, e.Err)
+}
+
+func (e *UncertainJob) Unwrap() error { return e.Err }
+
 // PresignedURL is a download URL that needs no credentials, and when it
 // stops working.
 type PresignedURL struct {
@@ -359,8 +413,12 @@ func (s *Service) ArtifactURL(ctx context.Context, p Principal, jobID, rawPath s
 }
 
 // ReadArtifact reads the first size bytes of one of a job's artifacts (a
-// path of its manifest) from the object store.
+// path of its manifest) from the object store into memory, held for the
+// request until it ends (Hold: its error when they do not fit).
 func (s *Service) ReadArtifact(ctx context.Context, p Principal, job jobs.Job, path string, size int64) ([]byte, error) {
+	if _, err := Hold(ctx, size); err != nil {
+		return nil, err
+	}
 	rc, err := s.blobs.Get(ctx, blob.ArtifactKey(p.TenantID, job.ID, path))
 	if err != nil {
 		return nil, err

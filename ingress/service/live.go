@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,8 +34,9 @@ const liveWait = 50 * time.Second
 // The E2B adapter is its user; Service.Sandboxes returns it.
 type Sandboxes struct {
 	s *Service
-	// watches counts each session's open streams of its live processes.
-	watches watches
+	// streams are the streams of live processes on this ingress
+	// (processevents.go).
+	streams *processStreams
 }
 
 // Sandboxes is the service's live sandboxes.
@@ -73,6 +73,10 @@ func (sb *Sandboxes) OpenLive(ctx context.Context, p Principal, sessionID string
 	}
 	return &Live{sb: sb, p: p, sess: sess}, nil
 }
+
+// Sandbox is the live sandbox (Session.Live) the last operation reached:
+// after a wake, the new one.
+func (l *Live) Sandbox() string { return l.sess.Live }
 
 // Op carries out a live operation, as LiveOp does.
 func (l *Live) Op(ctx context.Context, op wire.LiveOp) (wire.LiveReply, error) {
@@ -173,184 +177,6 @@ func (sb *Sandboxes) wakeLive(ctx context.Context, p Principal, sess jobs.Sessio
 		return sess, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: msg}
 	}
 	return s.Session(ctx, p, sess.ID)
-}
-
-// ProcessEvent is a piece of a live process's output, or its end.
-type ProcessEvent struct {
-	Pid int
-	// Stream is queue.HeaderStreamStdout or HeaderStreamStderr with Data,
-	// or HeaderStreamExit with Exit.
-	Stream string
-	Data   []byte
-	Exit   *wire.ProcessExit
-	// Lost: output of the session's processes was dropped here, the
-	// reader having fallen behind (no other field is set).
-	Lost bool
-}
-
-// ProcessEvents is a subscription to the output and ends of a session's
-// live processes. What the runner published before it was made is not in
-// it. It holds at most maxProcessEventBytes of output its reader has not
-// taken: past that, output is dropped and Next reports it once (Lost);
-// ends are always kept. Close ends it.
-type ProcessEvents struct {
-	sub     *nats.Subscription
-	release func()
-	ready   chan struct{} // a token: events are waiting
-
-	mu      sync.Mutex
-	pending []*nats.Msg
-	bytes   int
-	ends    int
-	lost    bool // output was dropped and Next has not said so yet
-}
-
-// Process event bounds: the output held for a reader that has not taken
-// it, the ends held, and the streams one session may have open at once.
-const (
-	maxProcessEventBytes        = 8 << 20
-	maxProcessEventEnds         = 4096
-	maxProcessWatchesPerSession = 32
-)
-
-// WatchProcesses subscribes to the tenant's session's live processes'
-// events. Subscribe before starting a process to miss none of its output.
-func (sb *Sandboxes) WatchProcesses(ctx context.Context, p Principal, sessionID string) (*ProcessEvents, error) {
-	sess, err := sb.s.Session(ctx, p, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	release, ok := sb.watches.take(sess.ID, maxProcessWatchesPerSession)
-	if !ok {
-		return nil, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 1,
-			Message: fmt.Sprintf("the sandbox already has %d streams of its processes open", maxProcessWatchesPerSession)}
-	}
-	pe := &ProcessEvents{release: release, ready: make(chan struct{}, 1)}
-	if pe.sub, err = sb.s.nc.Subscribe(queue.ProcessSubjectAll(sess.ID), pe.push); err != nil {
-		release()
-		return nil, Unavailable("cannot follow the sandbox's processes: %v", err)
-	}
-	return pe, nil
-}
-
-// push queues a message, within the bounds (on the subscription's
-// goroutine).
-func (pe *ProcessEvents) push(m *nats.Msg) {
-	pe.mu.Lock()
-	if m.Header.Get(queue.HeaderStream) == queue.HeaderStreamExit {
-		if pe.ends >= maxProcessEventEnds {
-			pe.mu.Unlock()
-			return
-		}
-		pe.ends++
-	} else {
-		if pe.bytes+len(m.Data) > maxProcessEventBytes {
-			pe.lost = true
-			pe.mu.Unlock()
-			return
-		}
-		pe.bytes += len(m.Data)
-	}
-	pe.pending = append(pe.pending, m)
-	pe.mu.Unlock()
-	select {
-	case pe.ready <- struct{}{}:
-	default:
-	}
-}
-
-// pop takes the oldest queued message; lost reports dropped output first.
-func (pe *ProcessEvents) pop() (m *nats.Msg, lost bool) {
-	pe.mu.Lock()
-	defer pe.mu.Unlock()
-	if pe.lost {
-		pe.lost = false
-		return nil, true
-	}
-	if len(pe.pending) == 0 {
-		return nil, false
-	}
-	m = pe.pending[0]
-	pe.pending[0] = nil
-	pe.pending = pe.pending[1:]
-	if m.Header.Get(queue.HeaderStream) == queue.HeaderStreamExit {
-		pe.ends--
-	} else {
-		pe.bytes -= len(m.Data)
-	}
-	return m, false
-}
-
-// Next returns the next event, or false when ctx ends first. Malformed
-// events are skipped. An event with Lost set says that output was dropped
-// (the reader fell behind by more than maxProcessEventBytes).
-func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
-	for {
-		m, lost := pe.pop()
-		if lost {
-			return ProcessEvent{Lost: true}, true
-		}
-		if m == nil {
-			select {
-			case <-ctx.Done():
-				return ProcessEvent{}, false
-			case <-pe.ready:
-				continue
-			}
-		}
-		ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject), Stream: m.Header.Get(queue.HeaderStream)}
-		switch ev.Stream {
-		case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
-			ev.Data = m.Data
-		case queue.HeaderStreamExit:
-			var e wire.ProcessExit
-			if json.Unmarshal(m.Data, &e) != nil {
-				continue
-			}
-			ev.Exit = &e
-		default:
-			continue
-		}
-		if ev.Pid > 0 {
-			return ev, true
-		}
-	}
-}
-
-// Close ends the subscription.
-func (pe *ProcessEvents) Close() {
-	_ = pe.sub.Unsubscribe()
-	pe.release()
-}
-
-// watches counts each session's open process streams.
-type watches struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// take counts one more stream of the session, if it has fewer than max;
-// release (idempotent) counts it off.
-func (w *watches) take(session string, max int) (release func(), ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == nil {
-		w.n = map[string]int{}
-	}
-	if w.n[session] >= max {
-		return nil, false
-	}
-	w.n[session]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if w.n[session]--; w.n[session] <= 0 {
-				delete(w.n, session)
-			}
-		})
-	}, true
 }
 
 // StartLive makes sure the tenant's stateful session holds a live

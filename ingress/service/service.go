@@ -29,6 +29,7 @@ import (
 
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/membudget"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/skills"
@@ -71,9 +72,15 @@ type Config struct {
 	// the service keeps what expires soon out of its caches and tells
 	// callers how long a finished job is kept). nil: kept forever.
 	History Retention
+	// Streams bound what the ingress holds of live processes' output for
+	// streams that have not read it (processevents.go).
+	Streams StreamLimits
 	// Tracer makes the spans of submissions (and the adapters' of
 	// requests, and webhook attempts'). nil: none.
 	Tracer trace.TracerProvider
+	// TenantBufferBytes and BufferBytes bound the memory the ingress holds
+	// for answers in progress, per tenant and in all (buffers.go).
+	TenantBufferBytes, BufferBytes int64
 }
 
 // WithDefaults fills in zero fields.
@@ -96,6 +103,13 @@ func (c Config) WithDefaults() Config {
 		c.BatchMax = 100
 	}
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
+	if c.TenantBufferBytes == 0 {
+		c.TenantBufferBytes = DefaultTenantBufferBytes
+	}
+	if c.BufferBytes == 0 {
+		c.BufferBytes = DefaultBufferBytes
+	}
+	c.Streams = c.Streams.WithDefaults()
 	return c
 }
 
@@ -108,12 +122,16 @@ type Store interface {
 	ListJobs(ctx context.Context, tenantID string, f store.JobFilter) ([]jobs.Job, string, error)
 	JobSpecs(ctx context.Context, tenantID string, ids []string) (map[string]jobs.JobSpec, error)
 	CancelJob(ctx context.Context, tenantID, id string, stale time.Duration) (store.CancelOutcome, error)
+	WithdrawJob(ctx context.Context, tenantID, id string) (bool, error)
 	TenantLimits(ctx context.Context, tenantID string) (jobs.TenantLimits, error)
 
 	CreateSession(ctx context.Context, tenantID string, req jobs.SessionRequest) (jobs.Session, error)
 	GetSession(ctx context.Context, tenantID, id string) (jobs.Session, error)
 	ListSessions(ctx context.Context, tenantID string, limit int, before string) ([]jobs.Session, string, error)
 	SetSessionTTL(ctx context.Context, tenantID, id string, ttlSeconds int) (jobs.Session, error)
+	// Session tokens (sessiontoken.go).
+	OpenSessionTokens(ctx context.Context, tenantID, id string) (time.Time, error)
+	SessionTokenGrant(ctx context.Context, keyID, tenantID, sessionID string) (store.TokenGrant, error)
 	CloseSession(ctx context.Context, tenantID, id string) (store.SessionRef, error)
 	FinishClosing(ctx context.Context, id string) (bool, error)
 	// The files API's edits take the session's lease and commit a version.
@@ -135,6 +153,14 @@ type Store interface {
 	SetTenantPII(ctx context.Context, tenantID string, on bool) error
 	TenantEgress(ctx context.Context, tenantID string) ([]string, error)
 	SetTenantEgress(ctx context.Context, tenantID string, allow []string) error
+
+	PutSecret(ctx context.Context, tenantID, name, sessionID string, sealed []byte) (jobs.Secret, bool, error)
+	GetSecret(ctx context.Context, tenantID, name string) (jobs.Secret, error)
+	ListSecrets(ctx context.Context, tenantID string) ([]jobs.Secret, error)
+	DeleteSecret(ctx context.Context, tenantID, name string) error
+	MissingSecrets(ctx context.Context, tenantID, sessionID string, names []string) ([]string, error)
+	DeleteSessionSecrets(ctx context.Context, tenantID, sessionID string, keep []string) error
+	SetSessionNetwork(ctx context.Context, tenantID, id string, n *jobs.Network) (jobs.Session, error)
 
 	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
 
@@ -212,6 +238,8 @@ type Service struct {
 	// sandboxes are stateful sessions' live sandboxes (live.go).
 	sandboxes *Sandboxes
 	codeMode  *CodeMode
+	// budget bounds the memory held for answers (buffers.go).
+	budget *membudget.Budget
 }
 
 // tracerName names the ingress's spans' instrumentation scope.
@@ -230,9 +258,11 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
 		tracer: tracing.Tracer(cfg.Tracer, tracerName),
+		budget: membudget.New(cfg.TenantBufferBytes, cfg.BufferBytes),
 	}
+	registerBufferMetrics(reg, s.budget)
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
-	s.sandboxes = &Sandboxes{s: s}
+	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg)}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
 	// One sender for the webhooks and the compatible APIs' callbacks, under
 	// one egress policy (GANTRY_WEBHOOK_ALLOW_PRIVATE).

@@ -46,6 +46,9 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if err := s.checkEnvironment(ctx, p, req.Environment); err != nil {
 		return jobs.Session{}, err
 	}
+	if err := s.checkNetwork(ctx, p, "network", req.Network, "", req.Secrets); err != nil {
+		return jobs.Session{}, err
+	}
 	if len(req.Env) > 0 {
 		if !s.cfg.Box.Enabled() {
 			return jobs.Session{}, BadRequest("env", "a session's env is sealed at rest, which needs GANTRY_SECRET_KEY: this server was started without it")
@@ -60,6 +63,12 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if errors.Is(err, store.ErrTooManyLive) {
 		return sess, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
 			Message: fmt.Sprintf("%v (%d): close one (DELETE /v1/sessions/{id}) or let one expire", err, req.MaxLive)}
+	}
+	if err == nil && len(req.Secrets) > 0 {
+		if err := s.putSessionSecrets(ctx, p, sess.ID, req.Secrets); err != nil {
+			_, _ = s.store.CloseSession(ctx, p.TenantID, sess.ID)
+			return jobs.Session{}, err
+		}
 	}
 	return sess, err
 }

@@ -14,7 +14,7 @@ import (
 // Server starts a JetStream server that shuts down when the test ends.
 func Server(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := devstack.StartNATS(t.TempDir(), "127.0.0.1:0")
+	ns, err := devstack.StartNATS(t.TempDir(), "127.0.0.1:0", devstack.NATSCredentials{})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}

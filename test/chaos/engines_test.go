@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/devstack"
@@ -242,13 +244,16 @@ func (pg *postgres) ctl(action string, extra ...string) error {
 }
 
 // natsCluster is three nats-server processes, built from the nats-server
-// module, routed to each other, with JetStream.
+// module, routed to each other, with JetStream. As an operator's would,
+// they admit only gantry's user, clients and routes alike.
 type natsCluster struct {
 	nodes   []*proc
 	names   []string
-	clients []string
+	clients []string // with the user
 	monitor []int
 }
+
+const natsUser, natsPassword = "gantry", "chaos-nats-0f1e2d3c"
 
 func startNATS(t *testing.T, dir, bin string) *natsCluster {
 	t.Helper()
@@ -258,7 +263,7 @@ func startNATS(t *testing.T, dir, bin string) *natsCluster {
 	routePorts := make([]int, n)
 	for i := range n {
 		routePorts[i] = freePort(t)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]))
+		routes = append(routes, fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", natsUser, natsPassword, routePorts[i]))
 	}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
@@ -271,11 +276,12 @@ func startNATS(t *testing.T, dir, bin string) *natsCluster {
 		}
 		store := filepath.Join(dir, "nats-"+name)
 		p := newProc(t, dir, "nats-"+name, nil, bin, "--name", name, "--addr", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--user", natsUser, "--pass", natsPassword,
 			"--http_port", strconv.Itoa(mon), "--jetstream", "--store_dir", store, "--cluster_name", "chaos",
-			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]), "--routes", strings.Join(others, ","))
+			"--cluster", routes[i], "--routes", strings.Join(others, ","))
 		c.nodes = append(c.nodes, p)
 		c.names = append(c.names, name)
-		c.clients = append(c.clients, fmt.Sprintf("nats://127.0.0.1:%d", port))
+		c.clients = append(c.clients, fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", natsUser, natsPassword, port))
 		c.monitor = append(c.monitor, mon)
 	}
 	for _, p := range c.nodes {
@@ -285,6 +291,15 @@ func startNATS(t *testing.T, dir, bin string) *natsCluster {
 	// A node is healthy once the cluster has formed around it.
 	for i, p := range c.nodes {
 		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", c.monitor[i]), time.Minute, p)
+	}
+	// gantry's processes are given the user in their URLs; a client
+	// without it is refused.
+	anon := strings.ReplaceAll(c.url(), natsUser+":"+natsPassword+"@", "")
+	if nc, err := nats.Connect(anon, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("the NATS cluster admitted a client without credentials")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("a client without credentials: %v, want an authorization violation", err)
 	}
 	return c
 }

@@ -4,7 +4,7 @@
 // one JSON object of what the SDK calls returned (or threw), for
 // test/e2b_test.go to check. OTHER_E2B_API_KEY is another tenant's key.
 import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
-import { Sandbox } from "e2b";
+import { ALL_TRAFFIC, Sandbox } from "e2b";
 
 // thrown names an error the way the test reads it.
 const thrown = (e) => ({ error: e?.constructor?.name ?? "Error", message: String(e?.message ?? e), exitCode: e?.exitCode });
@@ -155,7 +155,14 @@ const scenarios = {
     out.listed = page.map((s) => s.sandboxId);
     out.running = await a.isRunning();
     out.pause = await attempt(() => a.pause());
-    out.network = await attempt(() => CodeSandbox.create({ allowInternetAccess: true }));
+    // Internet access asked for, under a tenant whose allow-list is
+    // empty: the sandbox is made, and reaches nothing.
+    out.network = await attempt(async () => {
+      const s = await CodeSandbox.create({ allowInternetAccess: true });
+      const info = await s.getInfo();
+      await s.kill();
+      return info.allowInternetAccess;
+    });
     out.template = await attempt(() => CodeSandbox.create("no-such-template"));
     out.killed = await a.kill();
     out.runningAfterKill = await a.isRunning();
@@ -163,6 +170,87 @@ const scenarios = {
     out.commandAfterKill = await attempt(() => a.commands.run("true"));
     out.killAgain = await Sandbox.kill(a.sandboxId);
     out.connectAfterKill = await attempt(() => CodeSandbox.connect(a.sandboxId));
+    // A command's wait ends when its sandbox is killed, even without a
+    // timeout of its own (it waited forever before).
+    const c = await Sandbox.create({ timeoutMs: 120_000 });
+    const handle = await c.commands.run("sleep 1000", { background: true, timeoutMs: 0 });
+    await c.kill();
+    out.waitAfterKill = await attempt(() => Promise.race([handle.wait(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("still waiting a minute after the kill")), 60_000))]));
+    return out;
+  },
+
+  // Per-sandbox egress under the tenant's allow-list (NET_TLS, NET_PLAIN
+  // name localhost servers on it, NET_PLAIN_IP the plain one by address):
+  // allowOut/denyOut by name and address, a header set at the proxy over
+  // HTTPS and HTTP for code, commands and a background process, the
+  // secret nowhere in the sandbox, updateNetwork, allowInternetAccess,
+  // and another tenant (no allow-list) reaching nothing.
+  async network() {
+    const { NET_TLS, NET_PLAIN, NET_PLAIN_IP, NET_SECRET } = process.env;
+    // Loopback names go past the proxy by NO_PROXY (the sandbox's own
+    // loopback); these servers are the runner's, so the script drops it.
+    const FETCH = `import os, sys, urllib.request, urllib.error
+for k in ("no_proxy", "NO_PROXY"):
+    os.environ.pop(k, None)
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()
+except urllib.error.HTTPError as e:
+    r = f"{e.code} {e.read().decode().strip()}"
+except Exception as e:
+    r = f"error {type(e).__name__}: {e}"
+print(r)
+`;
+    const cell = async (sbx, u) => {
+      const e = await sbx.runCode(`import sys\nsys.argv = ["fetch", ${JSON.stringify(u)}]\nexec(open("/home/user/fetch.py").read())`);
+      return (e.logs.stdout.join("") + (e.error ? `${e.error.name}: ${e.error.value}` : "")).trim();
+    };
+    const run = async (sbx, u) => {
+      const r = await attempt(() => sbx.commands.run(`python3 /home/user/fetch.py '${u}'`));
+      return r.stdout !== undefined ? r.stdout.trim() : r;
+    };
+    const out = {};
+    const rules = { localhost: [{ transform: { headers: { "X-Api-Key": NET_SECRET } } }] };
+    const sbx = await CodeSandbox.create({ network: { allowOut: ["localhost"], denyOut: [ALL_TRAFFIC], rules } });
+    await sbx.files.write("/home/user/fetch.py", FETCH);
+    out.cellTLS = await cell(sbx, `${NET_TLS}/check`);
+    out.cellPlain = await cell(sbx, `${NET_PLAIN}/check`);
+    out.cellDenied = await cell(sbx, `${NET_PLAIN_IP}/check`);
+    out.cmdTLS = await run(sbx, `${NET_TLS}/check`);
+    out.cmdDenied = await run(sbx, `${NET_PLAIN_IP}/check`);
+    const bg = await sbx.commands.run(`sleep 1; python3 /home/user/fetch.py '${NET_TLS}/check' > /tmp/bg.txt`, { background: true });
+    await bg.wait();
+    out.background = (await sbx.files.read("/tmp/bg.txt")).trim();
+    // Where the secret could be: every process's environment and command
+    // line, and the files the sandbox can write or reads its program from.
+    const env = await sbx.commands.run("env");
+    const cellEnv = (await sbx.runCode("import os\nprint('\\n'.join(f'{k}={v}' for k, v in os.environ.items()))")).logs.stdout.join("");
+    const dump = await sbx.commands.run(
+      "{ cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; find /tmp /workspace /home/user /var/tmp /dev/shm -type f -size -8M -print0 | xargs -0 cat; } 2>/dev/null | base64 -w0",
+      { timeoutMs: 120_000 },
+    );
+    const haystack = [env.stdout, cellEnv, Buffer.from(dump.stdout, "base64").toString("latin1")];
+    out.dumpBytes = haystack[2].length;
+    out.leaked = haystack.some((h) => h.includes(NET_SECRET));
+    out.caVars = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"].filter((k) => env.stdout.includes(`${k}=`));
+    const info = await sbx.getInfo();
+    out.info = { allowInternetAccess: info.allowInternetAccess, network: info.network };
+    await sbx.updateNetwork({ denyOut: ["localhost"] });
+    out.afterUpdate = { cmdIP: await run(sbx, `${NET_PLAIN_IP}/check`), cmdTLS: await run(sbx, `${NET_TLS}/check`), cellIP: await cell(sbx, `${NET_PLAIN_IP}/check`) };
+    await sbx.kill();
+
+    const deny = await CodeSandbox.create({ network: { denyOut: ["localhost"] } });
+    await deny.files.write("/home/user/fetch.py", FETCH);
+    out.denyName = { name: await cell(deny, `${NET_PLAIN}/check`), ip: await cell(deny, `${NET_PLAIN_IP}/check`) };
+    await deny.kill();
+    const off = await CodeSandbox.create({ allowInternetAccess: false });
+    await off.files.write("/home/user/fetch.py", FETCH);
+    out.noInternet = await cell(off, `${NET_PLAIN_IP}/check`);
+    await off.kill();
+    const theirs = await CodeSandbox.create({ apiKey: process.env.OTHER_E2B_API_KEY, allowInternetAccess: true, network: { rules } });
+    await theirs.files.write("/home/user/fetch.py", FETCH);
+    out.otherTenant = await cell(theirs, `${NET_TLS}/check`);
+    await theirs.kill();
     return out;
   },
 

@@ -66,12 +66,13 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	route("POST /sandboxes/{id}/connect", s.connect)
 	route("POST /v2/sandboxes/{id}/connect", s.connect)
 	route("POST /sandboxes/{id}/resume", s.connect)
+	route("PUT /sandboxes/{id}/network", s.updateNetwork)
+	route("POST /sandboxes/{id}/network", s.updateNetwork)
 	notOffered := map[string]string{
 		"POST /sandboxes/{id}/pause":     "pausing a sandbox keeps its memory in E2B; gantry keeps a sandbox's files (always) but not its memory: a sandbox runs until it is killed or its timeout runs out",
 		"POST /sandboxes/{id}/snapshots": "snapshots of a sandbox's memory are not offered by gantry; its files are kept (the session's workspace)",
 		"GET /snapshots":                 "snapshots of a sandbox's memory are not offered by gantry",
 		"POST /sandboxes/{id}/fork":      "forking a sandbox's memory is not offered by gantry",
-		"PUT /sandboxes/{id}/network":    "gantry's sandboxes have no network access",
 		"GET /sandboxes/{id}/metrics":    "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
 		"GET /sandboxes/metrics":         "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
 		"GET /sandboxes/{id}/logs":       "sandbox logs are not offered by gantry's E2B API: each code run is a job of the session, in gantry's history",

@@ -3,8 +3,11 @@ package e2b
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gantryhq/gantry/jobs"
@@ -44,8 +47,6 @@ func TestListQuery(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	yes := true
 	for name, req := range map[string]newSandbox{
-		"internet":   {AllowInternetAccess: &yes},
-		"allowOut":   {Network: &networkConfig{AllowOut: []string{"1.1.1.1"}}},
 		"auto pause": {AutoPause: &yes},
 		"mcp":        {MCP: []byte(`{"x":{}}`)},
 		"volumes":    {VolumeMounts: []json.RawMessage{json.RawMessage(`{}`)}},
@@ -58,9 +59,63 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 	no := false
-	ok := newSandbox{AllowInternetAccess: &no, Network: &networkConfig{}, MCP: []byte("null"), Secure: &yes}
+	ok := newSandbox{AllowInternetAccess: &no, Network: &networkConfig{AllowOut: []string{"1.1.1.1"}}, MCP: []byte("null"), Secure: &yes}
 	if err := ok.refuse(); err != nil {
-		t.Errorf("a sandbox without a way out: %v", err)
+		t.Errorf("a sandbox with a network: %v", err)
+	}
+}
+
+// TestToNetwork: E2B's network options as a session's network; a rule's
+// header values become the session's own secrets, which the network names
+// (no value is left in it); what gantry does not offer is a 501.
+func TestToNetwork(t *testing.T) {
+	no := false
+	cfg := &networkConfig{AllowOut: []string{"API.example.com"}, Rules: map[string][]networkRule{
+		"API.example.com": {{Transform: &struct {
+			Headers map[string]string `json:"headers"`
+		}{Headers: map[string]string{"Authorization": "Bearer sk-1", "X-Other": "Bearer sk-1"}}}},
+	}}
+	n, values, err := toNetwork(cfg, &no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(n.DenyOut, []string{jobs.AllTraffic}) || len(values) != 1 {
+		t.Fatalf("network %+v, values %d", n, len(values))
+	}
+	var name string
+	for k, v := range values {
+		name = k
+		if v != "Bearer sk-1" || !strings.HasPrefix(k, "_e2b_") {
+			t.Errorf("value %q named %q", v, k)
+		}
+	}
+	h := n.Rules["api.example.com"][0].Headers
+	if h["Authorization"] != jobs.SecretRef(name) || h["X-Other"] != jobs.SecretRef(name) {
+		t.Errorf("rule headers %q", h)
+	}
+	if b, _ := json.Marshal(n); strings.Contains(string(b), "sk-1") {
+		t.Errorf("the network holds the value: %s", b)
+	}
+	if b, _ := json.Marshal(info(n)); strings.Contains(string(b), "sk-1") || !strings.Contains(string(b), "Authorization") {
+		t.Errorf("the detail shows the value, or not the header: %s", b)
+	}
+	if n, _, err := toNetwork(nil, nil); n != nil || err != nil {
+		t.Errorf("no network: %+v %v", n, err)
+	}
+	for name, c := range map[string]*networkConfig{
+		"egress proxy": {EgressProxy: json.RawMessage(`{"address":"p:1080"}`)},
+		"iam": {Rules: map[string][]networkRule{"a.example": {{Transform: &struct {
+			Headers map[string]string `json:"headers"`
+		}{Headers: map[string]string{"A": "${e2b.identity.tokens.aws}"}}}}}},
+	} {
+		var ae *apiError
+		if _, _, err := toNetwork(c, nil); !errors.As(err, &ae) || ae.status != 501 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	var ae *apiError
+	if _, _, err := toNetwork(&networkConfig{Rules: map[string][]networkRule{"10.0.0.1": {{}}}}, nil); !errors.As(err, &ae) || ae.status != 400 {
+		t.Errorf("a rule for an address: %v", err)
 	}
 }
 
@@ -70,6 +125,7 @@ func FuzzNewSandbox(f *testing.F) {
 	f.Add([]byte(`{"templateID":"code-interpreter-v1","timeout":300,"metadata":{"a":"b"},"envVars":{"K":"v"}}`))
 	f.Add([]byte(`{"templateID":"base","network":{"allowOut":["0.0.0.0/0"]},"autoResume":{"enabled":true}}`))
 	f.Add([]byte(`{"timeout":"x"}`))
+	f.Add([]byte(`{"network":{"allowOut":["a.example"],"rules":{"A.example":[{"transform":{"headers":{"K":"v"}}}]}},"allow_internet_access":false}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req newSandbox
@@ -81,6 +137,11 @@ func FuzzNewSandbox(f *testing.F) {
 			return
 		}
 		_ = req.refuse()
+		if _, _, err := toNetwork(req.Network, req.AllowInternetAccess); err != nil {
+			if _, ok := err.(*apiError); !ok {
+				t.Fatalf("a network's error is not E2B's: %T %v", err, err)
+			}
+		}
 		if req.Timeout != nil {
 			if got := ttl(*req.Timeout); got < jobs.MinSessionTTL || got > jobs.MaxSessionTTL {
 				t.Fatalf("ttl %d", got)

@@ -48,14 +48,6 @@ type newSandbox struct {
 	IAM          json.RawMessage   `json:"iam"`
 }
 
-// networkConfig is what gantry reads of E2B's SandboxNetworkConfig: any
-// way out is refused.
-type networkConfig struct {
-	AllowOut    []string        `json:"allowOut"`
-	Rules       json.RawMessage `json:"rules"`
-	EgressProxy json.RawMessage `json:"egressProxy"`
-}
-
 // sandboxJSON is E2B's Sandbox, and with the detail fields its
 // SandboxDetail and ListedSandbox.
 type sandboxJSON struct {
@@ -76,6 +68,7 @@ type sandboxJSON struct {
 	State              string            `json:"state,omitempty"`
 	Lifecycle          *lifecycle        `json:"lifecycle,omitempty"`
 	AllowInternet      *bool             `json:"allowInternetAccess,omitempty"`
+	Network            *networkInfo      `json:"network,omitempty"`
 	VolumeMounts       []struct{}        `json:"volumeMounts,omitempty"`
 }
 
@@ -124,11 +117,6 @@ func ttl(seconds float64) int {
 // refuse says why gantry cannot make the sandbox asked for, or nil.
 func (req *newSandbox) refuse() error {
 	switch {
-	case req.AllowInternetAccess != nil && *req.AllowInternetAccess:
-		return notImplemented("gantry's sandboxes have no network access: create it without allowInternetAccess")
-	case req.Network != nil && (len(req.Network.AllowOut) > 0 || len(req.Network.Rules) > 0 && string(req.Network.Rules) != "null" ||
-		len(req.Network.EgressProxy) > 0 && string(req.Network.EgressProxy) != "null"):
-		return notImplemented("gantry's sandboxes have no network access: a network config that lets traffic out cannot be honoured")
 	case req.AutoPause != nil && *req.AutoPause, req.AutoResume != nil && req.AutoResume.Enabled:
 		return notImplemented("pausing a sandbox's memory is not offered by gantry: at its timeout a sandbox is killed (its files are kept until then)")
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
@@ -147,6 +135,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 		return err
 	}
 	if err := req.refuse(); err != nil {
+		return err
+	}
+	network, secrets, err := toNetwork(req.Network, req.AllowInternetAccess)
+	if err != nil {
 		return err
 	}
 	if !s.sandboxes.SessionTokens() {
@@ -174,13 +166,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 	}
 	ctx := r.Context()
 	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: "python", TTLSeconds: ttl(seconds),
-		Metadata: meta, Environment: env, Stateful: true, Env: req.EnvVars})
+		Metadata: meta, Environment: env, Stateful: true, Env: req.EnvVars, Network: network, Secrets: secrets})
 	var se *service.Error
 	if errors.As(err, &se) && se.Field == "environment" {
 		return &apiError{http.StatusNotFound, fmt.Sprintf("template '%s' not found: gantry runs a sandbox in one of its environments, named as the template (GET /v1/environments lists yours); E2B's base and code-interpreter templates are its default environment", req.TemplateID)}
 	}
-	if errors.As(err, &se) && se.Field == "metadata" || errors.As(err, &se) && strings.HasPrefix(se.Field, "metadata.") {
-		return &apiError{http.StatusBadRequest, se.Message}
+	if errors.As(err, &se) && se.Field == "metadata" || errors.As(err, &se) && strings.HasPrefix(se.Field, "metadata.") ||
+		errors.As(err, &se) && strings.HasPrefix(se.Field, "network") {
+		return &apiError{http.StatusBadRequest, se.Field + " " + se.Message}
 	}
 	if err != nil {
 		return err
@@ -211,8 +204,12 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 		out.StartedAt, out.EndAt, out.CPUCount, out.MemoryMB, out.DiskSizeMB, out.Metadata, out.State = nil, nil, 0, 0, 0, nil, ""
 		return out, nil
 	}
-	no := false
-	out.Lifecycle, out.AllowInternet = &lifecycle{OnTimeout: "kill"}, &no
+	st, err := s.svc.Settings(r.Context(), p)
+	if err != nil {
+		return out, err
+	}
+	reach := internet(st.EgressAllow, sess.Network)
+	out.Lifecycle, out.AllowInternet, out.Network = &lifecycle{OnTimeout: "kill"}, &reach, info(sess.Network)
 	return out, nil
 }
 

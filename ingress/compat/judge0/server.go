@@ -204,7 +204,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, p service.
 	if err != nil {
 		return err
 	}
-	return s.writeSubmission(w, http.StatusCreated, v[0], o)
+	return s.writeSubmission(r.Context(), w, http.StatusCreated, v[0], o)
 }
 
 // answerBad answers a malformed request or bad options with a 400.
@@ -298,7 +298,7 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request, p service.Pr
 	if err != nil {
 		return err
 	}
-	return s.writeSubmission(w, http.StatusOK, v[0], o)
+	return s.writeSubmission(r.Context(), w, http.StatusOK, v[0], o)
 }
 
 // views reads what the submissions of jobs need besides the jobs: their
@@ -314,7 +314,10 @@ func (s *Server) views(ctx context.Context, p service.Principal, list []jobs.Job
 	return out, nil
 }
 
-func (s *Server) writeSubmission(w http.ResponseWriter, status int, v view, o options) error {
+func (s *Server) writeSubmission(ctx context.Context, w http.ResponseWriter, status int, v view, o options) error {
+	if err := compat.HoldOutput(ctx, renderCopies(o), v.job); err != nil {
+		return err
+	}
 	body, err := marshalSubmission(v, o, s.svc.Policy())
 	if err != nil {
 		return err
@@ -323,6 +326,17 @@ func (s *Server) writeSubmission(w http.ResponseWriter, status int, v view, o op
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 	return nil
+}
+
+// renderCopies is how many copies of a submission's output its answer
+// makes besides the text and one JSON of it: the bytes judged, the text
+// (with base64_encoded its base64, a third longer), its JSON value, and the
+// answer it is written into.
+func renderCopies(o options) float64 {
+	if o.base64 {
+		return 1 + 3*4.0/3 - 1 // a JSON of it is held already
+	}
+	return 4 - 1
 }
 
 // batch is the body of POST /submissions/batch.
@@ -444,6 +458,9 @@ func (s *Server) handleBatchShow(w http.ResponseWriter, r *http.Request, p servi
 	}
 	views, err := s.views(r.Context(), p, found)
 	if err != nil {
+		return err
+	}
+	if err := compat.HoldOutput(r.Context(), renderCopies(o), found...); err != nil {
 		return err
 	}
 	out := make([]json.RawMessage, len(tokens))

@@ -428,6 +428,11 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, p service
 		compat.WriteJSON(w, http.StatusGatewayTimeout, message{Message: "the job " + job.ID + " did not finish in time"})
 		return nil
 	}
+	// Each stage's output is answered twice: stdout and stderr, and
+	// output, the two together.
+	if err := compat.HoldOutput(r.Context(), 2, job); err != nil {
+		return err
+	}
 	st := compat.StagesOf(job)
 	if run := st.Run; compiled && run != nil && run.Signal == 0 && run.Outcome != compat.TimedOut && req.runMemory > 0 &&
 		run.MemoryKB != nil && float64(*run.MemoryKB)*1024 > req.runMemory {

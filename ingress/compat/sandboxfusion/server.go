@@ -14,15 +14,29 @@
 // the job in time: the tenant's queue is full, or the job waited in the
 // queue so long that the client would give up before it could finish (the
 // job is withdrawn, and the client's retry runs it again).
+//
+// A 504 means the job will never run: it was refused, or withdrawn before
+// a runner took it (service.WithdrawJob). While that cannot be made sure —
+// the database is down, so the job can be neither read nor withdrawn — the
+// answer is held, until the client would give up; a job that may still run
+// is answered as a SandboxError, which verl does not retry, never 504.
+//
+// fetch_files are read once per distinct file (names are cleaned: big.bin
+// and ./big.bin are one file), and a call may fetch at most MaxFetchBytes,
+// counting a file once per name (the answer holds a copy per name): past
+// that, 413 in FastAPI's shape, {"detail": ...}. What the answer holds —
+// the files, their base64, the JSON — counts against the ingress's memory
+// budget for the tenant (service.Hold).
 package sandboxfusion
 
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
@@ -42,7 +56,8 @@ type Config struct {
 	// longer get its answer in time is withdrawn and the call answered
 	// 504, which verl retries.
 	ClientSlack, Margin time.Duration
-	// MaxFetchBytes caps the bytes of one fetched file.
+	// MaxFetchBytes caps the bytes one call fetches (fetch_files), each
+	// file counted once per name it is fetched by.
 	MaxFetchBytes int64
 }
 
@@ -139,20 +154,52 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request, p service
 		compat.WriteJSON(w, http.StatusOK, sandboxError("language "+req.Language+" is not available on this gantry (it runs "+strings.Join(jobs.LanguageNames(), ", ")+")"))
 		return nil
 	}
-	job, _, err := s.svc.SubmitJob(r.Context(), p, s.jobRequest(req, lang))
-	if err != nil {
-		return err
+	ctx := r.Context()
+	d := s.deadlines(compat.ArrivedAt(ctx), req, lang)
+	job, _, err := s.svc.SubmitJob(ctx, p, s.jobRequest(req, lang))
+	var uncertain *service.UncertainJob
+	switch {
+	case errors.As(err, &uncertain):
+		// Recording it failed after it was queued: it may run. Find out
+		// before answering anything a client retries.
+		job = jobs.Job{ID: uncertain.JobID, Status: jobs.StatusQueued}
+	case err != nil:
+		return err // refused: nothing runs, and a 504 is safe
 	}
 	w.Header().Set("X-Gantry-Job-Id", job.ID)
-	job, err = s.await(r.Context(), p, job, s.startBy(compat.ArrivedAt(r.Context()), req, lang))
-	if err != nil || r.Context().Err() != nil {
-		return err // or the client went away
-	}
-	if !job.Status.Terminal() {
-		compat.WriteJSON(w, http.StatusGatewayTimeout, detail{Detail: "the job " + job.ID + " did not finish in time; retry"})
+	job, v := s.await(ctx, p, job, d, uncertain != nil)
+	switch v {
+	case gone:
+		return nil
+	case withdrawn:
+		compat.WriteJSON(w, http.StatusGatewayTimeout, detail{Detail: "the job " + job.ID + " could not start in time and will not run; retry"})
+		return nil
+	case unsettled:
+		compat.WriteJSON(w, http.StatusOK, sandboxError("gantry could not learn in time how the job "+job.ID+
+			" ends (its database may be unavailable); it may still run, so this call is not answered retry"))
 		return nil
 	}
-	compat.WriteJSON(w, http.StatusOK, s.response(r.Context(), p, job, req.FetchFiles))
+	out, err := s.answer(ctx, p, job, req.FetchFiles, d.answerBy)
+	var tooLarge *fetchTooLarge
+	switch {
+	case errors.As(err, &tooLarge):
+		compat.WriteJSON(w, http.StatusRequestEntityTooLarge, detail{Detail: tooLarge.Error()})
+		return nil
+	case err != nil && ctx.Err() != nil:
+		return nil // the client went away
+	case err != nil:
+		e, internal := service.ToError(err)
+		if internal {
+			s.log.Error("answer a finished job", "job_id", job.ID, "err", err)
+		}
+		if e.Code == service.CodePayloadTooLarge {
+			compat.WriteJSON(w, http.StatusRequestEntityTooLarge, detail{Detail: "the job " + job.ID + " finished, but " + e.Message})
+			return nil
+		}
+		compat.WriteJSON(w, http.StatusOK, sandboxError("the job "+job.ID+" finished, but its answer could not be made in time: "+e.Message))
+		return nil
+	}
+	compat.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -200,16 +247,29 @@ func literalGlob(p string) (string, bool) {
 	return b.String(), glob.Validate(b.String()) == nil
 }
 
-// startBy is when a job must have started for its answer to reach a client
-// that waits compile_timeout + run_timeout + ClientSlack from the request's
-// arrival: its run_timeout and Margin before that, and its compile_timeout
-// too for a language with a compile step.
-func (s *Server) startBy(arrived time.Time, req runCode, lang string) time.Time {
+// deadlines are the moments a call's answer depends on.
+type deadlines struct {
+	// startBy is when the job must have started for its answer to reach
+	// the client in time; a job still queued then is withdrawn.
+	startBy time.Time
+	// answerBy is when the client gives up (compile_timeout + run_timeout
+	// + ClientSlack after the request arrived): an answer held for the
+	// database or for memory is given up by then.
+	answerBy time.Time
+}
+
+// deadlines are the call's: a job must start its run_timeout and Margin
+// before the client gives up (and its compile_timeout before that, for a
+// language with a compile step).
+func (s *Server) deadlines(arrived time.Time, req runCode, lang string) deadlines {
 	budget := s.cfg.ClientSlack - s.cfg.Margin
 	if !compat.Compiled(lang) {
 		budget += seconds(req.CompileTimeout) // the client allows for a compile that does not happen
 	}
-	return arrived.Add(max(budget, s.cfg.Margin))
+	return deadlines{
+		startBy:  arrived.Add(max(budget, s.cfg.Margin)),
+		answerBy: arrived.Add(seconds(req.CompileTimeout) + seconds(req.RunTimeout) + s.cfg.ClientSlack),
+	}
 }
 
 func seconds(f float64) time.Duration {
@@ -219,29 +279,115 @@ func seconds(f float64) time.Duration {
 	return time.Duration(f * float64(time.Second))
 }
 
-// await waits for the job to finish. A job that has not started by
-// startBy is withdrawn (cancelled), and returned unfinished for a 504,
-// unless it finished meanwhile.
-func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job, startBy time.Time) (jobs.Job, error) {
-	job, err := s.svc.WaitJob(ctx, p, job, service.Watch{Until: startBy})
-	if err != nil || job.Status.Terminal() || ctx.Err() != nil {
-		return job, err
+// verdict is how a wait for a job ended.
+type verdict int
+
+const (
+	// finished: the job is finished (the job returned is).
+	finished verdict = iota
+	// withdrawn: the job will never run (withdrawn, or never recorded):
+	// the call may be answered retry.
+	withdrawn
+	// unsettled: the job may be running or may yet run, and was not seen
+	// finished in time.
+	unsettled
+	// gone: the client went away.
+	gone
+)
+
+// retryEvery is how often a held answer tries again what the database or
+// the memory budget refused.
+const retryEvery = 500 * time.Millisecond
+
+// await waits for the job to finish. A job not started by startBy is
+// withdrawn; reads and withdrawals the database fails are tried again
+// until the client gives up, so that a job that may still run is never
+// answered retry. uncertain: SubmitJob could not say whether the job was
+// recorded; it is withdrawn (or found started) at once.
+func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job, d deadlines, uncertain bool) (jobs.Job, verdict) {
+	if !uncertain {
+		job, _ = s.svc.WaitJob(ctx, p, job, service.Watch{Until: d.startBy, KeepOnError: true})
+		switch {
+		case ctx.Err() != nil:
+			return job, gone
+		case job.Status.Terminal():
+			return job, finished
+		}
 	}
 	if compat.Waiting(job) {
-		cancelled, err := s.svc.CancelJob(context.WithoutCancel(ctx), p, job.ID)
-		if err != nil {
-			return job, err
+		// As last read, it has not started: withdraw it, unless a runner
+		// took it meanwhile.
+		for {
+			now, ok, err := s.svc.WithdrawJob(ctx, p, job.ID)
+			var e *service.Error
+			switch {
+			case err == nil && ok:
+				return now, withdrawn
+			case err == nil:
+				job = now // it started, or finished
+			case errors.As(err, &e) && e.Code == service.CodeNotFound:
+				return job, withdrawn // never recorded: nothing runs
+			case ctx.Err() != nil:
+				return job, gone
+			case !time.Now().Before(d.answerBy):
+				s.log.Warn("a job could not be withdrawn before its client gives up", "job_id", job.ID, "err", err)
+				return job, unsettled
+			default:
+				if !sleep(ctx, retryEvery) {
+					return job, gone
+				}
+				continue
+			}
+			break
 		}
-		if cancelled.Status != jobs.StatusCancelled {
-			return cancelled, nil // it ran and finished meanwhile
+		if job.Status.Terminal() {
+			return job, finished
 		}
-		return job, nil
 	}
-	return s.svc.WaitJob(ctx, p, job, service.Watch{Until: time.Now().Add(s.svc.MaxWait())})
+	job, _ = s.svc.WaitJob(ctx, p, job, service.Watch{Until: time.Now().Add(s.svc.MaxWait()), KeepOnError: true})
+	switch {
+	case ctx.Err() != nil:
+		return job, gone
+	case job.Status.Terminal():
+		return job, finished
+	}
+	return job, unsettled
+}
+
+// sleep waits for d or ctx's end, and says whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// answer is the RunCodeResponse of a finished job, made again while what
+// it needs is refused for a while (the object store, the memory budget),
+// until the client gives up.
+func (s *Server) answer(ctx context.Context, p service.Principal, job jobs.Job, fetch []string, answerBy time.Time) (runCodeResponse, error) {
+	for {
+		out, err := s.response(ctx, p, job, fetch)
+		if err == nil {
+			return out, nil
+		}
+		if e, _ := service.ToError(err); !retriable(e) || !time.Now().Add(retryEvery).Before(answerBy) || !sleep(ctx, retryEvery) {
+			return out, err
+		}
+	}
+}
+
+// retriable says whether a refusal may pass if tried again shortly.
+func retriable(e *service.Error) bool {
+	return e.Code == service.CodeRateLimited || e.Code == service.CodeUnavailable
 }
 
 // response is the RunCodeResponse of a finished job.
-func (s *Server) response(ctx context.Context, p service.Principal, job jobs.Job, fetch []string) runCodeResponse {
+func (s *Server) response(ctx context.Context, p service.Principal, job jobs.Job, fetch []string) (runCodeResponse, error) {
 	st := compat.StagesOf(job)
 	out := runCodeResponse{Status: statusSuccess, Files: map[string]string{}}
 	out.CompileResult = result(st.Compile)
@@ -251,13 +397,17 @@ func (s *Server) response(ctx context.Context, p service.Principal, job jobs.Job
 		case r == nil:
 		case r.Status == runError:
 			out.Status, out.Message = statusSandboxError, *r.Stderr
-			return out
+			return out, nil
 		case r.Status == runTLE || (r.ReturnCode != nil && *r.ReturnCode != 0):
 			out.Status = statusFailed
 		}
 	}
-	out.Files = s.fetch(ctx, p, job, fetch)
-	return out
+	files, err := s.fetch(ctx, p, job, fetch)
+	if err != nil {
+		return out, err
+	}
+	out.Files = files
+	return out, nil
 }
 
 // result is a stage as a CommandRunResult (nil for none).
@@ -279,28 +429,77 @@ func result(st *compat.Stage) *commandResult {
 	return r
 }
 
+// fetchTooLarge is a call whose fetch_files name more than it may fetch.
+type fetchTooLarge struct {
+	jobID       string
+	bytes, most int64
+}
+
+func (e *fetchTooLarge) Error() string {
+	return fmt.Sprintf("fetch_files name %d bytes of files (a file counts once per name: the answer holds a copy per name), "+
+		"more than the %d one call may fetch; the job %s ran and finished (GET /v1/jobs/%s has its output): fetch fewer or smaller files",
+		e.bytes, e.most, e.jobID, e.jobID)
+}
+
 // fetch reads the files the request asked for that the job left (as
-// artifacts), base64-encoded, by the names the request gave.
-func (s *Server) fetch(ctx context.Context, p service.Principal, job jobs.Job, fetch []string) map[string]string {
+// artifacts), base64-encoded, by the names the request gave: each distinct
+// file once, however many names it is given by. A name that is not a
+// clean relative path, or names no artifact, is left out, as SandboxFusion
+// leaves out what is not a file.
+func (s *Server) fetch(ctx context.Context, p service.Principal, job jobs.Job, fetch []string) (map[string]string, error) {
 	files := map[string]string{}
+	byPath := make(map[string]jobs.Artifact, len(job.Artifacts))
+	for _, a := range job.Artifacts {
+		byPath[a.Path] = a
+	}
+	pathOf := map[string]string{} // name → its artifact's path
+	var answered, encoded int64   // raw bytes and base64 bytes the answer holds, per name
+	distinct := map[string]bool{}
+	var distinctEncoded int64
 	for _, name := range fetch {
 		clean, err := jobs.CleanPath(name)
-		if err != nil {
+		a, ok := byPath[clean]
+		if err != nil || !ok {
 			continue
 		}
-		for _, a := range job.Artifacts {
-			if a.Path != clean {
-				continue
-			}
-			b, err := s.svc.ReadArtifact(ctx, p, job, a.Path, min(a.Size, s.cfg.MaxFetchBytes))
-			if err != nil {
-				s.log.Warn("fetch a file of a job", "job_id", job.ID, "path", path.Clean(a.Path), "err", err)
-				continue
-			}
-			files[name] = base64.StdEncoding.EncodeToString(b)
+		if _, dup := pathOf[name]; dup {
+			continue // the same name twice is one key of the answer
+		}
+		pathOf[name] = a.Path
+		answered += a.Size
+		encoded += int64(base64.StdEncoding.EncodedLen(int(a.Size)))
+		if !distinct[a.Path] {
+			distinct[a.Path] = true
+			distinctEncoded += int64(base64.StdEncoding.EncodedLen(int(a.Size)))
 		}
 	}
-	return files
+	if answered > s.cfg.MaxFetchBytes {
+		return nil, &fetchTooLarge{jobID: job.ID, bytes: answered, most: s.cfg.MaxFetchBytes}
+	}
+	if len(pathOf) == 0 {
+		return files, nil
+	}
+	// The base64 of each file, and the answer's JSON, which holds it once
+	// per name (the files themselves are held as they are read).
+	release, err := service.Hold(ctx, distinctEncoded+encoded)
+	if err != nil {
+		return nil, err
+	}
+	encodedOf := make(map[string]string, len(distinct))
+	for name, path := range pathOf {
+		b64, ok := encodedOf[path]
+		if !ok {
+			data, err := s.svc.ReadArtifact(ctx, p, job, path, min(byPath[path].Size, s.cfg.MaxFetchBytes))
+			if err != nil {
+				release()
+				return nil, fmt.Errorf("fetch %s of job %s: %w", path, job.ID, err)
+			}
+			b64 = base64.StdEncoding.EncodeToString(data)
+			encodedOf[path] = b64
+		}
+		files[name] = b64
+	}
+	return files, nil
 }
 
 // writeServiceError answers an error of the service as SandboxFusion's

@@ -617,6 +617,7 @@ class JobRequest(_JobRequestRequired, total=False):
     #: bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
     #: `metadata` or `metadata.<key>`).
     metadata: Dict[str, str]
+    network: Network
     #: Run the job in this session (an id from POST /v1/sessions). The jobs of a
     #: session run one at a time, in submission order, in the session's /workspace:
     #: it starts with the files the earlier jobs of the session left there (and
@@ -984,6 +985,47 @@ class McpServerUpdate(TypedDict, total=False):
     url: Optional[str]
 
 
+class Network(TypedDict, total=False):
+    """What a job or a session asks of its egress beyond the tenant's allow-list
+    (settings' egress.allow), which stays the ceiling: nothing here reaches a
+    host that list does not name. allow_out and deny_out narrow it as E2B's
+    network options do, and rules set headers on requests to some hosts at the
+    egress proxy, so that a credential never enters the sandbox. A session's
+    jobs are narrowed by the session's network and their own.
+    """
+
+    #: Destinations allowed even when deny_out matches them: host names
+    #: (api.example.com), every name below one (*.example.com), addresses and CIDR
+    #: prefixes, on every port.
+    allow_out: List[str]
+    #: Destinations refused unless allow_out allows them, in the same forms;
+    #: 0.0.0.0/0 is all traffic (IPv6 too). A name matches as the job asks for the
+    #: host; an address or prefix matches every address the proxy dials, so a
+    #: denied prefix is refused whatever name leads there.
+    deny_out: List[str]
+    #: Host (an exact name, or *.example.com for every name below it, not an
+    #: address) to the rules applied to requests to it: an exact name wins over
+    #: wildcards, and the longest wildcard over shorter ones. For HTTPS to such a
+    #: host the proxy ends TLS with a certificate of the tenant's own CA, which the
+    #: sandbox trusts (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
+    #: NODE_EXTRA_CA_CERTS name a bundle of the system's roots and that CA), and
+    #: checks the host's certificate itself; every other host stays end-to-end TLS.
+    #: Rules do not allow a host: the allow-list and allow_out/deny_out decide
+    #: that.
+    rules: Dict[str, List[NetworkRule]]
+
+
+class NetworkRule(TypedDict, total=False):
+    """What the egress proxy does to each request to its host."""
+
+    #: Headers set on the request, replacing any of the same name the job sent (not
+    #: Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*). A
+    #: value may name the tenant's secrets as ${secrets.NAME} (PUT
+    #: /v1/secrets/NAME), which the proxy puts in; a secret the tenant does not
+    #: have is a 400, and one deleted since makes the proxy refuse the request.
+    headers: Dict[str, str]
+
+
 class PresignedURL(TypedDict):
     #: When the URL stops working (UTC, whole seconds).
     expires_at: str
@@ -998,12 +1040,28 @@ class Readiness(TypedDict):
     ready: bool
 
 
-class Session(TypedDict):
-    """A session: a workspace that persists between the jobs run in it. Every field
-    is always present. Only active sessions are shown: one that has expired or
-    was closed answers 404.
-    """
+class Secret(TypedDict):
+    """A tenant's secret as the API shows it (its name and dates, never its value)."""
 
+    created_at: str
+    name: str
+    updated_at: str
+
+
+class SecretList(TypedDict):
+    """The tenant's secrets, by name."""
+
+    secrets: List[Secret]
+
+
+class SecretRequest(TypedDict):
+    """A secret's value."""
+
+    #: At most 8192 bytes, without CR, LF or NUL (it goes into a header).
+    value: str
+
+
+class _SessionRequired(TypedDict):
     created_at: str
     #: Size in MiB of the session's /workspace.
     disk_mb: int
@@ -1040,6 +1098,15 @@ class Session(TypedDict):
     #: Size in bytes of the stored workspace snapshot (a tar stream, so a little
     #: more than its files).
     workspace_bytes: int
+
+
+class Session(_SessionRequired, total=False):
+    """A session: a workspace that persists between the jobs run in it. Every field
+    is always present. Only active sessions are shown: one that has expired or
+    was closed answers 404.
+    """
+
+    network: Network
 
 
 class SessionList(TypedDict):
@@ -1081,6 +1148,7 @@ class SessionRequest(TypedDict, total=False):
     #: bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
     #: `metadata` or `metadata.<key>`).
     metadata: Dict[str, str]
+    network: Network
     #: Keep the session's sandbox alive between its jobs: Python jobs run one after
     #: another in one interpreter (globals, imports and loaded data persist, like
     #: notebook cells, and each job's `value` is its last expression's), and /tmp
@@ -1514,4 +1582,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "PresignedURL", "Readiness", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "Network", "NetworkRule", "PresignedURL", "Readiness", "Secret", "SecretList", "SecretRequest", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

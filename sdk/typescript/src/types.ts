@@ -639,6 +639,7 @@ export interface JobRequest {
    * `metadata` or `metadata.<key>`).
    */
   metadata?: Record<string, string>;
+  network?: Network;
   /**
    * Run the job in this session (an id from POST /v1/sessions). The jobs of a
    * session run one at a time, in submission order, in the session's /workspace:
@@ -1068,6 +1069,54 @@ export interface McpServerUpdate {
   url?: string | null;
 }
 
+/**
+ * What a job or a session asks of its egress beyond the tenant's allow-list
+ * (settings' egress.allow), which stays the ceiling: nothing here reaches a
+ * host that list does not name. allow_out and deny_out narrow it as E2B's
+ * network options do, and rules set headers on requests to some hosts at the
+ * egress proxy, so that a credential never enters the sandbox. A session's
+ * jobs are narrowed by the session's network and their own.
+ */
+export interface Network {
+  /**
+   * Destinations allowed even when deny_out matches them: host names
+   * (api.example.com), every name below one (*.example.com), addresses and CIDR
+   * prefixes, on every port.
+   */
+  allow_out?: string[];
+  /**
+   * Destinations refused unless allow_out allows them, in the same forms;
+   * 0.0.0.0/0 is all traffic (IPv6 too). A name matches as the job asks for the
+   * host; an address or prefix matches every address the proxy dials, so a
+   * denied prefix is refused whatever name leads there.
+   */
+  deny_out?: string[];
+  /**
+   * Host (an exact name, or *.example.com for every name below it, not an
+   * address) to the rules applied to requests to it: an exact name wins over
+   * wildcards, and the longest wildcard over shorter ones. For HTTPS to such a
+   * host the proxy ends TLS with a certificate of the tenant's own CA, which the
+   * sandbox trusts (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
+   * NODE_EXTRA_CA_CERTS name a bundle of the system's roots and that CA), and
+   * checks the host's certificate itself; every other host stays end-to-end TLS.
+   * Rules do not allow a host: the allow-list and allow_out/deny_out decide
+   * that.
+   */
+  rules?: Record<string, NetworkRule[]>;
+}
+
+/** What the egress proxy does to each request to its host. */
+export interface NetworkRule {
+  /**
+   * Headers set on the request, replacing any of the same name the job sent (not
+   * Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Proxy-*). A
+   * value may name the tenant's secrets as ${secrets.NAME} (PUT
+   * /v1/secrets/NAME), which the proxy puts in; a secret the tenant does not
+   * have is a 400, and one deleted since makes the proxy refuse the request.
+   */
+  headers?: Record<string, string>;
+}
+
 export interface PresignedURL {
   /** When the URL stops working (UTC, whole seconds). */
   expires_at: string;
@@ -1082,6 +1131,24 @@ export interface Readiness {
    */
   checks: Record<string, string>;
   ready: boolean;
+}
+
+/** A tenant's secret as the API shows it (its name and dates, never its value). */
+export interface Secret {
+  created_at: string;
+  name: string;
+  updated_at: string;
+}
+
+/** The tenant's secrets, by name. */
+export interface SecretList {
+  secrets: Secret[];
+}
+
+/** A secret's value. */
+export interface SecretRequest {
+  /** At most 8192 bytes, without CR, LF or NUL (it goes into a header). */
+  value: string;
 }
 
 /**
@@ -1118,6 +1185,7 @@ export interface Session {
    */
   last_used_at: string;
   metadata: Record<string, string>;
+  network?: Network;
   /**
    * The session's jobs not yet started (counted from the jobs, so exact:
    * cancelled jobs are not counted).
@@ -1193,6 +1261,7 @@ export interface SessionRequest {
    * `metadata` or `metadata.<key>`).
    */
   metadata?: Record<string, string>;
+  network?: Network;
   /**
    * Keep the session's sandbox alive between its jobs: Python jobs run one after
    * another in one interpreter (globals, imports and loaded data persist, like

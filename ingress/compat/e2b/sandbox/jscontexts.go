@@ -140,10 +140,16 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 	_, _ = rand.Read(nonce[:])
 	cell := newJSCell(hex.EncodeToString(nonce[:]))
 	line, _ := json.Marshal(map[string]any{"id": cell.id, "code": code, "env": env})
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpInput, Pid: k.pid, Data: append(line, '\n')}); err != nil {
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	if err == nil {
+		_, err = live.Op(ctx, wire.LiveOp{Op: wire.OpInput, Pid: k.pid, Data: append(line, '\n')})
+	}
+	if err != nil {
 		out.error("ContextError", "the context's kernel did not take the code: "+s.rpcError(c, err).Message, "")
 		return
 	}
+	events.Follow(live.Sandbox(), k.pid)
+	defer giveUpWhenCutOff(events, out.rc)()
 	lines := newLineBuffer(func(stream, text string) {
 		out.event(map[string]string{"type": stream, "text": text, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 	})
@@ -161,11 +167,12 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 			}
 			continue
 		}
-		if ev.Lost {
+		if ev.Err != nil {
+			// Cut off for reading too slowly (the cell runs on in its
+			// kernel), or the sandbox is gone.
 			lines.flush()
-			out.event(map[string]string{"type": "stderr", "text": "[gantry: output the cell printed faster than it was read was dropped]\n",
-				"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
-			continue
+			out.error("ContextError", s.rpcError(c, ev.Err).Message, "")
+			return
 		}
 		if ev.Pid != k.pid {
 			continue
@@ -341,7 +348,7 @@ func (s *Server) killKernel(ctx context.Context, c caller, k kernel) error {
 	defer cancel()
 	for {
 		ev, ok := events.Next(wait)
-		if !ok || ev.Pid == k.pid && ev.Exit != nil {
+		if !ok || ev.Err != nil || ev.Pid == k.pid && ev.Exit != nil {
 			return nil
 		}
 	}

@@ -89,15 +89,20 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, op)
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
+	reply, err := live.Op(ctx, op)
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	events.Follow(live.Sandbox(), reply.Pid)
 	st := newStream(w)
 	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(reply.Pid)}}}) != nil {
 		return nil
 	}
-	s.followProcess(ctx, r, st, events, reply.Pid)
+	s.followProcess(ctx, r, c, st, events, reply.Pid)
 	return nil
 }
 
@@ -116,10 +121,15 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	status, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpStatus, Pid: pid})
+	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
+	status, err := live.Op(ctx, wire.LiveOp{Op: wire.OpStatus, Pid: pid})
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	events.Follow(live.Sandbox(), pid)
 	st := newStream(w)
 	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(pid)}}}) != nil {
 		return nil
@@ -131,18 +141,21 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		}
 		return nil
 	}
-	s.followProcess(ctx, r, st, events, pid)
+	s.followProcess(ctx, r, c, st, events, pid)
 	return nil
 }
 
 // followProcess streams the process's output and end, with a keep-alive
-// event every Keepalive-Ping-Interval seconds, until it ends or the client
-// goes away.
-func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream, events *service.ProcessEvents, pid int) {
+// event every Keepalive-Ping-Interval seconds, until it ends, the client
+// goes away, or the stream ends early: its reader fell behind past a bound
+// (resource_exhausted), or the sandbox is gone (unavailable). Keep-alives
+// never outlast the sandbox: its loss ends the stream within seconds.
+func (s *Server) followProcess(ctx context.Context, r *http.Request, c caller, st *stream, events *service.ProcessEvents, pid int) {
 	every := 50 * time.Second
 	if n, err := strconv.Atoi(r.Header.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
 		every = time.Duration(min(n, 3600)) * time.Second
 	}
+	defer giveUpWhenCutOff(events, st.rc)()
 	for {
 		wait, cancel := context.WithTimeout(ctx, every)
 		ev, ok := events.Next(wait)
@@ -156,11 +169,10 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 			}
 			continue
 		}
-		if ev.Lost {
-			// Its output came faster than this stream took it: the stream
-			// ends (the process runs on; Connect follows it again).
-			st.end(&rpcError{Code: codeResourceExhausted,
-				Message: "the process's output came faster than this stream read it, and some was dropped; connect to it again"})
+		if ev.Err != nil {
+			// Cut off (the process runs on; Connect follows it again), or
+			// the sandbox is gone.
+			st.end(s.rpcError(c, ev.Err))
 			return
 		}
 		if ev.Pid != pid {
@@ -181,6 +193,36 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, st *stream,
 		if out.End != nil {
 			st.end(nil)
 			return
+		}
+	}
+}
+
+// cutGrace is how long a stream cut off (or whose sandbox is gone) waits
+// for its client to take what is written to it before the connection is
+// dropped: a client that reads nothing holds nothing of the ingress's for
+// long (what it held is let go at once), and one that reads again in time
+// is told why.
+const cutGrace = 30 * time.Second
+
+// giveUpWhenCutOff makes writes to the response fail cutGrace after the
+// stream is cut off, so that a handler blocked on a client that reads
+// nothing returns. The returned function stops it, and clears the
+// deadline if it was set (the connection may serve another request).
+func giveUpWhenCutOff(events *service.ProcessEvents, rc *http.ResponseController) (stop func()) {
+	done, exited := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		select {
+		case <-events.CutOff():
+			_ = rc.SetWriteDeadline(time.Now().Add(cutGrace))
+			exited <- true
+		case <-done:
+			exited <- false
+		}
+	}()
+	return func() {
+		close(done)
+		if <-exited {
+			_ = rc.SetWriteDeadline(time.Time{})
 		}
 	}
 }

@@ -15,8 +15,10 @@
 // Every call carries the sandbox's access token (X-Access-Token, or
 // E2B-Traffic-Access-Token, which the code interpreter's calls send): a
 // session token (service.Sandboxes.SessionToken) for that sandbox, checked before
-// anything else. A sandbox that was killed or expired answers 502, as
-// E2B's proxy does for a sandbox that is gone.
+// anything else: it dies with the API key that asked for it (401) and at
+// the sandbox's timeout. A sandbox that was killed or expired, or whose
+// timeout ran out for its token, answers 502, as E2B's proxy does for a
+// sandbox that is gone.
 package sandbox
 
 import (
