@@ -148,9 +148,20 @@ func (s *server) prepareRun(req wire.Request) (*bridge, *egressRelay, func(), er
 	return br, eg, closeAll, nil
 }
 
-// build runs the request's compile step, if it has one (after
-// prepareRun): errNotBuilt when the program did not compile.
+// build runs the request's compile step, if it has one, or unpacks the
+// build it brings (after prepareRun): errNotBuilt when the program did
+// not compile.
 func (s *server) build(req wire.Request, env []string) error {
+	if req.Compile == nil && len(req.Build) > 0 {
+		dir := buildDir(s.runDir())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := extractTar(dir, bytes.NewReader(req.Build), wire.MaxBuild); err != nil {
+			return fmt.Errorf("unpack the build: %w", err)
+		}
+		return nil
+	}
 	if req.Compile == nil {
 		return nil
 	}
@@ -220,10 +231,40 @@ func (s *server) compile(c wire.Compile, env []string, runDir string) (built boo
 	if err != nil {
 		return false, err
 	}
+	if c.SendBuild && exit.Succeeded() {
+		if err := s.fw.Frame(wire.KindBuild, tarBuild(buildDir(runDir))); err != nil {
+			return false, err
+		}
+	}
 	if err := s.fw.JSON(wire.KindCompiled, exit); err != nil {
 		return false, err
 	}
 	return exit.Succeeded(), nil
+}
+
+// tarBuild is what a compile step built in dir, as a tar of its
+// directories and regular files (KindBuild), or nothing when it holds more
+// than MaxBuild bytes or cannot be read whole.
+func tarBuild(dir string) []byte {
+	var buf bytes.Buffer
+	if err := writeTar(dir, nil, true, &limitedBuffer{b: &buf, room: wire.MaxBuild}); err != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// limitedBuffer fails a write past room bytes.
+type limitedBuffer struct {
+	b    *bytes.Buffer
+	room int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if len(p) > l.room {
+		return 0, errors.New("over the limit")
+	}
+	l.room -= len(p)
+	return l.b.Write(p)
 }
 
 // announceStart tells the runner the program may act from now on: what

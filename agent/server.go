@@ -136,6 +136,9 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 
 	idle := time.NewTimer(cfg.Idle)
 	defer idle.Stop()
+	// quiet: the agent answered a quiesce request and writes nothing until
+	// a resume (its sandbox is being checkpointed, or was restored).
+	quiet := false
 	for {
 		var f wire.Frame
 		var ok bool
@@ -145,6 +148,9 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 				return ErrRunnerGone
 			}
 		case <-idle.C:
+			if quiet {
+				continue // checkpointed, or about to be: its time does not pass
+			}
 			return nil
 		case <-active:
 			idle.Reset(cfg.Idle)
@@ -172,6 +178,24 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 			err = s.answer(s.clean())
 		case "warm":
 			err = s.answer(s.warmReady())
+		case "quiesce":
+			// Before a checkpoint: the answer is the last frame on the
+			// stream until a resume, which comes on the same stream (the
+			// sandbox went on) or on the stream of a restored copy.
+			if quiet {
+				err = s.answer(errors.New("already quiesced"))
+				break
+			}
+			quiet = true
+			err = s.fw.FrameAndHold(wire.KindOK, nil)
+		case "resume":
+			if !quiet {
+				err = s.answer(errors.New("not quiesced"))
+				break
+			}
+			quiet = false
+			s.fw.Release()
+			err = s.answer(nil)
 		case "reply":
 			// The answer to a bridge request of a run that ended.
 		default:

@@ -238,3 +238,45 @@ func FuzzExtractTar(f *testing.F) {
 		}
 	})
 }
+
+// TestBuildRoundTrip: what a compile step built comes back whole, the
+// program still executable and packages' directories kept, and a build
+// over MaxBuild is not sent at all.
+func TestBuildRoundTrip(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main"), []byte("\x7fELF..."), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(src, "com", "example"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "com", "example", "Main.class"), []byte("cafebabe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tb := tarBuild(src)
+	if len(tb) == 0 {
+		t.Fatal("no build")
+	}
+	if err := extractTar(dst, bytes.NewReader(tb), wire.MaxBuild); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "main")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("main: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "com", "example", "Main.class")); err != nil || string(b) != "cafebabe" {
+		t.Errorf("class: %q %v", b, err)
+	}
+
+	big := t.TempDir()
+	f, err := os.Create(filepath.Join(big, "main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(wire.MaxBuild + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if tb := tarBuild(big); tb != nil {
+		t.Errorf("a build over MaxBuild: %d bytes", len(tb))
+	}
+}

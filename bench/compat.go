@@ -131,9 +131,14 @@ func compatRows(c *client, burst, problems int) ([]row, error) {
 // status (Success, TimeLimitExceeded, Failed, SandboxError, or the HTTP
 // error), and how many retries it took.
 func runCode(url, code, stdin string, timeout int) (string, int) {
-	body, _ := json.Marshal(map[string]any{"compile_timeout": timeout, "run_timeout": timeout, "code": code, "stdin": stdin,
-		"memory_limit_MB": 1024, "language": "python", "files": map[string]string{}, "fetch_files": []string{}})
-	client := &http.Client{Timeout: time.Duration(2*timeout+10) * time.Second}
+	return runCodeLang(url, code, stdin, timeout, timeout, "python")
+}
+
+// runCodeLang is runCode with a language and its two timeouts.
+func runCodeLang(url, code, stdin string, compileTimeout, runTimeout int, language string) (string, int) {
+	body, _ := json.Marshal(map[string]any{"compile_timeout": compileTimeout, "run_timeout": runTimeout, "code": code, "stdin": stdin,
+		"memory_limit_MB": 1024, "language": language, "files": map[string]string{}, "fetch_files": []string{}})
+	client := &http.Client{Timeout: time.Duration(compileTimeout+runTimeout+10) * time.Second}
 	for attempt := range 3 {
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {

@@ -41,6 +41,7 @@ var (
 	compiledN = flag.Int("compiled-n", 5, "compile-and-run executions per compiled language, when the image has them")
 	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
 	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
+	judging   = flag.Bool("judging", true, "HumanEval through /run_code, compiling once, tests in a job and verl's burst of 100")
 )
 
 const code = "print(6*7)"
@@ -321,6 +322,13 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, cr...)
+	}
+	if *judging {
+		jr, err := judgingRows(c)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(append(rows, jr...), verlBurstRow(c))
 	}
 
 	// Polling.

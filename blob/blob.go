@@ -255,6 +255,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Copy copies the object at src to dst in the store itself (nothing passes
+// through gantry) and returns its size.
+func (s *Store) Copy(ctx context.Context, src, dst string) (int64, error) {
+	info, err := s.client.CopyObject(ctx, minio.CopyDestOptions{Bucket: s.bucket, Object: dst},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: src})
+	if err != nil {
+		return 0, fmt.Errorf("copy %s to %s: %w", src, dst, notFound(err))
+	}
+	return info.Size, nil
+}
+
 // Get opens the object stored under key. The object store answers only
 // when it is read: a read of a key with no object fails with an error
 // wrapping ErrNotFound.
@@ -319,9 +330,45 @@ func SessionKey(tenantID, sessionID string, version int64) string {
 	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
 }
 
+// CheckpointKey is where checkpoint id (a stateful session's live state,
+// docs/ARCHITECTURE.md "Live state") is stored: a zstd tar of runsc's
+// image. Not under a session's prefix: a fork's children and snapshots
+// name their parent's.
+func CheckpointKey(tenantID, id string) string {
+	return "tenants/" + tenantID + "/checkpoints/" + id + ".tar.zst"
+}
+
+// SnapshotWorkspaceKey is where a snapshot's copy of its session's
+// workspace is stored.
+func SnapshotWorkspaceKey(tenantID, snapshotID string) string {
+	return "tenants/" + tenantID + "/snapshots/" + snapshotID + "/workspace.tar"
+}
+
 // SessionPrefix holds every object of a session.
 func SessionPrefix(tenantID, sessionID string) string {
 	return "tenants/" + tenantID + "/sessions/" + sessionID + "/"
+}
+
+// BuildKey is where a tenant's compiled program is kept (the runners'
+// compile cache), by its content key.
+func BuildKey(tenantID, key string) string { return BuildsPrefix(tenantID) + key }
+
+// BuildsPrefix holds a tenant's compiled programs.
+func BuildsPrefix(tenantID string) string { return "tenants/" + tenantID + "/builds/" }
+
+// DeleteOlder removes the objects under prefix last written before
+// before, and returns how many it removed.
+func (s *Store) DeleteOlder(ctx context.Context, prefix string, before time.Time) (int, error) {
+	var keys []string
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return 0, fmt.Errorf("list %s: %w", prefix, obj.Err)
+		}
+		if obj.LastModified.Before(before) {
+			keys = append(keys, obj.Key)
+		}
+	}
+	return len(keys), s.DeleteKeys(ctx, keys)
 }
 
 // DeleteKeys removes the objects under keys, a thousand per request (S3's

@@ -67,7 +67,7 @@ const (
 )
 
 // ErrorCodes lists every ErrorCode.
-var ErrorCodes = []ErrorCode{ErrCodeTimedOut, ErrCodeOOMKilled, ErrCodeCancelled, ErrCodeInfrastructure, ErrCodeCompileError}
+var ErrorCodes = []ErrorCode{ErrCodeTimedOut, ErrCodeOOMKilled, ErrCodeCancelled, ErrCodeInfrastructure, ErrCodeCompileError, ErrCodeTestsFailed}
 
 // CompileStatus is how a compile step ended.
 type CompileStatus string
@@ -99,6 +99,11 @@ type Compile struct {
 	// OutputTruncated: the compiler printed more than CompileOutputCap
 	// bytes, and the rest was dropped.
 	OutputTruncated bool `json:"output_truncated"`
+	// Cached: the program was not compiled for this job; the build (or
+	// the compiler's refusal) of the very same program, compiled earlier,
+	// was used. DurationMS is then 0, and CPUTimeMS and PeakMemoryKB are
+	// null; CompileOutput is what that compile printed.
+	Cached bool `json:"cached"`
 }
 
 // CompileOutputCap bounds what is kept of a compile step's output.
@@ -204,6 +209,12 @@ type Job struct {
 	// LiveStateReason says why the live state was lost (live_state
 	// "lost").
 	LiveStateReason string `json:"live_state_reason,omitempty"`
+	// Tests are the results of the job's tests, in order (absent for a
+	// job without tests; with stop_on_failure they end at the first that
+	// did not pass, and a program that did not compile has none).
+	Tests []TestResult `json:"tests,omitempty"`
+	// TestsPassed counts the tests that passed (absent without tests).
+	TestsPassed *int `json:"tests_passed,omitempty"`
 }
 
 // ToolCall is one upstream tool call made by a job's code (code mode): what
@@ -271,6 +282,8 @@ type Result struct {
 	Exception       *Exception
 	LiveState       LiveState
 	LiveStateReason string
+	// Tests are the results of the job's tests (Spec.Tests).
+	Tests []TestResult
 }
 
 // ProgramUsage is what a sandbox's processes used, measured by the kernel
@@ -313,6 +326,12 @@ type Spec struct {
 	Compat json.RawMessage `json:"compat,omitempty"`
 	// Environment names the sandbox image ("": the runner's own).
 	Environment string `json:"environment,omitempty"`
+	// Tests, Compare, Tolerance and StopOnFailure: the job's tests
+	// (Request.Tests); Compare is set whenever Tests are.
+	Tests         []Test  `json:"tests,omitempty"`
+	Compare       Compare `json:"compare,omitempty"`
+	Tolerance     float64 `json:"tolerance,omitempty"`
+	StopOnFailure bool    `json:"stop_on_failure,omitempty"`
 	// Network is the job's own (Request.Network), nil without one.
 	Network *Network `json:"network,omitempty"`
 }

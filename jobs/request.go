@@ -51,6 +51,17 @@ type Request struct {
 	// Environment names the sandbox image the job runs in ("" or
 	// "default": the runner's own). A session's jobs run in the session's.
 	Environment string `json:"environment,omitempty"`
+	// Tests are the job's test cases: the program is built once and run
+	// once per test, each in a fresh sandbox (see Test).
+	Tests []Test `json:"tests,omitempty"`
+	// Compare is how a test's stdout is compared with what it expects:
+	// one of Compares (default "lines").
+	Compare Compare `json:"compare,omitempty"`
+	// Tolerance is how far a number may be from the expected one with
+	// "compare": "tokens" (absolute, or relative to the expected number).
+	Tolerance float64 `json:"tolerance,omitempty"`
+	// StopOnFailure ends the job at its first test that does not pass.
+	StopOnFailure bool `json:"stop_on_failure,omitempty"`
 	// Network narrows the job's egress below its tenant's allow-list (and
 	// its session's network), and sets headers on requests to some hosts
 	// at the egress proxy.
@@ -366,6 +377,9 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	}
 	spec.Compat = req.Compat
 	if spec.Stdin, err = p.normalizeStdin(req.Stdin, req.StdinEncoding); err != nil {
+		return Spec{}, err
+	}
+	if err := p.normalizeTests(req, &spec); err != nil {
 		return Spec{}, err
 	}
 

@@ -32,10 +32,41 @@ type Session struct {
 	// ("" while it has none), where its runner answers the live sandbox's
 	// operations (LiveSubject). Not part of the API.
 	Live string `json:"-"`
+	// State is a stateful session's: running (its live state is in a
+	// live sandbox, or made by its next job) or paused (its live state is
+	// a checkpoint: it holds no memory; its next job, file call, command
+	// or resume restores it). A session that is not stateful is running.
+	State SessionState `json:"state"`
+	// OnTimeout is what the session's expiry does: kill (close it) or
+	// pause (a stateful session is paused instead, its TTL renewed).
+	OnTimeout string `json:"on_timeout"`
+	// Checkpoint names the live state a stateful session's next job
+	// restores when it holds no live sandbox ("" for none). Not part of
+	// the API.
+	Checkpoint string `json:"-"`
 	// Network is the session's egress narrowing and header rules (see
 	// Network), which each of its jobs' own narrows further; nil: none.
 	Network *Network `json:"network,omitempty"`
 }
+
+// SessionState is whether a session is running or paused.
+type SessionState string
+
+// The session states.
+const (
+	SessionRunning SessionState = "running"
+	SessionPaused  SessionState = "paused"
+)
+
+// PausedTTL is how long a paused session is kept (from its pause, or
+// its last use if later): then its timeout closes it, as any session's.
+const PausedTTL = 7 * 24 * time.Hour
+
+// What a session's expiry does (SessionRequest.OnTimeout).
+const (
+	OnTimeoutKill  = "kill"
+	OnTimeoutPause = "pause"
+)
 
 // SessionRequest creates a session.
 type SessionRequest struct {
@@ -59,6 +90,21 @@ type SessionRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// SealedEnv is Env sealed, as the service hands it to the store.
 	SealedEnv []byte `json:"-"`
+	// OnTimeout is what the session's expiry does: "kill" (the default:
+	// it is closed, everything it held reclaimed) or "pause" (a stateful
+	// session is paused, its live state kept as a checkpoint and its TTL
+	// renewed; its next call resumes it).
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// Snapshot makes the session from a snapshot of a stateful session
+	// (its id, snp_…): the snapshot's live state and workspace, restored
+	// by its first job. It makes a stateful session.
+	Snapshot string `json:"snapshot,omitempty"`
+	// ID, Checkpoint and Workspace are set by the service for a session
+	// made from a snapshot: its id, the checkpoint its first job restores,
+	// and the copy of the snapshot's workspace that is its version 1.
+	ID         string         `json:"-"`
+	Checkpoint string         `json:"-"`
+	Workspace  *WorkspaceCopy `json:"-"`
 	// MaxLive is the tenant's cap on its stateful sessions
 	// (TenantLimits.MaxLiveSessions), as the service hands it to the store:
 	// a stateful session past it is refused (0: no cap).
@@ -72,6 +118,13 @@ type SessionRequest struct {
 	// (a compatible API's literal header values): sealed and kept with the
 	// session, never shown. Not part of the API.
 	Secrets map[string]string `json:"-"`
+}
+
+// WorkspaceCopy is a workspace snapshot (a tar in the object store) that
+// a new session starts from.
+type WorkspaceCopy struct {
+	Key   string
+	Bytes int64
 }
 
 // Session bounds.
@@ -113,6 +166,22 @@ func (p Policy) NormalizeSession(r SessionRequest) (SessionRequest, error) {
 	if maxMB := min(MaxSessionMB, p.MaxLimits.DiskMB); r.DiskMB < 1 || r.DiskMB > maxMB {
 		return r, fieldErr("disk_mb", "must be between 1 and %d", maxMB)
 	}
+	switch r.OnTimeout {
+	case "":
+		r.OnTimeout = OnTimeoutKill
+	case OnTimeoutKill, OnTimeoutPause:
+	default:
+		return r, fieldErr("on_timeout", "must be %q or %q", OnTimeoutKill, OnTimeoutPause)
+	}
+	if r.Snapshot != "" {
+		if !ValidID("snp", r.Snapshot) {
+			return r, fieldErr("snapshot", "is not a snapshot id (snp_…)")
+		}
+		r.Stateful = true
+	}
+	if r.OnTimeout == OnTimeoutPause && !r.Stateful {
+		return r, fieldErr("on_timeout", "pause needs a stateful session: only its live state can be paused")
+	}
 	var err error
 	if r.Environment, err = normalizeEnvironment(r.Environment); err != nil {
 		return r, err
@@ -129,4 +198,66 @@ func (p Policy) NormalizeSession(r SessionRequest) (SessionRequest, error) {
 		}
 	}
 	return r, ValidateMetadata(r.Metadata)
+}
+
+// Snapshot is a saved copy of a stateful session's live state and
+// workspace, as the API shows it: new sessions are made from it
+// (SessionRequest.Snapshot), on any runner, until it is deleted.
+type Snapshot struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	Language  string `json:"language"`
+	// Environment is the environment its sessions run in.
+	Environment string    `json:"environment"`
+	DiskMB      int       `json:"disk_mb"`
+	Bytes       int64     `json:"bytes"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// SnapshotRequest snapshots a stateful session.
+type SnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// Normalize validates a snapshot request.
+func (r SnapshotRequest) Normalize() (SnapshotRequest, error) {
+	if len(r.Name) > 200 {
+		return r, fieldErr("name", "must be at most 200 bytes")
+	}
+	for _, c := range r.Name {
+		if c < 0x20 || c == 0x7f {
+			return r, fieldErr("name", "must hold no control characters")
+		}
+	}
+	return r, nil
+}
+
+// ForkRequest forks a stateful session into Count new ones.
+type ForkRequest struct {
+	Count int `json:"count"`
+	// TTLSeconds is the new sessions' (default: the session's).
+	TTLSeconds int `json:"ttl_seconds,omitempty"`
+}
+
+// MaxForks bounds one fork's new sessions.
+const MaxForks = 64
+
+// Normalize validates a fork request.
+func (r ForkRequest) Normalize() (ForkRequest, error) {
+	if r.Count == 0 {
+		r.Count = 1
+	}
+	if r.Count < 1 || r.Count > MaxForks {
+		return r, fieldErr("count", "must be between 1 and %d", MaxForks)
+	}
+	if r.TTLSeconds != 0 && (r.TTLSeconds < MinSessionTTL || r.TTLSeconds > MaxSessionTTL) {
+		return r, fieldErr("ttl_seconds", "must be between %d and %d", MinSessionTTL, MaxSessionTTL)
+	}
+	return r, nil
+}
+
+// Fork is the answer to a fork: the new sessions, in order.
+type Fork struct {
+	Sessions []Session `json:"sessions"`
 }

@@ -16,6 +16,9 @@ type TenantLimits struct {
 	// live sandbox, with its memory, on a runner). Beyond it creating one
 	// answers 429; nobody else's live state is evicted for it.
 	MaxLiveSessions int `json:"max_live_sessions,omitempty"`
+	// MaxSnapshotMB caps what the tenant's snapshots of stateful sessions
+	// hold in the object store; past it a snapshot answers 429.
+	MaxSnapshotMB int `json:"max_snapshot_mb,omitempty"`
 }
 
 // Or returns l with its zero fields taken from def.
@@ -32,10 +35,13 @@ func (l TenantLimits) Or(def TenantLimits) TenantLimits {
 	if l.MaxLiveSessions == 0 {
 		l.MaxLiveSessions = def.MaxLiveSessions
 	}
+	if l.MaxSnapshotMB == 0 {
+		l.MaxSnapshotMB = def.MaxSnapshotMB
+	}
 	return l
 }
 
 // DefaultTenantLimits are the operator's defaults unless configured.
 func DefaultTenantLimits() TenantLimits {
-	return TenantLimits{RequestsPerSecond: 50, MaxQueued: 1000, MaxRunning: 64, MaxLiveSessions: 128}
+	return TenantLimits{RequestsPerSecond: 50, MaxQueued: 1000, MaxRunning: 64, MaxLiveSessions: 128, MaxSnapshotMB: 20480}
 }

@@ -180,7 +180,12 @@ const (
 	// interpreter exited); this job ran in a new one, with the workspace's
 	// files as the last job left them. LiveStateReason says why.
 	LiveLost LiveState = "lost"
+	// LiveRestored: the job ran in the session's live state restored from
+	// a checkpoint (a pause's, a fork's or snapshot's, or the last one its
+	// runner took before it was lost). LiveStateReason says which, and
+	// what was lost with it, if anything.
+	LiveRestored LiveState = "restored"
 )
 
 // LiveStates lists every live state.
-var LiveStates = []LiveState{LiveNew, LiveKept, LiveLost}
+var LiveStates = []LiveState{LiveNew, LiveKept, LiveLost, LiveRestored}

@@ -3,6 +3,8 @@ package queue
 import (
 	"strconv"
 	"strings"
+
+	"github.com/gantryhq/gantry/jobs"
 )
 
 // A stateful session's live sandbox answers operations beside its jobs
@@ -90,3 +92,56 @@ const (
 	// sandbox): run the session elsewhere, for Reason.
 	TakeRefused TakeOutcome = "refused"
 )
+
+// ControlSubject is where the runner holding a stateful session's live
+// sandbox live is asked to pause, snapshot or fork the session (a
+// ControlRequest; the answer is a ControlReply). Only that runner serves
+// it; no responder means no runner holds the sandbox.
+func ControlSubject(sessionID, live string) string {
+	return "gantry.live." + sessionID + ".control." + liveToken(live)
+}
+
+// ControlOp is what a ControlRequest asks.
+type ControlOp string
+
+// The control operations.
+const (
+	// ControlPause checkpoints the session's live state and frees its
+	// sandbox: the session is paused.
+	ControlPause ControlOp = "pause"
+	// ControlSnapshot checkpoints it while it goes on, as snapshot
+	// SnapshotID named Name.
+	ControlSnapshot ControlOp = "snapshot"
+	// ControlFork checkpoints it while it goes on and makes len(ChildIDs)
+	// new sessions from the checkpoint, with those ids.
+	ControlFork ControlOp = "fork"
+)
+
+// ControlRequest asks the runner holding a session's live sandbox for a
+// control operation. The ids of what it makes are the caller's, so that a
+// retry finds them.
+type ControlRequest struct {
+	Op         ControlOp `json:"op"`
+	TenantID   string    `json:"tenant_id"`
+	SnapshotID string    `json:"snapshot_id,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	ChildIDs   []string  `json:"child_ids,omitempty"`
+	TTLSeconds int       `json:"ttl_seconds,omitempty"`
+}
+
+// ControlReply answers a ControlRequest: Error (a code of the service's
+// and a message) when it failed; the snapshot or the fork's sessions.
+type ControlReply struct {
+	Error    *ControlError  `json:"error,omitempty"`
+	Snapshot *jobs.Snapshot `json:"snapshot,omitempty"`
+	Sessions []jobs.Session `json:"sessions,omitempty"`
+}
+
+// ControlError is why a control operation failed: Code is "busy" (a job
+// of the session runs: ask again), "gone" (the session is closed, or its
+// sandbox is no longer here), "not_supported" (the runner keeps live state
+// in memory only), "unavailable" (gantry's own failure) or "invalid".
+type ControlError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

@@ -15,6 +15,10 @@ type RunMessage struct {
 	// SessionID is set for a session's job. The message then asks a runner
 	// to run the session's queued jobs in order, not this job alone.
 	SessionID string `json:"session_id,omitempty"`
+	// MemoryMB is the job's limits.memory_mb, so that a runner admits the
+	// job's sandbox against its host's memory before it claims the job
+	// (0: not said; the runner assumes the default limits).
+	MemoryMB int `json:"memory_mb,omitempty"`
 }
 
 // StatusEvent is published on the job's status subject whenever its status

@@ -54,6 +54,10 @@ type attempt struct {
 	// jobCtx ends only when the runner gives up on running jobs
 	// (errShutdown); the context run gets also ends on a cancel request.
 	jobCtx context.Context
+	// testing is set while the job's tests run (tests.go): runIn keeps the
+	// container for the next test, collects no artifacts and publishes no
+	// live output.
+	testing bool
 }
 
 // prepared is what a run needs besides the container.
@@ -63,6 +67,13 @@ type prepared struct {
 	skillFiles []wire.File // the tenant's skills
 	bridge     *codemode.Bridge
 	egress     *jobEgress // nil: no network
+	// cached is the kept build the program runs from (req.Build), nil
+	// when it is compiled; buildKey, when set, is where what its compile
+	// step builds is kept (buildcache.go).
+	cached   *build
+	buildKey string
+	// built is what the run's compile step sent back (Compile.SendBuild).
+	built []byte
 }
 
 // run runs the attempt. The result is final when err is nil (succeeded,
@@ -95,6 +106,18 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 	if err != nil {
 		return jobs.Result{}, nil, err
 	}
+	done, failed := a.useBuild(ctx, claim, in)
+	defer done()
+	if failed != nil {
+		return *failed, nil, nil
+	}
+	if len(claim.Spec.Tests) > 0 {
+		res, err := a.runTests(ctx, claim, in)
+		if err == nil && claim.Private {
+			err = a.r.tokenizeResult(ctx, claim.TenantID, &res)
+		}
+		return res, nil, err
+	}
 	var lastErr error
 	for try := 1; try <= startTries; try++ {
 		ctr, err := a.obtain(ctx)
@@ -106,8 +129,8 @@ func (a *attempt) run(ctx context.Context) (jobs.Result, *lease, error) {
 			// What the job asks cannot be had here: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
 				Message: refused.Error() + " (the job's limits cannot be met on this runner's host)"}}, nil, nil
-		case isEnv(err):
-			// Its environment cannot be had: say so, once.
+		case isEnv(err) || isTooLarge(err):
+			// Its environment, or its memory, cannot be had: say so, once.
 			return jobs.Result{Status: jobs.StatusError, Error: &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure, Message: err.Error()}}, nil, nil
 		case err != nil:
 			return jobs.Result{}, nil, err
@@ -228,7 +251,7 @@ func (a *attempt) obtain(ctx context.Context) (c *lease, err error) {
 // reuses or retires it) for a job; for a session's job, a container still
 // worth keeping is returned for the session to snapshot and park.
 func (a *attempt) handOn(c *lease, reusable bool, reason string) *lease {
-	if a.session != nil && reusable {
+	if (a.session != nil || a.testing) && reusable {
 		return c
 	}
 	if a.session != nil {
@@ -302,7 +325,8 @@ func (a *attempt) withCA(ctx context.Context, ctr *lease, in *prepared) (wire.Re
 
 // ended is the outcome of a run that did not end by itself (or whose
 // program did not start or compile), and it hands the container on: kept
-// only after a compile that failed cleanly, retired otherwise.
+// only after a compile that failed cleanly, or a plain job's program the
+// agent killed at its timeout; retired otherwise.
 func (a *attempt) ended(ctx context.Context, ctr *lease, r programRun, end ending, res jobs.Result) (jobs.Result, *lease, error) {
 	spec := a.claim.Spec
 	switch end {
@@ -321,12 +345,15 @@ func (a *attempt) ended(ctx context.Context, ctr *lease, r programRun, end endin
 		a.handOn(ctr, false, "sandbox setup failed")
 		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, r.report.Exit.Message)
 	case endTimedOut:
-		// Measured, with nothing of it left running; the container goes
-		// all the same.
-		a.handOn(ctr, false, "timed out")
+		// Measured, with nothing of it left running (its sandbox's pid
+		// namespace died with it). A job's container serves again, as
+		// after any run (a burst of programs that all run to their limit
+		// would otherwise make a container each); a session's goes, its
+		// workspace left as it was before the job.
+		ctr = a.handOn(ctr, a.session == nil && ctr.conn.Err() == nil && r.report.Exit.OOMKills == 0, "timed out")
 		res.Status, res.Usage = jobs.StatusTimedOut, usage(r.report.Exit.Usage)
 		res.Error = timeoutError(spec)
-		return res, nil, nil
+		return res, ctr, nil
 	case endCompileDeadline:
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusFailed
@@ -443,8 +470,12 @@ func (a *attempt) collect(ctr *lease, r programRun, res jobs.Result, reusable bo
 	err := a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
 		artCtx, cancelArt := context.WithTimeout(collectCtx, artifactTimeout)
 		defer cancelArt()
+		globs := spec.Artifacts
+		if a.testing {
+			globs = nil // a test's workspace is not the job's
+		}
 		var err error
-		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, r.report.Listing}, spec.Artifacts, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, r.report.Listing}, globs, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
 		})
 		if err != nil && ctr.conn.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/http"
@@ -337,7 +338,26 @@ func (r *Runner) imageRoots(ctx context.Context, c *Container) ([]byte, error) {
 	if ok {
 		return b, nil
 	}
-	res, err := c.sb.docker.CopyFromContainer(ctx, c.id, client.CopyFromContainerOptions{SourcePath: systemRoots})
+	var res client.CopyFromContainerResult
+	var err error
+	if r.gv != nil && c.host == containerHost(r.gv) {
+		// A gVisor container's image is mounted here: read it there.
+		b, err = r.gv.readImageFile(ctx, c.imageRef(r.sandbox.cfg.Image), systemRoots, 8<<20)
+		if errors.Is(err, fs.ErrNotExist) {
+			b, err = nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the image's CA bundle: %w", err)
+		}
+		r.cas.mu.Lock()
+		if r.cas.bundles == nil {
+			r.cas.bundles = map[string][]byte{}
+		}
+		r.cas.bundles[key] = b
+		r.cas.mu.Unlock()
+		return b, nil
+	}
+	res, err = r.sandbox.docker.CopyFromContainer(ctx, c.id, client.CopyFromContainerOptions{SourcePath: systemRoots})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			b = nil

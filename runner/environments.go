@@ -181,13 +181,26 @@ func (s *Sandbox) imageLanguages(ctx context.Context, image string) []string {
 	if s.labels == nil {
 		s.labels = map[string]imageLabels{}
 	}
-	s.labels[image] = imageLabels{languages: langs, at: time.Now()}
+	s.labels[image] = imageLabels{languages: langs, id: res.ID, at: time.Now()}
 	s.labelsMu.Unlock()
 	return langs
 }
 
-// imageLabels are an image's languages, as read at a time.
+// imageLabels are an image's languages and id, as read at a time.
 type imageLabels struct {
 	languages []string
+	id        string
 	at        time.Time
+}
+
+// imageID is the id of image ("": the sandbox image), cached for a minute
+// as its labels are; "" when it cannot be inspected.
+func (s *Sandbox) imageID(ctx context.Context, image string) string {
+	if image == "" {
+		image = s.cfg.Image
+	}
+	s.imageLanguages(ctx, image)
+	s.labelsMu.Lock()
+	defer s.labelsMu.Unlock()
+	return s.labels[image].id
 }

@@ -39,6 +39,9 @@ type FleetConfig struct {
 	// kept for as long as its session lives); past it the least recently
 	// used of the tenant holding the most of them loses its live state.
 	LiveMax int
+	// MemoryMB is the host memory the runner's containers may take
+	// together, by their limits (memory.go); 0: no bound.
+	MemoryMB int64
 }
 
 // WithDefaults fills in zero fields.
@@ -101,15 +104,25 @@ type fleet struct {
 	skills *skillCache
 	log    *slog.Logger
 	m      *fleetMetrics
+	// mem admits containers against the host's memory (nil: no bound).
+	mem *memBudget
 
 	mu     sync.Mutex
 	pool   *pool
 	idle   idleSet
 	parked *parkedSessions
-	busy   int              // containers in state busy (setLocked keeps it)
-	epochs map[string]int64 // the newest key epoch seen per tenant
-	closed bool
-	loops  startstop.Loops // the upkeep (reaper.go), from start to stop
+	// idled is closed and replaced whenever a container goes idle, waking
+	// attempts waiting for memory.
+	idled chan struct{}
+	// making counts containers being made for jobs (not the pool's).
+	making int
+	// promised is memory counted on for jobs taken that have no
+	// container yet (memory.go).
+	promised int64
+	busy     int              // containers in state busy (setLocked keeps it)
+	epochs   map[string]int64 // the newest key epoch seen per tenant
+	closed   bool
+	loops    startstop.Loops // the upkeep (reaper.go), from start to stop
 	// pending holds the background makes, cleans and removals, which stop
 	// starts too (it retires what the fleet holds) and waits for.
 	pending sync.WaitGroup
@@ -117,6 +130,11 @@ type fleet struct {
 	// container is retired between the session's jobs: its live state is
 	// lost, for this reason.
 	liveLost func(sessionID, live, reason string)
+	// gv, when set, runs stateful sessions' containers under gVisor
+	// (gvisor.go); pauseLive is then asked first to pause a parked live
+	// container the fleet lets go (it takes it, reporting true).
+	gv        *gvisor
+	pauseLive func(sessionID string, c *Container, why string) bool
 }
 
 // ctrState is where a container is in its life. Only setLocked changes
@@ -167,10 +185,182 @@ func (f *fleet) setLocked(c *Container, to ctrState) {
 }
 
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
-	return &fleet{
+	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
-		pool: newPool(cfg), idle: idleSet{}, parked: newParkedSessions(cfg.LiveMax), epochs: map[string]int64{},
+		pool: newPool(cfg), idle: idleSet{}, parked: newParkedSessions(cfg.LiveMax), idled: make(chan struct{}),
+		epochs: map[string]int64{},
 	}
+	if cfg.MemoryMB > 0 {
+		f.mem = newMemBudget(cfg.MemoryMB)
+	}
+	return f
+}
+
+// tryAdmit reserves the memory of a container made for lim if it is free,
+// and otherwise retires idle containers for it (their memory is free once
+// they are removed): ok says whether it reserved. A container larger than
+// the whole budget is refused (errTooLarge).
+func (f *fleet) tryAdmit(lim jobs.Limits) (mb int64, ok bool, err error) {
+	if f.mem == nil {
+		return 0, true, nil
+	}
+	mb = f.sb.memoryMB(lim)
+	if mb > f.mem.total {
+		return 0, false, &errTooLarge{need: mb, budget: f.mem.total}
+	}
+	if f.mem.tryReserve(mb) {
+		return mb, true, nil
+	}
+	f.evictFor(mb)
+	return mb, f.mem.tryReserve(mb), nil
+}
+
+// awaitMemory waits until memory is released, a container goes idle
+// (idled, from f.idled), a second passes or ctx ends.
+func (f *fleet) awaitMemory(ctx context.Context, idled <-chan struct{}) error {
+	_, freed := f.mem.state()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-idled:
+	case <-t.C:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// unadmit gives back what admit reserved for a container that was not made.
+func (f *fleet) unadmit(mb int64) {
+	if f.mem != nil {
+		f.mem.release(mb)
+	}
+}
+
+// evictFor retires idle containers, least recently used first (the pool's
+// first), until mb would be free once they are removed.
+func (f *fleet) evictFor(mb int64) {
+	f.mu.Lock()
+	free, _ := f.mem.state()
+	var out []*Container
+	for free < mb {
+		c := f.evictableLocked()
+		if c == nil {
+			break
+		}
+		out = append(out, c)
+		free += c.memMB
+	}
+	f.gaugesLocked()
+	f.mu.Unlock()
+	f.retireAll(out, "memory")
+}
+
+// evictableLocked takes out the container that goes first when memory is
+// short: the oldest in the pool, else the least recently used idle one or
+// parked session's that holds only a workspace; nil when there is none.
+// Stateful sessions' live sandboxes are kept.
+func (f *fleet) evictableLocked() *Container {
+	if c, ok := f.pool.popOldest(); ok {
+		return c
+	}
+	return f.takeLeastUsedLocked()
+}
+
+// takeLeastUsedLocked takes out the least recently used waiting container
+// that holds no live sandbox: an idle one, or a parked session's that
+// holds only a workspace; nil when there is none.
+func (f *fleet) takeLeastUsedLocked() *Container {
+	c, key := f.idle.oldest()
+	sid, pc := f.parked.oldestIdle()
+	if pc != nil && (c == nil || pc.lastUsed.Before(c.lastUsed)) {
+		f.parked.take(sid)
+		return pc
+	}
+	if c != nil {
+		f.idle.dropOldest(key)
+	}
+	return c
+}
+
+// room reports whether a container of mb could be admitted now without
+// waiting: free memory, or idle containers to retire for it.
+func (f *fleet) room(mb int64) bool {
+	if f.mem == nil {
+		return true
+	}
+	free, _ := f.mem.state()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	free -= f.promised
+	if free >= mb {
+		return true
+	}
+	for _, c := range f.pool.unbound {
+		free += c.memMB
+	}
+	for _, list := range f.idle {
+		for _, c := range list {
+			free += c.memMB
+		}
+	}
+	for _, p := range f.parked.m {
+		if !p.live {
+			free += p.ctr.memMB
+		}
+	}
+	return free >= mb
+}
+
+// makingForJobs is how many containers are being made for jobs now.
+func (f *fleet) makingForJobs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.making
+}
+
+// create makes a container for cs once its memory is admitted, waiting
+// for memory until ctx ends.
+func (f *fleet) create(ctx context.Context, cs ContainerSpec) (*Container, error) {
+	for {
+		f.mu.Lock()
+		idled := f.idled
+		f.mu.Unlock()
+		mb, ok, err := f.tryAdmit(cs.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f.createAdmitted(ctx, cs, mb)
+		}
+		if err := f.awaitMemory(ctx, idled); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// createAdmitted makes a container for cs, whose memory mb is reserved.
+func (f *fleet) createAdmitted(ctx context.Context, cs ContainerSpec, mb int64) (*Container, error) {
+	f.mu.Lock()
+	f.making++
+	f.mu.Unlock()
+	var c *Container
+	var err error
+	if cs.Stateful && f.gv != nil {
+		c, err = f.gv.start(ctx, cs, cs.RestoreFrom)
+	} else {
+		c, err = f.sb.Create(ctx, cs)
+	}
+	f.mu.Lock()
+	f.making--
+	f.mu.Unlock()
+	if err != nil {
+		f.unadmit(mb)
+		return nil, err
+	}
+	c.memMB = mb
+	return c, nil
 }
 
 // reusable reports whether containers serve more than one job: not when
@@ -183,36 +373,52 @@ func (f *fleet) reusable() bool { return f.sb.Isolation() == wire.Namespaces }
 // sandbox image only), else a new one. source says which.
 func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (l *lease, source string, err error) {
 	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
-	f.mu.Lock()
-	stale := f.noteEpoch(tenant, epoch)
-	if c := f.idle.pop(key); c != nil {
-		f.claimLocked(c, tenant, epoch)
-		f.mu.Unlock()
-		f.retireAll(stale, "key revoked")
-		f.m.acquired.WithLabelValues("tenant").Inc()
-		return f.lease(c), "tenant", nil
-	}
-	f.mu.Unlock()
-	f.retireAll(stale, "key revoked")
-
-	if image == "" {
-		if c, ok := f.take(ctx, key.limits); ok {
-			f.mu.Lock()
+	defer promiseFrom(ctx).settle()
+	// Until memory is free for a new container (admit), a container of
+	// the tenant's that goes idle meanwhile serves as well.
+	for {
+		f.mu.Lock()
+		stale := f.noteEpoch(tenant, epoch)
+		if c := f.idle.pop(key); c != nil {
 			f.claimLocked(c, tenant, epoch)
 			f.mu.Unlock()
-			f.m.acquired.WithLabelValues("pool").Inc()
-			return f.lease(c), "pool", nil
+			f.retireAll(stale, "key revoked")
+			f.m.acquired.WithLabelValues("tenant").Inc()
+			return f.lease(c), "tenant", nil
 		}
+		idled := f.idled
+		f.mu.Unlock()
+		f.retireAll(stale, "key revoked")
+
+		if image == "" {
+			if c, ok := f.take(ctx, key.limits); ok {
+				f.mu.Lock()
+				f.claimLocked(c, tenant, epoch)
+				f.mu.Unlock()
+				f.m.acquired.WithLabelValues("pool").Inc()
+				return f.lease(c), "pool", nil
+			}
+		}
+		mb, ok, err := f.tryAdmit(key.limits)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			if err := f.awaitMemory(ctx, idled); err != nil {
+				return nil, "", err
+			}
+			continue
+		}
+		c, err := f.createAdmitted(ctx, ContainerSpec{Limits: key.limits, Image: image}, mb)
+		if err != nil {
+			return nil, "", err
+		}
+		f.mu.Lock()
+		f.claimLocked(c, tenant, epoch)
+		f.mu.Unlock()
+		f.m.acquired.WithLabelValues("cold").Inc()
+		return f.lease(c), "cold", nil
 	}
-	c, err := f.sb.Create(ctx, ContainerSpec{Limits: key.limits, Image: image})
-	if err != nil {
-		return nil, "", err
-	}
-	f.mu.Lock()
-	f.claimLocked(c, tenant, epoch)
-	f.mu.Unlock()
-	f.m.acquired.WithLabelValues("cold").Inc()
-	return f.lease(c), "cold", nil
 }
 
 // noteEpoch records the tenant's key epoch; when it moved on, the tenant's
@@ -282,6 +488,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 		f.setLocked(c, ctrIdle)
 		c.lastUsed = time.Now()
 		f.idle.push(c)
+		close(f.idled)
+		f.idled = make(chan struct{})
 		evicted := f.overflowLocked()
 		f.gaugesLocked()
 		f.mu.Unlock()
@@ -291,16 +499,50 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 
 // createSession makes a container for a session's job (never pooled: it
 // carries the session's label and disk size), leased to the caller.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string) (*lease, error) {
-	c, err := f.sb.Create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image})
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, stateful bool) (*lease, error) {
+	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Stateful: stateful})
 	if err != nil {
 		return nil, err
 	}
+	return f.adopt(c, tenant), nil
+}
+
+// adopt makes a container made for a session (created, or restored from a
+// checkpoint) the fleet's, leased to the caller.
+func (f *fleet) adopt(c *Container, tenant string) *lease {
 	f.mu.Lock()
 	f.claimLocked(c, tenant, f.epochs[tenant])
 	f.mu.Unlock()
 	f.m.acquired.WithLabelValues("session").Inc()
-	return f.lease(c), nil
+	return f.lease(c)
+}
+
+// reclaim leases a parked container the fleet has already taken out of
+// its parked sessions (to pause it) to the caller.
+func (f *fleet) reclaim(c *Container) *lease {
+	f.mu.Lock()
+	f.setLocked(c, ctrBusy)
+	f.gaugesLocked()
+	f.mu.Unlock()
+	return f.lease(c)
+}
+
+// evictLive lets go of every parked live session's container, each paused
+// (pauseLive) or retired, for why; it returns how many were paused.
+func (f *fleet) evictLive(why string) int {
+	f.mu.Lock()
+	live := f.parked.takeLive()
+	f.gaugesLocked()
+	f.mu.Unlock()
+	n := 0
+	for sid, p := range live {
+		if f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
+			n++
+			continue
+		}
+		f.retireLive(map[string]*parkedSession{sid: p}, "shutdown", why)
+	}
+	return n
 }
 
 // unpark returns the session's parked container, leased to the caller,
@@ -380,15 +622,7 @@ func (f *fleet) dropSession(sessionID string) {
 func (f *fleet) overflowLocked() []*Container {
 	var out []*Container
 	for f.idleCountLocked() > f.cfg.IdleMax {
-		c, key := f.idle.oldest()
-		sid, pc := f.parked.oldestIdle()
-		if pc != nil && (c == nil || pc.lastUsed.Before(c.lastUsed)) {
-			f.parked.take(sid)
-			out = append(out, pc)
-			continue
-		}
-		f.idle.dropOldest(key)
-		out = append(out, c)
+		out = append(out, f.takeLeastUsedLocked())
 	}
 	return out
 }
@@ -410,6 +644,7 @@ func (f *fleet) retire(c *Container, reason string) {
 		if err := c.Remove(ctx); err != nil {
 			f.log.Warn("remove container", "container", shortID(c.id), "err", err)
 		}
+		f.unadmit(c.memMB) // its memory is the host's again
 	})
 }
 
@@ -423,6 +658,9 @@ func (f *fleet) retireAll(cs []*Container, reason string) {
 // their live state was lost.
 func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
 	for sid, p := range lost {
+		if reason != "shutdown" && f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
+			continue // paused, not lost
+		}
 		if f.liveLost != nil {
 			f.liveLost(sid, p.ctr.live, why)
 		}

@@ -18,10 +18,13 @@ import (
 
 // alsoRunner starts a second runner on h's engines (its own Docker labels
 // and containers), stopped when the test ends.
-func (h *harness) alsoRunner(t *testing.T, slots int) (*Runner, *prometheus.Registry) {
+func (h *harness) alsoRunner(t *testing.T, slots int, opts ...func(*harness, *Config)) (*Runner, *prometheus.Registry) {
 	t.Helper()
 	sb := testSandbox(t)
 	cfg := Config{ID: sb.cfg.RunnerID, Slots: slots, Queue: queue.Config{AckWait: 5 * time.Second}, DrainTimeout: time.Second}
+	for _, o := range opts {
+		o(h, &cfg)
+	}
 	logTo := io.Discard
 	if os.Getenv("GANTRY_TEST_LOG") != "" {
 		logTo = os.Stderr

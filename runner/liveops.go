@@ -29,6 +29,9 @@ type liveServer struct {
 	// take answers another runner's request to take the session (on
 	// queue.TakeSubject), whose live sandbox this runner holds.
 	take func(sessionID, live string, m *nats.Msg)
+	// control answers the ingress's pause, snapshot and fork of the session
+	// (queue.ControlSubject).
+	control func(sessionID, live string, m *nats.Msg)
 	// renetwork applies the session's changed network to its live
 	// processes' egress (wire.OpNetwork).
 	renetwork func(ctx context.Context, sessionID string, c *Container) error
@@ -54,8 +57,8 @@ func (s *liveServed) unsubscribe() {
 // waits, e.g. for a process's stdin, below it).
 const liveOpTimeout = 45 * time.Second
 
-func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet, take func(sessionID, live string, m *nats.Msg)) *liveServer {
-	return &liveServer{nc: nc, log: log, fleet: f, take: take, sessions: map[string]*liveServed{}}
+func newLiveServer(nc *nats.Conn, log *slog.Logger, f *fleet, take, control func(sessionID, live string, m *nats.Msg)) *liveServer {
+	return &liveServer{nc: nc, log: log, fleet: f, take: take, control: control, sessions: map[string]*liveServed{}}
 }
 
 // serve answers the session's live operations on c's live sandbox (c.live,
@@ -78,8 +81,9 @@ func (ls *liveServer) serve(sessionID string, c *Container) {
 	served := &liveServed{ctr: c, live: c.live}
 	live := c.live
 	for subject, handle := range map[string]nats.MsgHandler{
-		queue.LiveSubject(sessionID, live): func(m *nats.Msg) { ls.relay(sessionID, served, m) },
-		queue.TakeSubject(sessionID, live): func(m *nats.Msg) { ls.take(sessionID, live, m) },
+		queue.LiveSubject(sessionID, live):    func(m *nats.Msg) { ls.relay(sessionID, served, m) },
+		queue.TakeSubject(sessionID, live):    func(m *nats.Msg) { ls.take(sessionID, live, m) },
+		queue.ControlSubject(sessionID, live): func(m *nats.Msg) { ls.control(sessionID, live, m) },
 	} {
 		sub, err := ls.nc.Subscribe(subject, handle)
 		if err != nil {

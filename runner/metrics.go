@@ -20,6 +20,7 @@ type Metrics struct {
 	stages    *prometheus.HistogramVec
 	handBacks *prometheus.CounterVec
 	handovers *prometheus.CounterVec
+	liveOps   *prometheus.HistogramVec
 	tenants   *tenantLabels
 	byTenant  *prometheus.CounterVec
 	tenantCPU *prometheus.CounterVec
@@ -51,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_job_stage_seconds", Help: "Time a job spends in each stage on the runner: acquire (a container), restore (a session's workspace), collect (its files), snapshot (a session's workspace), record (the result).",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 120},
 		}, []string{"stage"}),
+		liveOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gantry_live_op_seconds", Help: "Operations on stateful sessions' live state under gVisor, by op: pause, snapshot, fork (all of its children), restore (a resume, a fork's child or a snapshot's session restored for its job).",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
+		}, []string{"op"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_session_handovers_total", Help: "Stateful sessions' messages a runner got without holding the session's live sandbox, by what the holder answered: taken (it runs the session), held (another owner has it), gone (closed), busy (asked again later), lost (nobody holds the sandbox, or its runner was stopping: the session ran here without its live state).",
 		}, []string{"outcome"}),
@@ -77,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.handovers, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.handovers, m.liveOps, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
 	return m
 }
 
@@ -119,6 +124,12 @@ func (m *Metrics) stage(name string, since time.Time) {
 func (m *Metrics) handBack(cause string) {
 	if m != nil {
 		m.handBacks.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) liveOp(op string, start time.Time) {
+	if m != nil {
+		m.liveOps.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	}
 }
 

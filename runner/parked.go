@@ -166,6 +166,18 @@ func (ps *parkedSessions) expire(now time.Time, idle time.Duration, dead func(*C
 	return out
 }
 
+// takeLive takes every stateful session's parked container out.
+func (ps *parkedSessions) takeLive() map[string]*parkedSession {
+	live := map[string]*parkedSession{}
+	for sid, p := range ps.m {
+		if p.live {
+			live[sid] = p
+			delete(ps.m, sid)
+		}
+	}
+	return live
+}
+
 // drain takes every parked container out, for retirement: those without a
 // live sandbox, and the stateful sessions', whose live state is lost.
 func (ps *parkedSessions) drain() ([]*Container, map[string]*parkedSession) {

@@ -41,6 +41,17 @@ func (p *pool) pop() (*Container, bool) {
 	return c, true
 }
 
+// popOldest takes the container made first, if any: the one memory
+// admission retires first.
+func (p *pool) popOldest() (*Container, bool) {
+	if len(p.unbound) == 0 {
+		return nil, false
+	}
+	c := p.unbound[0]
+	p.unbound = p.unbound[1:]
+	return c, true
+}
+
 // add puts c in the pool and wakes the attempts waiting for one.
 func (p *pool) add(c *Container) {
 	p.unbound = append(p.unbound, c)
@@ -130,15 +141,30 @@ func (f *fleet) fill(ctx context.Context) {
 			f.mu.Unlock()
 			return
 		}
+		// The pool takes only memory that is free: it never waits for
+		// memory, nor has anything retired for it.
+		mb := f.sb.memoryMB(f.cfg.Limits.Container())
+		if f.mem != nil && !f.mem.tryReserve(mb) {
+			f.mu.Unlock()
+			return
+		}
+		if f.mem == nil {
+			mb = 0
+		}
 		p.creating++
 		f.mu.Unlock()
-		f.pending.Go(func() { f.make(ctx) })
+		f.pending.Go(func() { f.make(ctx, mb) })
 	}
 }
 
-// make makes one container for the pool.
-func (f *fleet) make(ctx context.Context) {
+// make makes one container for the pool, whose memory mb is reserved.
+func (f *fleet) make(ctx context.Context, mb int64) {
 	c, err := f.sb.Create(ctx, ContainerSpec{Pool: true, Limits: f.cfg.Limits.Container()})
+	if err != nil {
+		f.unadmit(mb)
+	} else {
+		c.memMB = mb
+	}
 	if err == nil {
 		// The built-in skills go in now, off the path of the job: a tenant
 		// with no skills of its own then needs nothing more.

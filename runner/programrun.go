@@ -57,18 +57,20 @@ func (a *attempt) startRun(ctx context.Context, ctr *lease, in *prepared, req wi
 		keepLive(ctr.Container, a.claim.TenantID, in.egress)
 	}
 	r.end = time.Now()
+	a.keepBuild(ctx, in, r.report)
+	in.built = r.report.Build
 	r.cause = context.Cause(runCtx)
 	a.traceRun(runCtx, began, r.end, r.report, r.err)
 	return r
 }
 
 // outputs makes the job's output streams, published live on the job's log
-// subject (unless the job is private), and makes them the execution's, for
-// its followers.
+// subject (unless the job is private, or the run is one of its tests), and
+// makes them the execution's, for its followers.
 func (a *attempt) outputs() (stdout, stderr *output) {
 	private := a.claim.Private
 	publish := func(stream string, offset int, chunk []byte) {
-		if private || a.r.nc == nil {
+		if private || a.r.nc == nil || a.testing {
 			return
 		}
 		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
@@ -199,6 +201,9 @@ func (a *attempt) measure(r programRun, in *prepared) jobs.Result {
 	if c := r.report.Compile; c != nil {
 		res.Duration = r.end.Sub(r.compiled)
 		res.Compile, res.CompileOutput = compileResult(*c, r.compiled.Sub(r.start)), c.Output
+	}
+	if in.cached != nil {
+		res.Compile, res.CompileOutput = in.cached.report(), in.cached.Output
 	}
 	res.Stdout, res.StdoutTruncated = r.stdout.snapshot()
 	res.Stderr, res.StderrTruncated = r.stderr.snapshot()

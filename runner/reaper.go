@@ -49,6 +49,15 @@ func (f *fleet) tidy(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if f.gv != nil {
+		gvRunning, err := f.gv.running()
+		if err != nil {
+			return
+		}
+		for id := range gvRunning {
+			running[id] = true
+		}
+	}
 	// A container made after the list was asked for is missing from it
 	// without being dead.
 	dead := func(c *Container) bool { return !running[c.id] && c.born.Before(listed) }

@@ -48,8 +48,16 @@ type Config struct {
 	// Docker host, so that a restarted runner removes the containers its
 	// previous life left behind, and unique among live runners.
 	ID string
-	// Slots is how many jobs run at once.
+	// Slots is how many jobs run at once, at least (the base).
 	Slots int
+	// MaxSlots is how many run at once under a burst: a job that has
+	// waited BurstWait in the queue while the base slots are busy gets a
+	// slot of its own when the host's memory allows (Fleet.MemoryMB); up
+	// to MaxSlots at once (default Slots: no burst slots).
+	MaxSlots int
+	// BurstWait is how long a job waits for a base slot before it may
+	// take a burst slot (default 1 s).
+	BurstWait time.Duration
 	// Queue shapes the stream and consumer.
 	Queue queue.Config
 	// Artifacts caps what a job may hand back.
@@ -77,12 +85,22 @@ type Config struct {
 	// Tracer makes the spans of each attempt at a job, in the job's trace
 	// (nil: none).
 	Tracer trace.TracerProvider
+	// Live says how stateful sessions' live state outlives containers.
+	Live LiveConfig
+	// Builds bounds the compiled programs the runner keeps (buildcache.go).
+	Builds BuildCacheConfig
 }
 
 // WithDefaults fills in zero fields.
 func (c Config) WithDefaults() Config {
 	if c.Slots == 0 {
 		c.Slots = 2
+	}
+	if c.MaxSlots < c.Slots {
+		c.MaxSlots = c.Slots
+	}
+	if c.BurstWait == 0 {
+		c.BurstWait = time.Second
 	}
 	c.Queue = c.Queue.WithDefaults()
 	if c.Artifacts.MaxFiles == 0 {
@@ -97,8 +115,15 @@ func (c Config) WithDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	// Burst slots' containers are kept idle too (memory admission retires
+	// them when memory is wanted).
+	if c.Fleet.IdleMax == 0 {
+		c.Fleet.IdleMax = max(2*c.Slots, 4, c.MaxSlots)
+	}
 	c.Fleet = c.Fleet.WithDefaults(c.Slots)
+	c.Live = c.Live.WithDefaults()
 	c.TenantLimits = c.TenantLimits.Or(jobs.DefaultTenantLimits())
+	c.Builds = c.Builds.WithDefaults()
 	return c
 }
 
@@ -133,6 +158,7 @@ type Runner struct {
 	skills   *skillCache
 	envs     *environments
 	fleet    *fleet
+	builds   *buildCache
 	// live answers the live operations of the stateful sessions whose
 	// sandboxes its containers hold (liveops.go).
 	live   *liveServer
@@ -140,6 +166,11 @@ type Runner struct {
 	// handed bounds the sessions other runners handed to this one (their
 	// live sandboxes are here) that run at once, beside the slots.
 	handed chan struct{}
+	// gv runs stateful sessions' containers under gVisor, and checkpoints
+	// keeps their checkpoints on disk (livestate.go); nil where live state
+	// stays in memory.
+	gv          *gvisor
+	checkpoints *checkpointCache
 	// cas holds the tenants' egress CAs and the images' CA bundles.
 	cas caCache
 
@@ -175,13 +206,21 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
-	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake)
+	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
+	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.live.renetwork = r.renetwork
 	// Stop's clean-ups run last registered first, once the queue loop and
 	// the background work have returned (Start adds what it sets up): the
-	// fleet last, as it retires every container it holds.
+	// live sessions the runner holds are paused, not lost (where they run
+	// under gVisor); then the fleet retires every container it holds.
 	r.loops.Cleanup(func() { r.log.Info("runner stopped") })
+	r.loops.Cleanup(func() {
+		if r.gv != nil {
+			r.gv.Close()
+		}
+	})
 	r.loops.Cleanup(r.fleet.stop)
+	r.loops.Cleanup(r.pauseAll)
 	r.loops.Cleanup(r.live.stop)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -252,11 +291,15 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		}
 		r.loops.Cleanup(func() { cancelTools(); stop() })
 	}
+	if err := r.startLive(ctx); err != nil {
+		return err
+	}
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
 	r.loops.Go(func(ctx context.Context) { r.consume(ctx, queues) })
-	r.log.Info("runner started", "slots", r.cfg.Slots, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
+	r.loops.Go(r.sweepBuilds)
+	r.log.Info("runner started", "slots", r.cfg.Slots, "max_slots", r.cfg.MaxSlots, "memory_mb", r.cfg.Fleet.MemoryMB, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	return nil
 }
 
@@ -274,31 +317,107 @@ func (r *Runner) goBackground(f func(quit <-chan struct{})) {
 	r.loops.Background(func(ctx context.Context) { f(ctx.Done()) })
 }
 
+// slotCount counts the jobs running, with a channel that closes when one
+// ends.
+type slotCount struct {
+	mu    sync.Mutex
+	n     int
+	ended chan struct{}
+}
+
+func (s *slotCount) get() (int, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n, s.ended
+}
+
+func (s *slotCount) add(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += d
+	if d < 0 {
+		close(s.ended)
+		s.ended = make(chan struct{})
+	}
+}
+
 // consume is the queue loop: one message per free slot, from the tenants'
-// queues in turn, until ctx ends; then it drains.
+// queues in turn, until ctx ends; then it drains. Beyond the base slots it
+// takes a job only when it has waited BurstWait and the host's memory has
+// room for another sandbox (burst slots, up to MaxSlots): jobs' limits are
+// wall-clock time, so a job left in the queue is time its client loses,
+// while one more sandbox sharing the CPUs only runs slower.
 func (r *Runner) consume(ctx context.Context, queues *picker) {
 	// jobCtx outlives ctx by the drain timeout so that running jobs can
 	// finish after the runner is asked to stop.
 	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
-	slots := make(chan struct{}, r.cfg.Slots)
+	slots := &slotCount{ended: make(chan struct{})}
 	var wg sync.WaitGroup
+	burstMB := r.sandbox.memoryMB(r.cfg.Fleet.Limits.Container())
 	for ctx.Err() == nil {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		n, ended := slots.get()
+		var msg jetstream.Msg
+		switch {
+		case n > 0 && !r.fleet.room(burstMB):
+			// The host's memory is taken: jobs wait in the queue, where
+			// another runner may take them, until a sandbox goes. (With
+			// none running a job is taken all the same: its session's
+			// parked container may hold what it needs.)
+			var freed <-chan struct{}
+			if r.fleet.mem != nil {
+				_, freed = r.fleet.mem.state()
+			}
+			select {
+			case <-ended:
+			case <-freed:
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
 			continue
-		}
-		// No prefetch: a job waits in the stream, where any runner can
-		// take it, until a slot is free here.
-		msg, err := queues.next(ctx)
-		if err != nil {
-			<-slots
+		case n < r.cfg.Slots:
+			// No prefetch: a job waits in the stream, where any runner
+			// can take it, until a slot is free here.
+			m, err := queues.next(ctx)
+			if err != nil {
+				continue
+			}
+			msg = m
+		case n >= r.cfg.MaxSlots:
+			select {
+			case <-ended:
+			case <-ctx.Done():
+			}
 			continue
+		case r.fleet.makingForJobs() >= fillers:
+			// Burst slots grow as fast as containers can be made: a job
+			// taken sooner would wait for its container, unstarted,
+			// where its client cannot see it wait.
+			select {
+			case <-ended:
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		default:
+			msg = r.burstJob(ctx, queues, ended)
+			if msg == nil {
+				continue
+			}
 		}
+		var p *promise
+		if r.fleet.mem != nil {
+			need := r.needMB(msg)
+			if n > 0 {
+				r.admitMessage(ctx, msg, need, slots)
+			}
+			p = r.fleet.promise(need)
+		}
+		slots.add(1)
 		wg.Go(func() {
-			defer func() { <-slots }()
-			r.handle(jobCtx, msg)
+			defer slots.add(-1)
+			defer p.settle()
+			r.handle(withPromise(jobCtx, p), msg)
 			queues.done(msg)
 		})
 	}
@@ -311,6 +430,84 @@ func (r *Runner) consume(ctx context.Context, queues *picker) {
 		r.log.Warn("drain timeout: killing running jobs and returning them to the queue")
 		cancelJobs(errShutdown)
 		<-drained
+	}
+}
+
+// admitMessage holds a message whose job's sandbox does not fit in the
+// host's memory now (others run), unclaimed (its job stays queued) and
+// alive (InProgress), until it fits or ctx ends: nothing more is taken
+// meanwhile. The job is then claimed, and its container made, at once.
+func (r *Runner) admitMessage(ctx context.Context, msg jetstream.Msg, need int64, slots *slotCount) {
+	if r.fleet.room(need) {
+		return
+	}
+	stop := r.hold(msg)
+	defer stop()
+	for ctx.Err() == nil {
+		n, ended := slots.get()
+		if n == 0 || r.fleet.room(need) {
+			return
+		}
+		_, freed := r.fleet.mem.state()
+		select {
+		case <-ended:
+		case <-freed:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// needMB is the memory of the sandbox the message's job needs (the
+// default limits' when the message does not say).
+func (r *Runner) needMB(msg jetstream.Msg) int64 {
+	lim := r.cfg.Fleet.Limits.Container()
+	var rm queue.RunMessage
+	if json.Unmarshal(msg.Data(), &rm) == nil && rm.MemoryMB > 0 {
+		lim.MemoryMB = rm.MemoryMB
+	}
+	return r.sandbox.memoryMB(lim)
+}
+
+// burstJob takes a message for a burst slot: one that has waited
+// BurstWait since it was queued (held until then, unless a slot frees
+// first). nil when a slot freed while none came, or ctx ended.
+func (r *Runner) burstJob(ctx context.Context, queues *picker, ended <-chan struct{}) jetstream.Msg {
+	fctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-ended:
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	msg, err := queues.next(fctx)
+	cancel()
+	if err != nil {
+		return nil
+	}
+	if meta, err := msg.Metadata(); err == nil {
+		if wait := r.cfg.BurstWait - time.Since(meta.Timestamp); wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ended:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return msg
+}
+
+// sweepBuilds deletes old builds from the object store every hour, until
+// ctx ends.
+func (r *Runner) sweepBuilds(ctx context.Context) {
+	if !r.builds.enabled() {
+		return
+	}
+	for sleep(ctx, time.Hour) {
+		r.builds.sweep(ctx)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,7 +143,7 @@ func (h *harness) submitFor(t *testing.T, tenant string, req jobs.Request) strin
 			if err != nil {
 				return 0, err
 			}
-			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
+			return h.pub.Publish(ctx, queue.RunMessage{JobID: id, TenantID: tenant, SessionID: sid, MemoryMB: spec.Limits.MemoryMB}, id, l.Or(h.r.cfg.TenantLimits).MaxRunning)
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -273,18 +274,33 @@ print("to stderr", file=sys.stderr)`})
 		}
 	})
 
-	t.Run("timeout kills the container", func(t *testing.T) {
+	t.Run("timeout kills the program, and its container serves again", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
-		j := h.run(t, jobs.Request{Language: "python", Code: "import socket, time\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)", TimeoutMS: 4000})
+		j := h.run(t, jobs.Request{Language: "python", Code: "import socket, subprocess, time\nsubprocess.Popen(['sleep', '600'])\n" +
+			"open('left', 'w').write('x')\nprint(socket.gethostname(), flush=True)\ntime.sleep(60)", TimeoutMS: 4000, Limits: &jobs.Limits{MemoryMB: 200}})
 		if j.Status != jobs.StatusTimedOut || j.Error == nil || j.Error.Code != jobs.ErrCodeTimedOut || j.Stdout == "" {
 			t.Fatalf("job = %+v", j)
 		}
 		if time.Since(start) > 20*time.Second {
 			t.Errorf("timeout took %s", time.Since(start))
 		}
-		if !h.gone(t, strings.TrimSpace(j.Stdout)) {
-			t.Error("the container of a timed-out job was not retired")
+		// The agent killed the sandbox (its pid namespace, the child it
+		// started with it): the container is the tenant's next one,
+		// with nothing of the job left in it.
+		host := strings.TrimSpace(j.Stdout)
+		eventually.True(t, time.Minute, "the container idle for its tenant", func() bool {
+			return slices.ContainsFunc(h.idleContainers(t), func(id string) bool { return strings.HasPrefix(id, host) })
+		})
+		for _, p := range h.processes(t, host) {
+			if strings.Contains(p, "sleep 600") {
+				t.Errorf("left running in the container: %s", p)
+			}
+		}
+		next := h.run(t, jobs.Request{Language: "bash", Code: "hostname; ls /workspace", Limits: &jobs.Limits{MemoryMB: 200}})
+		lines := strings.Fields(next.Stdout)
+		if next.Status != jobs.StatusSucceeded || len(lines) < 1 || lines[0] != host || slices.Contains(lines, "left") {
+			t.Errorf("the next job: %s %q", next.Status, next.Stdout)
 		}
 	})
 

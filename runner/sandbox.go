@@ -247,7 +247,7 @@ func (s *Sandbox) Check(ctx context.Context) error {
 // once without one), so that its Python jobs fork from it: an error means
 // it failed to, and the container cannot serve.
 func (c *Container) awaitWarm(ctx context.Context) error {
-	if len(c.sb.cfg.Warm) == 0 {
+	if !c.warm {
 		return nil
 	}
 	if err := c.conn.Warm(ctx); err != nil {
@@ -264,7 +264,12 @@ var errWarmFailed = errors.New("the warm interpreter failed")
 type ContainerSpec struct {
 	SessionID string // set for a session's container
 	Pool      bool   // made ahead of demand by the warm pool
-	Limits    jobs.Limits
+	// Stateful: a stateful session's, run under gVisor by the runner where
+	// it can checkpoint (gvisor.go); RestoreFrom, when set, is the
+	// checkpoint (a directory) it is restored from.
+	Stateful    bool
+	RestoreFrom string
+	Limits      jobs.Limits
 	// Image is an environment's image ("": the sandbox image).
 	Image string
 }
@@ -301,7 +306,8 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	if err != nil {
 		return nil, fmt.Errorf("create container: %w", err)
 	}
-	c := &Container{id: res.ID, sb: s, born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID, image: cs.Image}
+	c := &Container{id: res.ID, host: s, warm: s.cfg.Isolation == wire.Namespaces && len(s.cfg.Warm) > 0,
+		born: time.Now(), limits: cs.Limits.Container(), session: cs.SessionID, image: cs.Image}
 	// Attach before starting, so that nothing the agent says is lost.
 	att, err := s.docker.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -343,6 +349,12 @@ func (s *Sandbox) Create(ctx context.Context, cs ContainerSpec) (*Container, err
 	return c, nil
 }
 
+// memoryMB is the memory limit of a container made for lim: the job's
+// memory_mb, and the warm interpreter's share on top, so that the job
+// keeps all of its memory_mb (pages it shares with the interpreter count
+// once).
+func (s *Sandbox) memoryMB(lim jobs.Limits) int64 { return int64(lim.MemoryMB + s.cfg.WarmMB) }
+
 // containerConfig is the hardened container for cs. Under Namespaces the
 // seccomp profile also allows what bubblewrap needs and /proc is left
 // unmasked (bubblewrap mounts each sandbox's own /proc, which the kernel
@@ -354,9 +366,7 @@ func (s *Sandbox) containerConfig(cs ContainerSpec) (*container.Config, *contain
 		pids = runscPids(pids)
 	}
 	init := true
-	// The warm interpreter's share comes on top: the job keeps all of its
-	// memory_mb (pages it shares with the interpreter count once).
-	mem := int64(lim.MemoryMB+s.cfg.WarmMB) << 20
+	mem := s.memoryMB(lim) << 20
 	tmpfs := func(mb int) string {
 		return fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755,uid=1000,gid=1000", mb)
 	}
@@ -528,8 +538,11 @@ func (s *Sandbox) remove(ctx context.Context, id string) error {
 // Container is one sandbox container and its agent. It is bound, from its
 // first job, to one tenant and limits profile (or one session) for life.
 type Container struct {
-	id   string
-	sb   *Sandbox
+	id string
+	// host runs it: Docker (the Sandbox), or gVisor itself (gvisor.go).
+	host containerHost
+	// warm: its agent starts a warm interpreter.
+	warm bool
 	conn *wire.Conn
 	// stderr keeps the start of what the agent itself printed.
 	stderr lockedBuffer
@@ -542,6 +555,9 @@ type Container struct {
 	// ("<container>/<number>", "" for none); only the session's attempt
 	// touches it.
 	live string
+	// restored, when set, says where the live sandbox it holds was
+	// restored from, for the next job's live_state (which clears it).
+	restored string
 
 	// Set by the fleet under its lock.
 	tenant   string // "" while unbound
@@ -552,6 +568,9 @@ type Container struct {
 	// skills is the stamp of the skills the agent holds ("" for none);
 	// only the attempt that owns the container touches it.
 	skills string
+	// memMB is what the fleet reserved for it (memory.go), released
+	// once it is removed.
+	memMB int64
 	// egress is a stateful session's egress between its runs (egress.go).
 	egress liveEgress
 
@@ -564,6 +583,9 @@ type Container struct {
 
 // ID is the Docker container id.
 func (c *Container) ID() string { return c.id }
+
+// imageRef is the image it runs: its environment's, else def.
+func (c *Container) imageRef(def string) string { return cmp.Or(c.image, def) }
 
 func (c *Container) attach(att client.HijackedResponse) {
 	pr, pw := io.Pipe()
@@ -590,12 +612,29 @@ func (c *Container) lastWords() string {
 	return c.stderr.String()
 }
 
+// containerHost runs containers: Docker (Sandbox), or runsc itself
+// (gvisor, for stateful sessions whose live state is checkpointed).
+type containerHost interface {
+	// kill kills every process of the container.
+	kill(ctx context.Context, id string)
+	// remove kills and removes the container; removing one that is gone
+	// is no error.
+	remove(ctx context.Context, id string) error
+	// diagnose says what became of a container whose agent stopped
+	// answering.
+	diagnose(ctx context.Context, id string) (fate, error)
+}
+
 // Kill kills every process in the container; the agent connection breaks.
 func (c *Container) Kill(ctx context.Context) {
-	_, _ = c.sb.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: "KILL"})
+	c.host.kill(ctx, c.id)
 	if c.conn != nil {
 		c.conn.Close()
 	}
+}
+
+func (s *Sandbox) kill(ctx context.Context, id string) {
+	_, _ = s.docker.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 }
 
 // Remove kills and removes the container. It is idempotent.
@@ -604,7 +643,7 @@ func (c *Container) Remove(ctx context.Context) error {
 		if c.conn != nil {
 			c.conn.Close()
 		}
-		c.removeErr = c.sb.remove(ctx, c.id)
+		c.removeErr = c.host.remove(ctx, c.id)
 		if c.copied != nil {
 			select {
 			case <-c.copied:
@@ -624,8 +663,10 @@ type fate struct {
 }
 
 // diagnose inspects a container whose agent connection broke.
-func (c *Container) diagnose(ctx context.Context) (fate, error) {
-	insp, err := c.sb.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+func (c *Container) diagnose(ctx context.Context) (fate, error) { return c.host.diagnose(ctx, c.id) }
+
+func (s *Sandbox) diagnose(ctx context.Context, id string) (fate, error) {
+	insp, err := s.docker.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return fate{gone: true}, nil
 	}

@@ -27,6 +27,12 @@ type SessionStore interface {
 	NextSessionJob(ctx context.Context, sessionID, owner, runnerID string, maxAttempts int) (store.SessionJob, bool, error)
 	FinishSessionJob(ctx context.Context, jobID string, attempt int, r jobs.Result, sessionID, owner string, snap *store.Snapshot, live *store.Live) (bool, bool, string, error)
 	LoseLive(ctx context.Context, sessionID, live, reason string) error
+	// Live state beyond containers (livestate.go).
+	CommitWorkspace(ctx context.Context, sessionID, owner string, snap store.Snapshot) (string, error)
+	PauseSession(ctx context.Context, sessionID, owner string, cp store.Checkpoint) error
+	KeepCheckpoint(ctx context.Context, sessionID, live string, cp store.Checkpoint) (bool, error)
+	CreateSnapshot(ctx context.Context, snap jobs.Snapshot, cp store.Checkpoint, workspaceKey string) (jobs.Snapshot, error)
+	ForkSession(ctx context.Context, parentID, owner string, cp store.Checkpoint, ttlSeconds int, children []store.ForkChild) ([]jobs.Session, error)
 	// Committing a job's workspace reads back where its session is.
 	workspace.Sessions
 }
@@ -37,8 +43,14 @@ type Blobs interface {
 	// Ping answers when the store can be reached.
 	Ping(ctx context.Context) error
 	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
+	// Copy copies an object in the store (a session's workspace, for a
+	// snapshot or a fork).
+	Copy(ctx context.Context, src, dst string) (int64, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Delete(ctx context.Context, key string) error
+	// DeleteOlder removes what prefix holds written before a time
+	// (old builds, buildcache.go).
+	DeleteOlder(ctx context.Context, prefix string, before time.Time) (int, error)
 }
 
 // errSessionLost means the runner no longer owns the session (it closed,
@@ -175,7 +187,7 @@ func (r *Runner) sessionLease() time.Duration { return max(r.cfg.Queue.AckWait, 
 
 // runSession runs jobs until none is queued and the session is released.
 func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState) error {
-	at := sessionAt{version: st.Version, key: st.SnapshotKey, live: store.Live{ID: st.LiveID, Lost: st.LiveLost}}
+	at := sessionAt{version: st.Version, key: st.SnapshotKey, live: store.Live{ID: st.LiveID, Lost: st.LiveLost}, checkpoint: st.Checkpoint}
 	for {
 		if err := context.Cause(ctx); err != nil {
 			return err
@@ -222,6 +234,9 @@ type sessionAt struct {
 	version int64
 	key     string
 	live    store.Live
+	// checkpoint is the live state to restore where there is no live
+	// sandbox (ID "" for none).
+	checkpoint store.Checkpoint
 }
 
 // runSessionJob runs one job in the session's workspace and records it with
@@ -291,9 +306,9 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	// job, or lost with the container.
 	var live *store.Live
 	if st.Stateful {
-		live = &store.Live{Lost: work.lostBecause(sj.JobID)}
+		live = &store.Live{Lost: work.lostBecause(sj.JobID), Fresh: true}
 		if ctr != nil {
-			live = &store.Live{ID: ctr.live}
+			live = &store.Live{ID: ctr.live, Fresh: res.LiveState == jobs.LiveNew || res.LiveState == jobs.LiveLost}
 		}
 	}
 
@@ -343,6 +358,11 @@ func (r *Runner) runSessionJob(ctx context.Context, log *slog.Logger, sessionID,
 	if live != nil && applied {
 		at.live = *live
 	}
+	if ctr != nil && st.Stateful && applied {
+		// Where live state is checkpointed, a runner killed outright loses
+		// at most what the session did since its last checkpoint.
+		at.checkpoint = r.keepCheckpoint(ctx, log, sessionID, st, ctr, at)
+	}
 	if ctr != nil {
 		ctr.park(sessionID, at.version, time.Duration(st.TTLSeconds)*time.Second)
 		if st.Stateful && applied {
@@ -380,6 +400,7 @@ type sessionWork struct {
 // its workspace brought up to date if the files API changed it), else a
 // new one restored from the snapshot.
 func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, error) {
+	defer promiseFrom(ctx).settle() // the session's container is counted from here
 	lim := spec.Limits.Container()
 	lim.DiskMB = w.state.DiskMB
 	if c, version := w.r.fleet.unpark(w.id); c != nil {
@@ -405,7 +426,28 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, er
 		if err != nil {
 			return err
 		}
-		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image); err != nil {
+		// A stateful session whose live state is a checkpoint (paused,
+		// forked, made from a snapshot, its runner lost) goes on from it.
+		if w.state.Stateful && w.r.gv != nil && w.at.checkpoint.ID != "" && w.at.live.ID == "" {
+			restored, why, err := w.r.restoreSession(ctx, w.id, w.state.TenantID, lim, image, w.at, w.state.Paused, w.at.live.Lost)
+			switch {
+			case err == nil && w.at.version != w.at.checkpoint.Version && w.restore(ctx, restored.Container) != nil:
+				// The workspace moved on while it was paused (the files
+				// API) and could not be brought up to date: a new sandbox.
+				restored.release(false, "restore failed")
+				w.at.live.Lost = "its workspace changed since its checkpoint and could not be brought into it"
+			case err == nil:
+				restored.restored = why
+				c = restored
+				return nil
+			case blob.Unavailable(err):
+				return err
+			default:
+				w.log.Warn("restore a session's live state; it starts anew", "checkpoint", w.at.checkpoint.ID, "err", err)
+				w.at.live.Lost = "its checkpoint could not be restored: " + err.Error()
+			}
+		}
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image, w.state.Stateful); err != nil {
 			return err
 		}
 		if err := w.restore(ctx, c.Container); err != nil {
@@ -461,7 +503,11 @@ func (w *sessionWork) liveState(c *Container, l *wire.Live) (jobs.LiveState, str
 	}
 	prev := c.live
 	c.live = fmt.Sprintf("%s/%d", shortID(c.id), l.ID)
+	restored := c.restored
+	c.restored = ""
 	switch {
+	case !l.Fresh && restored != "":
+		return jobs.LiveRestored, restored
 	case !l.Fresh:
 		return jobs.LiveKept, ""
 	case w.at.live.ID == "" && w.at.live.Lost == "":

@@ -84,19 +84,26 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 			return false, err
 		}
 	}
+	var tests []byte
+	if r.Tests != nil {
+		if tests, err = json.Marshal(r.Tests); err != nil {
+			return false, err
+		}
+	}
 	tag, err := db.Exec(ctx, `
 		UPDATE jobs SET status = $3, finished_at = now(), exit_code = $4, duration_ms = $5,
 			stdout = $6, stderr = $7, stdout_truncated = $8, stderr_truncated = $9,
 			artifacts = $10, error_code = $11, error_message = $12, tool_calls = $13,
 			stdout_key = $14, stderr_key = $15,
 			cpu_time_ms = $16, peak_memory_kb = $17, compile = $18, compile_output = $19,
-			value = $20, live_state = $21, live_state_reason = $22, displays = $23, exception = $24, egress = $25
+			value = $20, live_state = $21, live_state_reason = $22, displays = $23, exception = $24, egress = $25,
+			tests = $26
 		WHERE id = $1 AND attempt = $2 AND status = 'running'`,
 		id, attempt, string(r.Status), r.ExitCode, r.Duration.Milliseconds(),
 		nonNil(r.Stdout), nonNil(r.Stderr), r.StdoutTruncated, r.StderrTruncated,
 		arts, code, msg, callsJSON, nilIfEmpty(r.stdoutKey), nilIfEmpty(r.stderrKey),
 		cpuMS, peakKB, compile, nonNil(r.CompileOutput),
-		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception, egress)
+		value, nilIfEmpty(string(r.LiveState)), nilIfEmpty(r.LiveStateReason), displays, exception, egress, tests)
 	if err != nil {
 		return false, fmt.Errorf("record result: %w", err)
 	}

@@ -46,7 +46,7 @@ const jobColumns = `id, status, language, session_id, attempt, trace_parent, cre
 	error_code, error_message, metadata, tool_calls, stdout_key, stderr_key, batch_id, webhook_url,
 	cpu_time_ms, peak_memory_kb, compile, compile_output,
 	(SELECT to_jsonb(d) - 'job_id' - 'tenant_id' FROM webhook_deliveries d WHERE d.job_id = jobs.id),
-	value, live_state, live_state_reason, displays, exception, egress`
+	value, live_state, live_state_reason, displays, exception, egress, tests`
 
 // EnqueueJob records a new job and hands it to publish inside the same
 // transaction: the row commits only after publish returned nil, with the

@@ -36,13 +36,14 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 		value, egress    []byte
 		live, liveWhy    *string
 		displays, exc    []byte
+		tests            []byte
 	)
 	var traceParent *string
 	dest := append(extra, &j.ID, &status, &j.Language, &j.SessionID, &j.Attempt, &traceParent, &j.CreatedAt, &j.StartedAt, &j.FinishedAt,
 		&j.ExitCode, &j.DurationMS, &stdout, &stderr, &j.StdoutTruncated, &j.StderrTruncated, &arts,
 		&errCode, &errMsg, &meta, &calls, &outKey, &errKey, &j.BatchID, &j.WebhookURL,
 		&j.CPUTimeMS, &j.PeakMemoryKB, &compile, &compOut, &webhook,
-		&value, &live, &liveWhy, &displays, &exc, &egress)
+		&value, &live, &liveWhy, &displays, &exc, &egress, &tests)
 	if err := r.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -96,6 +97,13 @@ func scanJobWith(r pgx.Row, extra ...any) (row, error) {
 			return row{}, fmt.Errorf("decode egress: %w", err)
 		}
 		j.Egress, j.EgressOmitted = e.Connections, e.Omitted
+	}
+	if tests != nil {
+		if err := json.Unmarshal(tests, &j.Tests); err != nil {
+			return row{}, fmt.Errorf("decode tests: %w", err)
+		}
+		passed := jobs.TestsPassed(j.Tests)
+		j.TestsPassed = &passed
 	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	utc(j.StartedAt)

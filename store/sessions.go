@@ -22,18 +22,25 @@ var ErrSessionNotFound = errors.New("session not found")
 const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessions.id AND jobs.status = 'queued')::integer`
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
-	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network`
+	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network,
+	paused, on_timeout, coalesce(checkpoint_id, '')`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
 	var meta, network []byte
+	var paused bool
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
-		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network)
+		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network,
+		&paused, &s.OnTimeout, &s.Checkpoint)
 	if err != nil {
 		return s, err
 	}
 	if s.Network, err = decodeNetwork(network); err != nil {
 		return s, err
+	}
+	s.State = jobs.SessionRunning
+	if paused {
+		s.State = jobs.SessionPaused
 	}
 	if s.Environment == "" {
 		s.Environment = jobs.DefaultEnvironment
@@ -72,15 +79,40 @@ func (s *Store) CreateSession(ctx context.Context, tenantID string, req jobs.Ses
 			return jobs.Session{}, fmt.Errorf("the tenant has %d stateful sessions, its limit: %w", n, ErrTooManyLive)
 		}
 	}
+	id := req.ID
+	if id == "" {
+		id = jobs.NewID("ses")
+	}
+	onTimeout := req.OnTimeout
+	if onTimeout == "" {
+		onTimeout = jobs.OnTimeoutKill
+	}
+	// A session made from a snapshot starts at its workspace (version 1,
+	// a copy the caller made at req.Workspace) and its live state (the
+	// snapshot's checkpoint, which its first job restores).
+	var version int64
+	var wsKey *string
+	if req.Workspace != nil {
+		version, wsKey = 1, &req.Workspace.Key
+	}
 	sess, err := scanSession(tx.QueryRow(ctx, `
-		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env, network)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10)
+		INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
+			on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, network)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $4::integer), $8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING `+sessionColumns,
-		jobs.NewID("ses"), tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv, networkJSON(req.Network)))
+		id, tenantID, req.Language, req.TTLSeconds, req.DiskMB, meta, req.Environment, req.Stateful, req.SealedEnv,
+		onTimeout, nilIfEmpty(req.Checkpoint), version, wsKey, workspaceBytes(req.Workspace), networkJSON(req.Network)))
 	if err != nil {
 		return sess, err
 	}
 	return sess, tx.Commit(ctx)
+}
+
+func workspaceBytes(w *jobs.WorkspaceCopy) int64 {
+	if w == nil {
+		return 0
+	}
+	return w.Bytes
 }
 
 // GetSession returns the tenant's active session, or ErrNotFound (also for
@@ -198,9 +230,12 @@ func (s *Store) ExpireSessions(ctx context.Context, limit int) ([]SessionRef, er
 		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
+	// A stateful session that pauses on its timeout is paused, not closed
+	// (ExpiredToPause); paused, it expires PausedTTL later.
 	rows, err := tx.Query(ctx, `
 		UPDATE sessions SET status = 'closing', closing_since = now()
 		WHERE id IN (SELECT id FROM sessions WHERE status = 'active' AND expires_at <= now()
+		               AND NOT (stateful AND on_timeout = 'pause' AND NOT paused)
 		             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 		RETURNING id, tenant_id`, limit)
 	if err != nil {
@@ -267,19 +302,31 @@ type SessionState struct {
 	Stateful bool
 	LiveID   string
 	LiveLost string
+	// Paused: the session was paused; Checkpoint (its ID set) is the live
+	// state to restore where there is no live sandbox.
+	Paused     bool
+	Checkpoint Checkpoint
 }
 
 // AcquireSession makes owner the session's only runner of jobs until
 // lease passes (renewed with ExtendSession). ok is false if someone else
 // holds it; ErrNotFound if it is gone or closing.
 func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time.Duration) (st SessionState, ok bool, err error) {
-	var key, liveID, liveLost *string
+	var key, liveID, liveLost, cpID, cpTenant, cpKey, cpImage, cpRuntime *string
+	var cpBytes, cpVersion *int64
+	var cpAt *time.Time
 	err = s.pool.QueryRow(ctx, `
-		UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
-		WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
-		RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+`, environment, stateful, live_id, live_lost`,
+		WITH s AS (
+			UPDATE sessions SET owner = $2, owner_until = now() + make_interval(secs => $3)
+			WHERE id = $1 AND status = 'active' AND (owner IS NULL OR owner_until < now())
+			RETURNING tenant_id, language, disk_mb, ttl_seconds, version, snapshot_key, `+sessionQueued+` AS queued, environment, stateful,
+				live_id, live_lost, paused, checkpoint_id)
+		SELECT s.tenant_id, s.language, s.disk_mb, s.ttl_seconds, s.version, s.snapshot_key, s.queued, s.environment, s.stateful,
+			s.live_id, s.live_lost, s.paused, c.id, c.tenant_id, c.key, c.bytes, c.image, c.runtime, c.version, c.created_at
+		FROM s LEFT JOIN checkpoints c ON c.id = s.checkpoint_id`,
 		id, owner, lease.Seconds()).
-		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Environment, &st.Stateful, &liveID, &liveLost)
+		Scan(&st.TenantID, &st.Language, &st.DiskMB, &st.TTLSeconds, &st.Version, &key, &st.Queued, &st.Environment, &st.Stateful,
+			&liveID, &liveLost, &st.Paused, &cpID, &cpTenant, &cpKey, &cpBytes, &cpImage, &cpRuntime, &cpVersion, &cpAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var status string
 		if err := s.pool.QueryRow(ctx, `SELECT status FROM sessions WHERE id = $1`, id).Scan(&status); err != nil || status != "active" {
@@ -288,6 +335,10 @@ func (s *Store) AcquireSession(ctx context.Context, id, owner string, lease time
 		return st, false, nil
 	}
 	st.SnapshotKey, st.LiveID, st.LiveLost = deref(key), deref(liveID), deref(liveLost)
+	if cpID != nil {
+		st.Checkpoint = Checkpoint{ID: *cpID, TenantID: deref(cpTenant), Key: deref(cpKey), Bytes: deref0(cpBytes),
+			Image: deref(cpImage), Runtime: deref(cpRuntime), Version: deref0(cpVersion), CreatedAt: deref0(cpAt)}
+	}
 	return st, err == nil, err
 }
 
@@ -429,6 +480,10 @@ type Snapshot struct {
 type Live struct {
 	ID   string
 	Lost string
+	// Fresh: the live sandbox was made new (nothing of an earlier live
+	// state is in it): the session's checkpoint, of that earlier state, is
+	// no longer its to restore.
+	Fresh bool
 }
 
 // FinishSessionJob records a session job's result and, if snap is set, the
@@ -475,8 +530,12 @@ func (s *Store) FinishSessionJob(ctx context.Context, jobID string, attempt int,
 		}
 	}
 	if live != nil && applied {
-		_, err = tx.Exec(ctx, `UPDATE sessions SET live_id = $3, live_lost = $4
-			WHERE id = $1 AND owner = $2 AND status = 'active'`, sessionID, owner, nilIfEmpty(live.ID), nilIfEmpty(live.Lost))
+		// A live sandbox found or made: the session runs (a pause's
+		// checkpoint, restored, stays named until the next one, the live
+		// state to fall back on).
+		_, err = tx.Exec(ctx, `UPDATE sessions SET live_id = $3, live_lost = $4, paused = paused AND $3::text IS NULL,
+				checkpoint_id = CASE WHEN $5 THEN NULL ELSE checkpoint_id END
+			WHERE id = $1 AND owner = $2 AND status = 'active'`, sessionID, owner, nilIfEmpty(live.ID), nilIfEmpty(live.Lost), live.Fresh)
 		if err != nil {
 			return false, false, "", err
 		}

@@ -25,10 +25,11 @@ type Tenant struct {
 }
 
 // limitColumns selects a tenants row's quotas, NULL as zero.
-const limitColumns = `coalesce(requests_per_second, 0), coalesce(max_queued, 0), coalesce(max_running, 0), coalesce(max_live_sessions, 0)`
+const limitColumns = `coalesce(requests_per_second, 0), coalesce(max_queued, 0), coalesce(max_running, 0), coalesce(max_live_sessions, 0),
+	coalesce(max_snapshot_mb, 0)`
 
 func limitDest(l *jobs.TenantLimits) []any {
-	return []any{&l.RequestsPerSecond, &l.MaxQueued, &l.MaxRunning, &l.MaxLiveSessions}
+	return []any{&l.RequestsPerSecond, &l.MaxQueued, &l.MaxRunning, &l.MaxLiveSessions, &l.MaxSnapshotMB}
 }
 
 // APIKey describes an API key. The key itself is shown once, at creation,
@@ -215,6 +216,7 @@ type LimitsUpdate struct {
 	MaxQueued         *int
 	MaxRunning        *int
 	MaxLiveSessions   *int
+	MaxSnapshotMB     *int
 }
 
 // SetTenantLimits applies u to the tenant's quotas and returns them.
@@ -225,10 +227,12 @@ func (s *Store) SetTenantLimits(ctx context.Context, tenantID string, u LimitsUp
 			requests_per_second = CASE WHEN $2 THEN nullif($3::double precision, 0) ELSE requests_per_second END,
 			max_queued = CASE WHEN $4 THEN nullif($5::integer, 0) ELSE max_queued END,
 			max_running = CASE WHEN $6 THEN nullif($7::integer, 0) ELSE max_running END,
-			max_live_sessions = CASE WHEN $8 THEN nullif($9::integer, 0) ELSE max_live_sessions END
+			max_live_sessions = CASE WHEN $8 THEN nullif($9::integer, 0) ELSE max_live_sessions END,
+			max_snapshot_mb = CASE WHEN $10 THEN nullif($11::integer, 0) ELSE max_snapshot_mb END
 		WHERE id = $1 RETURNING `+limitColumns, tenantID,
 		u.RequestsPerSecond != nil, deref0(u.RequestsPerSecond), u.MaxQueued != nil, deref0(u.MaxQueued),
-		u.MaxRunning != nil, deref0(u.MaxRunning), u.MaxLiveSessions != nil, deref0(u.MaxLiveSessions)).Scan(limitDest(&l)...)
+		u.MaxRunning != nil, deref0(u.MaxRunning), u.MaxLiveSessions != nil, deref0(u.MaxLiveSessions),
+		u.MaxSnapshotMB != nil, deref0(u.MaxSnapshotMB)).Scan(limitDest(&l)...)
 	return l, notFound(err)
 }
 

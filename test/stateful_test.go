@@ -17,7 +17,9 @@ import (
 // only the live state (files intact, reported), and a deleted session's
 // processes are dead.
 func TestStatefulSession(t *testing.T) {
-	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_ACK_WAIT=2s")
+	// Live state in memory, as where runsc cannot checkpoint (the gVisor
+	// path, whose live state outlives its runner, is TestLiveState's).
+	d := startDev(t, "GANTRY_DEV_RUNNER=false", "GANTRY_ACK_WAIT=2s", "GANTRY_LIVE_STATE=memory")
 	suffix := uniqueSuffix()
 	a := d.runner(t, "stateful-a-"+suffix)
 

@@ -278,6 +278,11 @@ type RunResult struct {
 	// Exit and Listing are set when Run returned no error.
 	Exit    Exit
 	Listing []byte
+	// Build is what the compile step built, when the request asked for it
+	// (Compile.SendBuild) and the step succeeded: a tar to send back as
+	// Request.Build. Untrusted (the compiler ran the program's source);
+	// empty when it was larger than MaxBuild.
+	Build []byte
 }
 
 // CompileReport is how a compile step ended, with what it printed.
@@ -380,6 +385,11 @@ func (c *Conn) Run(ctx context.Context, req Request, rio RunIO) (RunResult, erro
 			// The agent caps it too, but is not trusted.
 			if room := compileCap + 1 - len(compileOut); room > 0 {
 				compileOut = append(compileOut, payload[:min(room, len(payload))]...)
+			}
+		case kind == KindBuild && compiling && req.Compile.SendBuild && res.Build == nil:
+			res.Build = payload
+			if len(payload) > MaxBuild {
+				res.Build = []byte{}
 			}
 		case kind == KindCompiled && compiling:
 			compiling = false
@@ -587,6 +597,27 @@ func (c *Conn) Warm(ctx context.Context) error {
 		return err
 	}
 	return c.done("a warm wait")
+}
+
+// Quiesce has the agent stop writing (it answers, then holds its stream
+// at a frame's end) until Resume, so that what is checkpointed then is at
+// rest. Nothing else may be asked of the agent meanwhile but Resume.
+func (c *Conn) Quiesce(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "quiesce"}); err != nil {
+		return err
+	}
+	return c.done("a quiesce")
+}
+
+// Resume lets a quiesced agent write again: on this stream (its sandbox
+// went on after a checkpoint), or on a restored copy's new stream.
+func (c *Conn) Resume(ctx context.Context) error {
+	defer c.watch(ctx)()
+	if err := c.send(Request{Op: "resume"}); err != nil {
+		return err
+	}
+	return c.done("a resume")
 }
 
 // done reads the answer to a request without a stream of its own.

@@ -86,6 +86,27 @@ func TestRunFramesCompile(t *testing.T) {
 		t.Fatalf("run: %+v %v %q", res, err, out.String())
 	}
 
+	// A build asked for comes before the report; one not asked for has no
+	// place.
+	stream := frames(
+		rawFrame(KindStarted, ""),
+		rawFrame(KindBuild, "tar bytes"),
+		rawFrame(KindCompiled, `{"started":true,"code":0}`),
+		rawFrame(KindStarted, ""),
+		rawFrame(KindExit, `{"started":true,"code":0}`),
+		rawFrame(KindListing, ""),
+	)
+	c, _ = scripted(stream)
+	send := req
+	send.Compile = &Compile{Argv: []string{"gcc"}, SendBuild: true}
+	if res, err := c.Run(context.Background(), send, RunIO{Stdout: io.Discard, Stderr: io.Discard}); err != nil || string(res.Build) != "tar bytes" {
+		t.Errorf("build: %q %v", res.Build, err)
+	}
+	c, _ = scripted(stream)
+	if _, err := c.Run(context.Background(), req, RunIO{Stdout: io.Discard, Stderr: io.Discard}); err == nil || c.Err() == nil {
+		t.Errorf("a build not asked for: %v", err)
+	}
+
 	// Compile output after the report has no place.
 	c, _ = scripted(frames(
 		rawFrame(KindCompiled, `{"started":true,"code":0}`),

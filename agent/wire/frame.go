@@ -33,9 +33,11 @@ const (
 	// A run's compile step (Request.Compile): its output, then its Exit.
 	KindCompileOutput Kind = 'b'
 	KindCompiled      Kind = 'B'
-	KindListing       Kind = 'l' // the workspace's regular files, "size path\x00" records; ends a run
-	KindOK            Kind = 'k' // a request other than run or tar succeeded
-	KindError         Kind = 'E' // a request failed; the payload says why
+	// KindBuild carries what a compile step built (Compile.SendBuild).
+	KindBuild   Kind = 'u'
+	KindListing Kind = 'l' // the workspace's regular files, "size path\x00" records; ends a run
+	KindOK      Kind = 'k' // a request other than run or tar succeeded
+	KindError   Kind = 'E' // a request failed; the payload says why
 )
 
 // MaxFrame bounds one frame's payload. The runner reads frames from a
@@ -55,17 +57,43 @@ type FrameWriter struct {
 func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
 
 func (f *FrameWriter) Frame(kind Kind, payload []byte) error {
+	buf, err := frameBytes(kind, payload)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, err = f.w.Write(buf)
+	return err
+}
+
+// FrameAndHold writes a frame and holds the writer: no other frame is
+// written, nor begun, until Release. The agent answers a quiesce request
+// so, before its sandbox is checkpointed: the stream is then at a frame's
+// end, and stays there.
+func (f *FrameWriter) FrameAndHold(kind Kind, payload []byte) error {
+	buf, err := frameBytes(kind, payload)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	_, err = f.w.Write(buf)
+	return err
+}
+
+// Release lets a writer FrameAndHold held write again.
+func (f *FrameWriter) Release() { f.mu.Unlock() }
+
+// frameBytes is a frame as it goes on the stream.
+func frameBytes(kind Kind, payload []byte) ([]byte, error) {
 	if len(payload) > MaxFrame {
-		return fmt.Errorf("frame of %d bytes is over the %d-byte limit", len(payload), MaxFrame)
+		return nil, fmt.Errorf("frame of %d bytes is over the %d-byte limit", len(payload), MaxFrame)
 	}
 	buf := make([]byte, 5+len(payload))
 	buf[0] = byte(kind)
 	binary.BigEndian.PutUint32(buf[1:5], uint32(len(payload)))
 	copy(buf[5:], payload)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, err := f.w.Write(buf)
-	return err
+	return buf, nil
 }
 
 func (f *FrameWriter) JSON(kind Kind, v any) error {

@@ -12,7 +12,7 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner).
-const Protocol = 5
+const Protocol = 7
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -97,6 +97,10 @@ type Request struct {
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 	// Compile, when set, builds the program first (see Compile).
 	Compile *Compile `json:"compile,omitempty"`
+	// Build, when set instead of Compile, is what an earlier compile step
+	// of the same program built (a tar as KindBuild carries it): the agent
+	// unpacks it into BuildDir and runs the program without compiling.
+	Build []byte `json:"build,omitempty"`
 	// Launcher, when set, is the launcher the program must start with
 	// (the conformance tests run every one); the agent chooses otherwise.
 	// One the request cannot use fails the run before anything started.
@@ -127,7 +131,17 @@ type Compile struct {
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 	// OutputCap bounds its output; the rest is read and dropped.
 	OutputCap int `json:"output_cap,omitempty"`
+	// SendBuild has the agent send what a successful step built, as one
+	// KindBuild frame before its KindCompiled: a tar of BuildDir's
+	// directories and regular files, empty when it holds more than
+	// MaxBuild bytes. The runner keeps it to run the program again
+	// without compiling it (Request.Build).
+	SendBuild bool `json:"send_build,omitempty"`
 }
+
+// MaxBuild bounds a build the agent sends or unpacks: with a job's files
+// and input it must fit in one request frame (MaxFrame), base64-encoded.
+const MaxBuild = 12 << 20
 
 // Usage is what a sandbox's processes used, from the kernel's accounting
 // of the sandbox's first process (rusage, children included): under

@@ -4,6 +4,7 @@
 //
 //	gantry-agent [-isolation namespaces|container] [-warm numpy,pandas,...]
 //	gantry-agent exec -- PROGRAM ARGS...   (internal: raise the OOM score, then exec)
+//	gantry-agent init -- PROGRAM ARGS...   (internal: a container's pid 1 where Docker's --init is not there)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
 //	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
 //	gantry-agent relay -fd N               (internal: the egress relay of a sandbox the warm interpreter made)
@@ -17,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +34,9 @@ const prSetDumpable = 4
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "exec" && os.Args[2] == "--" {
 		execProgram(os.Args[3:])
+	}
+	if len(os.Args) > 3 && os.Args[1] == "init" && os.Args[2] == "--" {
+		os.Exit(initProcess(os.Args[3:]))
 	}
 	if len(os.Args) == 2 && os.Args[1] == "wait" {
 		waitForJob()
@@ -137,4 +142,42 @@ func lookPath(name string, env []string) string {
 		}
 	}
 	return name
+}
+
+// initProcess is a container's pid 1 where no init of Docker's runs (the
+// runner's own gVisor containers): it runs the program (the agent) as its
+// child, passes signals on to it, reaps every process orphaned into the
+// container, and ends with the program's status, as tini does for Docker.
+func initProcess(argv []string) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "gantry-agent init: %v\n", err)
+		return 127
+	}
+	child := cmd.Process.Pid
+	go func() {
+		for s := range sigs {
+			_ = syscall.Kill(child, s.(syscall.Signal))
+		}
+	}()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 127
+		}
+		if pid != child {
+			continue // an orphan, reaped
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
 }

@@ -99,6 +99,7 @@ func setLimits(ctx context.Context, cfg config, st *store.Store, name string, ar
 	queued := fs.String("max-queued", "", "jobs queued at once, or default")
 	running := fs.String("max-running", "", "jobs running at once across all runners, or default")
 	live := fs.String("max-live-sessions", "", "stateful sessions (live sandboxes) at once, or default")
+	snaps := fs.String("max-snapshot-mb", "", "MiB the tenant's snapshots may hold, or default")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
 	}
@@ -133,11 +134,18 @@ func setLimits(ctx context.Context, cfg config, st *store.Store, name string, ar
 		}
 		u.MaxLiveSessions = &v
 	}
+	if *snaps != "" {
+		v, err := parseLimit(*snaps, parseInt)
+		if err != nil {
+			errs = append(errs, "--max-snapshot-mb "+err.Error())
+		}
+		u.MaxSnapshotMB = &v
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	if u == (store.LimitsUpdate{}) {
-		return errors.New("set-limits: give at least one of --rps, --max-queued, --max-running, --max-live-sessions")
+		return errors.New("set-limits: give at least one of --rps, --max-queued, --max-running, --max-live-sessions, --max-snapshot-mb")
 	}
 	l, err := st.SetTenantLimits(ctx, t.ID, u)
 	if err != nil {

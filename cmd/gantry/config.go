@@ -25,6 +25,7 @@ import (
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
+	"github.com/gantryhq/gantry/runner"
 	"github.com/gantryhq/gantry/secret"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
@@ -42,19 +43,27 @@ type config struct {
 	S3          blob.Config
 	AutoMigrate bool
 
-	Image        string
-	DockerHost   string
-	RunnerID     string
-	RunnerAddr   string // "": no health/metrics server
-	Slots        int
-	DrainTimeout time.Duration
-	PoolMin      int
-	PoolMax      int
-	Runtime      string
-	Isolation    string
-	SandboxJobs  int
-	SandboxIdle  time.Duration
-	SandboxKeep  int
+	Image      string
+	DockerHost string
+	RunnerID   string
+	RunnerAddr string // "": no health/metrics server
+	Slots      int
+	// MaxSlots and BurstWait: burst slots beyond Slots (runner.Config);
+	// MemoryMB is the host memory the runner's sandboxes may take.
+	MaxSlots  int
+	BurstWait time.Duration
+	MemoryMB  int
+	// BuildCacheMB and BuildCacheTTL bound the runner's compiled programs.
+	BuildCacheMB  int
+	BuildCacheTTL time.Duration
+	DrainTimeout  time.Duration
+	PoolMin       int
+	PoolMax       int
+	Runtime       string
+	Isolation     string
+	SandboxJobs   int
+	SandboxIdle   time.Duration
+	SandboxKeep   int
 	// WarmPreload is what each container's warm interpreter imports (nil:
 	// runner.DefaultWarm; empty: no warm interpreter); WarmMB its share of
 	// a container's memory (0: the default).
@@ -63,6 +72,18 @@ type config struct {
 	// LiveMax bounds the stateful sessions' containers a runner keeps
 	// between their jobs.
 	LiveMax int
+	// LiveState is how a runner keeps stateful sessions' live state:
+	// "auto" (under gVisor, checkpointable, where runsc can checkpoint;
+	// else in memory), "gvisor" (refuse to start without it) or "memory".
+	// Runsc is its runsc; LiveDir its state directory ("": the data dir's
+	// for dev, /var/lib/gantry else); LiveCacheMB the checkpoints kept on
+	// disk; LiveCheckpointEvery how stale a session's last checkpoint may
+	// get before the next job's end takes another.
+	LiveState           string
+	Runsc               string
+	LiveDir             string
+	LiveCacheMB         int
+	LiveCheckpointEvery time.Duration
 	// LiveBufferMB and LiveBufferTenantMB bound what an ingress holds of
 	// live processes' output for readers behind, in all and per tenant.
 	LiveBufferMB, LiveBufferTenantMB int
@@ -248,6 +269,8 @@ func (e *envReader) tenantLimits() jobs.TenantLimits {
 		MaxRunning: e.int("GANTRY_TENANT_MAX_RUNNING", def.MaxRunning, 1, 1_000_000),
 		// Each stateful session keeps a live sandbox on a runner.
 		MaxLiveSessions: e.int("GANTRY_TENANT_MAX_LIVE_SESSIONS", def.MaxLiveSessions, 1, 1_000_000),
+		// What snapshots of stateful sessions hold in the object store.
+		MaxSnapshotMB: e.int("GANTRY_TENANT_MAX_SNAPSHOT_MB", def.MaxSnapshotMB, 1, 1<<30),
 	}
 	l.RequestsPerSecond = def.RequestsPerSecond
 	if v := e.str("GANTRY_TENANT_RPS", ""); v != "" {
@@ -347,23 +370,34 @@ func loadConfig() (config, error) {
 			Bucket:         e.str("GANTRY_S3_BUCKET", "gantry"),
 			Region:         e.str("GANTRY_S3_REGION", "us-east-1"),
 		},
-		AutoMigrate:  e.bool("GANTRY_AUTO_MIGRATE", true),
-		Image:        e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
-		DockerHost:   e.str("GANTRY_DOCKER_HOST", ""),
-		RunnerID:     e.str("GANTRY_RUNNER_ID", host),
-		RunnerAddr:   runnerAddr(),
-		Slots:        e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
-		DrainTimeout: e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
-		PoolMin:      e.int("GANTRY_POOL_MIN", -1, 0, 256),
-		PoolMax:      e.int("GANTRY_POOL_MAX", -1, 0, 1024),
-		Runtime:      e.str("GANTRY_RUNTIME", ""),
-		Isolation:    e.str("GANTRY_ISOLATION", ""),
-		SandboxJobs:  e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
-		SandboxIdle:  e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
-		SandboxKeep:  e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
-		WarmPreload:  e.modules("GANTRY_WARM_PRELOAD"),
-		WarmMB:       e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
-		LiveMax:      e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
+		AutoMigrate:   e.bool("GANTRY_AUTO_MIGRATE", true),
+		Image:         e.str("GANTRY_IMAGE", "gantry-sandbox:latest"),
+		DockerHost:    e.str("GANTRY_DOCKER_HOST", ""),
+		RunnerID:      e.str("GANTRY_RUNNER_ID", host),
+		RunnerAddr:    runnerAddr(),
+		Slots:         e.int("GANTRY_RUNNER_SLOTS", max(2, runtime.NumCPU()), 1, 1024),
+		MaxSlots:      e.int("GANTRY_RUNNER_MAX_SLOTS", 0, 0, 4096),
+		BurstWait:     e.duration("GANTRY_RUNNER_BURST_WAIT", time.Second, 0, time.Hour),
+		MemoryMB:      e.int("GANTRY_RUNNER_MEMORY_MB", hostMemoryMB(), 0, 1<<30),
+		BuildCacheMB:  e.int("GANTRY_BUILD_CACHE_MB", 256, 0, 1<<20),
+		BuildCacheTTL: e.duration("GANTRY_BUILD_CACHE_TTL", 24*time.Hour, time.Minute, 365*24*time.Hour),
+		DrainTimeout:  e.duration("GANTRY_DRAIN_TIMEOUT", 30*time.Second, 0, time.Hour),
+		PoolMin:       e.int("GANTRY_POOL_MIN", -1, 0, 256),
+		PoolMax:       e.int("GANTRY_POOL_MAX", -1, 0, 1024),
+		Runtime:       e.str("GANTRY_RUNTIME", ""),
+		Isolation:     e.str("GANTRY_ISOLATION", ""),
+		SandboxJobs:   e.int("GANTRY_SANDBOX_MAX_JOBS", 1000, 1, 1_000_000),
+		SandboxIdle:   e.duration("GANTRY_SANDBOX_IDLE", 5*time.Minute, time.Second, 24*time.Hour),
+		SandboxKeep:   e.int("GANTRY_SANDBOX_IDLE_MAX", 0, 0, 4096),
+		WarmPreload:   e.modules("GANTRY_WARM_PRELOAD"),
+		WarmMB:        e.int("GANTRY_WARM_MB", 0, 0, 64<<10),
+		LiveMax:       e.int("GANTRY_SESSION_LIVE_MAX", 0, 0, 4096),
+
+		LiveState:           e.str("GANTRY_LIVE_STATE", "auto"),
+		Runsc:               e.str("GANTRY_RUNSC", ""),
+		LiveDir:             e.str("GANTRY_LIVE_DIR", ""),
+		LiveCacheMB:         e.int("GANTRY_LIVE_CACHE_MB", 4096, 64, 1<<24),
+		LiveCheckpointEvery: e.duration("GANTRY_LIVE_CHECKPOINT_EVERY", 5*time.Minute, -1, 24*time.Hour),
 
 		LiveBufferMB:       e.int("GANTRY_LIVE_BUFFER_MB", 256, 1, 1<<20),
 		LiveBufferTenantMB: e.int("GANTRY_LIVE_BUFFER_TENANT_MB", 64, 1, 1<<20),
@@ -498,6 +532,18 @@ func loadConfig() (config, error) {
 	if c.PoolMax < 0 {
 		c.PoolMax = max(2*c.Slots, c.PoolMin)
 	}
+	// Burst slots: as many sandboxes of the default limits as the memory
+	// holds (a job asking more takes more of it), never fewer than Slots.
+	if c.MaxSlots == 0 {
+		c.MaxSlots = c.Slots
+		if c.MemoryMB > 0 {
+			lim := jobs.DefaultPolicy().DefaultLimits.MemoryMB + max(c.WarmMB, runner.DefaultWarmMB)
+			c.MaxSlots = max(c.Slots, min(c.MemoryMB/lim, 64*c.Slots))
+		}
+	}
+	if c.MaxSlots < c.Slots {
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_RUNNER_MAX_SLOTS=%d is below GANTRY_RUNNER_SLOTS=%d", c.MaxSlots, c.Slots))
+	}
 	if c.PoolMax < c.PoolMin {
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_POOL_MAX=%d is below GANTRY_POOL_MIN=%d", c.PoolMax, c.PoolMin))
 	}
@@ -505,6 +551,11 @@ func loadConfig() (config, error) {
 	case "", "runc", "runsc":
 	default:
 		e.errs = append(e.errs, fmt.Sprintf("GANTRY_RUNTIME=%q: want runc or runsc (the runtime must be configured in dockerd)", c.Runtime))
+	}
+	switch c.LiveState {
+	case "auto", "gvisor", "memory":
+	default:
+		e.errs = append(e.errs, fmt.Sprintf("GANTRY_LIVE_STATE=%q: want auto, gvisor or memory", c.LiveState))
 	}
 	switch c.Isolation {
 	case "", "namespaces", "container":
@@ -616,4 +667,26 @@ func parseCommands(v string) ([][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// hostMemoryMB is what the runner's sandboxes may take of this host's
+// memory by default: all of it (MemTotal) but an eighth, and at least 1
+// GiB, left to the system, dockerd and gantry; 0 (no bound) when
+// /proc/meminfo cannot be read.
+func hostMemoryMB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				return 0
+			}
+			total := kb >> 10
+			return max(total-max(total/8, 1024), 0)
+		}
+	}
+	return 0
 }

@@ -71,7 +71,7 @@ func TestQuotaSettings(t *testing.T) {
 	if c, err = loadConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if (c.TenantLimits != jobs.TenantLimits{RequestsPerSecond: 2.5, MaxQueued: 10, MaxRunning: 3, MaxLiveSessions: 7}) || c.Queue.MaxMsgs != 500 {
+	if (c.TenantLimits != jobs.TenantLimits{RequestsPerSecond: 2.5, MaxQueued: 10, MaxRunning: 3, MaxLiveSessions: 7, MaxSnapshotMB: 20480}) || c.Queue.MaxMsgs != 500 {
 		t.Errorf("set: %+v, queue %d msgs", c.TenantLimits, c.Queue.MaxMsgs)
 	}
 	t.Setenv("GANTRY_TENANT_RPS", "fast")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -266,12 +267,16 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 	r, err := runner.New(runner.Config{
 		ID:           cfg.RunnerID,
 		Slots:        cfg.Slots,
+		MaxSlots:     cfg.MaxSlots,
+		BurstWait:    cfg.BurstWait,
 		Queue:        cfg.Queue,
 		DrainTimeout: cfg.DrainTimeout,
 		Fleet: runner.FleetConfig{
 			Min: cfg.PoolMin, Max: cfg.PoolMax, Limits: policy.DefaultLimits,
 			MaxJobs: cfg.SandboxJobs, Idle: cfg.SandboxIdle, IdleMax: cfg.SandboxKeep, LiveMax: cfg.LiveMax,
+			MemoryMB: int64(cfg.MemoryMB),
 		},
+		Builds: runner.BuildCacheConfig{MaxBytes: buildCacheBytes(cfg.BuildCacheMB), TTL: cfg.BuildCacheTTL},
 		Artifacts: runner.ArtifactLimits{
 			MaxFiles: cfg.ArtifactFiles, MaxFileBytes: int64(cfg.ArtifactFileMB) << 20, MaxTotal: int64(cfg.ArtifactTotalMB) << 20,
 		},
@@ -282,8 +287,38 @@ func newRunner(cfg config, d *deps) (*runner.Runner, *runner.Sandbox, *codemode.
 		Box:          d.box,
 		TenantLimits: cfg.TenantLimits,
 		Tracer:       d.traces(),
+		Live:         liveConfig(cfg),
 	}, d.log, d.nc, d.store, d.blobs, sb, d.reg)
 	return r, sb, up, err
+}
+
+// liveConfig is how the runner keeps stateful sessions' live state: under
+// gVisor where runsc can checkpoint (GANTRY_LIVE_STATE).
+func liveConfig(cfg config) runner.LiveConfig {
+	lc := runner.LiveConfig{CacheMB: cfg.LiveCacheMB, CheckpointEvery: cfg.LiveCheckpointEvery,
+		Require: cfg.LiveState == "gvisor"}
+	if cfg.LiveState == "memory" {
+		return lc
+	}
+	runsc := cfg.Runsc
+	if runsc == "" {
+		runsc, _ = exec.LookPath("runsc")
+	}
+	dir := cmp.Or(cfg.LiveDir, "/var/lib/gantry/live")
+	lc.GVisor = runner.GVisorConfig{Runsc: runsc, StateDir: filepath.Join(dir, cfg.RunnerID)}
+	if lc.Require && runsc == "" {
+		lc.GVisor.Runsc = "runsc" // named, so that the runner says why it cannot
+	}
+	return lc
+}
+
+// buildCacheBytes is GANTRY_BUILD_CACHE_MB in bytes; 0 turns the cache
+// off.
+func buildCacheBytes(mb int) int64 {
+	if mb == 0 {
+		return -1
+	}
+	return int64(mb) << 20
 }
 
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
@@ -371,7 +406,7 @@ func runRunner(ctx context.Context, cfg config) error {
 	}
 	defer up.Stop()
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once at most (GANTRY_RUNNER_SLOTS).",
+		Name: "gantry_runner_slots", Help: "Jobs this runner runs at once before burst slots (GANTRY_RUNNER_SLOTS; up to GANTRY_RUNNER_MAX_SLOTS under a burst, as memory allows).",
 	}, func() float64 { return float64(cfg.Slots) }))
 	js, err := jetstream.New(d.nc)
 	if err != nil {
@@ -515,6 +550,9 @@ func runDev(ctx context.Context, cfg config) error {
 	if cfg.DevRunner {
 		var sb *runner.Sandbox
 		var up *codemode.Upstreams
+		if cfg.LiveDir == "" {
+			cfg.LiveDir = filepath.Join(dataDir, "live")
+		}
 		if r, sb, up, err = newRunner(cfg, d); err != nil {
 			return err
 		}
@@ -635,5 +673,5 @@ func runnerLine(cfg config) string {
 		return fmt.Sprintf("none in this process (GANTRY_DEV_RUNNER=false): start `gantry runner` with this GANTRY_DATA_DIR (NATS's user is kept there) and GANTRY_SECRET_KEY (kept in %s unless given)",
 			filepath.Join(cfg.DataDir, "secret-key"))
 	}
-	return fmt.Sprintf("%s, %d slots, image %s", cfg.RunnerID, cfg.Slots, cfg.Image)
+	return fmt.Sprintf("%s, %d slots (up to %d under a burst, %d MB for sandboxes), image %s", cfg.RunnerID, cfg.Slots, cfg.MaxSlots, cfg.MemoryMB, cfg.Image)
 }

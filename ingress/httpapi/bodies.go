@@ -23,6 +23,12 @@ type sessionList struct {
 	NextCursor *string        `json:"next_cursor"`
 }
 
+// snapshotList is a page of GET /v1/snapshots.
+type snapshotList struct {
+	Snapshots  []jobs.Snapshot `json:"snapshots"`
+	NextCursor *string         `json:"next_cursor"`
+}
+
 // artifactManifest is GET /v1/jobs/{id}/artifacts.
 type artifactManifest struct {
 	JobID     string          `json:"job_id"`

@@ -237,7 +237,7 @@ func (s *Server) routeTable() []route {
 			Tags:    []string{"sessions"},
 			Summary: "Create a session: a workspace that persists between the jobs run in it.",
 			Body:    &openapi.Body{Required: true, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.SessionRequest](), More: js{"examples": js{"defaults": js{"value": js{}}, "full": js{"value": js{"language": "python", "ttl_seconds": 7200, "disk_mb": 1024, "metadata": js{"agent": "demo"}}}, "stateful": js{"value": js{"language": "python", "stateful": true}}}}}}},
-			Errors:  []int{400},
+			Errors:  []int{400, 404},
 			Responses: []openapi.Response{
 				{Status: "201", Description: "Created: the session.", Headers: js{"Location": js{"$ref": "#/components/headers/SessionLocation"}}, Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Session]()}}},
 				{Status: "413", Description: "payload_too_large: the request body is larger than 65536 bytes.", Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
@@ -281,6 +281,89 @@ func (s *Server) routeTable() []route {
 			Errors: []int{404},
 			Responses: []openapi.Response{
 				{Status: "204", Description: "Closed."},
+			},
+		},
+		{
+			Method: "POST", Path: "/v1/sessions/{id}/pause", ID: "pauseSession",
+			handle:  s.handlePauseSession,
+			Tags:    []string{"sessions"},
+			Summary: "Pause a stateful session: its live state (memory, processes, /tmp, workspace) is saved and its sandbox freed; its next job, file call, command or resume restores it, on any runner.",
+			Params:  []openapi.Param{{Ref: "SessionID"}},
+			Errors:  []int{400, 404, 409},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The session, paused (pausing a paused session does nothing).", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Session]()}}},
+				{Status: "501", Description: "unavailable: the runner holding the session keeps live state in memory only (no gVisor that can checkpoint).", Content: []openapi.Media{{Type: "application/json", Schema: typ[errorBody]()}}},
+			},
+		},
+		{
+			Method: "POST", Path: "/v1/sessions/{id}/resume", ID: "resumeSession",
+			handle:  s.handleResumeSession,
+			Tags:    []string{"sessions"},
+			Summary: "Resume a paused session: its live state is restored before this answers (a running session is answered as it is).",
+			Params:  []openapi.Param{{Ref: "SessionID"}},
+			Errors:  []int{400, 404},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The session, running.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Session]()}}},
+			},
+		},
+		{
+			Method: "POST", Path: "/v1/sessions/{id}/snapshots", ID: "snapshotSession",
+			handle:  s.handleSnapshotSession,
+			Tags:    []string{"sessions"},
+			Summary: "Snapshot a stateful session's live state and workspace; the session goes on. New sessions are made from it with POST /v1/sessions {\"snapshot\": id}.",
+			Params:  []openapi.Param{{Ref: "SessionID"}},
+			Body:    &openapi.Body{Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.SnapshotRequest]()}}},
+			Errors:  []int{400, 404, 409},
+			Responses: []openapi.Response{
+				{Status: "201", Description: "The snapshot.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Snapshot]()}}},
+			},
+		},
+		{
+			Method: "POST", Path: "/v1/sessions/{id}/fork", ID: "forkSession",
+			handle:  s.handleForkSession,
+			Tags:    []string{"sessions"},
+			Summary: "Fork a stateful session into count new sessions, each with its live state and workspace at this moment, apart from each other and from it.",
+			Params:  []openapi.Param{{Ref: "SessionID"}},
+			Body:    &openapi.Body{Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.ForkRequest]()}}},
+			Errors:  []int{400, 404, 409},
+			Responses: []openapi.Response{
+				{Status: "201", Description: "The new sessions, in order.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Fork]()}}},
+			},
+		},
+		{
+			Method: "GET", Path: "/v1/snapshots", ID: "listSnapshots",
+			handle:  s.handleListSnapshots,
+			Tags:    []string{"sessions"},
+			Summary: "List the tenant's snapshots, newest first, cursor paginated.",
+			Params: []openapi.Param{
+				{In: "query", Name: "limit", Schema: js{"type": "integer", "minimum": 1, "maximum": 100, "default": 20}, Description: "Page size."},
+				{In: "query", Name: "cursor", Schema: js{"type": "string"}, Description: "The next_cursor of the previous page (opaque)."},
+			},
+			Errors: []int{400},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "A page of snapshots.", Content: []openapi.Media{{Type: "application/json", Schema: typ[snapshotList]()}}},
+			},
+		},
+		{
+			Method: "GET", Path: "/v1/snapshots/{id}", ID: "getSnapshot",
+			handle:  s.handleGetSnapshot,
+			Tags:    []string{"sessions"},
+			Summary: "Get a snapshot.",
+			Params:  []openapi.Param{{Ref: "SnapshotID"}},
+			Errors:  []int{404},
+			Responses: []openapi.Response{
+				{Status: "200", Description: "The snapshot.", Content: []openapi.Media{{Type: "application/json", Schema: typ[jobs.Snapshot]()}}},
+			},
+		},
+		{
+			Method: "DELETE", Path: "/v1/snapshots/{id}", ID: "deleteSnapshot",
+			handle:  s.handleDeleteSnapshot,
+			Tags:    []string{"sessions"},
+			Summary: "Delete a snapshot; sessions made from it go on.",
+			Params:  []openapi.Param{{Ref: "SnapshotID"}},
+			Errors:  []int{404},
+			Responses: []openapi.Response{
+				{Status: "204", Description: "Deleted."},
 			},
 		},
 		{

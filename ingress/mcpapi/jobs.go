@@ -27,11 +27,16 @@ type codeArgs struct {
 	Environment   string      `json:"environment,omitempty"`
 }
 
-// submitArgs are the arguments of submit_job: execute_code's and a key
-// that makes retries safe.
+// submitArgs are the arguments of submit_job: execute_code's, a key
+// that makes retries safe, and test cases (not on execute_code, whose
+// schema is in the code toolset's context).
 type submitArgs struct {
 	codeArgs
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	Tests          []jobs.Test  `json:"tests,omitempty"`
+	Compare        jobs.Compare `json:"compare,omitempty"`
+	Tolerance      float64      `json:"tolerance,omitempty"`
+	StopOnFailure  bool         `json:"stop_on_failure,omitempty"`
 }
 
 func (a codeArgs) request() jobs.Request {
@@ -42,6 +47,7 @@ func (a codeArgs) request() jobs.Request {
 func (a submitArgs) request() jobs.Request {
 	r := a.codeArgs.request()
 	r.IdempotencyKey = a.IdempotencyKey
+	r.Tests, r.Compare, r.Tolerance, r.StopOnFailure = a.Tests, a.Compare, a.Tolerance, a.StopOnFailure
 	return r
 }
 
@@ -119,6 +125,9 @@ type jobResult struct {
 	// CPUTimeMS and PeakMemoryKB are what the program used.
 	CPUTimeMS    *int64 `json:"cpu_time_ms,omitempty"`
 	PeakMemoryKB *int64 `json:"peak_memory_kb,omitempty"`
+	// Tests and TestsPassed: a job with tests (see jobs.Job).
+	Tests       []jobs.TestResult `json:"tests,omitempty"`
+	TestsPassed *int              `json:"tests_passed,omitempty"`
 }
 
 // artifactLink is an artifact with a presigned URL that needs no API key.
@@ -145,11 +154,12 @@ func (s *Server) addJobTools(ms *server.MCPServer, tools *toolCatalog) {
 
 	tools.add(ms, toolsetJobs, mcp.NewTool("submit_job",
 		mcp.WithDescription("Queue code like execute_code; answers at once, like get_job. "+
-			"The same idempotency_key returns the same job, so retries are safe."),
+			"The same idempotency_key returns the same job, so retries are safe. "+
+			"With tests, the program is built once and run once per test (its stdin), each in a fresh sandbox; get_job has each test's result."),
 		mcp.WithTitleAnnotation("Queue code"),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
-		inputOf[submitArgs](s.codeNote()),
+		inputOf[submitArgs](s.submitNote()),
 	), s.toolSubmitJob)
 
 	// Five tools answer with a job (jobResult); its schema is listed once,
@@ -217,6 +227,16 @@ func (s *Server) codeNote() toolNote {
 		"session_id":     {"description": "from create_session"},
 		"environment":    {"description": "a sandbox image with more packages; absent: the default"},
 	}}
+}
+
+// submitNote is codeNote with what the tests need said.
+func (s *Server) submitNote() toolNote {
+	n := s.codeNote()
+	n.props["tests"] = js{"maxItems": jobs.MaxTests}
+	n.props["tests.expected_stdout"] = js{"description": "absent: passes when the program exits 0"}
+	n.props["compare"] = js{"description": "lines (default: trailing whitespace ignored), exact, or tokens (numbers within tolerance)"}
+	n.props["tolerance"] = js{"minimum": 0, "maximum": 1}
+	return n
 }
 
 func (s *Server) toolExecuteCode(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -426,6 +446,7 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 		Error: j.Error, Artifacts: []artifactLink{}, ArtifactsOmitted: j.ArtifactsOmitted,
 		Value: j.Value, LiveState: j.LiveState, LiveStateReason: j.LiveStateReason,
 		Compile: j.Compile, CompileOutput: j.CompileOutput, CPUTimeMS: j.CPUTimeMS, PeakMemoryKB: j.PeakMemoryKB,
+		Tests: j.Tests, TestsPassed: j.TestsPassed,
 	}
 	for _, a := range j.Artifacts {
 		u, err := s.svc.ArtifactURL(ctx, p, j.ID, a.Path)
@@ -455,6 +476,16 @@ func (s *Server) jobToolResult(ctx context.Context, p service.Principal, j jobs.
 		fmt.Fprintf(&b, "the session's live state was lost (%s): this call ran in a fresh interpreter; files in /workspace are as the last call left them\n", j.LiveStateReason)
 	}
 	writeStream(&b, "compile output", j.CompileOutput, j.Compile != nil && j.Compile.OutputTruncated, j.ID)
+	if j.TestsPassed != nil {
+		fmt.Fprintf(&b, "tests: %d of %d passed\n", *j.TestsPassed, len(j.Tests))
+		shown := 0
+		for i, t := range j.Tests {
+			if t.Status != jobs.TestPassed && shown < 5 {
+				shown++
+				fmt.Fprintf(&b, "test %d: %s %s\n", i, t.Status, t.Message)
+			}
+		}
+	}
 	writeStream(&b, "stdout", j.Stdout, j.StdoutTruncated, j.ID)
 	if j.Value != nil {
 		writeStream(&b, "value", j.Value.Text, false, j.ID)

@@ -46,6 +46,8 @@ var enums = map[reflect.Type][]any{
 	typ[jobs.CompileStatus](): Enum(jobs.CompileStatuses),
 	typ[service.Code]():       Enum(service.Codes),
 	typ[jobs.LiveState]():     Enum(jobs.LiveStates),
+	typ[jobs.TestStatus]():    Enum(jobs.TestStatuses),
+	typ[jobs.Compare]():       Enum(jobs.Compares),
 }
 
 // Enum is a list of values as a schema's enum.

@@ -107,7 +107,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		MaxQueued:      limits.MaxQueued,
 		TraceParent:    tracing.Traceparent(ctx),
 	}, func(ctx context.Context, jobID string) (uint64, error) {
-		seq, err := s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID}, jobID, limits.MaxRunning)
+		seq, err := s.queue.publish(ctx, queue.RunMessage{JobID: jobID, TenantID: p.TenantID, SessionID: sessionID, MemoryMB: spec.Limits.MemoryMB}, jobID, limits.MaxRunning)
 		if err == nil {
 			published = jobID
 		}

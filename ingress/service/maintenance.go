@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +63,13 @@ func (c MaintenanceConfig) WithDefaults() MaintenanceConfig {
 // method is safe to call from several ingress replicas at once.
 type MaintenanceStore interface {
 	Ping(ctx context.Context) error
+	// Stateful sessions that pause at their timeout, and checkpoints
+	// nothing names any more (livestate.go).
+	ExpiredToPause(ctx context.Context, limit int) ([]store.PauseRef, error)
+	PauseIdle(ctx context.Context, tenantID, sessionID string) error
+	PauseLost(ctx context.Context, sessionID, live, reason string) error
+	UnusedCheckpoints(ctx context.Context, age time.Duration, limit int) ([]store.Checkpoint, error)
+	DeleteCheckpoint(ctx context.Context, id string) (bool, error)
 	// ExpireSessions marks up to limit sessions idle past their TTL as
 	// closing and returns them.
 	ExpireSessions(ctx context.Context, limit int) ([]store.SessionRef, error)
@@ -89,6 +98,9 @@ type SessionObjects interface {
 	// DeletePrefix deletes every object under prefix and returns how many
 	// it deleted; nothing to delete is no error.
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
+	// Delete deletes one object (a checkpoint nothing names); a missing
+	// one is no error.
+	Delete(ctx context.Context, key string) error
 }
 
 // Maintenance is the ingress's background work, apart from serving
@@ -102,6 +114,8 @@ type Maintenance struct {
 	log     *slog.Logger
 	store   MaintenanceStore
 	js      jetstream.JetStream
+	nc      *nats.Conn
+	blobs   SessionObjects
 	queue   *publisher
 	closer  *closer
 	metrics *maintenanceMetrics
@@ -117,7 +131,7 @@ func NewMaintenance(cfg MaintenanceConfig, log *slog.Logger, st MaintenanceStore
 	}
 	cfg = cfg.WithDefaults()
 	return &Maintenance{
-		cfg: cfg, log: log, store: st, js: js,
+		cfg: cfg, log: log, store: st, js: js, nc: nc, blobs: blobs,
 		queue:   newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer:  &closer{log: log, nc: nc, blobs: blobs, store: st},
 		metrics: newMaintenanceMetrics(reg),
@@ -234,6 +248,8 @@ func (m *Maintenance) sealPlainEnv(ctx context.Context) {
 // interrupted, and, when settled, re-announces sessions whose jobs nobody
 // is running.
 func (m *Maintenance) sweepSessions(ctx context.Context, settled bool) {
+	m.pauseExpired(ctx)
+	m.deleteUnusedCheckpoints(ctx)
 	expired, err := m.store.ExpireSessions(ctx, 100)
 	if err != nil && ctx.Err() == nil {
 		m.log.Warn("expire sessions", "err", err)
@@ -307,4 +323,65 @@ func newMaintenanceMetrics(reg prometheus.Registerer) *maintenanceMetrics {
 	}
 	reg.MustRegister(m.reconciled, m.historyDeleted, m.live, m.oldest)
 	return m
+}
+
+// pauseExpired pauses the stateful sessions past their timeout that pause
+// then (on_timeout pause): the runner holding each one's live sandbox
+// checkpoints it; one that holds none is only marked paused. One whose job
+// is running is paused by a later pass.
+func (m *Maintenance) pauseExpired(ctx context.Context) {
+	refs, err := m.store.ExpiredToPause(ctx, 20)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("list sessions to pause", "err", err)
+		}
+		return
+	}
+	for _, ref := range refs {
+		log := m.log.With("session_id", ref.ID)
+		if ref.Live == "" {
+			if err := m.store.PauseIdle(ctx, ref.TenantID, ref.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				log.Warn("pause a session at its timeout", "err", err)
+			}
+			continue
+		}
+		_, err := control(ctx, m.nc, ref.ID, ref.Live, queue.ControlRequest{Op: queue.ControlPause, TenantID: ref.TenantID})
+		switch {
+		case errors.Is(err, errHolderGone):
+			err = m.store.PauseLost(ctx, ref.ID, ref.Live, "its runner was lost before its timeout paused it")
+		case err != nil:
+			var e *Error
+			if errors.As(err, &e) && e.Status == http.StatusNotImplemented {
+				// Its runner cannot checkpoint: what it holds is lost.
+				err = m.store.PauseLost(ctx, ref.ID, ref.Live, "its timeout paused it on a runner that keeps live state in memory only")
+			}
+		}
+		if err != nil {
+			log.Info("pause a session at its timeout; the next pass tries again", "err", err)
+		} else {
+			log.Info("session paused at its timeout")
+		}
+	}
+}
+
+// unusedCheckpointAge is how long a checkpoint nothing names is kept (a
+// fork or snapshot being recorded names it within seconds).
+const unusedCheckpointAge = 10 * time.Minute
+
+// deleteUnusedCheckpoints deletes checkpoints no session or snapshot names
+// any more (superseded, their session closed, their snapshot deleted).
+func (m *Maintenance) deleteUnusedCheckpoints(ctx context.Context) {
+	cps, err := m.store.UnusedCheckpoints(ctx, unusedCheckpointAge, 100)
+	if err != nil {
+		return
+	}
+	for _, cp := range cps {
+		if err := m.blobs.Delete(ctx, cp.Key); err != nil {
+			m.log.Warn("delete an unused checkpoint", "checkpoint", cp.ID, "err", err)
+			continue
+		}
+		if _, err := m.store.DeleteCheckpoint(ctx, cp.ID); err != nil {
+			m.log.Warn("delete an unused checkpoint's row", "checkpoint", cp.ID, "err", err)
+		}
+	}
 }

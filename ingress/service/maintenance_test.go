@@ -57,7 +57,14 @@ func (heldStore) TenantLimits(context.Context, string) (jobs.TenantLimits, error
 func (heldStore) ReconcileJobs(context.Context, store.ReconcileOptions, func(context.Context, store.Unfinished) (store.Repair, error)) (int, error) {
 	return 0, nil
 }
-func (heldStore) DeleteExpiredPII(context.Context, int) (int, error) { return 0, nil }
+func (heldStore) DeleteExpiredPII(context.Context, int) (int, error)            { return 0, nil }
+func (heldStore) ExpiredToPause(context.Context, int) ([]store.PauseRef, error) { return nil, nil }
+func (heldStore) PauseIdle(context.Context, string, string) error               { return nil }
+func (heldStore) PauseLost(context.Context, string, string, string) error       { return nil }
+func (heldStore) UnusedCheckpoints(context.Context, time.Duration, int) ([]store.Checkpoint, error) {
+	return nil, nil
+}
+func (heldStore) DeleteCheckpoint(context.Context, string) (bool, error) { return false, nil }
 
 // heldWebhooks is a webhook.Store whose dispatcher is held in
 // ClaimWebhooks.
@@ -85,6 +92,7 @@ func (heldWebhooks) RotateWebhookSecret(context.Context, string, []byte, time.Du
 type nowhere struct{}
 
 func (nowhere) DeletePrefix(context.Context, string) (int, error) { return 0, nil }
+func (nowhere) Delete(context.Context, string) error              { return nil }
 
 // TestMaintenanceStopWaitsForLoops: Stop cancels what the loops are doing
 // and returns only once the sweeper and the webhook dispatcher have both

@@ -165,6 +165,9 @@ type Store interface {
 	Usage(ctx context.Context, tenantID string, from, to time.Time, step time.Duration, by string) (jobs.Usage, error)
 
 	Environments(ctx context.Context) ([]store.Environment, error)
+
+	// Stateful sessions' live state: pause, snapshots (livestate.go).
+	LiveStore
 }
 
 // The store's records the service hands to its adapters as they are.
@@ -193,6 +196,8 @@ type Blobs interface {
 	PresignGet(ctx context.Context, key string, expiry time.Duration, filename string) (*url.URL, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error)
+	// Copy copies an object in the store (a snapshot's workspace).
+	Copy(ctx context.Context, src, dst string) (int64, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 }
@@ -238,6 +243,8 @@ type Service struct {
 	// sandboxes are stateful sessions' live sandboxes (live.go).
 	sandboxes *Sandboxes
 	codeMode  *CodeMode
+	// live is the store's part for live state (the store itself).
+	live LiveStore
 	// budget bounds the memory held for answers (buffers.go).
 	budget *membudget.Budget
 }
@@ -257,7 +264,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 		queue:  newPublisher(nc, js, cfg.Queue, st, cfg.TenantLimits, log, cfg.Tracer),
 		closer: &closer{log: log, nc: nc, blobs: blobs, store: st},
 		hub:    newHub(), metrics: newMetrics(reg), auth: newAuthCache(KeyCacheTTL, 10000), badKeys: newRateLimits(10000), done: newDoneJobs(64<<20, 10*time.Minute),
-		tracer: tracing.Tracer(cfg.Tracer, tracerName),
+		tracer: tracing.Tracer(cfg.Tracer, tracerName), live: st,
 		budget: membudget.New(cfg.TenantBufferBytes, cfg.BufferBytes),
 	}
 	registerBufferMetrics(reg, s.budget)

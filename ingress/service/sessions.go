@@ -59,7 +59,15 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 		}
 	}
 	req.MaxLive = s.Limits(p).MaxLiveSessions
+	if req.Snapshot != "" {
+		if req, err = s.fromSnapshot(ctx, p, req); err != nil {
+			return jobs.Session{}, err
+		}
+	}
 	sess, err := s.store.CreateSession(ctx, p.TenantID, req)
+	if err != nil && req.Workspace != nil {
+		_ = s.blobs.Delete(context.WithoutCancel(ctx), req.Workspace.Key) // the copy no session took
+	}
 	if errors.Is(err, store.ErrTooManyLive) {
 		return sess, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: 5,
 			Message: fmt.Sprintf("%v (%d): close one (DELETE /v1/sessions/{id}) or let one expire", err, req.MaxLive)}

@@ -264,6 +264,13 @@ class Compile(TypedDict):
     its output is the job's compile_output.
     """
 
+    #: The program was not compiled for this job: the build of the very same
+    #: program (the same code, files, environment variables, language and sandbox
+    #: image) that an earlier job of the tenant compiled was used, or that
+    #: compile's refusal (a compiler that exited non-zero by itself, for the same
+    #: inputs and memory limit). duration_ms is then 0, cpu_time_ms and
+    #: peak_memory_kb null, and compile_output is what that compile printed.
+    cached: bool
     #: CPU time the compiler's processes used, measured as the job's cpu_time_ms.
     cpu_time_ms: Optional[int]
     #: The compile's wall-clock time, in milliseconds.
@@ -353,7 +360,7 @@ class ErrorDetail(_ErrorDetailRequired, total=False):
 class ErrorInfo(TypedDict):
     """Why a job did not succeed: a limit it hit, or why gantry could not run it."""
 
-    code: Literal["timed_out", "oom_killed", "cancelled", "infrastructure", "compile_error"]
+    code: Literal["timed_out", "oom_killed", "cancelled", "infrastructure", "compile_error", "tests_failed"]
     message: str
 
 
@@ -394,6 +401,18 @@ class FileInfo(_FileInfoRequired, total=False):
 class FileList(TypedDict):
     #: The entries, sorted by path; at most 10000.
     files: List[FileInfo]
+
+
+class Fork(TypedDict):
+    sessions: List[Session]
+
+
+class _ForkRequestRequired(TypedDict):
+    count: int
+
+
+class ForkRequest(_ForkRequestRequired, total=False):
+    ttl_seconds: int
 
 
 class Health(TypedDict):
@@ -532,6 +551,17 @@ class Job(_JobRequired, total=False):
     #: What the job ran: only with ?include=spec on GET /v1/jobs or GET
     #: /v1/jobs/{id}. Never the env values.
     spec: JobSpec
+    #: A job with tests: each test's result, in the order of the request's tests,
+    #: once the job finished. With stop_on_failure they end at the first test that
+    #: did not pass; a program that did not compile has none (error.code
+    #: compile_error). Absent for a job without tests. Such a job succeeds when
+    #: every test passed, and otherwise fails with error.code tests_failed; its own
+    #: stdout, stderr and exit_code are empty, its duration_ms covers all the
+    #: tests, cpu_time_ms is their sum and peak_memory_kb their largest. It has no
+    #: artifacts.
+    tests: List[TestResult]
+    #: How many of the job's tests passed; absent for a job without tests.
+    tests_passed: Optional[int]
     #: The OpenTelemetry trace of the job, from the request that submitted it to
     #: its recorded result (32 hex digits), when the operator exports traces and
     #: this one was sampled; absent otherwise. A request that arrives with a W3C
@@ -584,6 +614,11 @@ class JobRequest(_JobRequestRequired, total=False):
     #: "main.py"]. At most 256 arguments; the first must not be empty; no NUL
     #: bytes.
     command: List[str]
+    #: How a test's stdout is compared with its expected_stdout: `lines`
+    #: (whitespace at the end of each line and empty lines at the end are ignored;
+    #: CRLF reads as LF), `exact` (the same bytes), or `tokens` (the same
+    #: whitespace-separated tokens; numbers within `tolerance`). Only with tests.
+    compare: Literal["lines", "exact", "tokens"]
     #: Wall-clock limit of a compiled language's compile step, in milliseconds,
     #: apart from timeout_ms (which bounds the program's run). The compile runs in
     #: a sandbox of its own, made as the program's (same limits.memory_mb, cpus,
@@ -639,11 +674,24 @@ class JobRequest(_JobRequestRequired, total=False):
     #: alphabet, padded) for binary input; the program reads the decoded bytes.
     #: `utf-8` is accepted as a spelling of `utf8`.
     stdin_encoding: Literal["utf8", "base64"]
+    #: End the job at its first test that does not pass (the rest do not run).
+    stop_on_failure: bool
+    #: Test cases: the program is built once (a compiled language is compiled once)
+    #: and run once per test, each in a fresh sandbox (a fresh /workspace with the
+    #: job's files, nothing left by another test) with the test's stdin, the job's
+    #: timeout_ms and limits. Each test gets a result in the job's `tests`. At most
+    #: 1000 tests, 16 MiB of stdin and expected output in all; not with `stdin`
+    #: (each test has its own) nor in a session.
+    tests: List[Test]
     #: Wall-clock limit of the program's run in milliseconds (a compile step has
     #: its own, compile_timeout_ms); the program is killed when it passes, and what
     #: it used until then is still measured. Absent or 0 means the default. The
     #: maximum is the operator's GANTRY_MAX_TIMEOUT_MS (default 900000).
     timeout_ms: int
+    #: With `compare: tokens`, how far a number may be from the expected one: a
+    #: token passes when |got - expected| <= tolerance or <= tolerance ×
+    #: |expected|. Between 0 and 1; absent means tokens must be equal.
+    tolerance: float
     #: An http or https URL called when the job finishes (see the jobFinished
     #: webhook), instead of the tenant's default (settings.webhook_url). No
     #: credentials in the URL, no #fragment; unless the operator allows private
@@ -769,7 +817,7 @@ class Limits(TypedDict, total=False):
 #: processes as they were), `lost` (the sandbox earlier jobs ran in is gone,
 #: see live_state_reason; this job ran in a new one, with /workspace as the
 #: last job left it).
-LiveState = Literal["new", "kept", "lost"]
+LiveState = Literal["new", "kept", "lost", "restored"]
 
 
 class LogChunk(TypedDict):
@@ -1082,9 +1130,11 @@ class _SessionRequired(TypedDict):
     #: files were last written or deleted through the API. Reading does not count.
     last_used_at: str
     metadata: Dict[str, str]
+    on_timeout: str
     #: The session's jobs not yet started (counted from the jobs, so exact:
     #: cancelled jobs are not counted).
     queued_jobs: int
+    state: SessionState
     #: The session keeps a live sandbox between its jobs (see
     #: SessionRequest.stateful).
     stateful: bool
@@ -1149,6 +1199,8 @@ class SessionRequest(TypedDict, total=False):
     #: `metadata` or `metadata.<key>`).
     metadata: Dict[str, str]
     network: Network
+    on_timeout: str
+    snapshot: str
     #: Keep the session's sandbox alive between its jobs: Python jobs run one after
     #: another in one interpreter (globals, imports and loaded data persist, like
     #: notebook cells, and each job's `value` is its last expression's), and /tmp
@@ -1162,6 +1214,8 @@ class SessionRequest(TypedDict, total=False):
     #: How long the session lives after its last use, in seconds (at most 7 days).
     #: Absent or 0 means the default.
     ttl_seconds: int
+
+SessionState = str
 
 
 class SettingsEgress(TypedDict):
@@ -1381,6 +1435,74 @@ class SkillVersions(TypedDict):
     versions: List[SkillVersionsVersionsItem]
 
 
+class _SnapshotRequired(TypedDict):
+    bytes: int
+    created_at: str
+    disk_mb: int
+    environment: str
+    id: str
+    language: str
+
+
+class Snapshot(_SnapshotRequired, total=False):
+    name: str
+    session_id: str
+
+
+class SnapshotList(TypedDict):
+    next_cursor: Optional[str]
+    snapshots: List[Snapshot]
+
+
+class SnapshotRequest(TypedDict, total=False):
+    name: str
+
+
+class Test(TypedDict, total=False):
+    """One test case of a job."""
+
+    #: What the program must print, compared as the job's `compare` says. Absent:
+    #: the test passes when the program exits 0.
+    expected_stdout: Optional[str]
+    #: The program's standard input for this test (text, no NUL bytes).
+    stdin: str
+
+
+class _TestResultRequired(TypedDict):
+    #: CPU time the test's processes used, measured as the job's cpu_time_ms.
+    cpu_time_ms: Optional[int]
+    #: The test's wall-clock time, in milliseconds.
+    duration_ms: int
+    #: The program's exit status (128+n when signal n killed it); null when it was
+    #: killed at its timeout.
+    exit_code: Optional[int]
+    #: The largest resident set of one of its processes, in KiB.
+    peak_memory_kb: Optional[int]
+    #: passed (it exited 0 and printed what was expected), failed (it exited 0 and
+    #: printed something else: message says where), error (it exited otherwise or
+    #: was killed: a runtime error; or gantry could not run it, as message says),
+    #: timeout (it ran longer than the job's timeout_ms) or memory (it ran out of
+    #: limits.memory_mb).
+    status: Literal["passed", "failed", "error", "timeout", "memory"]
+    #: What it printed on standard error, at most 16384 bytes.
+    stderr: str
+    #: stderr was longer than what is kept.
+    stderr_truncated: bool
+    #: What the program printed, at most 16384 bytes (the comparison reads up to
+    #: limits.output_bytes).
+    stdout: str
+    #: stdout was longer than what is kept.
+    stdout_truncated: bool
+
+
+class TestResult(_TestResultRequired, total=False):
+    """How one test of a job went."""
+
+    #: For a test that failed, how its output differs; for an error, timeout or
+    #: memory, why.
+    message: str
+
+
 class _ToolCallRequired(TypedDict):
     #: Size of the arguments sent upstream, in bytes.
     bytes_in: int
@@ -1582,4 +1704,4 @@ class WebhookSecret(TypedDict):
     secret: str
 
 
-__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "Network", "NetworkRule", "PresignedURL", "Readiness", "Secret", "SecretList", "SecretRequest", "Session", "SessionList", "SessionRequest", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]
+__all__ = ["API_VERSION", "ERROR_CODES", "ErrorCode", "AgentEvent", "AgentTrace", "Artifact", "ArtifactManifest", "BatchItem", "BatchRequest", "BatchResponse", "ChatChoice", "ChatChunkChoice", "ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ChatDelta", "ChatMessage", "ChatToolCall", "ChatUsage", "Compile", "EgressConnection", "Environment", "EnvironmentList", "Error", "ErrorDetail", "ErrorInfo", "Exception", "FileInfo", "FileList", "Fork", "ForkRequest", "Health", "InputFile", "Job", "JobList", "JobRequest", "JobSpec", "JobSpecFile", "JobStatus", "Language", "LanguageList", "Limits", "LiveState", "LogChunk", "LogStatusEvent", "McpServer", "McpServerDetail", "McpServerList", "McpServerRegistration", "McpServerUpdate", "Network", "NetworkRule", "PresignedURL", "Readiness", "Secret", "SecretList", "SecretRequest", "Session", "SessionList", "SessionRequest", "SessionState", "Settings", "Skill", "SkillFile", "SkillList", "SkillPut", "SkillSummary", "SkillVersions", "Snapshot", "SnapshotList", "SnapshotRequest", "Test", "TestResult", "ToolCall", "ToolInfo", "ToolList", "Usage", "UsageBucket", "UsageFigures", "Value", "WebhookAttempt", "WebhookDelivery", "WebhookEvent", "WebhookSecret"]

@@ -234,6 +234,15 @@ export interface ChatUsage {
  * its output is the job's compile_output.
  */
 export interface Compile {
+  /**
+   * The program was not compiled for this job: the build of the very same
+   * program (the same code, files, environment variables, language and sandbox
+   * image) that an earlier job of the tenant compiled was used, or that
+   * compile's refusal (a compiler that exited non-zero by itself, for the same
+   * inputs and memory limit). duration_ms is then 0, cpu_time_ms and
+   * peak_memory_kb null, and compile_output is what that compile printed.
+   */
+  cached: boolean;
   /** CPU time the compiler's processes used, measured as the job's cpu_time_ms. */
   cpu_time_ms: number | null;
   /** The compile's wall-clock time, in milliseconds. */
@@ -321,7 +330,7 @@ export interface ErrorDetail {
 
 /** Why a job did not succeed: a limit it hit, or why gantry could not run it. */
 export interface ErrorInfo {
-  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure" | "compile_error";
+  code: "timed_out" | "oom_killed" | "cancelled" | "infrastructure" | "compile_error" | "tests_failed";
   message: string;
 }
 
@@ -362,6 +371,15 @@ export interface FileInfo {
 export interface FileList {
   /** The entries, sorted by path; at most 10000. */
   files: FileInfo[];
+}
+
+export interface Fork {
+  sessions: Session[];
+}
+
+export interface ForkRequest {
+  count: number;
+  ttl_seconds?: number;
 }
 
 export interface Health {
@@ -518,6 +536,19 @@ export interface Job {
   /** stdout passed limits.output_bytes and was cut. */
   stdout_truncated: boolean;
   /**
+   * A job with tests: each test's result, in the order of the request's tests,
+   * once the job finished. With stop_on_failure they end at the first test that
+   * did not pass; a program that did not compile has none (error.code
+   * compile_error). Absent for a job without tests. Such a job succeeds when
+   * every test passed, and otherwise fails with error.code tests_failed; its own
+   * stdout, stderr and exit_code are empty, its duration_ms covers all the
+   * tests, cpu_time_ms is their sum and peak_memory_kb their largest. It has no
+   * artifacts.
+   */
+  tests?: TestResult[];
+  /** How many of the job's tests passed; absent for a job without tests. */
+  tests_passed?: number | null;
+  /**
    * Code mode: the upstream MCP tool calls the job's code made, in the order
    * they started. Filled in when the job finishes; empty before, and for jobs
    * that called no tools.
@@ -590,6 +621,13 @@ export interface JobRequest {
    * bytes.
    */
   command?: string[];
+  /**
+   * How a test's stdout is compared with its expected_stdout: `lines`
+   * (whitespace at the end of each line and empty lines at the end are ignored;
+   * CRLF reads as LF), `exact` (the same bytes), or `tokens` (the same
+   * whitespace-separated tokens; numbers within `tolerance`). Only with tests.
+   */
+  compare?: "lines" | "exact" | "tokens";
   /**
    * Wall-clock limit of a compiled language's compile step, in milliseconds,
    * apart from timeout_ms (which bounds the program's run). The compile runs in
@@ -667,6 +705,17 @@ export interface JobRequest {
    * `utf-8` is accepted as a spelling of `utf8`.
    */
   stdin_encoding?: "utf8" | "base64";
+  /** End the job at its first test that does not pass (the rest do not run). */
+  stop_on_failure?: boolean;
+  /**
+   * Test cases: the program is built once (a compiled language is compiled once)
+   * and run once per test, each in a fresh sandbox (a fresh /workspace with the
+   * job's files, nothing left by another test) with the test's stdin, the job's
+   * timeout_ms and limits. Each test gets a result in the job's `tests`. At most
+   * 1000 tests, 16 MiB of stdin and expected output in all; not with `stdin`
+   * (each test has its own) nor in a session.
+   */
+  tests?: Test[];
   /**
    * Wall-clock limit of the program's run in milliseconds (a compile step has
    * its own, compile_timeout_ms); the program is killed when it passes, and what
@@ -674,6 +723,12 @@ export interface JobRequest {
    * maximum is the operator's GANTRY_MAX_TIMEOUT_MS (default 900000).
    */
   timeout_ms?: number;
+  /**
+   * With `compare: tokens`, how far a number may be from the expected one: a
+   * token passes when |got - expected| <= tolerance or <= tolerance ×
+   * |expected|. Between 0 and 1; absent means tokens must be equal.
+   */
+  tolerance?: number;
   /**
    * An http or https URL called when the job finishes (see the jobFinished
    * webhook), instead of the tenant's default (settings.webhook_url). No
@@ -814,7 +869,7 @@ export interface Limits {
  * see live_state_reason; this job ran in a new one, with /workspace as the
  * last job left it).
  */
-export type LiveState = "new" | "kept" | "lost";
+export type LiveState = "new" | "kept" | "lost" | "restored";
 
 /**
  * Data of a `stdout` or `stderr` event: the next piece of that stream as text.
@@ -1186,11 +1241,13 @@ export interface Session {
   last_used_at: string;
   metadata: Record<string, string>;
   network?: Network;
+  on_timeout: string;
   /**
    * The session's jobs not yet started (counted from the jobs, so exact:
    * cancelled jobs are not counted).
    */
   queued_jobs: number;
+  state: SessionState;
   /**
    * The session keeps a live sandbox between its jobs (see
    * SessionRequest.stateful).
@@ -1262,6 +1319,8 @@ export interface SessionRequest {
    */
   metadata?: Record<string, string>;
   network?: Network;
+  on_timeout?: string;
+  snapshot?: string;
   /**
    * Keep the session's sandbox alive between its jobs: Python jobs run one after
    * another in one interpreter (globals, imports and loaded data persist, like
@@ -1280,6 +1339,8 @@ export interface SessionRequest {
    */
   ttl_seconds?: number;
 }
+
+export type SessionState = string;
 
 /**
  * The tenant's own switches. Responses always carry every field; in a PATCH
@@ -1522,6 +1583,76 @@ export interface SkillVersions {
     description: string;
     version: number;
   }[];
+}
+
+export interface Snapshot {
+  bytes: number;
+  created_at: string;
+  disk_mb: number;
+  environment: string;
+  id: string;
+  language: string;
+  name?: string;
+  session_id?: string;
+}
+
+export interface SnapshotList {
+  next_cursor: string | null;
+  snapshots: Snapshot[];
+}
+
+export interface SnapshotRequest {
+  name?: string;
+}
+
+/** One test case of a job. */
+export interface Test {
+  /**
+   * What the program must print, compared as the job's `compare` says. Absent:
+   * the test passes when the program exits 0.
+   */
+  expected_stdout?: string | null;
+  /** The program's standard input for this test (text, no NUL bytes). */
+  stdin?: string;
+}
+
+/** How one test of a job went. */
+export interface TestResult {
+  /** CPU time the test's processes used, measured as the job's cpu_time_ms. */
+  cpu_time_ms: number | null;
+  /** The test's wall-clock time, in milliseconds. */
+  duration_ms: number;
+  /**
+   * The program's exit status (128+n when signal n killed it); null when it was
+   * killed at its timeout.
+   */
+  exit_code: number | null;
+  /**
+   * For a test that failed, how its output differs; for an error, timeout or
+   * memory, why.
+   */
+  message?: string;
+  /** The largest resident set of one of its processes, in KiB. */
+  peak_memory_kb: number | null;
+  /**
+   * passed (it exited 0 and printed what was expected), failed (it exited 0 and
+   * printed something else: message says where), error (it exited otherwise or
+   * was killed: a runtime error; or gantry could not run it, as message says),
+   * timeout (it ran longer than the job's timeout_ms) or memory (it ran out of
+   * limits.memory_mb).
+   */
+  status: "passed" | "failed" | "error" | "timeout" | "memory";
+  /** What it printed on standard error, at most 16384 bytes. */
+  stderr: string;
+  /** stderr was longer than what is kept. */
+  stderr_truncated: boolean;
+  /**
+   * What the program printed, at most 16384 bytes (the comparison reads up to
+   * limits.output_bytes).
+   */
+  stdout: string;
+  /** stdout was longer than what is kept. */
+  stdout_truncated: boolean;
 }
 
 /**
