@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -94,6 +95,18 @@ func run(ctx context.Context, args []string) error {
 			return errUsage
 		}
 		return probe(ctx, args[0])
+	}
+	switch cmd {
+	case "dev", "ingress", "runner", "migrate":
+		// The services are configured by GANTRY_* variables alone: an
+		// argument (a --help) must not start one.
+		if len(args) > 0 {
+			if slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]) {
+				fmt.Print(usage)
+				return nil
+			}
+			return &usageError{msg: fmt.Sprintf("`gantry %s` takes no arguments: it is configured by GANTRY_* environment variables (see the README)", cmd), usage: usage}
+		}
 	}
 	cfg, err := loadConfig()
 	if err != nil {
