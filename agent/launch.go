@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/gantryhq/gantry/agent/wire"
 )
@@ -181,14 +180,4 @@ func (kernelLauncher) drop()               {}
 
 func (l kernelLauncher) start(req wire.Request, _ []string) (running, error) {
 	return l.s.startLive(req)
-}
-
-// closeAll closes files, ignoring errors (a launch's own ends of pipes
-// when it fails).
-func closeAll(files ...*os.File) {
-	for _, f := range files {
-		if f != nil {
-			f.Close()
-		}
-	}
 }

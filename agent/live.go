@@ -396,6 +396,34 @@ func (j endedJob) exit() (wire.Exit, error) { return wire.Exit(j), nil }
 func (endedJob) expire()                    {}
 func (endedJob) abandon()                   {}
 
+// endLive ends the container's live sandbox, if any, and its kept egress
+// relay: its session closed, and the container goes on to its tenant's
+// next one. An error means the sandbox would not end: the container must
+// not serve again.
+func (s *server) endLive() error {
+	s.keepEgress(wire.Request{}) // closes the kept relay
+	l := s.live
+	if l == nil {
+		return nil
+	}
+	l.kill()
+	t := time.NewTimer(liveEndWait)
+	defer t.Stop()
+	select {
+	case <-l.gone:
+	case <-t.C:
+		return fmt.Errorf("the session's sandbox did not end within %s of its kill", liveEndWait)
+	}
+	l.conn.Close()
+	s.setLive(nil)
+	s.liveEnded = ""
+	return nil
+}
+
+// liveEndWait bounds how long ending a session's sandbox may take (its
+// processes die with its pid namespace).
+const liveEndWait = 10 * time.Second
+
 // setLive replaces the container's live sandbox (only the serving
 // goroutine does; live operations read it under liveMu).
 func (s *server) setLive(l *liveSandbox) {

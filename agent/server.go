@@ -208,10 +208,15 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 }
 
-// clean empties the workspace for the container's next job, unless the
-// container must not serve another: its warm interpreter died.
+// clean readies the container for its tenant's next job or session: it
+// ends a stateful session's live sandbox (with everything it started) and
+// its kept egress relay, and empties the workspace, unless the container
+// must not serve another: its warm interpreter died.
 func (s *server) clean() error {
 	if err := s.unfit(); err != nil {
+		return err
+	}
+	if err := s.endLive(); err != nil {
 		return err
 	}
 	return emptyDir(wire.Workspace)

@@ -188,6 +188,28 @@ func containerCPU(id string) (time.Duration, bool) {
 	return 0, false
 }
 
+// serving is the process of the gantry started as pid that serves: as
+// root with gVisor it runs again in a mount namespace of its own
+// (cmd/gantry/mountns.go), as pid's child.
+func serving(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && strings.Contains(string(b), "(gantry)") {
+			return n
+		}
+	}
+	return pid
+}
+
 // procCPU is a process's user and system time (clock ticks of 10 ms).
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -268,7 +290,7 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	}()
 	select {
 	case url = <-found:
-		return url, apiKey, cmd.Process.Pid, stop, nil
+		return url, apiKey, serving(cmd.Process.Pid), stop, nil
 	case <-time.After(60 * time.Second):
 		stop()
 		return "", "", 0, nil, fmt.Errorf("gantry dev did not start within 60s")

@@ -38,6 +38,7 @@ var (
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 	warmN     = flag.Int("warm-n", 50, "back-to-back executions per row of the warm interpreter's rows (0: none)")
+	liveN     = flag.Int("live-n", 5, "samples per row of the live state's rows: pause, resume, snapshot, fork (0: none)")
 	compiledN = flag.Int("compiled-n", 5, "compile-and-run executions per compiled language, when the image has them")
 	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
 	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
@@ -286,6 +287,16 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, wr...)
+	}
+
+	// The live state's rows (under gVisor, run by the runner, whatever
+	// runtime its other sandboxes use).
+	if *target == "" && runtime == "" && *liveN > 0 {
+		lr, err := liveStateRows(c, *liveN)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, lr...)
 	}
 
 	if *target == "" {

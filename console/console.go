@@ -1,5 +1,5 @@
 // Package console is gantry's web console: server-rendered pages for people
-// (jobs, run, sessions, skills, MCP servers and settings, the agent
+// (jobs, run, sessions and snapshots, skills, MCP servers and settings, the agent
 // playground) served next to the API at /console/. It holds no state and no
 // logic of its own: every page is made from API calls, served in-process by
 // the ingress's handler (package localapi) as the signed-in tenant, so the
@@ -159,6 +159,8 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"sessions/{id}/files", c.handleUpload)
 	page("POST "+Prefix+"sessions/{id}/files/delete", c.handleDeleteFile)
 	page("GET "+Prefix+"sessions/{id}/files/{path...}", c.handleDownload)
+	page("GET "+Prefix+"snapshots", c.handleSnapshots)
+	page("POST "+Prefix+"snapshots/{id}/delete", c.handleDeleteSnapshot)
 	page("GET "+Prefix+"skills", c.handleSkills)
 	page("POST "+Prefix+"skills", c.handleUploadSkill)
 	page("GET "+Prefix+"skills/{name}", c.handleSkill)

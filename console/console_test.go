@@ -63,9 +63,22 @@ func fakeAPI(t *testing.T) http.Handler {
 			writeJSON(w, 200, j)
 		case "GET /v1/sessions":
 			writeJSON(w, 200, map[string]any{"sessions": []any{}, "next_cursor": nil})
+		case "GET /v1/snapshots":
+			writeJSON(w, 200, map[string]any{"snapshots": []map[string]any{{"id": "snp_1", "name": "<at 42>", "session_id": "ses_live",
+				"language": "python", "environment": "default", "disk_mb": 512, "bytes": 7 << 20, "created_at": "2026-01-01T00:00:00Z"}}, "next_cursor": nil})
+		case "DELETE /v1/snapshots/snp_1":
+			w.WriteHeader(204)
+		case "GET /v1/sessions/ses_live":
+			writeJSON(w, 200, map[string]any{"id": "ses_live", "status": "idle", "language": "python", "stateful": true, "state": "paused", "on_timeout": "pause"})
+		case "GET /v1/sessions/ses_live/files":
+			writeJSON(w, 200, map[string]any{"files": []any{}})
 		case "POST /v1/sessions":
 			var req map[string]any
 			_ = json.NewDecoder(r.Body).Decode(&req)
+			if req["snapshot"] == "snp_1" {
+				writeJSON(w, 201, map[string]any{"id": "ses_2", "status": "idle", "language": "python", "stateful": true})
+				return
+			}
 			if req["language"] != "python" {
 				apiErr(w, 400, "invalid_argument", "language: unknown language")
 				return
@@ -224,6 +237,32 @@ func TestFormsNeedTheSessionToken(t *testing.T) {
 
 // A job's page shows what ran (the API's include=spec), escaped: its code
 // or command, its input files and its env names.
+// TestSnapshots: the snapshots page lists the tenant's snapshots
+// (escaped), starts a session from one and deletes one; a stateful
+// session's page shows its state.
+func TestSnapshots(t *testing.T) {
+	b := setup(t)
+	b.signIn(t)
+	w := b.do(t, "GET", "/console/snapshots", nil, nil)
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, "<code>snp_1</code>") || !strings.Contains(body, "&lt;at 42&gt;") || !strings.Contains(body, "7.0 MiB") ||
+		!strings.Contains(body, `href="/console/sessions/ses_live"`) || !strings.Contains(body, `href="/console/snapshots" aria-current="page"`) {
+		t.Errorf("snapshots: %d %s", w.Code, body)
+	}
+	w = b.do(t, "POST", "/console/sessions", url.Values{"snapshot": {"snp_1"}, "csrf": {b.csrf}}, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/sessions/ses_2" {
+		t.Errorf("a session from the snapshot: %d %s", w.Code, w.Body)
+	}
+	w = b.do(t, "POST", "/console/snapshots/snp_1/delete", url.Values{"csrf": {b.csrf}}, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/snapshots" {
+		t.Errorf("delete: %d %s", w.Code, w.Body)
+	}
+	w = b.do(t, "GET", "/console/sessions/ses_live", nil, nil)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, "<dt>State</dt><dd>paused (its live state is saved") || !strings.Contains(body, "<dt>At its timeout</dt><dd>paused</dd>") {
+		t.Errorf("a paused session's page: %d %s", w.Code, body)
+	}
+}
+
 func TestJobPageShowsWhatRan(t *testing.T) {
 	b := setup(t)
 	b.signIn(t)

@@ -56,6 +56,10 @@ func (c *Console) showSessions(w http.ResponseWriter, r *http.Request, s *sessio
 
 func (c *Console) handleCreateSession(w http.ResponseWriter, r *http.Request, s *session) error {
 	req := map[string]any{"language": r.PostFormValue("language"), "metadata": map[string]string{"source": "console"}}
+	if snp := r.PostFormValue("snapshot"); snp != "" {
+		// From a snapshot: its language and live state.
+		req = map[string]any{"snapshot": snp, "metadata": map[string]string{"source": "console"}}
+	}
 	if v := strings.TrimSpace(r.PostFormValue("ttl_minutes")); v != "" {
 		m, err := strconv.Atoi(v)
 		if err != nil || m <= 0 {

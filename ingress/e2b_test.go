@@ -133,11 +133,11 @@ func TestE2BControlPlane(t *testing.T) {
 		if r := e2b(t, h.keyA, "GET", "/v2/sandboxes?state=paused", ""); r.status != 200 || string(bytes.TrimSpace(r.body)) != "[]" {
 			t.Errorf("paused sandboxes: %s", r.body)
 		}
-		for path, status := range map[string]int{"/sandboxes/" + a.ID + "/pause": 501, "/sandboxes/" + a.ID + "/snapshots": 501, "/nowhere": 404} {
-			r := e2b(t, h.keyA, "POST", path, "{}")
+		for path, status := range map[string]int{"/sandboxes/" + a.ID + "/metrics": 501, "/nowhere": 404} {
+			r := e2b(t, h.keyA, "GET", path, "")
 			r.json(t, &e2bErr)
 			if r.status != status || e2bErr.Code != status || e2bErr.Message == "" {
-				t.Errorf("POST %s: %d %s", path, r.status, r.body)
+				t.Errorf("GET %s: %d %s", path, r.status, r.body)
 			}
 		}
 		r = e2b(t, h.keyA, "POST", "/v2/sandboxes", `{"templateID": "base", "network": {"egressProxy": {"address": "proxy.example.com:1080"}}}`)

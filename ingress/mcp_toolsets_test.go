@@ -44,8 +44,8 @@ func TestMCPToolsets(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	all, allBytes := listTools(t, h, "/mcp", nil)
-	if len(all) != 20 {
-		t.Errorf("default: %d tools %v; want all 20", len(all), all)
+	if len(all) != 23 {
+		t.Errorf("default: %d tools %v; want all 23", len(all), all)
 	}
 	for _, c := range []struct {
 		path string
@@ -57,7 +57,7 @@ func TestMCPToolsets(t *testing.T) {
 		{"/mcp?toolsets=jobs", nil, "cancel_job get_job list_jobs submit_job"},
 		{"/mcp?toolsets=skills,registry", nil, "add_mcp_server get_skill list_mcp_servers remove_mcp_server save_skill search_skills"},
 		{"/mcp?toolsets=code", map[string]string{"X-MCP-Toolsets": " Skills "}, "execute_code get_artifact_url get_skill save_skill search_skills search_tools"},
-		{"/mcp?toolsets=sessions", nil, "close_session create_session execute_bash list_files read_docstring read_file write_file"},
+		{"/mcp?toolsets=sessions", nil, "close_session create_session execute_bash fork_session list_files pause_session read_docstring read_file snapshot_session write_file"},
 		{"/mcp?toolsets=code,all", nil, strings.Join(all, " ")},
 	} {
 		got, size := listTools(t, h, c.path, c.hdr)

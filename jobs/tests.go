@@ -92,8 +92,8 @@ type TestResult struct {
 	Message string `json:"message,omitempty"`
 }
 
-// ErrCodeTestsFailed: the job's program ran its tests and not every one
-// passed (Job.Tests says which).
+// ErrCodeTestsFailed means the job's program ran its tests and not every
+// one passed (Job.Tests says which).
 const ErrCodeTestsFailed ErrorCode = "tests_failed"
 
 // TestsPassed counts the passed tests of results.

@@ -37,7 +37,9 @@ type FleetConfig struct {
 	// LiveMax bounds how many stateful sessions' containers wait for their
 	// next job at once (apart from IdleMax: each holds a live sandbox,
 	// kept for as long as its session lives); past it the least recently
-	// used of the tenant holding the most of them loses its live state.
+	// used of the tenant holding the most of them loses its live state
+	// (or, under gVisor, is paused). 0: as many as MemoryMB admits by the
+	// pool's limits, less one per slot (New), at least max(2 × slots, 16).
 	LiveMax int
 	// MemoryMB is the host memory the runner's containers may take
 	// together, by their limits (memory.go); 0: no bound.
@@ -162,7 +164,7 @@ var ctrMoves = [...][]ctrState{
 	ctrBusy:     {ctrCleaning, ctrParked},
 	ctrCleaning: {ctrIdle, ctrRetired},
 	ctrIdle:     {ctrBusy, ctrRetired},
-	ctrParked:   {ctrBusy, ctrRetired},
+	ctrParked:   {ctrBusy, ctrCleaning, ctrRetired},
 	ctrRetired:  nil,
 }
 
@@ -474,6 +476,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := c.conn.Clean(ctx)
 		cancel()
+		c.egress.set("", nil, nil) // a session's, kept between its runs
 		if err != nil {
 			f.log.Warn("emptying a workspace failed; retiring the container", "container", shortID(c.id), "err", err)
 			f.retire(c, "clean failed")
@@ -485,6 +488,8 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 			f.retire(c, "shutdown")
 			return
 		}
+		// Clean ended the session sandbox it held, if any.
+		c.live, c.restored = "", ""
 		f.setLocked(c, ctrIdle)
 		c.lastUsed = time.Now()
 		f.idle.push(c)
@@ -497,9 +502,21 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 	}()
 }
 
-// createSession makes a container for a session's job (never pooled: it
-// carries the session's label and disk size), leased to the caller.
+// createSession gives a session's job a container, leased to the caller.
+// Where containers serve one tenant's jobs one after another (Namespaces)
+// a session takes one as a job does (acquire): one of its tenant's idle
+// containers, the pool's, else a new one; its sandbox, made in it by its
+// first job, is the session's own, and a closed session's container goes
+// back to its tenant (dropSession). A stateful session's under gVisor is a
+// new container of its own, which its checkpoints are taken of.
 func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, stateful bool) (*lease, error) {
+	if f.reusable() && !(stateful && f.gv != nil) {
+		f.mu.Lock()
+		epoch := f.epochs[tenant]
+		f.mu.Unlock()
+		l, _, err := f.acquire(ctx, tenant, epoch, lim, image)
+		return l, err
+	}
 	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Stateful: stateful})
 	if err != nil {
 		return nil, err
@@ -605,13 +622,20 @@ func (f *fleet) touch(sessionID string, c *Container, d time.Duration, keep bool
 	f.parked.touch(sessionID, c, d, keep)
 }
 
-// dropSession retires the session's parked container, if any.
+// dropSession lets go of the session's parked container, if any: a
+// Docker container where containers are reused goes back to its tenant
+// once its session's sandbox ended and its workspace was emptied
+// (release); any other is retired.
 func (f *fleet) dropSession(sessionID string) {
 	f.mu.Lock()
 	p := f.parked.take(sessionID)
 	f.gaugesLocked()
 	f.mu.Unlock()
-	if p != nil {
+	switch {
+	case p == nil:
+	case f.reusable() && p.ctr.host == containerHost(f.sb):
+		f.release(p.ctr, true, "session closed")
+	default:
 		f.retire(p.ctr, "session closed")
 	}
 }

@@ -450,8 +450,11 @@ func (g *gvisor) running() (map[string]bool, error) {
 }
 
 // RemoveLeftovers deletes the containers an earlier life of this runner
-// left under runsc.
+// left under runsc, and unmounts the images' roots it left mounted (a
+// runner killed outright does not unmount them, and this life mounts only
+// the images it uses: another image's root would stay mounted for good).
 func (g *gvisor) RemoveLeftovers(ctx context.Context) (int, error) {
+	defer g.unmountLeftovers()
 	out, err := g.runsc("list", "--format=json").Output()
 	if err != nil {
 		return 0, fmt.Errorf("runsc list: %w", err)
@@ -473,6 +476,23 @@ func (g *gvisor) RemoveLeftovers(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// unmountLeftovers unmounts the images' roots below the state directory
+// that no container of this life uses.
+func (g *gvisor) unmountLeftovers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	inUse := map[string]bool{}
+	for _, r := range g.roots {
+		inUse[r.dir] = true
+	}
+	entries, _ := os.ReadDir(filepath.Join(g.cfg.StateDir, "roots"))
+	for _, e := range entries {
+		if dir := filepath.Join(g.cfg.StateDir, "roots", e.Name()); !inUse[dir] && mounted(dir) {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	}
 }
 
 // Close unmounts the images' roots (the containers are the fleet's to

@@ -5,7 +5,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +108,32 @@ print("ready")`); out != "ready\n" {
 	}
 	if !strings.HasPrefix(c2.id, "gv-") {
 		t.Errorf("container id %q", c2.id)
+	}
+}
+
+// TestGVisorUnmountsLeftoverRoots: an image's root an earlier life left
+// mounted (a runner killed outright) is unmounted when the runner starts
+// again, unless this life uses it.
+func TestGVisorUnmountsLeftoverRoots(t *testing.T) {
+	g := testGVisor(t)
+	left := filepath.Join(g.cfg.StateDir, "roots", "leftover")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", left, "tmpfs", syscall.MS_RDONLY, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(left, syscall.MNT_DETACH) })
+	if _, err := g.root(context.Background(), g.sb.cfg.Image); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.RemoveLeftovers(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(left) {
+		t.Error("an earlier life's root is still mounted")
+	}
+	if r := g.roots[g.sb.cfg.Image]; r == nil || !mounted(r.dir) {
+		t.Error("this life's root was unmounted")
 	}
 }

@@ -187,7 +187,15 @@ type Runner struct {
 // New makes a runner. Nothing is started until Start.
 // Metrics are registered with reg (nil: none are kept).
 func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb *Sandbox, reg prometheus.Registerer) (*Runner, error) {
+	autoLive := cfg.Fleet.LiveMax == 0
 	cfg = cfg.WithDefaults()
+	if autoLive && cfg.Fleet.MemoryMB > 0 && sb != nil {
+		// The machine's: as many live sandboxes' containers as the
+		// runner's memory admits by their limits, less one per slot for
+		// jobs.
+		per := max(sb.memoryMB(cfg.Fleet.Limits.Container()), 1)
+		cfg.Fleet.LiveMax = max(cfg.Fleet.LiveMax, int(cfg.Fleet.MemoryMB/per)-cfg.Slots)
+	}
 	if cfg.ID == "" {
 		return nil, errors.New("runner id is required")
 	}
@@ -299,7 +307,7 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 	}
 	r.loops.Go(func(ctx context.Context) { r.consume(ctx, queues) })
 	r.loops.Go(r.sweepBuilds)
-	r.log.Info("runner started", "slots", r.cfg.Slots, "max_slots", r.cfg.MaxSlots, "memory_mb", r.cfg.Fleet.MemoryMB, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
+	r.log.Info("runner started", "slots", r.cfg.Slots, "max_slots", r.cfg.MaxSlots, "memory_mb", r.cfg.Fleet.MemoryMB, "live_max", r.cfg.Fleet.LiveMax, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	return nil
 }
 

@@ -698,7 +698,14 @@ func (l *lockedBuffer) String() string {
 	return strings.TrimSpace(l.buf.String())
 }
 
+// shortID names a container in logs and live sandbox ids: a Docker id's
+// first 12 characters, or a gVisor container's ("gv-RUNNER-ID", gvisor.go)
+// "gv-" and the last 9 of its own id, which are random (its first ones,
+// the runner and a time, are shared by its neighbours).
 func shortID(id string) string {
+	if strings.HasPrefix(id, "gv-") && len(id) > 12 {
+		return "gv-" + id[len(id)-9:]
+	}
 	if len(id) > 12 {
 		return id[:12]
 	}

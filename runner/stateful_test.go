@@ -5,14 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 )
 
@@ -263,4 +267,109 @@ func TestStatefulSessions(t *testing.T) {
 			t.Errorf("job 3: %q %q", j.Stdout, j.Stderr)
 		}
 	})
+}
+
+// TestClosedSessionContainerServesTheTenant: a closed session's container
+// goes back to its tenant, whose next session gets it without waiting for
+// a container or a warm interpreter, and finds nothing of the last one: not
+// its globals, files, /tmp or processes. Another tenant never gets it. A
+// durable session's gVisor container is its own (the session's
+// interpreter runs directly in it): the next session gets a new one.
+func TestClosedSessionContainerServesTheTenant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	t.Run("docker", func(t *testing.T) { testClosedSessionContainer(t, newHarness(t, 2), true) })
+	t.Run("gvisor", func(t *testing.T) {
+		h := newHarness(t, 2, withGVisor(t))
+		if h.r.gv == nil {
+			t.Fatal("the runner did not take gVisor up")
+		}
+		testClosedSessionContainer(t, h, false)
+	})
+}
+
+func testClosedSessionContainer(t *testing.T, h *harness, reuse bool) {
+	if !h.r.fleet.reusable() {
+		t.Skip("the container isolation serves one session per container")
+	}
+	ctx := context.Background()
+	container := func(sid string) string {
+		t.Helper()
+		sess, err := h.st.GetSession(ctx, h.tenant, sid)
+		if err != nil || sess.Live == "" {
+			t.Fatalf("session %s: %v, live %q", sid, err, sess.Live)
+		}
+		return strings.Split(sess.Live, "/")[0]
+	}
+	closeSession := func(sid string) {
+		t.Helper()
+		if _, err := h.st.CloseSession(ctx, h.tenant, sid); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.nc.Publish(queue.SessionClosedSubject(sid), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first := h.statefulSession(t)
+	j := h.in(t, first, bash("echo kept > /workspace/f; echo kept > /tmp/t; echo kept > $HOME/h 2>/dev/null; "+
+		"python3 -c 'x = 1'; (sleep 600 &) ; echo started"))
+	if j.Status != jobs.StatusSucceeded {
+		t.Fatalf("first session's job: %+v", j)
+	}
+	if j := h.in(t, first, py("secret = 'first'\nsecret")); j.Value == nil || j.Value.Text != "'first'" {
+		t.Fatalf("first session's cell: %+v %q", j.Value, j.Stderr)
+	}
+	ctr := container(first)
+	idle := func() error {
+		if slices.ContainsFunc(h.idleContainers(t), func(id string) bool { return shortID(id) == ctr }) {
+			return nil
+		}
+		return fmt.Errorf("idle: %v", h.idleContainers(t))
+	}
+	closeSession(first)
+	if reuse {
+		eventually.NoError(t, 30*time.Second, "the closed session's container idle for its tenant", idle)
+	}
+
+	second := h.statefulSession(t)
+	j = h.in(t, second, py(`import os, subprocess
+left = [p for p in ("/workspace/f", "/tmp/t") if os.path.exists(p)]
+procs = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+print(left, "sleep 600" in procs, "secret" in globals())`))
+	if j.Status != jobs.StatusSucceeded || j.LiveState != jobs.LiveNew || j.Stdout != "[] False False\n" {
+		t.Fatalf("second session saw the first's: %s %s %q %q", j.Status, j.LiveState, j.Stdout, j.Stderr)
+	}
+	if got := container(second); reuse && got != ctr || !reuse && got == ctr {
+		t.Errorf("the second session got container %s; the first's was %s", got, ctr)
+	}
+	if !reuse {
+		return
+	}
+
+	// Another tenant's session never gets it.
+	closeSession(second)
+	eventually.NoError(t, 30*time.Second, "idle again", idle)
+	other, err := h.st.EnsureTenant(ctx, "other-"+jobs.NewID("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := jobs.SessionRequest{DiskMB: 64, Stateful: true}.Normalize()
+	theirs, err := h.st.CreateSession(ctx, other.ID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := theirs.ID
+	id := h.submitFor(t, other.ID, jobs.Request{Language: "python", Code: "1", SessionID: &sid})
+	if j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Status != jobs.StatusSucceeded {
+		t.Fatalf("other tenant's session: %+v", j)
+	}
+	sess, err := h.st.GetSession(ctx, other.ID, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(sess.Live, ctr+"/") {
+		t.Errorf("another tenant's session got the tenant's container %s", ctr)
+	}
 }

@@ -25,8 +25,9 @@ func (s *Store) OpenSessionTokens(ctx context.Context, tenantID, id string) (tim
 // its key's principal, and until when tokens open its session.
 type TokenGrant struct {
 	Principal Principal
-	// Until is the session's token_until; zero when the session is not
-	// active (closed, expired, never a token handed out).
+	// Until is the session's token_until (while it is paused, at least
+	// its expiry); zero when the session is not active (closed, expired,
+	// never a token handed out).
 	Until time.Time
 }
 
@@ -36,7 +37,11 @@ type TokenGrant struct {
 func (s *Store) SessionTokenGrant(ctx context.Context, keyID, tenantID, sessionID string) (TokenGrant, error) {
 	g := TokenGrant{Principal: Principal{TenantID: tenantID, KeyID: keyID}}
 	var until *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT `+limitColumns+`, s.token_until
+	// While a session is paused, its tokens open it until its expiry: a
+	// pause (at its timeout, say) does not end the sandbox for them, and
+	// the caller decides whether a call to it resumes it.
+	err := s.pool.QueryRow(ctx, `SELECT `+limitColumns+`,
+			CASE WHEN s.paused AND s.token_until IS NOT NULL THEN greatest(s.token_until, s.expires_at) ELSE s.token_until END
 		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 		LEFT JOIN sessions s ON s.id = $3 AND s.tenant_id = k.tenant_id AND s.status = 'active' AND s.expires_at > now()
 		WHERE k.id = $1 AND k.tenant_id = $2 AND k.revoked_at IS NULL`, keyID, tenantID, sessionID).

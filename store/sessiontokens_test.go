@@ -12,8 +12,9 @@ import (
 
 // TestSessionTokenDeadline: tokens open a session until the deadline a
 // key holder set (handing one out, setting the timeout); the session's
-// jobs extend the session, not the deadline; a revoked key or a deleted
-// tenant grants nothing.
+// jobs extend the session, not the deadline; while it is paused they
+// open it until its expiry; a revoked key or a deleted tenant grants
+// nothing.
 func TestSessionTokenDeadline(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
@@ -43,6 +44,21 @@ func TestSessionTokenDeadline(t *testing.T) {
 	}
 	if g, _ := st.SessionTokenGrant(ctx, p.KeyID, a, sess.ID); !g.Until.Before(until) {
 		t.Errorf("a shorter timeout left the deadline at %s (was %s)", g.Until, until)
+	}
+	// Paused (at its timeout, say), its tokens open it until its expiry,
+	// for the caller to resume it or refuse; running again, they do not.
+	if err := storetest.Exec(st, `UPDATE sessions SET paused = true, token_until = now() - interval '1 minute',
+		expires_at = now() + interval '1 hour' WHERE id = $1`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := st.SessionTokenGrant(ctx, p.KeyID, a, sess.ID); time.Until(g.Until) < 59*time.Minute {
+		t.Errorf("a paused session's tokens open it until %s", g.Until)
+	}
+	if err := storetest.Exec(st, `UPDATE sessions SET paused = false WHERE id = $1`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := st.SessionTokenGrant(ctx, p.KeyID, a, sess.ID); g.Until.After(time.Now()) {
+		t.Errorf("running again, its tokens open it until %s", g.Until)
 	}
 	b, bKey := storetest.Tenant(t, st, "b")
 	pb, _ := st.Authenticate(ctx, bKey)

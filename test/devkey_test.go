@@ -40,7 +40,7 @@ func runWithin(cmd *exec.Cmd, d time.Duration) (string, error) {
 		return out.String(), err
 	case <-time.After(d):
 		_ = cmd.Process.Kill()
-		<-done
+		_ = <-done
 		return out.String(), errTimedOut
 	}
 }

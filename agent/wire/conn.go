@@ -580,7 +580,9 @@ func (c *Conn) Skills(ctx context.Context, files []File) error {
 	return c.done("a skills update")
 }
 
-// Clean empties the workspace.
+// Clean readies the container for its tenant's next job or session: it
+// ends a stateful session's live sandbox (protocol 8) and empties the
+// workspace.
 func (c *Conn) Clean(ctx context.Context) error {
 	defer c.watch(ctx)()
 	if err := c.send(Request{Op: "clean"}); err != nil {

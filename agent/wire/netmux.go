@@ -308,8 +308,6 @@ func (s *NetStream) CloseWrite() error {
 	return s.m.send(KindNetEOF, netHeader(s.id, 0))
 }
 
-// Close ends the stream: a graceful end when both ways are over, else a
-// reset.
 // Finished reports whether the stream is over: reset, or ended both ways.
 func (s *NetStream) Finished() bool {
 	s.mu.Lock()
@@ -317,6 +315,8 @@ func (s *NetStream) Finished() bool {
 	return s.reset || (s.inEOF && s.outEOF)
 }
 
+// Close ends the stream: a graceful end when both ways are over, else a
+// reset.
 func (s *NetStream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -12,7 +12,7 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner).
-const Protocol = 7
+const Protocol = 8
 
 // Where things are inside the sandbox, as the program sees them.
 const (

@@ -113,6 +113,15 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	switch cmd {
+	case "dev", "runner":
+		if cmd == "dev" && !cfg.DevRunner {
+			break
+		}
+		if handled, err := privateMounts(cfg); handled {
+			return err
+		}
+	}
+	switch cmd {
 	case "dev":
 		return runDev(ctx, cfg)
 	case "ingress":

@@ -67,7 +67,8 @@ How to work:
 	if sel.has(toolsetSessions) {
 		b.WriteString("- Each execute_code call without a session starts from an empty workspace. For multi-step work (write a file, run it, read the result, fix, rerun) " +
 			"create a session with create_session and pass its session_id: files in /workspace persist from call to call, calls run one at a time in order, " +
-			"and read_file, write_file, list_files and read_docstring work on its files. Close it with close_session when done; an idle session expires.\n")
+			"and read_file, write_file, list_files and read_docstring work on its files. Close it with close_session when done; an idle session expires. " +
+			"A stateful one can be paused (pause_session; its next call resumes it), snapshotted (snapshot_session; create_session with snapshot starts from it) and forked (fork_session).\n")
 	}
 	return b.String()
 }

@@ -105,6 +105,7 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	)
 	s.addJobTools(ms, tools)
 	s.addSessionTools(ms, tools)
+	s.addLiveStateTools(ms, tools)
 	s.addSkillTools(ms, tools)
 	s.addSkillResources(ms)
 	s.addCodeModeTools(ms, tools)

@@ -36,6 +36,7 @@ type (
 		TTLSeconds  int    `json:"ttl_seconds,omitempty"`
 		Environment string `json:"environment,omitempty"`
 		Stateful    bool   `json:"stateful,omitempty"`
+		Snapshot    string `json:"snapshot,omitempty"`
 	}
 	// sessionCreated is create_session's answer.
 	sessionCreated struct {
@@ -104,6 +105,7 @@ func (s *Server) addSessionTools(ms *server.MCPServer, tools *toolCatalog) {
 			"ttl_seconds": {"minimum": jobs.MinSessionTTL, "maximum": jobs.MaxSessionTTL, "description": fmt.Sprintf("idle time before it expires (default %d)", jobs.DefaultSessionTTL)},
 			"environment": {"description": "a sandbox image with more packages, for every job of the session; absent: the default"},
 			"stateful":    {"description": "keep variables, imports, /tmp and background processes between calls (like notebook cells); each Python call then also returns its last expression's value"},
+			"snapshot":    {"pattern": "^snp_", "description": "start from a snapshot (snapshot_session): its live state and files; stateful"},
 		}}),
 		outputOf[sessionCreated](toolNote{}),
 	), s.toolCreateSession)
@@ -177,7 +179,8 @@ func (s *Server) toolCreateSession(ctx context.Context, req mcp.CallToolRequest)
 	if res != nil || err != nil {
 		return res, err
 	}
-	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Environment: args.Environment, Stateful: args.Stateful})
+	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: args.Language, TTLSeconds: args.TTLSeconds, Environment: args.Environment,
+		Stateful: args.Stateful, Snapshot: args.Snapshot})
 	if err != nil {
 		return toolError(err), nil
 	}

@@ -271,7 +271,7 @@ func TestProcessEventsEndWhenSandboxIsGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer sub.Unsubscribe()
+		defer func() { _ = sub.Unsubscribe() }()
 		pe := follow(t, "ses_late")
 		go func() {
 			<-asked

@@ -259,7 +259,7 @@ func (s *Service) Snapshots(ctx context.Context, p Principal, limit int, cursor 
 		return SnapshotPage{}, err
 	}
 	snaps, next, err := s.live.ListSnapshots(ctx, p.TenantID, limit, before)
-	return SnapshotPage{Snapshots: snaps, NextCursor: next}, err
+	return SnapshotPage{Snapshots: snaps, NextCursor: Cursor(next)}, err
 }
 
 // Snapshot reads the tenant's snapshot.
@@ -324,7 +324,9 @@ func (s *Service) fromSnapshot(ctx context.Context, p Principal, req jobs.Sessio
 	if err != nil {
 		return req, err
 	}
-	req.Language, req.Environment, req.DiskMB, req.Stateful = snap.Language, snap.Environment, snap.DiskMB, true
+	// The store names the default environment "default"; a session's
+	// request names it "" (Normalize), as the runner reads it.
+	req.Language, req.Environment, req.DiskMB, req.Stateful = snap.Language, envName(snap.Environment), snap.DiskMB, true
 	req.ID, req.Checkpoint = jobs.NewID("ses"), ref.Checkpoint.ID
 	if ref.WorkspaceKey != "" {
 		key := blob.SessionKey(p.TenantID, req.ID, 1)

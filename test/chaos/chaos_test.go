@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -75,6 +76,7 @@ func TestChaos(t *testing.T) {
 	go l.session("session-a")
 	go l.session("session-b")
 	faults := []fault{
+		{name: "runners' rolling restart (SIGTERM, start)", inject: rollingRestart(t, c, cl, 20), after: 10 * time.Second},
 		{name: "runner kill -9 mid-job", inject: func(f *fault) {
 			waitFor(t, 15*time.Second, func() bool {
 				v, _ := metric("http://"+c.health[0]+"/metrics", "gantry_runner_busy_slots")
@@ -295,9 +297,16 @@ func startCluster(t *testing.T) *cluster {
 		c.health[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		c.runners[i] = newProc(t, dir, fmt.Sprintf("runner-%d", i+1), append(env,
 			"GANTRY_RUNNER_ID="+c.runnerID[i], "GANTRY_RUNNER_ADDR="+c.health[i], "GANTRY_RUNNER_SLOTS=3",
+			// Stateful sessions under gVisor where runsc can checkpoint
+			// (they run as root here), each runner's state in its own
+			// directory below this one (GANTRY_LIVE_DIR/<runner id>).
+			"GANTRY_LIVE_DIR="+filepath.Join(dir, "live"),
 			"GANTRY_IMAGE="+image, "GANTRY_DRAIN_TIMEOUT=2s"), gantry, "runner")
 		c.runners[i].start(t)
 	}
+	// What a runner killed -9 and not started again would leave mounted
+	// (its images' roots) goes before dir.
+	t.Cleanup(func() { unmountUnder(t, filepath.Join(dir, "live")) })
 	// Runners stop first; then every container they made goes, stopped
 	// ones left by a kill -9 included.
 	t.Cleanup(func() {

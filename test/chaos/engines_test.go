@@ -447,3 +447,18 @@ func (o *objectStore) unfill(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// unmountUnder unmounts (lazily) what is mounted below dir: the images'
+// roots a runner under gVisor mounts, left by one killed -9.
+func unmountUnder(t *testing.T, dir string) {
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			t.Logf("left mounted: %s", f[1])
+			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
+		}
+	}
+}

@@ -154,7 +154,6 @@ const scenarios = {
     const page = await Sandbox.list({ query: { metadata: { test: tag } } }).nextItems();
     out.listed = page.map((s) => s.sandboxId);
     out.running = await a.isRunning();
-    out.pause = await attempt(() => a.pause());
     // Internet access asked for, under a tenant whose allow-list is
     // empty: the sandbox is made, and reaches nothing.
     out.network = await attempt(async () => {
@@ -251,6 +250,138 @@ print(r)
     await theirs.files.write("/home/user/fetch.py", FETCH);
     out.otherTenant = await cell(theirs, `${NET_TLS}/check`);
     await theirs.kill();
+    return out;
+  },
+
+  // pause() with its memory, getInfo and list while paused, a call to it
+  // refused (no autoResume), connect() resuming it with its variables,
+  // files and processes.
+  async pause() {
+    const sbx = await CodeSandbox.create({ timeoutMs: 300_000 });
+    const out = { sandboxId: sbx.sandboxId };
+    await sbx.runCode("import subprocess\nx = 41\nsleeper = subprocess.Popen(['sleep', '600'])");
+    await sbx.files.write("/home/user/kept.txt", "kept");
+    let t = Date.now();
+    out.paused = await sbx.pause();
+    out.pauseMs = Date.now() - t;
+    out.pausedAgain = await sbx.pause();
+    out.state = (await sbx.getInfo()).state;
+    out.listedPaused = (await Sandbox.list({ query: { state: ["paused"] } }).nextItems()).map((s) => s.sandboxId);
+    out.listedRunning = (await Sandbox.list({ query: { state: ["running"] } }).nextItems()).map((s) => s.sandboxId);
+    out.callWhilePaused = await attempt(() => sbx.commands.run("true"));
+    out.lifecycle = (await sbx.getInfo()).lifecycle;
+    t = Date.now();
+    const back = await CodeSandbox.connect(sbx.sandboxId, { timeoutMs: 300_000 });
+    const cell = await back.runCode("x += 1\nprint(sleeper.poll() is None)\nx");
+    out.resumeMs = Date.now() - t;
+    out.afterResume = { text: cell.text, stdout: cell.logs.stdout };
+    out.file = await back.files.read("/home/user/kept.txt");
+    out.stateAfter = (await back.getInfo()).state;
+    // The first sandbox object works again too: same id, same token.
+    out.sameObject = (await sbx.runCode("x")).text;
+    out.pauseNoMemory = await attempt(() => back.pause({ keepMemory: false }));
+    await back.kill();
+    return out;
+  },
+
+  // lifecycle: onTimeout 'pause' with autoResume (a call resumes it) and
+  // without (a call is refused until connect()).
+  async autopause() {
+    const auto = await CodeSandbox.create({ timeoutMs: 10_000, lifecycle: { onTimeout: "pause", autoResume: true } });
+    const manual = await CodeSandbox.create({ timeoutMs: 10_000, lifecycle: { onTimeout: { action: "pause", keepMemory: true } } });
+    const out = { auto: auto.sandboxId, manual: manual.sandboxId };
+    await auto.runCode("y = 5");
+    await manual.runCode("y = 6");
+    out.lifecycles = [(await auto.getInfo()).lifecycle, (await manual.getInfo()).lifecycle];
+    // Wait for both to be paused by their timeout.
+    const deadline = Date.now() + 120_000;
+    const states = async () => Promise.all([auto, manual].map((s) => s.getInfo().then((i) => i.state, () => "unknown")));
+    for (out.states = await states(); out.states.some((s) => s !== "paused") && Date.now() < deadline; out.states = await states()) {
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    out.autoCell = (await attempt(async () => (await auto.runCode("y * 2")).text)) ?? null;
+    out.autoState = (await auto.getInfo()).state;
+    out.manualCall = await attempt(() => manual.runCode("y"));
+    out.manualState = (await manual.getInfo()).state;
+    const resumed = await CodeSandbox.connect(manual.sandboxId);
+    out.manualAfterConnect = (await resumed.runCode("y * 2")).text;
+    out.filesystemOnly = await attempt(() => CodeSandbox.create({ lifecycle: { onTimeout: { action: "pause", keepMemory: false } } }));
+    await auto.kill();
+    await manual.kill();
+    return out;
+  },
+
+  // createSnapshot, Sandbox.create(snapshotId) and by name, listSnapshots
+  // (all, and a sandbox's), deleteSnapshot.
+  async snapshot() {
+    const sbx = await CodeSandbox.create();
+    const out = { sandboxId: sbx.sandboxId };
+    await sbx.runCode("z = 'at the snapshot'");
+    await sbx.files.write("/home/user/snap.txt", "snapped");
+    const name = `snap-${Date.now()}`;
+    let t = Date.now();
+    const snap = await sbx.createSnapshot({ name });
+    out.snapshotMs = Date.now() - t;
+    out.snapshot = snap;
+    await sbx.runCode("z = 'after it'");
+    t = Date.now();
+    const from = await CodeSandbox.create(snap.snapshotId);
+    out.fromSnapshot = (await from.runCode("z")).text;
+    out.restoreMs = Date.now() - t;
+    out.fileFrom = await from.files.read("/home/user/snap.txt");
+    out.fromTemplate = (await from.getInfo()).templateId;
+    const byName = await CodeSandbox.create(name);
+    out.byName = (await byName.runCode("z")).text;
+    out.original = (await sbx.runCode("z")).text;
+    out.listed = (await Sandbox.listSnapshots().nextItems()).map((s) => s.snapshotId);
+    out.listedOfSandbox = (await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId);
+    out.listedOfOther = (await from.listSnapshots().nextItems()).map((s) => s.snapshotId);
+    out.otherTenant = {
+      create: await attempt(() => CodeSandbox.create(snap.snapshotId, { apiKey: process.env.OTHER_E2B_API_KEY })),
+      list: (await Sandbox.listSnapshots({ apiKey: process.env.OTHER_E2B_API_KEY }).nextItems()).map((s) => s.snapshotId),
+      delete: await Sandbox.deleteSnapshot(snap.snapshotId, { apiKey: process.env.OTHER_E2B_API_KEY }),
+      snapshot: await attempt(() => Sandbox.createSnapshot(sbx.sandboxId, { apiKey: process.env.OTHER_E2B_API_KEY })),
+    };
+    out.deleted = await Sandbox.deleteSnapshot(snap.snapshotId);
+    out.deletedAgain = await Sandbox.deleteSnapshot(snap.snapshotId);
+    out.createAfterDelete = await attempt(() => CodeSandbox.create(snap.snapshotId));
+    for (const s of [sbx, from, byName]) await s.kill();
+    return out;
+  },
+
+  // fork({count: 2}): each fork goes on from the sandbox's state, apart
+  // from it and from the other.
+  async fork() {
+    const sbx = await CodeSandbox.create();
+    const out = { sandboxId: sbx.sandboxId };
+    await sbx.runCode("v = 'parent'");
+    await sbx.files.write("/home/user/shared.txt", "from the parent");
+    let t = Date.now();
+    const forks = await sbx.fork({ count: 2, timeoutMs: 300_000 });
+    out.forkMs = Date.now() - t;
+    out.forks = forks.map((f) => (f instanceof Error ? thrown(f) : f.sandboxId));
+    const [a, b] = forks;
+    out.inForks = [(await a.runCode("v")).text, (await b.runCode("v")).text];
+    await a.runCode("v = 'a'");
+    await a.files.write("/home/user/only-a.txt", "a");
+    await b.runCode("v = 'b'");
+    await b.commands.run("echo b > /tmp/only-b.txt");
+    out.values = [(await sbx.runCode("v")).text, (await a.runCode("v")).text, (await b.runCode("v")).text];
+    const has = async (s, p) => (await s.commands.run(`test -e ${p} && echo yes || echo no`)).stdout.trim();
+    out.onlyA = [await has(sbx, "/home/user/only-a.txt"), await has(a, "/home/user/only-a.txt"), await has(b, "/home/user/only-a.txt")];
+    out.onlyB = [await has(sbx, "/tmp/only-b.txt"), await has(a, "/tmp/only-b.txt"), await has(b, "/tmp/only-b.txt")];
+    out.shared = await b.files.read("/home/user/shared.txt");
+    out.tooMany = await attempt(() => sbx.fork({ count: 1000 }));
+    t = Date.now();
+    const four = await Sandbox.fork(sbx.sandboxId, { count: 4, timeoutMs: 60_000 });
+    out.fork4Ms = Date.now() - t;
+    out.four = four.map((f) => (f instanceof Error ? thrown(f) : "sandbox"));
+    out.otherTenant = {
+      fork: await attempt(() => Sandbox.fork(sbx.sandboxId, { count: 1, apiKey: process.env.OTHER_E2B_API_KEY })),
+      pause: await attempt(() => Sandbox.pause(sbx.sandboxId, { apiKey: process.env.OTHER_E2B_API_KEY })),
+      connect: await attempt(() => Sandbox.connect(sbx.sandboxId, { apiKey: process.env.OTHER_E2B_API_KEY })),
+    };
+    for (const s of [sbx, a, b, ...four.filter((f) => !(f instanceof Error))]) await s.kill();
     return out;
   },
 

@@ -10,10 +10,12 @@
 // environments (E2B's base and code-interpreter templates are the default
 // one). Creating one starts its live sandbox at once, as E2B does, and
 // answers the sandbox's access token (service.Sandboxes.SessionToken),
-// which every in-sandbox call carries. What gantry does not offer (pausing a
-// sandbox's memory, snapshots and forks, network access from inside,
-// volumes, secrets, building templates, metrics, logs) answers with E2B's
-// error body ({"code": status, "message": why}) and 501.
+// which every in-sandbox call carries. Pausing, resuming, snapshots and
+// forks are the session's live state's (livestate.go): where the runners
+// keep live state in memory only, they answer 501. What gantry does not
+// offer (volumes, E2B's secrets, building templates, metrics, logs)
+// answers with E2B's error body ({"code": status, "message": why}) and
+// 501.
 package e2b
 
 import (
@@ -68,25 +70,26 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	route("POST /sandboxes/{id}/resume", s.connect)
 	route("PUT /sandboxes/{id}/network", s.updateNetwork)
 	route("POST /sandboxes/{id}/network", s.updateNetwork)
+	route("POST /sandboxes/{id}/pause", s.pause)
+	route("POST /sandboxes/{id}/snapshots", s.createSnapshot)
+	route("GET /snapshots", s.listSnapshots)
+	route("DELETE /templates/{id}", s.deleteTemplate)
+	route("POST /sandboxes/{id}/fork", s.fork)
 	notOffered := map[string]string{
-		"POST /sandboxes/{id}/pause":     "pausing a sandbox keeps its memory in E2B; gantry keeps a sandbox's files (always) but not its memory: a sandbox runs until it is killed or its timeout runs out",
-		"POST /sandboxes/{id}/snapshots": "snapshots of a sandbox's memory are not offered by gantry; its files are kept (the session's workspace)",
-		"GET /snapshots":                 "snapshots of a sandbox's memory are not offered by gantry",
-		"POST /sandboxes/{id}/fork":      "forking a sandbox's memory is not offered by gantry",
-		"GET /sandboxes/{id}/metrics":    "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
-		"GET /sandboxes/metrics":         "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
-		"GET /sandboxes/{id}/logs":       "sandbox logs are not offered by gantry's E2B API: each code run is a job of the session, in gantry's history",
-		"GET /v2/sandboxes/{id}/logs":    "sandbox logs are not offered by gantry's E2B API: each code run is a job of the session, in gantry's history",
-		"/templates":                     "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/templates/":                    "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/v2/templates":                  "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/v2/templates/":                 "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/v3/templates":                  "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/v3/templates/":                 "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template",
-		"/volumes":                       "volumes are not offered by gantry: a sandbox's files are its session's workspace",
-		"/volumes/":                      "volumes are not offered by gantry: a sandbox's files are its session's workspace",
-		"/secrets":                       "E2B's secrets are not offered by gantry",
-		"/secrets/":                      "E2B's secrets are not offered by gantry",
+		"GET /sandboxes/{id}/metrics": "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
+		"GET /sandboxes/metrics":      "sandbox metrics are not offered by gantry's E2B API (see gantry's /metrics and GET /v1/usage)",
+		"GET /sandboxes/{id}/logs":    "sandbox logs are not offered by gantry's E2B API: each code run is a job of the session, in gantry's history",
+		"GET /v2/sandboxes/{id}/logs": "sandbox logs are not offered by gantry's E2B API: each code run is a job of the session, in gantry's history",
+		"/templates":                  noTemplates,
+		"/templates/":                 noTemplates,
+		"/v2/templates":               noTemplates,
+		"/v2/templates/":              noTemplates,
+		"/v3/templates":               noTemplates,
+		"/v3/templates/":              noTemplates,
+		"/volumes":                    "volumes are not offered by gantry: a sandbox's files are its session's workspace",
+		"/volumes/":                   "volumes are not offered by gantry: a sandbox's files are its session's workspace",
+		"/secrets":                    "E2B's secrets are not offered by gantry",
+		"/secrets/":                   "E2B's secrets are not offered by gantry",
 	}
 	for pattern, why := range notOffered {
 		s.mux.Handle(pattern, s.authenticated(func(http.ResponseWriter, *http.Request, service.Principal) error {
@@ -98,6 +101,9 @@ func New(cfg Config, log *slog.Logger, svc *service.Service) *Server {
 	})
 	return s
 }
+
+// noTemplates is why template calls are refused.
+const noTemplates = "gantry does not build templates: an operator registers environments (gantry environments add), and a sandbox names one as its template (or a snapshot, by its id or name)"
 
 // Handler is E2B's API, its paths relative to /compat/e2b.
 func (s *Server) Handler() http.Handler { return s.mux }

@@ -28,11 +28,24 @@ func TestListQuery(t *testing.T) {
 	inner := url.Values{url.QueryEscape("a b"): {url.QueryEscape("x=y&z")}, "team": {"1"}}.Encode()
 	q := url.Values{"metadata": {inner}, "state": {"running,paused"}}
 	lq, err := parseListQuery(q)
-	if err != nil || lq.metadata["a b"] != "x=y&z" || lq.metadata["team"] != "1" || !lq.running {
+	if err != nil || lq.metadata["a b"] != "x=y&z" || lq.metadata["team"] != "1" || !lq.running || !lq.paused {
 		t.Fatalf("%+v %v", lq, err)
 	}
-	if lq, _ := parseListQuery(url.Values{"state": {"paused"}}); lq.running {
-		t.Error("state=paused admits running sandboxes")
+	if lq, _ := parseListQuery(url.Values{"state": {"paused"}}); lq.running || !lq.paused {
+		t.Errorf("state=paused: %+v", lq)
+	}
+	// As the SDKs send an array.
+	if lq, _ := parseListQuery(url.Values{"state": {"running", "paused"}}); !lq.running || !lq.paused {
+		t.Errorf("state=running&state=paused: %+v", lq)
+	}
+	if lq, _ := parseListQuery(url.Values{}); !lq.running || !lq.paused {
+		t.Errorf("no state: %+v", lq)
+	}
+	running, _ := parseListQuery(url.Values{"state": {"running"}})
+	both, _ := parseListQuery(url.Values{})
+	paused := jobs.Session{Stateful: true, State: jobs.SessionPaused}
+	if running.match(paused) || !both.match(paused) {
+		t.Error("a paused sandbox listed as running, or not as paused")
 	}
 	match := jobs.Session{Stateful: true, Metadata: map[string]string{"a b": "x=y&z", "team": "1", "other": "o"}}
 	if !lq.match(match) {
@@ -45,20 +58,28 @@ func TestListQuery(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	yes := true
+	yes, no := true, false
+	autoResume := &struct {
+		Enabled bool `json:"enabled"`
+	}{true}
 	for name, req := range map[string]newSandbox{
-		"auto pause": {AutoPause: &yes},
-		"mcp":        {MCP: []byte(`{"x":{}}`)},
-		"volumes":    {VolumeMounts: []json.RawMessage{json.RawMessage(`{}`)}},
-		"auto resume": {AutoResume: &struct {
-			Enabled bool `json:"enabled"`
-		}{true}},
+		"a pause without memory":         {AutoPause: &yes, AutoPauseMemory: &no},
+		"mcp":                            {MCP: []byte(`{"x":{}}`)},
+		"volumes":                        {VolumeMounts: []json.RawMessage{json.RawMessage(`{}`)}},
+		"auto resume, killed at timeout": {AutoResume: autoResume},
 	} {
 		if err := req.refuse(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	no := false
+	for name, req := range map[string]newSandbox{
+		"pause at timeout":               {AutoPause: &yes},
+		"pause with memory, auto resume": {AutoPause: &yes, AutoPauseMemory: &yes, AutoResume: autoResume},
+	} {
+		if err := req.refuse(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	ok := newSandbox{AllowInternetAccess: &no, Network: &networkConfig{AllowOut: []string{"1.1.1.1"}}, MCP: []byte("null"), Secure: &yes}
 	if err := ok.refuse(); err != nil {
 		t.Errorf("a sandbox with a network: %v", err)

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/compat/e2b/sandbox"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
 )
@@ -21,8 +23,13 @@ import (
 // E2B's sandbox lifecycle over gantry's stateful sessions.
 
 // templateKey is the session metadata key that keeps the template an E2B
-// sandbox was made from (hidden from the sandbox's E2B metadata).
+// sandbox was made from (hidden from the sandbox's E2B metadata), and
+// sandbox.AutoResumeKey the one that keeps its lifecycle's autoResume.
 const templateKey = "e2b.template"
+
+// hiddenMetadata are the session metadata keys gantry keeps for itself:
+// not the sandbox's E2B metadata.
+var hiddenMetadata = map[string]bool{templateKey: true, sandbox.AutoResumeKey: true}
 
 // defaultTemplates are E2B's own templates: gantry runs them in its
 // default environment (Python with the data libraries, Node, bash).
@@ -72,6 +79,8 @@ type sandboxJSON struct {
 	VolumeMounts       []struct{}        `json:"volumeMounts,omitempty"`
 }
 
+// lifecycle is E2B's SandboxLifecycle: what the sandbox's timeout does,
+// and whether a call to it while paused resumes it.
 type lifecycle struct {
 	AutoResume bool   `json:"autoResume"`
 	OnTimeout  string `json:"onTimeout"`
@@ -117,8 +126,10 @@ func ttl(seconds float64) int {
 // refuse says why gantry cannot make the sandbox asked for, or nil.
 func (req *newSandbox) refuse() error {
 	switch {
-	case req.AutoPause != nil && *req.AutoPause, req.AutoResume != nil && req.AutoResume.Enabled:
-		return notImplemented("pausing a sandbox's memory is not offered by gantry: at its timeout a sandbox is killed (its files are kept until then)")
+	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
+		return notImplemented(noFilesystemPause)
+	case req.autoResume() && !req.autoPause():
+		return &apiError{http.StatusBadRequest, "autoResume can only be true when the timeout pauses the sandbox (lifecycle.onTimeout 'pause')"}
 	case len(req.MCP) > 0 && string(req.MCP) != "null":
 		return notImplemented("E2B's MCP gateway is not offered by gantry (gantry's own code mode calls MCP servers from a sandbox: see its README)")
 	case len(req.VolumeMounts) > 0:
@@ -128,6 +139,12 @@ func (req *newSandbox) refuse() error {
 	}
 	return nil
 }
+
+func (req *newSandbox) autoPause() bool  { return req.AutoPause != nil && *req.AutoPause }
+func (req *newSandbox) autoResume() bool { return req.AutoResume != nil && req.AutoResume.Enabled }
+
+// noFilesystemPause is why a pause without memory is refused.
+const noFilesystemPause = "gantry pauses a sandbox with its memory (keepMemory: true, the default): a filesystem-only pause, resumed by a reboot, is not offered"
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Principal) error {
 	var req newSandbox
@@ -160,16 +177,36 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, p service.Princi
 		template = "base"
 	}
 	meta[templateKey] = template
-	env := ""
-	if !defaultTemplates[req.TemplateID] {
-		env = req.TemplateID
+	if req.autoResume() {
+		meta[sandbox.AutoResumeKey] = "true"
+	}
+	sreq := jobs.SessionRequest{Language: "python", TTLSeconds: ttl(seconds), Metadata: meta, Stateful: true,
+		Env: req.EnvVars, Network: network, Secrets: secrets, OnTimeout: jobs.OnTimeoutKill}
+	if req.autoPause() {
+		sreq.OnTimeout = jobs.OnTimeoutPause
+	}
+	switch {
+	case jobs.ValidID("snp", req.TemplateID):
+		// A snapshot's id takes the template's place (Sandbox.create(snapshotId)).
+		sreq.Snapshot = req.TemplateID
+	case !defaultTemplates[req.TemplateID]:
+		sreq.Environment = req.TemplateID
 	}
 	ctx := r.Context()
-	sess, err := s.svc.CreateSession(ctx, p, jobs.SessionRequest{Language: "python", TTLSeconds: ttl(seconds),
-		Metadata: meta, Environment: env, Stateful: true, Env: req.EnvVars, Network: network, Secrets: secrets})
+	sess, err := s.svc.CreateSession(ctx, p, sreq)
 	var se *service.Error
 	if errors.As(err, &se) && se.Field == "environment" {
-		return &apiError{http.StatusNotFound, fmt.Sprintf("template '%s' not found: gantry runs a sandbox in one of its environments, named as the template (GET /v1/environments lists yours); E2B's base and code-interpreter templates are its default environment", req.TemplateID)}
+		// Not an environment: a snapshot's name, as E2B's are templates.
+		var id string
+		if id, err = s.snapshotNamed(ctx, p, req.TemplateID); err == nil && id != "" {
+			sreq.Environment, sreq.Snapshot = "", id
+			sess, err = s.svc.CreateSession(ctx, p, sreq)
+		} else if err == nil {
+			return &apiError{http.StatusNotFound, fmt.Sprintf("template '%s' not found: gantry runs a sandbox in one of its environments, named as the template (GET /v1/environments lists yours), or from a snapshot (its id or name); E2B's base and code-interpreter templates are its default environment", req.TemplateID)}
+		}
+	}
+	if errors.As(err, &se) && se.Field == "snapshot" {
+		return &apiError{http.StatusNotFound, fmt.Sprintf("template '%s' not found: no snapshot of yours has that id", req.TemplateID)}
 	}
 	if errors.As(err, &se) && se.Field == "metadata" || errors.As(err, &se) && strings.HasPrefix(se.Field, "metadata.") ||
 		errors.As(err, &se) && strings.HasPrefix(se.Field, "network") {
@@ -209,7 +246,8 @@ func (s *Server) view(r *http.Request, p service.Principal, sess jobs.Session, d
 		return out, err
 	}
 	reach := internet(st.EgressAllow, sess.Network)
-	out.Lifecycle, out.AllowInternet, out.Network = &lifecycle{OnTimeout: "kill"}, &reach, info(sess.Network)
+	out.Lifecycle = &lifecycle{OnTimeout: cmp.Or(sess.OnTimeout, jobs.OnTimeoutKill), AutoResume: sess.Metadata[sandbox.AutoResumeKey] == "true"}
+	out.AllowInternet, out.Network = &reach, info(sess.Network)
 	return out, nil
 }
 
@@ -221,7 +259,7 @@ func (s *Server) listed(sess jobs.Session) sandboxJSON {
 	}
 	meta := map[string]string{}
 	for k, v := range sess.Metadata {
-		if k != templateKey {
+		if !hiddenMetadata[k] {
 			meta[k] = v
 		}
 	}
@@ -229,7 +267,15 @@ func (s *Server) listed(sess jobs.Session) sandboxJSON {
 	lim := s.svc.Policy().DefaultLimits
 	return sandboxJSON{TemplateID: template, Alias: template, SandboxID: sess.ID, ClientID: "gantry", EnvdVersion: envdVersion,
 		StartedAt: &started, EndAt: &end, CPUCount: int(math.Ceil(lim.CPUs)), MemoryMB: max(lim.MemoryMB, sess.DiskMB),
-		DiskSizeMB: sess.DiskMB, Metadata: meta, State: "running"}
+		DiskSizeMB: sess.DiskMB, Metadata: meta, State: state(sess)}
+}
+
+// state is E2B's SandboxState of a session: running or paused.
+func state(sess jobs.Session) string {
+	if sess.State == jobs.SessionPaused {
+		return string(jobs.SessionPaused)
+	}
+	return string(jobs.SessionRunning)
 }
 
 // session is the caller's sandbox named in the path: a stateful session.
@@ -311,10 +357,13 @@ func (s *Server) retime(w http.ResponseWriter, r *http.Request, p service.Princi
 }
 
 // connect answers a running sandbox (its live sandbox started again if it
-// was lost), its timeout extended to the one asked for.
+// was lost), resuming it first if it is paused (201 then, 200 when it was
+// running), its timeout extended to the one asked for (E2B's v2 connect:
+// 300 s when none is; its older resume: 15 s).
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, p service.Principal) error {
 	var req struct {
 		Timeout *float64 `json:"timeout"`
+		Memory  *bool    `json:"memory"`
 	}
 	if err := decode(r, &req); err != nil {
 		return err
@@ -324,6 +373,26 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, p service.Princ
 		return err
 	}
 	ctx := r.Context()
+	status := http.StatusOK
+	if sess.State == jobs.SessionPaused {
+		if req.Memory != nil && !*req.Memory {
+			return notImplemented("gantry resumes a paused sandbox with its memory: resuming from its files only (a reboot) is not offered")
+		}
+		if sess, err = s.sandboxes.Resume(ctx, p, sess.ID); err != nil {
+			return err
+		}
+		status = http.StatusCreated
+	} else if err := s.sandboxes.StartLive(ctx, p, sess.ID); err != nil {
+		return err
+	}
+	if req.Timeout == nil {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v2/"):
+			req.Timeout = new(300.0)
+		case strings.HasSuffix(r.URL.Path, "/resume"):
+			req.Timeout = new(15.0)
+		}
+	}
 	if req.Timeout != nil {
 		if until := time.Now().Add(time.Duration(ttl(*req.Timeout)) * time.Second); until.After(sess.ExpiresAt) {
 			if sess, err = s.svc.SetSessionTTL(ctx, p, sess.ID, ttl(*req.Timeout)); err != nil {
@@ -331,25 +400,24 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, p service.Princ
 			}
 		}
 	}
-	if err := s.sandboxes.StartLive(ctx, p, sess.ID); err != nil {
-		return err
-	}
 	out, err := s.view(r, p, sess, false)
 	if err != nil {
 		return err
 	}
-	compat.WriteJSON(w, http.StatusOK, out)
+	compat.WriteJSON(w, status, out)
 	return nil
 }
 
 // listQuery is what E2B's list filters by.
 type listQuery struct {
 	metadata map[string]string
-	running  bool // the state filter admits running sandboxes
+	// running and paused: the state filter admits running (paused)
+	// sandboxes; both without one.
+	running, paused bool
 }
 
 func parseListQuery(q url.Values) (listQuery, error) {
-	lq := listQuery{metadata: map[string]string{}, running: true}
+	lq := listQuery{metadata: map[string]string{}, running: true, paused: true}
 	if m := q.Get("metadata"); m != "" {
 		// E2B's SDKs escape each key and value, then the pairs as a query.
 		pairs, err := url.ParseQuery(m)
@@ -365,11 +433,16 @@ func parseListQuery(q url.Values) (listQuery, error) {
 			lq.metadata[key] = val
 		}
 	}
-	if st := q.Get("state"); st != "" {
-		lq.running = false
-		for _, one := range strings.Split(st, ",") {
-			if strings.TrimSpace(one) == "running" {
+	// The SDKs send an array as state=running&state=paused; a comma
+	// list is read too.
+	if states := strings.Join(q["state"], ","); states != "" {
+		lq.running, lq.paused = false, false
+		for _, one := range strings.Split(states, ",") {
+			switch strings.TrimSpace(one) {
+			case string(jobs.SessionRunning):
 				lq.running = true
+			case string(jobs.SessionPaused):
+				lq.paused = true
 			}
 		}
 	}
@@ -377,7 +450,7 @@ func parseListQuery(q url.Values) (listQuery, error) {
 }
 
 func (lq listQuery) match(sess jobs.Session) bool {
-	if !sess.Stateful || !lq.running {
+	if !sess.Stateful || state(sess) == string(jobs.SessionRunning) && !lq.running || state(sess) == string(jobs.SessionPaused) && !lq.paused {
 		return false
 	}
 	for k, v := range lq.metadata {

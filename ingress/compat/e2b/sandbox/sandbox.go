@@ -18,7 +18,10 @@
 // anything else: it dies with the API key that asked for it (401) and at
 // the sandbox's timeout. A sandbox that was killed or expired, or whose
 // timeout ran out for its token, answers 502, as E2B's proxy does for a
-// sandbox that is gone.
+// sandbox that is gone. A paused sandbox (its session paused) is resumed
+// by a call when its lifecycle says autoResume, and its tokens then open
+// it until its new timeout; otherwise the call answers 409, as E2B's
+// proxy does, until the sandbox is resumed (connect).
 package sandbox
 
 import (
@@ -31,7 +34,13 @@ import (
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/jobs"
 )
+
+// AutoResumeKey is the session metadata key that keeps an E2B sandbox's
+// lifecycle.autoResume ("true": a call to it while it is paused resumes
+// it).
+const AutoResumeKey = "e2b.autoResume"
 
 // The ports E2B's SDKs name in E2b-Sandbox-Port.
 const (
@@ -109,8 +118,50 @@ type caller struct {
 	session string
 }
 
-// authenticate checks the call's access token for the sandbox it names.
+// authenticate checks the call's access token for the sandbox it names,
+// and that the sandbox is running (resumed, if it is paused and resumes
+// on calls).
 func (s *Server) authenticate(r *http.Request) (caller, error) {
+	c, err := s.checkToken(r)
+	if err != nil {
+		return c, err
+	}
+	return c, s.awake(r.Context(), c)
+}
+
+// errPaused: the sandbox is paused and does not resume on calls.
+var errPaused = errors.New("the sandbox is paused")
+
+// awake makes sure the caller's sandbox is not paused: a paused one is
+// resumed if it resumes on calls (and its tokens opened until its new
+// timeout), errPaused otherwise.
+func (s *Server) awake(ctx context.Context, c caller) error {
+	sess, err := s.svc.Session(ctx, c.p, c.session)
+	if err != nil || sess.State != jobs.SessionPaused {
+		return err
+	}
+	if sess.Metadata[AutoResumeKey] != "true" {
+		return errPaused
+	}
+	if _, err := s.sandboxes.Resume(ctx, c.p, c.session); err != nil {
+		return err
+	}
+	_, err = s.sandboxes.SessionToken(ctx, c.p, c.session)
+	return err
+}
+
+// writePaused answers a call to a paused sandbox as E2B's proxy does.
+func writePaused(w http.ResponseWriter, sid string) {
+	compat.WriteJSON(w, http.StatusConflict, struct {
+		SandboxID     string `json:"sandboxId"`
+		Message       string `json:"message"`
+		Code          int    `json:"code"`
+		CanAutoResume bool   `json:"canAutoResume"`
+	}{sid, "The sandbox is paused: resume it (Sandbox.connect), or create it with lifecycle.autoResume", http.StatusConflict, false})
+}
+
+// checkToken checks the call's access token for the sandbox it names.
+func (s *Server) checkToken(r *http.Request) (caller, error) {
 	sid := strings.TrimSpace(r.Header.Get("E2b-Sandbox-Id"))
 	token := r.Header.Get("X-Access-Token")
 	if token == "" {
@@ -149,6 +200,10 @@ func (s *Server) plain(h plainHandler) http.Handler {
 }
 
 func (s *Server) answerPlain(w http.ResponseWriter, c caller, err error) {
+	if errors.Is(err, errPaused) {
+		writePaused(w, c.session)
+		return
+	}
 	var le *wire.LiveError
 	if errors.As(err, &le) {
 		status := http.StatusInternalServerError
@@ -198,6 +253,10 @@ type rpcHandler func(w http.ResponseWriter, r *http.Request, c caller) *rpcError
 func (s *Server) rpc(h rpcHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.authenticate(r)
+		if errors.Is(err, errPaused) {
+			writePaused(w, c.session)
+			return
+		}
 		if err != nil {
 			s.answerRPC(w, r, c, s.rpcError(c, err))
 			return
