@@ -100,8 +100,9 @@ run: deps build ## start gantry in dev mode on 127.0.0.1:8080
 # interpreter runs in the container there).
 RUNSC_TESTS := ^(TestRunner|TestLaunchers|TestKillAllHurtsOnlyTheJob|TestProgramFaultsRunOnce|TestSessions|TestUsage|TestStatefulSessions|TestEgress|TestEgressInStatefulSession)$$
 
-# Every package's tests run under the race detector but the end-to-end
-# ones (test/...: they drive the gantry binary, built without it).
+# Every test target runs its tests under the race detector. The end-to-end
+# tests (test/...) run apart, after the others, and drive the gantry binary,
+# which is built without it: the race detector watches their own goroutines.
 RACE_PKGS = $$($(GO) list ./... | grep -v '/gantry/test')
 
 .PHONY: test
@@ -110,7 +111,7 @@ test: deps image-compilers chromium runsc build deploy-check ## run every test a
 	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
 		$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS) || status=$$?; \
 	GANTRY_IMAGE=$(TEST_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry \
-		$(GO) test -count=1 -timeout 20m ./test/... || status=$$?; \
+		$(GO) test -race -count=1 -timeout 20m ./test/... || status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		if docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then \
 			echo "the runner's sandbox tests under gVisor (GANTRY_TEST_RUNTIME=runsc):"; \
@@ -124,7 +125,7 @@ test: deps image-compilers chromium runsc build deploy-check ## run every test a
 chaos: deps build ## fault injection: 3 NATS nodes, Postgres, S3, 2 ingresses and 2 runners under load, faults one after another (about 7 minutes)
 	$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
 	GANTRY_CHAOS=1 GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_BIN=$(ROOT)/bin/gantry GANTRY_CHAOS_NATS_BIN=$(ROOT)/bin/nats-server \
-		$(GO) test -count=1 -timeout 20m -v -run '^TestChaos$$' ./test/chaos
+		$(GO) test -race -count=1 -timeout 20m -v -run '^TestChaos$$' ./test/chaos
 
 .PHONY: bench
 bench: deps build ## measure gantry against plain docker run; prints a table, writes bench-results.json
@@ -133,14 +134,14 @@ bench: deps build ## measure gantry against plain docker run; prints a table, wr
 .PHONY: screenshots
 screenshots: deps chromium build ## the console's pages in headless Chromium, as PNGs in docs/console/
 	GANTRY_IMAGE=$(SANDBOX_IMAGE) GANTRY_TEST_REQUIRE=1 GANTRY_BIN=$(ROOT)/bin/gantry GANTRY_CONSOLE_SCREENSHOTS=$(ROOT)/docs/console \
-		$(GO) test -count=1 -timeout 10m -run '^TestConsoleInBrowser$$' ./test
+		$(GO) test -race -count=1 -timeout 10m -run '^TestConsoleInBrowser$$' ./test
 
 .PHONY: test-short
-test-short: ## unit tests only (no engines needed)
-	$(GO) test -short -count=1 ./...
+test-short: ## unit tests only (no engines needed), with the race detector
+	$(GO) test -race -short -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target of the module, FUZZTIME each (default 30s)
+fuzz: ## run every fuzz target of the module, FUZZTIME each (default 30s), with the race detector
 	@GO=$(GO) scripts/fuzz.sh
 
 .PHONY: lint

@@ -166,6 +166,11 @@ func TestWebhookURLChecks(t *testing.T) {
 	if r.status != 400 || !strings.Contains(string(r.body), "GANTRY_SECRET_KEY") {
 		t.Errorf("webhook without a key: %d %s", r.status, r.body)
 	}
+	// A malformed URL is refused for its form first, webhooks on or off.
+	r = off.do(t, off.keyA, "POST", "/v1/jobs", `{"language":"python","code":"x","webhook_url":"ftp://example.com/"}`)
+	if r.status != 400 || !strings.Contains(string(r.body), "http or https") {
+		t.Errorf("malformed webhook without a key: %d %s", r.status, r.body)
+	}
 	if r := off.do(t, off.keyA, "GET", "/v1/settings/webhook-secret", ""); r.status != 503 {
 		t.Errorf("secret without a key: %d %s", r.status, r.body)
 	}

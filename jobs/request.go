@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -433,11 +434,8 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	if req.IdempotencyKey != "" && !keyRE.MatchString(req.IdempotencyKey) {
 		return Spec{}, fieldErr("idempotency_key", "must be 1-255 printable ASCII characters without spaces")
 	}
-	if req.WebhookURL != "" {
-		if _, err := ValidateWebhookURL("webhook_url", req.WebhookURL); err != nil {
-			return Spec{}, err
-		}
-	}
+	// WebhookURL is no part of the spec: the service checks it with the
+	// sender that would call it (webhook.Sender.CheckURL).
 	if !req.Network.Empty() {
 		spec.Network = NormalizeNetwork(req.Network)
 		if err := spec.Network.Check("network"); err != nil {
@@ -532,10 +530,9 @@ func (p Policy) normalizeStdin(stdin, encoding string) (string, error) {
 // most 128, names of letters, digits and _ not starting with a digit,
 // values without NUL bytes, 64 KiB in all.
 func ValidateEnv(env map[string]string) error {
-	if len(env) > 128 {
-		return fieldErr("env", "has %d variables; at most 128", len(env))
+	if err := checkEnvCount(env); err != nil {
+		return err
 	}
-	n := 0
 	for k, v := range env {
 		if !envNameRE.MatchString(k) {
 			return fieldErr("env", "%q is not a valid variable name (letters, digits, _; not starting with a digit)", k)
@@ -543,12 +540,43 @@ func ValidateEnv(env map[string]string) error {
 		if strings.ContainsRune(v, 0) {
 			return fieldErr("env."+k, "must not contain NUL bytes")
 		}
+	}
+	return checkEnvBytes(env)
+}
+
+// checkEnvCount and checkEnvBytes are ValidateEnv's bounds on the whole.
+func checkEnvCount(env map[string]string) error {
+	if len(env) > 128 {
+		return fieldErr("env", "has %d variables; at most 128", len(env))
+	}
+	return nil
+}
+
+func checkEnvBytes(env map[string]string) error {
+	n := 0
+	for k, v := range env {
 		n += len(k) + len(v)
 	}
 	if n > 64<<10 {
 		return fieldErr("env", "is %d bytes; at most %d", n, 64<<10)
 	}
 	return nil
+}
+
+// UnderEnv is own with the variables of base it does not set: a session
+// job's env over its session's. Each was checked by ValidateEnv when it was
+// given; what a merge can break, the bounds on the whole, is checked here.
+func UnderEnv(own, base map[string]string) (map[string]string, error) {
+	if len(base) == 0 {
+		return own, nil
+	}
+	out := make(map[string]string, len(own)+len(base))
+	maps.Copy(out, base)
+	maps.Copy(out, own)
+	if err := checkEnvCount(out); err != nil {
+		return nil, err
+	}
+	return out, checkEnvBytes(out)
 }
 
 // ValidateMetadata checks a job's or session's metadata: at most 32 keys of

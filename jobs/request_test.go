@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -296,5 +297,52 @@ func TestArgsFollowTheProgram(t *testing.T) {
 	}
 	if _, err := p.Normalize(Request{Language: "python", Code: "x", Args: []string{"a\x00"}}); err == nil {
 		t.Error("a NUL byte in args accepted")
+	}
+}
+
+// TestUnderEnv: a session job's env is its own over its session's, and the
+// two together keep ValidateEnv's bounds on the whole.
+func TestUnderEnv(t *testing.T) {
+	own := map[string]string{"A": "job", "B": "b"}
+	if got, err := UnderEnv(own, nil); err != nil || len(got) != 2 {
+		t.Errorf("without a session env: %v %v", got, err)
+	}
+	got, err := UnderEnv(own, map[string]string{"A": "session", "C": "c"})
+	if err != nil || got["A"] != "job" || got["B"] != "b" || got["C"] != "c" || len(got) != 3 {
+		t.Errorf("merged: %v %v", got, err)
+	}
+	many := map[string]string{}
+	for i := range 100 {
+		many[fmt.Sprintf("S%d", i)] = "x"
+	}
+	mine := map[string]string{}
+	for i := range 29 {
+		mine[fmt.Sprintf("J%d", i)] = "x"
+	}
+	var fe *FieldError
+	if _, err := UnderEnv(mine, many); !errors.As(err, &fe) || fe.Field != "env" || !strings.Contains(err.Error(), "129 variables") {
+		t.Errorf("129 variables together: %v", err)
+	}
+	big := map[string]string{"BIG": strings.Repeat("x", 40<<10)}
+	if _, err := UnderEnv(map[string]string{"MORE": strings.Repeat("y", 30<<10)}, big); !errors.As(err, &fe) || !strings.Contains(err.Error(), "at most 65536") {
+		t.Errorf("70 KiB together: %v", err)
+	}
+}
+
+// TestNormalizeSessionDisk: a session's disk_mb is bounded once, by the
+// smaller of the sessions' maximum and the policy's largest disk.
+func TestNormalizeSessionDisk(t *testing.T) {
+	p := DefaultPolicy()
+	p.MaxLimits.DiskMB = 1024
+	var fe *FieldError
+	if _, err := p.NormalizeSession(SessionRequest{DiskMB: 2048}); !errors.As(err, &fe) || fe.Field != "disk_mb" || !strings.Contains(err.Error(), "between 1 and 1024") {
+		t.Errorf("past the policy's disk: %v", err)
+	}
+	if _, err := p.NormalizeSession(SessionRequest{DiskMB: 1024}); err != nil {
+		t.Errorf("at the policy's disk: %v", err)
+	}
+	p.MaxLimits.DiskMB = 1 << 20
+	if _, err := p.NormalizeSession(SessionRequest{DiskMB: MaxSessionMB + 1}); !errors.As(err, &fe) || !strings.Contains(err.Error(), fmt.Sprintf("between 1 and %d", MaxSessionMB)) {
+		t.Errorf("past the sessions' maximum: %v", err)
 	}
 }

@@ -163,8 +163,16 @@ const (
 	MaxSessionMB      = 4096
 )
 
-// Normalize validates a session request and fills in defaults.
+// Normalize validates a session request under DefaultPolicy and fills in
+// defaults.
 func (r SessionRequest) Normalize() (SessionRequest, error) {
+	return DefaultPolicy().NormalizeSession(r)
+}
+
+// NormalizeSession validates a session request against the policy and
+// fills in defaults: its disk_mb is at most MaxSessionMB and at most the
+// policy's largest disk.
+func (p Policy) NormalizeSession(r SessionRequest) (SessionRequest, error) {
 	if r.Language == "" {
 		r.Language = "python"
 	}
@@ -182,8 +190,8 @@ func (r SessionRequest) Normalize() (SessionRequest, error) {
 	if r.DiskMB == 0 {
 		r.DiskMB = DefaultSessionMB
 	}
-	if r.DiskMB < 1 || r.DiskMB > MaxSessionMB {
-		return r, fieldErr("disk_mb", "must be between 1 and %d", MaxSessionMB)
+	if maxMB := min(MaxSessionMB, p.MaxLimits.DiskMB); r.DiskMB < 1 || r.DiskMB > maxMB {
+		return r, fieldErr("disk_mb", "must be between 1 and %d", maxMB)
 	}
 	switch r.OnTimeout {
 	case "":

@@ -28,9 +28,9 @@ func TestValidateWebhookURL(t *testing.T) {
 			t.Errorf("%.40s: %v, want a webhook_url error saying %q", u, err, want)
 		}
 	}
-	_, err := DefaultPolicy().Normalize(Request{Language: "python", Code: "x", WebhookURL: "mailto:a@b"})
-	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "webhook_url" {
-		t.Errorf("Normalize with a bad webhook_url: %v", err)
+	// The URL is no part of the spec: the service checks it, once, with the
+	// sender that would call it (ingress's TestWebhookURLChecks).
+	if _, err := DefaultPolicy().Normalize(Request{Language: "python", Code: "x", WebhookURL: "mailto:a@b"}); err != nil {
+		t.Errorf("Normalize checked webhook_url: %v", err)
 	}
 }

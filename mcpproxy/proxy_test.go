@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -65,9 +66,19 @@ func newUpstream(t *testing.T) *upstream {
 // answers runs the proxy over input and returns its answers by id.
 func answers(t *testing.T, p *mcpproxy.Proxy, in io.Reader) map[string]json.RawMessage {
 	t.Helper()
+	got, err := runProxy(p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// runProxy is answers for a goroutine other than the test's: it reports
+// instead of failing the test.
+func runProxy(p *mcpproxy.Proxy, in io.Reader) (map[string]json.RawMessage, error) {
 	var out bytes.Buffer
 	if err := p.Run(context.Background(), in, &out); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	got := map[string]json.RawMessage{}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -75,11 +86,11 @@ func answers(t *testing.T, p *mcpproxy.Proxy, in io.Reader) map[string]json.RawM
 			ID json.RawMessage `json:"id"`
 		}
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("not JSON-RPC: %s", l)
+			return nil, fmt.Errorf("not JSON-RPC: %s", l)
 		}
 		got[string(m.ID)] = json.RawMessage(l)
 	}
-	return got
+	return got, nil
 }
 
 const (
@@ -124,8 +135,15 @@ func TestPipelinedMessages(t *testing.T) {
 func TestCancelOvertakesACall(t *testing.T) {
 	u := newUpstream(t)
 	pr, pw := io.Pipe()
-	done := make(chan map[string]json.RawMessage)
-	go func() { done <- answers(t, &mcpproxy.Proxy{Endpoint: u.url, APIKey: "k"}, pr) }()
+	type ran struct {
+		got map[string]json.RawMessage
+		err error
+	}
+	done := make(chan ran)
+	go func() {
+		got, err := runProxy(&mcpproxy.Proxy{Endpoint: u.url, APIKey: "k"}, pr)
+		done <- ran{got, err}
+	}()
 	write := func(s string) {
 		if _, err := io.WriteString(pw, s+"\n"); err != nil {
 			t.Error(err)
@@ -145,7 +163,11 @@ func TestCancelOvertakesACall(t *testing.T) {
 	write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}`)
 	pw.Close()
 	select {
-	case got := <-done:
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got := r.got
 		if !strings.Contains(string(got[`"fast"`]), "echo: c") {
 			t.Errorf("fast call: %s", got[`"fast"`])
 		}

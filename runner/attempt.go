@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -16,13 +14,12 @@ import (
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/codemode"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
 	"github.com/gantryhq/gantry/tracing"
 )
 
 // Causes of an attempt's context ending. The outcome of an attempt is
-// decided once, from the cause, in runIn.
+// decided once, from the cause, in programRun.ending.
 var (
 	errTimeout        = errors.New("timed out")
 	errCompileTimeout = errors.New("the compile timed out")
@@ -266,232 +263,219 @@ func (a *attempt) handOn(c *lease, reusable bool, reason string) *lease {
 	return nil
 }
 
-// runIn runs the program in ctr and decides the outcome. errNotStarted
-// means the container failed before the program started; the container
-// has been retired and another may be tried.
+// runIn runs the program in ctr and decides the outcome, in named steps,
+// as nomad's docker driver's task handle does (run, then wait, inspect and
+// one exit result): putSkills, withCA (the run's request, with the egress
+// CA the container's image needs), startRun (the run, under the runner's
+// own deadlines), measure, then the run's ending, decided once from the
+// agent's report and the context's cause (programRun.ending). A program
+// that ended by itself has its exit read (exited) and its artifacts
+// collected (collect); any other ending is said once (ended, died).
+// errNotStarted means the container failed before the program started; the
+// container has been retired and another may be tried.
 func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Result, *lease, error) {
-	spec := a.claim.Spec
 	began := time.Now() // the sandbox's start, for its span
-	if ctr.skills != in.stamp {
-		if err := ctr.conn.Skills(ctx, in.skillFiles); err != nil {
-			a.handOn(ctr, false, "broken")
-			if errors.Is(context.Cause(ctx), errCancelled) {
-				return cancelledResult(0), nil, nil
-			}
-			return jobs.Result{}, nil, fmt.Errorf("%w: put skills in: %v", errNotStarted, err)
+	if err := a.putSkills(ctx, ctr, in); err != nil {
+		a.handOn(ctr, false, "broken")
+		if errors.Is(context.Cause(ctx), errCancelled) {
+			return cancelledResult(0), nil, nil
 		}
-		ctr.skills = in.stamp
+		return jobs.Result{}, nil, err
 	}
-
-	private := a.claim.Private
-	publish := func(stream string, offset int, chunk []byte) {
-		if private || a.r.nc == nil || a.testing {
-			return
-		}
-		m := nats.NewMsg(queue.LogSubject(a.ex.jobID))
-		m.Header.Set(queue.HeaderStream, stream)
-		m.Header.Set(queue.HeaderOffset, strconv.Itoa(offset))
-		m.Data = chunk
-		_ = a.r.nc.PublishMsg(m)
-	}
-	stdout := newOutput("stdout", spec.Limits.OutputBytes, publish)
-	stderr := newOutput("stderr", spec.Limits.OutputBytes, publish)
-	a.r.mu.Lock()
-	a.ex.stdout, a.ex.stderr, a.ex.private = stdout, stderr, private
-	a.r.mu.Unlock()
-
-	rio := wire.RunIO{Stdout: stdout, Stderr: stderr}
-	if in.bridge != nil {
-		rio.Bridge = in.bridge
-	}
-	// The agent kills the program (and the compile step) at its timeout
-	// and reports what it used; the runner's own deadline, a little
-	// later, holds if the agent does not.
-	runCtx, cancelRun := context.WithCancelCause(ctx)
-	defer cancelRun(nil)
-	first, firstCause := spec.Timeout(), errTimeout
-	if in.req.Compile != nil {
-		first, firstCause = spec.CompileTimeout(), errCompileTimeout
-	}
-	deadlines := []*time.Timer{time.AfterFunc(first+agentGrace, func() { cancelRun(firstCause) })}
-	defer func() {
-		for _, t := range deadlines {
-			t.Stop()
-		}
-	}()
-	start := time.Now()
-	var compiledAt time.Time
-	rio.Compiled = func(wire.CompileReport) { // called by Run, on this goroutine
-		compiledAt = time.Now()
-		if deadlines[0].Stop() {
-			deadlines = append(deadlines, time.AfterFunc(spec.Timeout()+agentGrace, func() { cancelRun(errTimeout) }))
-		}
-	}
-	rio.Egress = in.egress.handler()
-	rio.KeepEgress = in.req.Stateful
-	ca, err := a.r.caFile(ctx, in.egress, ctr.Container)
+	req, err := a.withCA(ctx, ctr, in)
 	if err != nil {
 		a.handOn(ctr, false, "broken")
-		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
+		return jobs.Result{}, nil, err
+	}
+	r := a.startRun(ctx, ctr, in, req, began)
+	res := a.measure(r, in)
+	if end := r.ending(ctx); end != endExited {
+		return a.ended(ctx, ctr, r, end, res)
+	}
+	res, reusable := a.exited(ctr, r, res)
+	return a.collect(ctr, r, res, reusable)
+}
+
+// putSkills gives the container's agent the tenant's skills, unless it
+// holds them already. A failure is errNotStarted: nothing of the program
+// ran.
+func (a *attempt) putSkills(ctx context.Context, ctr *lease, in *prepared) error {
+	if ctr.skills == in.stamp {
+		return nil
+	}
+	if err := ctr.conn.Skills(ctx, in.skillFiles); err != nil {
+		return fmt.Errorf("%w: put skills in: %v", errNotStarted, err)
+	}
+	ctr.skills = in.stamp
+	return nil
+}
+
+// withCA is the run's request with the files of the job's egress CA that
+// the container's image needs (none without egress). A failure is
+// errNotStarted: nothing of the program ran.
+func (a *attempt) withCA(ctx context.Context, ctr *lease, in *prepared) (wire.Request, error) {
+	ca, err := a.r.caFile(ctx, in.egress, ctr.Container)
+	if err != nil {
+		return wire.Request{}, fmt.Errorf("%w: %v", errNotStarted, err)
 	}
 	req := in.req
 	req.Files = append(append([]wire.File(nil), req.Files...), ca...)
-	rr, err := ctr.conn.Run(runCtx, req, rio)
-	if in.req.Stateful {
-		keepLive(ctr.Container, a.claim.TenantID, in.egress)
-	}
-	end := time.Now()
-	a.keepBuild(ctx, in, rr)
-	in.built = rr.Build
-	a.traceRun(runCtx, began, end, rr, err)
-	if rr.Compile != nil {
-		a.r.metrics.accounted(rr.Compile.Exit.Usage)
-	}
-	a.r.metrics.accounted(rr.Exit.Usage)
-	res := jobs.Result{Duration: end.Sub(start), ToolCalls: toolCalls(in.bridge)} // complete: Run waited for calls in progress
-	in.egress.record(&res)                                                        // and for the proxy's connections
-	if rr.Compile != nil {
-		res.Duration = end.Sub(compiledAt)
-		res.Compile, res.CompileOutput = compileResult(*rr.Compile, compiledAt.Sub(start)), rr.Compile.Output
-	}
-	if in.cached != nil {
-		res.Compile, res.CompileOutput = in.cached.report(), in.cached.Output
-	}
-	res.Stdout, res.StdoutTruncated = stdout.snapshot()
-	res.Stderr, res.StderrTruncated = stderr.snapshot()
+	return req, nil
+}
 
-	// The outcome, decided once.
-	cause := context.Cause(runCtx)
-	switch {
-	case err == nil && rr.Compile != nil && !rr.Compile.Exit.Started:
+// ended is the outcome of a run that did not end by itself (or whose
+// program did not start or compile), and it hands the container on: kept
+// only after a compile that failed cleanly, or a plain job's program the
+// agent killed at its timeout; retired otherwise.
+func (a *attempt) ended(ctx context.Context, ctr *lease, r programRun, end ending, res jobs.Result) (jobs.Result, *lease, error) {
+	spec := a.claim.Spec
+	switch end {
+	case endCompileNotStarted:
 		a.handOn(ctr, false, "sandbox setup failed")
-		return jobs.Result{}, nil, fmt.Errorf("%w: the compile step's sandbox: %s", errNotStarted, rr.Compile.Exit.Message)
-	case err == nil && rr.Compile != nil && !rr.Compile.Exit.Succeeded():
-		// The program did not compile: the compile step's sandbox ended
-		// (killed at its timeout, or by itself) and nothing else ran.
-		ce := rr.Compile.Exit
+		return jobs.Result{}, nil, fmt.Errorf("%w: the compile step's sandbox: %s", errNotStarted, r.report.Compile.Exit.Message)
+	case endCompileFailed:
+		// The compile step's sandbox ended (killed at its timeout, or by
+		// itself) and nothing else ran.
+		ce := r.report.Compile.Exit
 		res.Status, res.Duration = jobs.StatusFailed, 0
 		res.Error = compileError(ce, spec)
 		reusable := !ce.TimedOut && ce.OOMKills == 0
 		return res, a.handOn(ctr, reusable && ctr.conn.Err() == nil, "compile failed"), nil
-	case err == nil && !rr.Exit.Started:
+	case endNotStarted:
 		a.handOn(ctr, false, "sandbox setup failed")
-		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, rr.Exit.Message)
-	case err == nil && rr.Exit.TimedOut:
-		// The agent killed the program at its timeout: measured, with
-		// nothing of it left running (its sandbox's pid namespace died
-		// with it). A job's container serves again, as after any run
-		// (a burst of programs that all run to their limit would
-		// otherwise make a container each); a session's goes, its
+		return jobs.Result{}, nil, fmt.Errorf("%w: %s", errNotStarted, r.report.Exit.Message)
+	case endTimedOut:
+		// Measured, with nothing of it left running (its sandbox's pid
+		// namespace died with it). A job's container serves again, as
+		// after any run (a burst of programs that all run to their limit
+		// would otherwise make a container each); a session's goes, its
 		// workspace left as it was before the job.
-		ctr = a.handOn(ctr, a.session == nil && ctr.conn.Err() == nil && rr.Exit.OOMKills == 0, "timed out")
-		res.Status, res.Usage = jobs.StatusTimedOut, usage(rr.Exit.Usage)
-		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
+		ctr = a.handOn(ctr, a.session == nil && ctr.conn.Err() == nil && r.report.Exit.OOMKills == 0, "timed out")
+		res.Status, res.Usage = jobs.StatusTimedOut, usage(r.report.Exit.Usage)
+		res.Error = timeoutError(spec)
 		return res, ctr, nil
-	case err == nil:
-		// The program ended by itself: below.
-	case errors.Is(cause, errCompileTimeout):
+	case endCompileDeadline:
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusFailed
-		res.Compile = &jobs.Compile{Status: jobs.CompileTimedOut, DurationMS: end.Sub(start).Milliseconds()}
+		res.Compile = &jobs.Compile{Status: jobs.CompileTimedOut, DurationMS: r.end.Sub(r.start).Milliseconds()}
 		res.Error = compileError(wire.Exit{Started: true, TimedOut: true}, spec)
 		return res, nil, nil
-	case errors.Is(cause, errTimeout):
+	case endDeadline:
 		a.handOn(ctr, false, "timed out")
 		res.Status = jobs.StatusTimedOut
-		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
+		res.Error = timeoutError(spec)
 		return res, nil, nil
-	case errors.Is(cause, errCancelled):
+	case endCancelled:
 		a.handOn(ctr, false, "cancelled")
 		res.Status = jobs.StatusCancelled
 		res.Error = cancelledResult(0).Error
 		return res, nil, nil
-	case ctx.Err() != nil: // the runner is shutting down
+	case endShutdown:
 		a.handOn(ctr, false, "shutdown")
 		return jobs.Result{}, nil, fmt.Errorf("the runner stopped the job: %w", context.Cause(ctx))
-	case !rr.Started:
+	case endBroken:
 		a.handOn(ctr, false, "broken")
-		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, err)
-	default:
-		// The container broke while the program ran. Under Namespaces
-		// only the program can run it out of memory, and anything else
-		// happened to it from outside (Docker, an operator): the job may
-		// run again. Under the Container isolation the program shares the
-		// container with the agent and may have stopped it itself: a
-		// container that exited is the program's doing.
-		f, derr := ctr.diagnose(context.WithoutCancel(ctx))
-		a.log.Warn("the sandbox container stopped while the program ran", "container", shortID(ctr.id),
-			"err", err, "oom_killed", f.oomKilled, "exit_code", f.exitCode, "running", f.running, "gone", f.gone, "inspect_err", derr, "agent_stderr", ctr.lastWords())
-		a.handOn(ctr, false, "died")
-		switch {
-		case derr != nil || f.gone:
-			return jobs.Result{}, nil, fmt.Errorf("the sandbox container went away while the program ran (%v): %w", err, errSandboxLost)
-		case f.oomKilled:
-			res.Status = jobs.StatusFailed
-			res.ExitCode = ptr(137)
-			res.Error = oomError(spec.Limits)
-			return res, nil, nil
-		case a.r.sandbox.Isolation() == wire.Container && !f.running:
-			res.Status = jobs.StatusFailed
-			res.ExitCode = ptr(f.exitCode)
-			return res, nil, nil
-		}
-		return jobs.Result{}, nil, fmt.Errorf("the sandbox container stopped while the program ran (%v): %w", err, errSandboxLost)
+		return jobs.Result{}, nil, fmt.Errorf("%w: %v", errNotStarted, r.err)
 	}
+	return a.died(ctx, ctr, r, res)
+}
 
-	code := rr.Exit.Code
-	res.ExitCode = &code
-	res.Usage = usage(rr.Exit.Usage)
+// died is the outcome of a run whose container broke while the program
+// ran. Under Namespaces only the program can run it out of memory, and
+// anything else happened to it from outside (Docker, an operator): the job
+// may run again. Under the Container isolation the program shares the
+// container with the agent and may have stopped it itself: a container
+// that exited is the program's doing.
+func (a *attempt) died(ctx context.Context, ctr *lease, r programRun, res jobs.Result) (jobs.Result, *lease, error) {
+	f, derr := ctr.diagnose(context.WithoutCancel(ctx))
+	a.log.Warn("the sandbox container stopped while the program ran", "container", shortID(ctr.id),
+		"err", r.err, "oom_killed", f.oomKilled, "exit_code", f.exitCode, "running", f.running, "gone", f.gone, "inspect_err", derr, "agent_stderr", ctr.lastWords())
+	a.handOn(ctr, false, "died")
+	switch {
+	case derr != nil || f.gone:
+		return jobs.Result{}, nil, fmt.Errorf("the sandbox container went away while the program ran (%v): %w", r.err, errSandboxLost)
+	case f.oomKilled:
+		res.Status = jobs.StatusFailed
+		res.ExitCode = ptr(137)
+		res.Error = oomError(a.claim.Spec.Limits)
+		return res, nil, nil
+	case a.r.sandbox.Isolation() == wire.Container && !f.running:
+		res.Status = jobs.StatusFailed
+		res.ExitCode = ptr(f.exitCode)
+		return res, nil, nil
+	}
+	return jobs.Result{}, nil, fmt.Errorf("the sandbox container stopped while the program ran (%v): %w", r.err, errSandboxLost)
+}
+
+// exited is the result of a program that ended by itself: its exit code and
+// what it used, and a stateful session's cell (cell). reusable says whether
+// the container may serve again: not after an out-of-memory kill, which may
+// have left it half broken.
+func (a *attempt) exited(ctr *lease, r programRun, res jobs.Result) (jobs.Result, bool) {
+	exit := r.report.Exit
+	res.ExitCode = ptr(exit.Code)
+	res.Usage = usage(exit.Usage)
 	res.Status = jobs.StatusSucceeded
 	if a.session != nil && a.session.state.Stateful {
-		res.LiveState, res.LiveStateReason = a.session.liveState(ctr.Container, rr.Exit.Live)
-		if len(rr.Exit.Value) > 0 {
-			v, err := jobs.ParseValue(rr.Exit.Value)
-			if err != nil {
-				a.log.Warn("the sandbox reported a value that is not one; dropped", "err", err)
-			}
-			res.Value = v
-		}
-		if len(rr.Exit.Exception) > 0 {
-			e, err := jobs.ParseException(rr.Exit.Exception)
-			if err != nil {
-				a.log.Warn("the sandbox reported an exception that is not one; dropped", "err", err)
-			}
-			res.Exception = e
-		}
-		if len(rr.Exit.Displays) > 0 {
-			d, err := jobs.ParseDisplays(rr.Exit.Displays)
-			if err != nil {
-				a.log.Warn("the sandbox reported displays that are not; dropped", "err", err)
-			}
-			res.Displays = d
-		}
+		a.cell(ctr, exit, &res)
 	}
-	if code != 0 {
+	if exit.Code != 0 {
 		res.Status = jobs.StatusFailed
-		if code == 137 && rr.Exit.OOMKills > 0 {
-			res.Error = oomError(spec.Limits)
+		if exit.Code == 137 && exit.OOMKills > 0 {
+			res.Error = oomError(a.claim.Spec.Limits)
 		}
 	}
-	// A container whose memory ran out may hold a half-broken state.
-	reusable := rr.Exit.OOMKills == 0
+	return res, exit.OOMKills == 0
+}
 
-	// Collecting is bounded in time and ignores cancel requests: the
-	// program is done, its result stands. While S3 is unavailable the
-	// container and the outcome are held and collecting tried again.
+// cell reads what a stateful session's cell left: the live state, and its
+// value, exception and displays (the sandbox's word: what is not one is
+// dropped).
+func (a *attempt) cell(ctr *lease, exit wire.Exit, res *jobs.Result) {
+	res.LiveState, res.LiveStateReason = a.session.liveState(ctr.Container, exit.Live)
+	if len(exit.Value) > 0 {
+		v, err := jobs.ParseValue(exit.Value)
+		if err != nil {
+			a.log.Warn("the sandbox reported a value that is not one; dropped", "err", err)
+		}
+		res.Value = v
+	}
+	if len(exit.Exception) > 0 {
+		e, err := jobs.ParseException(exit.Exception)
+		if err != nil {
+			a.log.Warn("the sandbox reported an exception that is not one; dropped", "err", err)
+		}
+		res.Exception = e
+	}
+	if len(exit.Displays) > 0 {
+		d, err := jobs.ParseDisplays(exit.Displays)
+		if err != nil {
+			a.log.Warn("the sandbox reported displays that are not; dropped", "err", err)
+		}
+		res.Displays = d
+	}
+}
+
+// collect collects the artifacts of a program that ended by itself and
+// hands its container on. Collecting is bounded in time and ignores cancel
+// requests: the program is done, its result stands. While S3 is
+// unavailable the container and the outcome are held and collecting tried
+// again.
+func (a *attempt) collect(ctr *lease, r programRun, res jobs.Result, reusable bool) (jobs.Result, *lease, error) {
+	spec := a.claim.Spec
 	var arts []jobs.Artifact
 	var omitted []jobs.OmittedArtifact
-	collectStart := time.Now()
-	defer a.r.metrics.stage("collect", collectStart)
+	defer a.r.metrics.stage("collect", time.Now())
 	collectCtx, endCollect := a.r.stage(a.jobCtx, "job.collect")
-	err = a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
+	err := a.r.throughS3Outage(collectCtx, a.log, "the job's files and result", func() error {
 		artCtx, cancelArt := context.WithTimeout(collectCtx, artifactTimeout)
 		defer cancelArt()
 		globs := spec.Artifacts
 		if a.testing {
 			globs = nil // a test's workspace is not the job's
 		}
-		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, rr.Listing}, globs, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
+		var err error
+		arts, omitted, err = collectArtifacts(artCtx, agentWorkspace{ctr.conn, r.report.Listing}, globs, a.r.cfg.Artifacts, a.r.blobs, func(p string) string {
 			return blob.ArtifactKey(a.claim.TenantID, a.ex.jobID, p)
 		})
 		if err != nil && ctr.conn.Err() != nil {
@@ -511,7 +495,7 @@ func (a *attempt) runIn(ctx context.Context, ctr *lease, in *prepared) (jobs.Res
 		a.handOn(ctr, false, "artifacts failed")
 		res.Status = jobs.StatusError
 		res.Error = &jobs.ErrorInfo{Code: jobs.ErrCodeInfrastructure,
-			Message: fmt.Sprintf("the program ran (exit code %d), but gantry could not collect its artifacts: %v", code, err)}
+			Message: fmt.Sprintf("the program ran (exit code %d), but gantry could not collect its artifacts: %v", r.report.Exit.Code, err)}
 		return res, nil, nil
 	}
 	res.ArtifactsOmitted = omitted
@@ -575,6 +559,10 @@ func compileError(e wire.Exit, spec jobs.Spec) *jobs.ErrorInfo {
 		msg = fmt.Sprintf("the compiler was killed by signal %d; see compile_output", e.Signal)
 	}
 	return &jobs.ErrorInfo{Code: jobs.ErrCodeCompileError, Message: msg}
+}
+
+func timeoutError(spec jobs.Spec) *jobs.ErrorInfo {
+	return &jobs.ErrorInfo{Code: jobs.ErrCodeTimedOut, Message: fmt.Sprintf("the program ran longer than its timeout of %s and was killed", spec.Timeout())}
 }
 
 func oomError(lim jobs.Limits) *jobs.ErrorInfo {

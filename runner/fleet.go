@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -81,21 +80,26 @@ type bindKey struct {
 
 // fleet owns a runner's containers between jobs. A container is
 //
-//	unbound: made ahead of demand, bound to nobody yet (the pool);
-//	busy: owned by one attempt;
+//	unbound: made ahead of demand, bound to nobody yet (the pool: pool.go);
+//	busy: owned by one attempt, through a lease (lease.go);
 //	idle: bound to a tenant and limits profile, waiting for that tenant's
-//	      next job (its workspace emptied, no process of a job left);
+//	      next job (its workspace emptied, no process of a job left:
+//	      idle.go);
 //	parked: a session's container, holding its workspace, waiting for the
 //	      session's next job (a stateful session's also holds its live
-//	      sandbox, and waits for as long as the session lives);
+//	      sandbox, and waits for as long as the session lives: parked.go);
 //	retired: being removed, never used again.
 //
-// A container bound to a tenant never serves another tenant, and one made
-// for a session serves only that session. Every transition happens here,
-// under one lock, and is checked against the container's state (setLocked):
-// a container released twice, or parked when it is not busy, panics.
-// Removals run in the background, off the jobs' path, in goroutines stop
-// waits for.
+// The fleet is the one owner of that state machine, as nomad's docker
+// driver keeps each task's container in one handle and its clean-up of
+// dangling containers apart (reaper.go). The pool, the idle set and the
+// parked sessions are the fleet's books, kept under its one lock; a
+// container moves between them only here, and every move is checked
+// against the container's state (setLocked): a container released twice,
+// or parked when it is not busy, panics. A container bound to a tenant
+// never serves another tenant, and one made for a session serves only that
+// session. Removals run in the background, off the jobs' path, in
+// goroutines stop waits for.
 type fleet struct {
 	cfg    FleetConfig
 	sb     *Sandbox
@@ -105,29 +109,25 @@ type fleet struct {
 	// mem admits containers against the host's memory (nil: no bound).
 	mem *memBudget
 
-	mu       sync.Mutex
-	unbound  []*Container
-	creating int
+	mu     sync.Mutex
+	pool   *pool
+	idle   idleSet
+	parked *parkedSessions
+	// idled is closed and replaced whenever a container goes idle, waking
+	// attempts waiting for memory.
+	idled chan struct{}
 	// making counts containers being made for jobs (not the pool's).
 	making int
 	// promised is memory counted on for jobs taken that have no
 	// container yet (memory.go).
 	promised int64
-	target   int
-	lastMiss time.Time
-	// ready is closed and replaced whenever a container joins the pool,
-	// waking attempts waiting for one; idled whenever one goes idle,
-	// waking attempts waiting for memory.
-	ready   chan struct{}
-	idled   chan struct{}
-	wake    chan struct{}
-	idle    map[bindKey][]*Container
-	parked  map[string]*parkedSession
-	busy    int              // containers in state busy (setLocked keeps it)
-	epochs  map[string]int64 // the newest key epoch seen per tenant
-	closed  bool
-	loops   startstop.Loops // the pool's upkeep, from start to stop
-	pending sync.WaitGroup  // background makes, cleans and removals
+	busy     int              // containers in state busy (setLocked keeps it)
+	epochs   map[string]int64 // the newest key epoch seen per tenant
+	closed   bool
+	loops    startstop.Loops // the upkeep (reaper.go), from start to stop
+	// pending holds the background makes, cleans and removals, which stop
+	// starts too (it retires what the fleet holds) and waits for.
+	pending sync.WaitGroup
 	// liveLost, when set, is told when a parked stateful session's
 	// container is retired between the session's jobs: its live state is
 	// lost, for this reason.
@@ -141,16 +141,6 @@ type fleet struct {
 	// container the fleet lets go (it takes it, reporting true).
 	gv        *gvisor
 	pauseLive func(sessionID string, c *Container, why string) bool
-}
-
-// parkedSession is a session's container between two of its jobs, with
-// the workspace version it holds. A stateful session's (live set) waits
-// until its session expires.
-type parkedSession struct {
-	ctr     *Container
-	version int64
-	live    bool
-	until   time.Time
 }
 
 // ctrState is where a container is in its life. Only setLocked changes
@@ -203,8 +193,8 @@ func (f *fleet) setLocked(c *Container, to ctrState) {
 func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger, m *fleetMetrics) *fleet {
 	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
-		target: cfg.Min, ready: make(chan struct{}), idled: make(chan struct{}), wake: make(chan struct{}, 1),
-		idle: map[bindKey][]*Container{}, parked: map[string]*parkedSession{}, epochs: map[string]int64{},
+		pool: newPool(cfg), idle: idleSet{}, parked: newParkedSessions(cfg.LiveMax), idled: make(chan struct{}),
+		epochs: map[string]int64{},
 	}
 	if cfg.MemoryMB > 0 {
 		f.mem = newMemBudget(cfg.MemoryMB)
@@ -278,35 +268,26 @@ func (f *fleet) evictFor(mb int64) {
 // parked session's that holds only a workspace; nil when there is none.
 // Stateful sessions' live sandboxes are kept.
 func (f *fleet) evictableLocked() *Container {
-	if len(f.unbound) > 0 {
-		c := f.unbound[0]
-		f.unbound = f.unbound[1:]
+	if c, ok := f.pool.popOldest(); ok {
 		return c
 	}
-	var oldest *Container
-	var oldestKey bindKey
-	oldestSession := ""
-	for key, list := range f.idle {
-		if c := list[0]; oldest == nil || c.lastUsed.Before(oldest.lastUsed) {
-			oldest, oldestKey, oldestSession = c, key, ""
-		}
+	return f.takeLeastUsedLocked()
+}
+
+// takeLeastUsedLocked takes out the least recently used waiting container
+// that holds no live sandbox: an idle one, or a parked session's that
+// holds only a workspace; nil when there is none.
+func (f *fleet) takeLeastUsedLocked() *Container {
+	c, key := f.idle.oldest()
+	sid, pc := f.parked.oldestIdle()
+	if pc != nil && (c == nil || pc.lastUsed.Before(c.lastUsed)) {
+		f.parked.take(sid)
+		return pc
 	}
-	for sid, p := range f.parked {
-		if !p.live && (oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed)) {
-			oldest, oldestSession = p.ctr, sid
-		}
+	if c != nil {
+		f.idle.dropOldest(key)
 	}
-	switch {
-	case oldest == nil:
-	case oldestSession != "":
-		delete(f.parked, oldestSession)
-	default:
-		f.idle[oldestKey] = f.idle[oldestKey][1:]
-		if len(f.idle[oldestKey]) == 0 {
-			delete(f.idle, oldestKey)
-		}
-	}
-	return oldest
+	return c
 }
 
 // room reports whether a container of mb could be admitted now without
@@ -322,7 +303,7 @@ func (f *fleet) room(mb int64) bool {
 	if free >= mb {
 		return true
 	}
-	for _, c := range f.unbound {
+	for _, c := range f.pool.unbound {
 		free += c.memMB
 	}
 	for _, list := range f.idle {
@@ -330,7 +311,7 @@ func (f *fleet) room(mb int64) bool {
 			free += c.memMB
 		}
 	}
-	for _, p := range f.parked {
+	for _, p := range f.parked.m {
 		if !p.live {
 			free += p.ctr.memMB
 		}
@@ -404,12 +385,7 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 	for {
 		f.mu.Lock()
 		stale := f.noteEpoch(tenant, epoch)
-		if list := f.idle[key]; len(list) > 0 {
-			c := list[len(list)-1]
-			f.idle[key] = list[:len(list)-1]
-			if len(f.idle[key]) == 0 {
-				delete(f.idle, key)
-			}
+		if c := f.idle.pop(key); c != nil {
 			f.claimLocked(c, tenant, epoch)
 			f.mu.Unlock()
 			f.retireAll(stale, "key revoked")
@@ -458,13 +434,7 @@ func (f *fleet) noteEpoch(tenant string, epoch int64) []*Container {
 		return nil
 	}
 	f.epochs[tenant] = epoch
-	var stale []*Container
-	for key, list := range f.idle {
-		if key.tenant == tenant {
-			stale = append(stale, list...)
-			delete(f.idle, key)
-		}
-	}
+	stale := f.idle.takeTenant(tenant)
 	f.gaugesLocked()
 	return stale
 }
@@ -478,9 +448,9 @@ func (f *fleet) claimLocked(c *Container, tenant string, epoch int64) {
 }
 
 // release takes back a container from the attempt that owned it (its
-// lease's release). A
-// container that may serve again has its workspace emptied (in the
-// background) and waits for its tenant's next job; any other is retired.
+// lease's release). A container that may serve again has its workspace
+// emptied (in the background) and waits for its tenant's next job; any
+// other is retired.
 func (f *fleet) release(c *Container, reusable bool, reason string) {
 	f.mu.Lock()
 	f.setLocked(c, ctrCleaning)
@@ -526,8 +496,7 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 		c.live, c.restored = "", ""
 		f.setLocked(c, ctrIdle)
 		c.lastUsed = time.Now()
-		key := bindKey{tenant: c.tenant, limits: c.limits, image: c.image}
-		f.idle[key] = append(f.idle[key], c)
+		f.idle.push(c)
 		close(f.idled)
 		f.idled = make(chan struct{})
 		evicted := f.overflowLocked()
@@ -583,13 +552,7 @@ func (f *fleet) reclaim(c *Container) *lease {
 // (pauseLive) or retired, for why; it returns how many were paused.
 func (f *fleet) evictLive(why string) int {
 	f.mu.Lock()
-	live := map[string]*parkedSession{}
-	for sid, p := range f.parked {
-		if p.live {
-			live[sid] = p
-			delete(f.parked, sid)
-		}
-	}
+	live := f.parked.takeLive()
 	f.gaugesLocked()
 	f.mu.Unlock()
 	n := 0
@@ -608,11 +571,10 @@ func (f *fleet) evictLive(why string) int {
 func (f *fleet) unpark(sessionID string) (*lease, int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.parked[sessionID]
+	p := f.parked.take(sessionID)
 	if p == nil {
 		return nil, 0
 	}
-	delete(f.parked, sessionID)
 	f.setLocked(p.ctr, ctrBusy)
 	p.ctr.jobs++
 	p.ctr.lastUsed = time.Now()
@@ -625,15 +587,14 @@ func (f *fleet) unpark(sessionID string) (*lease, int64) {
 func (f *fleet) holdsLive(sessionID, live string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.parked[sessionID]
-	return p != nil && p.live && p.ctr.live == live
+	return f.parked.holdsLive(sessionID, live)
 }
 
 // park keeps a session's container, holding workspace version, for the
-// session's next job on this runner (its lease's park). A container holding a stateful
-// session's live sandbox (c.live set) is kept until the session would
-// expire (ttl from now), whatever the isolation and however many jobs it
-// served: it is the session's state.
+// session's next job on this runner (its lease's park). A container
+// holding a stateful session's live sandbox (c.live set) is kept until the
+// session would expire (ttl from now), whatever the isolation and however
+// many jobs it served: it is the session's state.
 func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Duration) {
 	live := c.live != ""
 	f.mu.Lock()
@@ -644,14 +605,13 @@ func (f *fleet) park(sessionID string, c *Container, version int64, ttl time.Dur
 		f.retire(c, "not kept")
 		return
 	}
-	var evicted []*Container
-	if old := f.parked[sessionID]; old != nil && old.ctr != c {
-		evicted = append(evicted, old.ctr)
-	}
 	c.lastUsed = time.Now()
-	f.parked[sessionID] = &parkedSession{ctr: c, version: version, live: live, until: c.lastUsed.Add(ttl)}
+	var evicted []*Container
+	if old := f.parked.put(sessionID, &parkedSession{ctr: c, version: version, live: live, until: c.lastUsed.Add(ttl)}); old != nil {
+		evicted = append(evicted, old)
+	}
 	evicted = append(evicted, f.overflowLocked()...)
-	lost := f.liveOverflowLocked()
+	lost := f.parked.liveOverflow()
 	f.gaugesLocked()
 	f.mu.Unlock()
 	f.retireAll(evicted, "idle limit")
@@ -670,69 +630,7 @@ func (f *fleet) tenantOf(c *Container) string {
 func (f *fleet) touch(sessionID string, c *Container, d time.Duration, keep bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.parked[sessionID]
-	if p == nil || p.ctr != c {
-		return
-	}
-	now := time.Now()
-	c.lastUsed = now
-	if until := now.Add(d); keep && until.After(p.until) {
-		p.until = until
-	}
-}
-
-// liveOverflowLocked takes out stateful sessions' containers beyond
-// LiveMax, fairly: each time the least recently used of the tenant that
-// holds the most of them here (one tenant's new sessions never evict
-// another's live state while it holds more than that one).
-func (f *fleet) liveOverflowLocked() map[string]*parkedSession {
-	out := map[string]*parkedSession{}
-	for {
-		n := 0
-		held := map[string]int{}      // live containers per tenant
-		oldest := map[string]string{} // each tenant's least recently used session
-		for sid, p := range f.parked {
-			if !p.live {
-				continue
-			}
-			n++
-			t := p.ctr.tenant
-			held[t]++
-			if o, ok := oldest[t]; !ok || p.ctr.lastUsed.Before(f.parked[o].ctr.lastUsed) {
-				oldest[t] = sid
-			}
-		}
-		if n <= f.cfg.LiveMax {
-			return out
-		}
-		victim := ""
-		for t, sid := range oldest {
-			if victim == "" {
-				victim = sid
-				continue
-			}
-			vt := f.parked[victim].ctr.tenant
-			if held[t] > held[vt] || held[t] == held[vt] && f.parked[sid].ctr.lastUsed.Before(f.parked[victim].ctr.lastUsed) {
-				victim = sid
-			}
-		}
-		out[victim] = f.parked[victim]
-		delete(f.parked, victim)
-	}
-}
-
-// retireLive retires parked stateful sessions' containers, telling why
-// their live state was lost.
-func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
-	for sid, p := range lost {
-		if reason != "shutdown" && f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
-			continue // paused, not lost
-		}
-		if f.liveLost != nil {
-			f.liveLost(sid, p.ctr.live, why)
-		}
-		f.retire(p.ctr, reason)
-	}
+	f.parked.touch(sessionID, c, d, keep)
 }
 
 // dropSession lets go of the session's parked container, if any: a
@@ -741,8 +639,7 @@ func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
 // (release); any other is retired.
 func (f *fleet) dropSession(sessionID string) {
 	f.mu.Lock()
-	p := f.parked[sessionID]
-	delete(f.parked, sessionID)
+	p := f.parked.take(sessionID)
 	f.gaugesLocked()
 	f.mu.Unlock()
 	if p != nil && f.letGo != nil {
@@ -757,49 +654,20 @@ func (f *fleet) dropSession(sessionID string) {
 	}
 }
 
-// overflowLocked takes out the least recently used bound containers
-// beyond IdleMax.
+// overflowLocked takes out the least recently used waiting containers
+// beyond IdleMax: the idle ones and the parked ones without a live sandbox
+// count together.
 func (f *fleet) overflowLocked() []*Container {
 	var out []*Container
 	for f.idleCountLocked() > f.cfg.IdleMax {
-		var oldest *Container
-		var oldestKey bindKey
-		oldestSession := ""
-		for key, list := range f.idle {
-			if c := list[0]; oldest == nil || c.lastUsed.Before(oldest.lastUsed) {
-				oldest, oldestKey, oldestSession = c, key, ""
-			}
-		}
-		for sid, p := range f.parked {
-			if !p.live && (oldest == nil || p.ctr.lastUsed.Before(oldest.lastUsed)) {
-				oldest, oldestSession = p.ctr, sid
-			}
-		}
-		if oldestSession != "" {
-			delete(f.parked, oldestSession)
-		} else {
-			f.idle[oldestKey] = f.idle[oldestKey][1:]
-			if len(f.idle[oldestKey]) == 0 {
-				delete(f.idle, oldestKey)
-			}
-		}
-		out = append(out, oldest)
+		out = append(out, f.takeLeastUsedLocked())
 	}
 	return out
 }
 
-func (f *fleet) idleCountLocked() int {
-	n := 0
-	for _, p := range f.parked {
-		if !p.live {
-			n++
-		}
-	}
-	for _, list := range f.idle {
-		n += len(list)
-	}
-	return n
-}
+// idleCountLocked is how many containers wait for work and count against
+// IdleMax: the idle ones and the parked ones without a live sandbox.
+func (f *fleet) idleCountLocked() int { return f.idle.count() + f.parked.idleCount() }
 
 // retire removes a container in the background; it never serves again.
 func (f *fleet) retire(c *Container, reason string) {
@@ -824,254 +692,35 @@ func (f *fleet) retireAll(cs []*Container, reason string) {
 	}
 }
 
-// take returns an unbound container made with these limits, or false (a
-// cold start) when the limits differ from the pool's or the pool stays
-// empty for a second. When containers are being made, waiting for one is
-// faster than making another: both need the same CPU.
-func (f *fleet) take(ctx context.Context, lim jobs.Limits) (*Container, bool) {
-	if f.cfg.Min == 0 || lim != f.cfg.Limits.Container() {
-		return nil, false
-	}
-	deadline := time.NewTimer(time.Second)
-	defer deadline.Stop()
-	for {
-		f.mu.Lock()
-		if n := len(f.unbound); n > 0 {
-			c := f.unbound[n-1]
-			f.unbound = f.unbound[:n-1]
-			f.gaugesLocked()
-			f.mu.Unlock()
-			f.poke()
-			return c, true
+// retireLive retires parked stateful sessions' containers, telling why
+// their live state was lost.
+func (f *fleet) retireLive(lost map[string]*parkedSession, reason, why string) {
+	for sid, p := range lost {
+		if reason != "shutdown" && f.pauseLive != nil && f.pauseLive(sid, p.ctr, why) {
+			continue // paused, not lost
 		}
-		f.lastMiss = time.Now()
-		f.target = min(f.target+1, f.cfg.Max)
-		ready, creating := f.ready, f.creating
-		f.mu.Unlock()
-		f.poke()
-		if creating == 0 {
-			return nil, false
+		if f.liveLost != nil {
+			f.liveLost(sid, p.ctr.live, why)
 		}
-		select {
-		case <-ready:
-		case <-deadline.C:
-			return nil, false
-		case <-ctx.Done():
-			return nil, false
-		}
+		f.retire(p.ctr, reason)
 	}
 }
 
-func (f *fleet) poke() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-// start starts keeping the pool filled and the fleet tidy, until stop.
+// start starts the fleet's upkeep (reaper.go), until stop.
 func (f *fleet) start(ctx context.Context) error { return f.loops.Start(ctx, f.run) }
 
-func (f *fleet) run(ctx context.Context) {
-	tidy := time.NewTicker(5 * time.Second)
-	defer tidy.Stop()
-	reap := time.NewTicker(reapAge)
-	defer reap.Stop()
-	for {
-		f.fill(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
-		case <-tidy.C:
-			f.tidy(ctx)
-		case <-reap.C:
-			if n, err := f.sb.Reap(ctx); err != nil {
-				f.log.Warn("reap stopped containers", "err", err)
-			} else if n > 0 {
-				f.log.Info("removed stopped containers left by runners", "count", n)
-			}
-		}
-	}
-}
-
-// fillers bounds how many containers the pool makes at once.
-const fillers = 3
-
-// fill starts making containers until the pool (with what is being made)
-// holds its target.
-func (f *fleet) fill(ctx context.Context) {
-	for ctx.Err() == nil {
-		f.mu.Lock()
-		if f.cfg.Min == 0 || f.creating >= fillers || len(f.unbound)+f.creating >= f.target {
-			f.mu.Unlock()
-			return
-		}
-		// The pool takes only memory that is free: it never waits for
-		// memory, nor has anything retired for it.
-		mb := f.sb.memoryMB(f.cfg.Limits.Container())
-		if f.mem != nil && !f.mem.tryReserve(mb) {
-			f.mu.Unlock()
-			return
-		}
-		if f.mem == nil {
-			mb = 0
-		}
-		f.creating++
-		f.mu.Unlock()
-		f.pending.Go(func() { f.make(ctx, mb) })
-	}
-}
-
-func (f *fleet) make(ctx context.Context, mb int64) {
-	c, err := f.sb.Create(ctx, ContainerSpec{Pool: true, Limits: f.cfg.Limits.Container()})
-	if err != nil {
-		f.unadmit(mb)
-	} else {
-		c.memMB = mb
-	}
-	if err == nil {
-		// The built-in skills go in now, off the path of the job: a tenant
-		// with no skills of its own then needs nothing more.
-		if stamp, files, err := f.skills.get(ctx, ""); err == nil && c.conn.Skills(ctx, files) == nil {
-			c.skills = stamp
-		}
-	}
-	f.mu.Lock()
-	f.creating--
-	if err == nil {
-		if f.closed || ctx.Err() != nil {
-			f.mu.Unlock()
-			f.retire(c, "shutdown")
-			return
-		}
-		f.setLocked(c, ctrUnbound)
-		f.unbound = append(f.unbound, c)
-		f.gaugesLocked()
-		close(f.ready)
-		f.ready = make(chan struct{})
-	}
-	f.mu.Unlock()
-	if errors.Is(err, errWarmFailed) {
-		// Counted as a retirement: the zygote's health, on the dashboard.
-		f.m.retired.WithLabelValues("warm interpreter failed").Inc()
-	}
-	if err != nil && ctx.Err() == nil {
-		f.log.Warn("warm a container", "err", err)
-		select { // Docker is unwell: do not spin
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-		}
-	}
-	f.poke()
-}
-
-// tidy retires containers that died (a Docker restart kills them all),
-// unbound ones that waited too long, and bound ones idle too long, and
-// shrinks the pool's target back toward Min after a quiet minute.
-func (f *fleet) tidy(ctx context.Context) {
-	listed := time.Now()
-	running, err := f.sb.running(ctx)
-	if err != nil {
-		return
-	}
-	if f.gv != nil {
-		gvRunning, err := f.gv.running()
-		if err != nil {
-			return
-		}
-		for id := range gvRunning {
-			running[id] = true
-		}
-	}
-	// A container made after the list was asked for is missing from it
-	// without being dead.
-	dead := func(c *Container) bool { return !running[c.id] && c.born.Before(listed) }
-	now := time.Now()
-	var died, old, idle []*Container
-	f.mu.Lock()
-	kept := f.unbound[:0]
-	for _, c := range f.unbound {
-		switch {
-		case dead(c):
-			died = append(died, c)
-		case now.Sub(c.born) > f.cfg.MaxAge:
-			old = append(old, c)
-		default:
-			kept = append(kept, c)
-		}
-	}
-	f.unbound = kept
-	for key, list := range f.idle {
-		keep := list[:0]
-		for _, c := range list {
-			switch {
-			case dead(c):
-				died = append(died, c)
-			case now.Sub(c.lastUsed) > f.cfg.Idle:
-				idle = append(idle, c)
-			default:
-				keep = append(keep, c)
-			}
-		}
-		if len(keep) == 0 {
-			delete(f.idle, key)
-		} else {
-			f.idle[key] = keep
-		}
-	}
-	expired, deadLive := map[string]*parkedSession{}, map[string]*parkedSession{}
-	for sid, p := range f.parked {
-		switch {
-		case dead(p.ctr) && p.live:
-			deadLive[sid] = p
-			delete(f.parked, sid)
-		case dead(p.ctr):
-			died = append(died, p.ctr)
-			delete(f.parked, sid)
-		case p.live && now.After(p.until):
-			expired[sid] = p
-			delete(f.parked, sid)
-		case !p.live && now.Sub(p.ctr.lastUsed) > f.cfg.Idle:
-			idle = append(idle, p.ctr)
-			delete(f.parked, sid)
-		}
-	}
-	if now.Sub(f.lastMiss) > time.Minute && f.target > f.cfg.Min {
-		f.target--
-	}
-	f.gaugesLocked()
-	f.mu.Unlock()
-	f.retireAll(died, "died")
-	f.retireAll(old, "max age")
-	f.retireAll(idle, "idle")
-	f.retireLive(expired, "idle", "its session was idle past its TTL")
-	f.retireLive(deadLive, "died", "its container stopped")
-}
-
-// stop ends the pool's upkeep, retires every container the fleet holds
-// and returns once every goroutine it started (makes, cleans, removals)
-// has returned. Containers still busy are retired by their attempts'
-// release. It is safe to call without start.
+// stop ends the upkeep, retires every container the fleet holds and
+// returns once every goroutine it started (makes, cleans, removals) has
+// returned. Containers still busy are retired by their attempts' release.
+// It is safe to call without start.
 func (f *fleet) stop() {
 	f.loops.Stop()
 	f.mu.Lock()
 	f.closed = true
-	all := f.unbound
-	f.unbound = nil
-	for _, list := range f.idle {
-		all = append(all, list...)
-	}
-	f.idle = map[bindKey][]*Container{}
-	live := map[string]*parkedSession{}
-	for sid, p := range f.parked {
-		if p.live {
-			live[sid] = p
-		} else {
-			all = append(all, p.ctr)
-		}
-	}
-	f.parked = map[string]*parkedSession{}
+	all := f.pool.drain()
+	all = append(all, f.idle.drain()...)
+	parked, live := f.parked.drain()
+	all = append(all, parked...)
 	f.gaugesLocked()
 	f.mu.Unlock()
 	f.retireAll(all, "shutdown")
@@ -1080,14 +729,10 @@ func (f *fleet) stop() {
 }
 
 func (f *fleet) gaugesLocked() {
-	f.m.size.Set(float64(len(f.unbound)))
-	n := 0
-	for _, list := range f.idle {
-		n += len(list)
-	}
-	f.m.state.WithLabelValues("unbound").Set(float64(len(f.unbound)))
-	f.m.state.WithLabelValues("idle").Set(float64(n))
-	f.m.state.WithLabelValues("parked").Set(float64(len(f.parked)))
+	f.m.size.Set(float64(len(f.pool.unbound)))
+	f.m.state.WithLabelValues("unbound").Set(float64(len(f.pool.unbound)))
+	f.m.state.WithLabelValues("idle").Set(float64(f.idle.count()))
+	f.m.state.WithLabelValues("parked").Set(float64(f.parked.len()))
 	f.m.state.WithLabelValues("busy").Set(float64(f.busy))
 }
 

@@ -317,7 +317,7 @@ func (h *harness) poolContainers(t *testing.T) []string {
 	defer h.r.fleet.mu.Unlock()
 	var ids []string
 	for _, c := range res.Items {
-		for _, u := range h.r.fleet.unbound {
+		for _, u := range h.r.fleet.pool.unbound {
 			if u.id == c.ID {
 				ids = append(ids, c.ID)
 			}

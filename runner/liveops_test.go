@@ -19,7 +19,15 @@ import (
 // requests to the runner holding it, events on the session's process
 // subjects.
 type liveClient struct {
-	t    *testing.T
+	// t is the test whose goroutine calls the client: a subtest takes its
+	// own with in.
+	t *testing.T
+	*liveEvents
+}
+
+// liveEvents is what a liveClient's subscription gathered, shared by the
+// clients of a test and its subtests.
+type liveEvents struct {
 	nc   *nats.Conn
 	subj string
 
@@ -35,8 +43,8 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 	if err != nil || sess.Live == "" {
 		t.Fatalf("session %s holds no live sandbox (%v)", sid, err)
 	}
-	c := &liveClient{t: t, nc: h.nc, subj: queue.LiveSubject(sid, sess.Live),
-		out: map[int]*strings.Builder{}, exits: map[int]wire.ProcessExit{}, update: make(chan struct{}, 1)}
+	c := &liveClient{t: t, liveEvents: &liveEvents{nc: h.nc, subj: queue.LiveSubject(sid, sess.Live),
+		out: map[int]*strings.Builder{}, exits: map[int]wire.ProcessExit{}, update: make(chan struct{}, 1)}}
 	sub, err := h.nc.Subscribe(queue.ProcessSubjectAll(sid), func(m *nats.Msg) {
 		pid := queue.PidFromSubject(m.Subject)
 		c.mu.Lock()
@@ -65,6 +73,9 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return c
 }
+
+// in is the client for the (sub)test t: it fails t, on t's goroutine.
+func (c *liveClient) in(t *testing.T) *liveClient { return &liveClient{t: t, liveEvents: c.liveEvents} }
 
 func (c *liveClient) do(op wire.LiveOp) (wire.LiveReply, *wire.LiveError) {
 	c.t.Helper()
@@ -129,6 +140,7 @@ func TestLiveOperations(t *testing.T) {
 	c := h.live(t, sid)
 
 	t.Run("a process's output, stdin and end", func(t *testing.T) {
+		c := c.in(t)
 		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", `echo hi; read line; echo "got $line"; echo oops >&2; exit 3`},
 			Env: map[string]string{"E2B": "1"}, Cwd: "/workspace", Stdin: true, Tag: "t1"})
 		if r.Pid <= 0 {
@@ -153,6 +165,7 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("processes that end at once are seen whole", func(t *testing.T) {
+		c := c.in(t)
 		var pids []int
 		for i := range 20 {
 			r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/sh", "-c", "echo " + string(rune('a'+i)) + "; exit 7"}})
@@ -166,6 +179,7 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("a signal ends a process and what it started", func(t *testing.T) {
+		c := c.in(t)
 		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", "sleep 300 & sleep 301"}})
 		c.ok(wire.LiveOp{Op: wire.OpSignal, Pid: r.Pid, Signal: 9})
 		if e, _ := c.waitExit(r.Pid); e.Code != -1 || e.Signal != 9 {
@@ -190,10 +204,12 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("a process outlives jobs and answers while one runs", func(t *testing.T) {
+		c := c.in(t)
 		r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/bash", "-c", "for i in 1 2 3; do echo $i; sleep 0.5; done"}, TimeoutMS: 60000})
-		done := make(chan jobs.Job, 1)
-		go func() { done <- h.in(t, sid, py("import time\ntime.sleep(2)\nx + 1")) }()
-		time.Sleep(500 * time.Millisecond)
+		// Submitted here, waited for here: the job runs on the runner
+		// meanwhile, and the test's goroutine is the only one to fail it.
+		id := h.submitIn(t, sid, py("import time\ntime.sleep(2)\nx + 1"))
+		h.waitFor(t, id, func(j jobs.Job) bool { return j.Status != jobs.StatusQueued })
 		start := time.Now()
 		c.ok(wire.LiveOp{Op: wire.OpList})
 		if d := time.Since(start); d > time.Second {
@@ -203,7 +219,7 @@ func TestLiveOperations(t *testing.T) {
 		if e.Code != 0 || strings.ReplaceAll(out, "stdout:", "") != "1\n|2\n|3\n|" {
 			t.Errorf("exit %+v output %q", e, out)
 		}
-		if j := <-done; j.Status != jobs.StatusSucceeded || j.Value == nil || j.Value.Text != "2" || j.LiveState != jobs.LiveKept {
+		if j := h.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Status != jobs.StatusSucceeded || j.Value == nil || j.Value.Text != "2" || j.LiveState != jobs.LiveKept {
 			t.Errorf("the job beside it: %+v", j)
 		}
 		// A timeout kills it.
@@ -214,6 +230,7 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("files as the sandbox sees them", func(t *testing.T) {
+		c := c.in(t)
 		w := c.ok(wire.LiveOp{Op: wire.OpWrite, Path: "/workspace/dir/a.txt", Data: []byte("hello"), Truncate: true})
 		if w.Entry == nil || w.Entry.Type != "file" || w.Entry.Size != 5 || w.Entry.Path != "/workspace/dir/a.txt" {
 			t.Errorf("write: %+v", w.Entry)
@@ -273,6 +290,7 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("FIFOs and far-off file times", func(t *testing.T) {
+		c := c.in(t)
 		// A FIFO is refused, never waited on; a time JSON cannot encode is
 		// clamped rather than losing the answer.
 		if j := h.in(t, sid, bash("mkfifo fifo; ln -s fifo fifolink; echo x > far; touch -d @300000000000 far")); j.Status != jobs.StatusSucceeded {
@@ -315,6 +333,7 @@ func TestLiveOperations(t *testing.T) {
 	})
 
 	t.Run("a session whose sandbox ended", func(t *testing.T) {
+		c := c.in(t)
 		h.in(t, sid, py("import os\nos._exit(0)"))
 		if _, err := c.do(wire.LiveOp{Op: wire.OpList}); err == nil || err.Code != wire.LiveErrNoSandbox {
 			t.Errorf("after the sandbox ended: %v", err)

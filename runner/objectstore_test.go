@@ -28,8 +28,9 @@ func TestS3Outage(t *testing.T) {
 	ctx := context.Background()
 	running := func(j jobs.Job) bool { return j.Status == jobs.StatusRunning }
 	terminal := func(j jobs.Job) bool { return j.Status.Terminal() }
-	// held stops S3 and waits until the runner holds a job for it.
-	held := func() {
+	// held stops S3 and waits until the runner holds a job for it. held
+	// and outage take the (sub)test that calls them.
+	held := func(t *testing.T) {
 		t.Helper()
 		holds := h.metric(t, "gantry_runner_s3_holds_total", nil)
 		s3.Stop()
@@ -39,10 +40,10 @@ func TestS3Outage(t *testing.T) {
 	}
 	// outage stops S3 once the job runs, until the runner holds the job
 	// for it, then starts it again.
-	outage := func(id string) {
+	outage := func(t *testing.T, id string) {
 		t.Helper()
 		h.waitFor(t, id, running)
-		held()
+		held(t)
 		if j, _ := h.st.GetJob(ctx, h.tenant, id); j.Status != jobs.StatusRunning {
 			t.Errorf("during the outage the job is %s (%v), want it held running", j.Status, j.Error)
 		}
@@ -57,7 +58,7 @@ os.makedirs("out", exist_ok=True)
 open("out/result.txt", "w").write("kept through the outage")
 print("x" * 100000)  # long output: recorded through S3 too
 `})
-		outage(id)
+		outage(t, id)
 		j := h.waitFor(t, id, terminal)
 		if j.Status != jobs.StatusSucceeded || j.Attempt != 1 || len(j.Artifacts) != 1 {
 			t.Fatalf("after the outage: %s attempt %d %+v %v", j.Status, j.Attempt, j.Artifacts, j.Error)
@@ -76,7 +77,7 @@ print("x" * 100000)  # long output: recorded through S3 too
 	t.Run("a session's workspace, saved and restored", func(t *testing.T) {
 		sid := h.session(t)
 		id := h.submitIn(t, sid, jobs.Request{Language: "bash", Code: "sleep 1; echo first > kept.txt"})
-		outage(id)
+		outage(t, id)
 		if j := h.waitFor(t, id, terminal); j.Status != jobs.StatusSucceeded || j.Attempt != 1 {
 			t.Fatalf("first job: %s attempt %d %v", j.Status, j.Attempt, j.Error)
 		}
@@ -102,7 +103,7 @@ print("x" * 100000)  # long output: recorded through S3 too
 	t.Run("a runner that stops gives the job back unspent", func(t *testing.T) {
 		id := h.submit(t, jobs.Request{Language: "bash", Code: "sleep 1; mkdir -p out; echo x > out/x.txt"})
 		h.waitFor(t, id, running)
-		held() // the program ended; its files wait
+		held(t) // the program ended; its files wait
 		h.stop()
 		j, err := h.st.GetJob(ctx, h.tenant, id)
 		if err != nil {

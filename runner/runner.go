@@ -11,8 +11,10 @@
 // A runner is a producer, an executor and a completer, a file each: the
 // queue loop (runner.go, with the tenants' queues in queues.go) takes a
 // message per free slot; claim.go claims its job and keeps the message and
-// the claim alive; execute.go runs the attempt (attempt.go; a session's jobs
-// through session.go) in a container the fleet owns (fleet.go); and
+// the claim alive; execute.go runs the attempt (attempt.go, its program's
+// run in programrun.go; a session's jobs through session.go) in a container
+// the fleet owns (fleet.go, with its pool, idle set and parked sessions in
+// pool.go, idle.go and parked.go, and its upkeep in reaper.go); and
 // complete.go records the result and acks the message, or hands it back.
 package runner
 
@@ -176,26 +178,14 @@ type Runner struct {
 	// cas holds the tenants' egress CAs and the images' CA bundles.
 	cas caCache
 
-	// loops runs the queue loop, which drains when Stop ends it.
+	// loops is the runner's lifecycle (startstop): the queue loop, which
+	// drains when Stop ends it; the background work beside the jobs
+	// (hand-back announcements, session clean-ups, sessions handed over),
+	// which runs through the drain; and the clean-ups of what Start set up.
 	loops startstop.Loops
-	// stopping closes when Stop is called: session owners finish their
-	// current job and hand the rest back.
-	stopping chan struct{}
-	stopOnce sync.Once
-	// subs are the runner's subscriptions and stopTools ends its code-mode
-	// tool service; Stop ends them once running jobs are done.
-	subs      []*nats.Subscription
-	stopTools func()
 
 	mu      sync.Mutex
-	started bool // Start was called (or Stop: no start after it)
 	running map[string]*execution
-	// background holds the goroutines the runner starts beside its jobs
-	// (hand-back announcements, session cleanups); quit closes when no
-	// more may start, after the drain.
-	background sync.WaitGroup
-	quit       chan struct{}
-	quitted    bool
 }
 
 // New makes a runner. Nothing is started until Start.
@@ -224,7 +214,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r := &Runner{
 		cfg: cfg, log: log.With("runner", cfg.ID), nc: nc, js: js, store: st, sessions: st, blobs: blobs,
 		sandbox: sb, metrics: m, running: map[string]*execution{}, skills: newSkillCache(st), envs: &environments{st: st, sb: sb},
-		stopping: make(chan struct{}), quit: make(chan struct{}), handed: make(chan struct{}, cfg.Slots),
+		handed: make(chan struct{}, cfg.Slots),
 		traces: tracing.Tracer(cfg.Tracer, tracerName),
 	}
 	r.fleet = newFleet(cfg.Fleet, sb, r.skills, r.log, newFleetMetrics(reg))
@@ -233,6 +223,19 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r.live.renetwork = r.renetwork
 	r.live.ports = cfg.Ports
 	r.fleet.letGo = r.live.drop
+	// Stop's clean-ups run last registered first, once the queue loop and
+	// the background work have returned (Start adds what it sets up): the
+	// live sessions the runner holds are paused, not lost (where they run
+	// under gVisor); then the fleet retires every container it holds.
+	r.loops.Cleanup(func() { r.log.Info("runner stopped") })
+	r.loops.Cleanup(func() {
+		if r.gv != nil {
+			r.gv.Close()
+		}
+	})
+	r.loops.Cleanup(r.fleet.stop)
+	r.loops.Cleanup(r.pauseAll)
+	r.loops.Cleanup(r.live.stop)
 	r.fleet.liveLost = func(sessionID, live, reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -251,23 +254,20 @@ func (r *Runner) Check(ctx context.Context) error { return r.sandbox.Check(ctx) 
 // this runner left, makes sure the job stream exists, subscribes to cancels,
 // backlog requests and closed sessions, and starts the fleet and the queue
 // loop, which pulls and runs jobs until Stop (see startstop). A runner
-// starts at most once; Stop is not called while Start runs.
+// starts at most once; Stop is not called while Start runs. A Start that
+// fails undoes what it did, as Stop does.
 func (r *Runner) Start(ctx context.Context) (err error) {
-	r.mu.Lock()
-	started := r.started
-	r.started = true
-	r.mu.Unlock()
-	if started {
-		return fmt.Errorf("runner: %w", startstop.ErrStarted)
-	}
-	if err := r.sandbox.CheckImage(ctx); err != nil {
-		return err
+	if err := r.loops.Start(ctx); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			r.teardown()
+			r.loops.Stop()
 		}
 	}()
+	if err := r.sandbox.CheckImage(ctx); err != nil {
+		return err
+	}
 	if n, err := r.sandbox.RemoveLeftovers(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -291,7 +291,7 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		r.subs = append(r.subs, sub)
+		r.loops.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
 	if r.cfg.CodeMode != nil && r.cfg.CodeMode.Config().Launcher != nil {
 		// The ingresses have no sandbox to start a stdio MCP server in:
@@ -303,20 +303,21 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 			cancelTools()
 			return err
 		}
-		r.stopTools = func() { cancelTools(); stop() }
+		r.loops.Cleanup(func() { cancelTools(); stop() })
 	}
 	if r.live.tunnels, err = tunnel.New(r.nc, tunnel.Config{}); err != nil {
 		return err
 	}
+	// Every connection to a port ends before the live sessions do.
+	r.loops.Cleanup(r.live.tunnels.Close)
 	if err := r.startLive(ctx); err != nil {
 		return err
 	}
 	if err := r.fleet.start(ctx); err != nil {
 		return err
 	}
-	if err := r.loops.Start(ctx, func(ctx context.Context) { r.consume(ctx, queues) }, r.sweepBuilds); err != nil {
-		return err
-	}
+	r.loops.Go(func(ctx context.Context) { r.consume(ctx, queues) })
+	r.loops.Go(r.sweepBuilds)
 	r.log.Info("runner started", "slots", r.cfg.Slots, "max_slots", r.cfg.MaxSlots, "memory_mb", r.cfg.Fleet.MemoryMB, "live_max", r.cfg.Fleet.LiveMax, "ack_wait", r.cfg.Queue.AckWait, "isolation", r.sandbox.Isolation())
 	return nil
 }
@@ -326,60 +327,13 @@ func (r *Runner) Start(ctx context.Context) (err error) {
 // another runner. It returns once every goroutine the runner started has
 // returned and every container it held is removed. It is safe to call
 // more than once, at once, and without Start.
-func (r *Runner) Stop() {
-	r.mu.Lock()
-	r.started = true
-	r.mu.Unlock()
-	// A second Stop returns when the first is done.
-	r.stopOnce.Do(func() {
-		close(r.stopping)
-		r.loops.Stop()
-		r.teardown()
-	})
-}
-
-// teardown undoes what Start set up, once the jobs are done. It may run
-// twice (a Start that failed, then Stop).
-func (r *Runner) teardown() {
-	if r.stopTools != nil {
-		r.stopTools()
-		r.stopTools = nil
-	}
-	for _, sub := range r.subs {
-		_ = sub.Unsubscribe()
-	}
-	r.subs = nil
-	r.live.stop()
-	if r.live.tunnels != nil {
-		r.live.tunnels.Close() // every connection to a port ends
-	}
-	r.mu.Lock()
-	if !r.quitted {
-		r.quitted = true
-		close(r.quit)
-	}
-	r.mu.Unlock()
-	r.background.Wait()
-	// The live sessions it holds are paused, not lost (where they run
-	// under gVisor); then it retires every container it holds.
-	r.pauseAll()
-	r.fleet.stop()
-	if r.gv != nil {
-		r.gv.Close()
-	}
-	r.log.Info("runner stopped")
-}
+func (r *Runner) Stop() { r.loops.Stop() }
 
 // goBackground runs f in a goroutine Stop waits for, with a channel that
-// closes when Stop no longer waits for what f waits for; after that it
-// runs nothing.
+// closes when Stop no longer waits for what f waits for (once the queue
+// loop drained); after that it runs nothing.
 func (r *Runner) goBackground(f func(quit <-chan struct{})) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.quitted {
-		return
-	}
-	r.background.Go(func() { f(r.quit) })
+	r.loops.Background(func(ctx context.Context) { f(ctx.Done()) })
 }
 
 // slotCount counts the jobs running, with a channel that closes when one
@@ -636,11 +590,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (r *Runner) isStopping() bool {
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
-	}
-}
+// isStopping reports whether Stop was called: session owners finish their
+// current job and hand the rest back, and sessions are not taken over.
+func (r *Runner) isStopping() bool { return r.loops.Stopping() }

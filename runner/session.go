@@ -192,10 +192,8 @@ func (r *Runner) runSession(ctx context.Context, log *slog.Logger, sessionID, ow
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		select {
-		case <-r.stopping:
+		if r.isStopping() {
 			return errShutdown
-		default:
 		}
 		sj, ok, err := r.sessions.NextSessionJob(ctx, sessionID, owner, r.cfg.ID, r.cfg.Queue.MaxAttempts)
 		if errors.Is(err, store.ErrNotFound) {

@@ -398,6 +398,34 @@ func dockerContainers(t *testing.T, labels ...string) []string {
 	return strings.Fields(string(out))
 }
 
+// containersWhere lists the runner's running containers in which argv,
+// run with docker exec, exits 0.
+func containersWhere(t *testing.T, runnerID string, argv ...string) []string {
+	t.Helper()
+	var out []string
+	for _, id := range dockerContainers(t, "dev.gantry.runner="+runnerID, "status=running") {
+		if exec.Command("docker", append([]string{"exec", id}, argv...)...).Run() == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// containersRunning lists the runner's running containers that run a
+// process whose command line holds cmd (docker top: the container's
+// processes, its sandboxes' included).
+func containersRunning(t *testing.T, runnerID, cmd string) []string {
+	t.Helper()
+	var out []string
+	for _, id := range dockerContainers(t, "dev.gantry.runner="+runnerID, "status=running") {
+		// A container removed since the list has no processes.
+		if top, err := exec.Command("docker", "top", id).Output(); err == nil && strings.Contains(string(top), cmd) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func TestEndToEnd(t *testing.T) {
 	d := startDev(t, "GANTRY_RUNNER_SLOTS=2")
 

@@ -157,8 +157,10 @@ if __name__ == "__main__":
 	waitReclaimed(t, d, sid)
 }
 
-// waitReclaimed waits until nothing of the session is left: no container,
-// no object, no row.
+// waitReclaimed waits until nothing of the session is left: no container
+// made for it (where containers are reused the session took one of its
+// tenant's, unlabelled, which goes back emptied: see
+// TestSessionExpiryReclaimsEverything), no object, no row.
 func waitReclaimed(t *testing.T, d *dev, sid string) {
 	t.Helper()
 	var ctrs []string
@@ -203,12 +205,16 @@ func TestSessionExpiryReclaimsEverything(t *testing.T) {
 	if n := countSessionObjects(t, d, s.ID); n != 1 {
 		t.Fatalf("%d snapshot objects", n)
 	}
-	// The runner keeps the session's container warm...
-	if len(dockerContainers(t, "dev.gantry.session="+s.ID)) != 1 {
-		t.Fatal("no warm container for the session")
+	// The runner keeps the session's workspace warm in one container...
+	if ctrs := containersWhere(t, d.runnerID, "test", "-e", "/workspace/f.txt"); len(ctrs) != 1 {
+		t.Fatalf("%d containers hold the session's workspace", len(ctrs))
 	}
-	// ...until the session expires, idle, after its TTL.
+	// ...until the session expires, idle, after its TTL: then its
+	// container goes back to the tenant emptied, or is removed.
 	waitReclaimed(t, d, s.ID)
+	eventually.True(t, 30*time.Second, "the session's workspace emptied", func() bool {
+		return len(containersWhere(t, d.runnerID, "test", "-e", "/workspace/f.txt")) == 0
+	})
 	if r := d.call(t, "GET", "/v1/sessions/"+s.ID, ""); r.status != 404 {
 		t.Errorf("expired session: %d", r.status)
 	}

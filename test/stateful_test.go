@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -79,7 +81,8 @@ func TestStatefulSession(t *testing.T) {
 	// The runner holding the session dies; another takes over: the live
 	// state is lost, said so, and the files are all there.
 	a.kill()
-	d.runner(t, "stateful-b-"+suffix)
+	runnerB := "stateful-b-" + suffix
+	d.runner(t, runnerB)
 	j = exec(t, d, "python", "print(open('kept.txt').read(), 'calls' in globals())")
 	if j.Status != jobs.StatusSucceeded || j.Stdout != "files survive False\n" || j.LiveState != jobs.LiveLost || j.LiveStateReason == "" {
 		t.Fatalf("after the runner died: %s %q %s %q %q", j.Status, j.Stdout, j.LiveState, j.LiveStateReason, j.Stderr)
@@ -90,8 +93,8 @@ func TestStatefulSession(t *testing.T) {
 	if j = exec(t, d, "bash", "sleep 600 >/dev/null 2>&1 & echo started"); j.Stdout != "started\n" {
 		t.Fatalf("background job: %q %q", j.Stdout, j.Stderr)
 	}
-	if ctrs := dockerContainers(t, "dev.gantry.session="+sess.ID, "status=running"); len(ctrs) != 1 {
-		t.Fatalf("%d running containers hold the session", len(ctrs))
+	if ctrs := containersRunning(t, runnerB, "sleep 600"); len(ctrs) != 1 {
+		t.Fatalf("%d containers run the session's background process", len(ctrs))
 	}
 
 	// Closing the session kills everything in it.
@@ -99,6 +102,9 @@ func TestStatefulSession(t *testing.T) {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
 	}
 	waitReclaimed(t, d, sess.ID)
+	eventually.True(t, 30*time.Second, "the session's background process killed", func() bool {
+		return len(containersRunning(t, runnerB, "sleep 600")) == 0
+	})
 }
 
 // TestStatefulSessionOverMCP: create_session with stateful, then

@@ -9,18 +9,19 @@
 // attempts them and records each attempt on the delivery, retrying with
 // exponential backoff for a day. A delivery is made at least once: one
 // whose ingress died mid-attempt is taken over when its lease ends.
+//
+// Every request goes out through a Sender, which the compatible APIs'
+// callbacks (Judge0's callback_url) share: the egress check on the address
+// dialled, a timeout per try, redirects refused.
 package webhook
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/secret"
@@ -70,6 +70,9 @@ type Config struct {
 	// Tracer makes a span of each attempt, linked to the job's trace (nil:
 	// none).
 	Tracer trace.TracerProvider
+	// Sender sends the attempts (nil: one of the dispatcher's own, from
+	// AllowPrivate).
+	Sender *Sender
 }
 
 // WithDefaults fills in zero fields.
@@ -100,6 +103,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.View == nil {
 		c.View = func(j jobs.Job) jobs.Job { return j }
+	}
+	if c.Sender == nil {
+		c.Sender = NewSender(c.AllowPrivate)
 	}
 	return c
 }
@@ -139,10 +145,8 @@ type DueDelivery struct {
 // Dispatcher delivers webhooks and keeps tenants' signing secrets.
 type Dispatcher struct {
 	cfg    Config
-	policy egress.Policy
 	store  Store
 	box    *secret.Box
-	client *http.Client
 	log    *slog.Logger
 	loops  startstop.Loops
 	tracer trace.Tracer
@@ -155,30 +159,8 @@ func New(cfg Config, st Store, box *secret.Box, log *slog.Logger) (*Dispatcher, 
 		return nil, secret.ErrNoKey
 	}
 	cfg = cfg.WithDefaults()
-	policy := egress.Policy{AllowPrivate: cfg.AllowPrivate, Setting: "GANTRY_WEBHOOK_ALLOW_PRIVATE"}
-	client := &http.Client{
-		Transport: policy.Transport(),
-		Timeout:   cfg.Timeout,
-		// A redirect is an answer like any other that is not 2xx: following
-		// it would send the signed event somewhere the tenant did not name.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &Dispatcher{cfg: cfg, policy: policy, store: st, box: box, client: client, log: log,
+	return &Dispatcher{cfg: cfg, store: st, box: box, log: log,
 		tracer: tracing.Tracer(cfg.Tracer, "github.com/gantryhq/gantry/webhook")}, nil
-}
-
-// CheckURL checks a webhook URL a tenant gives: its form, and that its host
-// is not plainly private when the operator allows only public addresses
-// (names are checked again on the address dialled).
-func (d *Dispatcher) CheckURL(field, u string) error {
-	p, err := jobs.ValidateWebhookURL(field, u)
-	if err != nil {
-		return err
-	}
-	if err := d.policy.CheckHost(p.Hostname()); err != nil {
-		return &jobs.FieldError{Field: field, Message: err.Error()}
-	}
-	return nil
 }
 
 // Secrets are a tenant's signing secrets as it sees them.
@@ -427,37 +409,18 @@ func (d *Dispatcher) attempt(ctx context.Context, w DueDelivery) (int, error) {
 			return 0, err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", d.cfg.UserAgent)
-	req.Header.Set(HeaderID, w.ID)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", d.cfg.UserAgent)
+	h.Set(HeaderID, w.ID)
+	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 	// The receiver may continue the attempt's trace (traceparent).
-	tracing.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := d.client.Do(req)
+	tracing.Inject(ctx, propagation.HeaderCarrier(h))
+	// One try: the outbox retries, with backoff, and records each attempt.
+	a, err := d.cfg.Sender.Send(ctx, Message{Method: http.MethodPost, URL: w.URL, Header: h, Body: body, Timeout: d.cfg.Timeout, Tries: 1})
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // without the URL, which may hold a token
-		}
 		return 0, err
 	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
-	if resp.StatusCode/100 == 2 {
-		return resp.StatusCode, nil
-	}
-	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
-	if resp.StatusCode/100 == 3 {
-		msg += " (redirects are not followed)"
-	}
-	if s := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "\uFFFD")); s != "" {
-		msg += ": " + s
-	}
-	return resp.StatusCode, errors.New(msg)
+	return a.Status, a.Err()
 }

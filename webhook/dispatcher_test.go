@@ -191,7 +191,7 @@ func TestPrivateAddressesRefused(t *testing.T) {
 	f := setup(t, webhook.Config{Backoff: time.Hour})
 	r := newReceiver(t)
 	for _, u := range []string{r.URL, strings.Replace(r.URL, "127.0.0.1", "localhost", 1)} {
-		if err := f.d.CheckURL("webhook_url", u); err == nil || !strings.Contains(err.Error(), "GANTRY_WEBHOOK_ALLOW_PRIVATE") {
+		if err := webhook.NewSender(false).CheckURL("webhook_url", u); err == nil || !strings.Contains(err.Error(), "GANTRY_WEBHOOK_ALLOW_PRIVATE") {
 			t.Errorf("CheckURL(%s) = %v", u, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gantryhq/gantry/ingress/openapi"
 	"github.com/gantryhq/gantry/ingress/service"
@@ -97,9 +96,10 @@ func queryNames(ps []openapi.Param) map[string]bool {
 }
 
 // strictQuery parses a query string, refusing parameters the route does
-// not take (as unknown body fields are refused), single-valued ones given
-// twice, and text Postgres cannot hold: a typo must not widen a search
-// silently.
+// not take (as unknown body fields are refused) and single-valued ones
+// given twice: a typo must not widen a search silently. What reaches
+// Postgres as text the service checks (JobQuery.Filter); the rest is
+// parsed, and refused when it does not parse.
 func strictQuery(raw string, allowed map[string]bool, prefixes ...string) (url.Values, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
@@ -117,11 +117,6 @@ func strictQuery(raw string, allowed map[string]bool, prefixes ...string) (url.V
 		}
 		if len(vals) > 1 && !multi {
 			return nil, service.BadRequest(name, "%s is given %d times; give it once", name, len(vals))
-		}
-		for _, v := range append([]string{name}, vals...) {
-			if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
-				return nil, service.BadRequest(name, "%s must be UTF-8 text without NUL bytes", name)
-			}
 		}
 	}
 	return q, nil

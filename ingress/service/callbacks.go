@@ -1,17 +1,14 @@
 package service
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
-	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Callback is a request a compatible API makes when a job finishes, in its
@@ -29,22 +26,18 @@ type Callback struct {
 	Timeout     time.Duration
 }
 
-// callbacks are the compatible APIs' callbacks waiting for their jobs.
+// callbacks are the compatible APIs' callbacks waiting for their jobs,
+// sent by the webhooks' sender.
 type callbacks struct {
-	policy egress.Policy
-	client *http.Client
+	sender *webhook.Sender
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func newCallbacks(allowPrivate bool) *callbacks {
-	policy := egress.Policy{AllowPrivate: allowPrivate, Setting: "GANTRY_WEBHOOK_ALLOW_PRIVATE"}
+func newCallbacks(sender *webhook.Sender) *callbacks {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &callbacks{policy: policy, ctx: ctx, cancel: cancel, client: &http.Client{
-		Transport:     policy.Transport(),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	return &callbacks{sender: sender, ctx: ctx, cancel: cancel}
 }
 
 // stop abandons the callbacks still waiting and waits for them to return.
@@ -57,14 +50,7 @@ func (c *callbacks) stop() {
 // checked (http or https, no credentials, not plainly private unless the
 // operator allows private webhooks), without needing webhooks to be on.
 func (s *Service) CheckCallbackURL(field, u string) error {
-	p, err := jobs.ValidateWebhookURL(field, u)
-	if err != nil {
-		return err
-	}
-	if err := s.callbacks.policy.CheckHost(p.Hostname()); err != nil {
-		return &jobs.FieldError{Field: field, Message: err.Error()}
-	}
-	return nil
+	return s.callbacks.sender.CheckURL(field, u)
 }
 
 // CallWhenFinished makes cb once the tenant's job has finished (at once if
@@ -89,32 +75,12 @@ func (s *Service) CallWhenFinished(p Principal, job jobs.Job, cb Callback) {
 			log.Warn("callback dropped: its body could not be made", "err", err)
 			return
 		}
-		for try := 1; try <= max(1, cb.Tries); try++ {
-			err = c.call(ctx, cb, body)
-			if err == nil || ctx.Err() != nil {
-				return
-			}
+		// Any answer counts as delivered, as Judge0's does: only a failure
+		// to get one is tried again.
+		_, err = c.sender.Send(ctx, webhook.Message{Method: cb.Method, URL: cb.URL, Body: body,
+			Header: http.Header{"Content-Type": {cb.ContentType}}, Timeout: cb.Timeout, Tries: cb.Tries})
+		if err != nil && ctx.Err() == nil {
+			log.Info("callback failed", "tries", cb.Tries, "err", fmt.Errorf("%s callback: %w", cb.Method, err))
 		}
-		log.Info("callback failed", "tries", cb.Tries, "err", err)
 	}()
-}
-
-// call makes one attempt. Any answer counts as delivered, as Judge0's does:
-// only a failure to get one is tried again.
-func (c *callbacks) call(ctx context.Context, cb Callback, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, cb.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, cb.Method, cb.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", cb.ContentType)
-	resp, err := c.client.Do(req)
-	if uerr := (*url.Error)(nil); errors.As(err, &uerr) {
-		err = uerr.Err // without the URL, which may hold the receiver's secrets
-	}
-	if err != nil {
-		return fmt.Errorf("%s callback: %w", cb.Method, err)
-	}
-	return resp.Body.Close()
 }

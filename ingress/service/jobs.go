@@ -56,7 +56,7 @@ func (s *Service) submitJob(ctx context.Context, p Principal, req jobs.Request, 
 		return jobs.Job{}, false, err
 	}
 	span.SetAttributes(tracing.Language.String(spec.Language))
-	if err := checkWebhookURL(s.webhooks, "webhook_url", req.WebhookURL); err != nil {
+	if err := s.checkWebhookURL("webhook_url", req.WebhookURL); err != nil {
 		return jobs.Job{}, false, err
 	}
 	if req.SessionID == nil {
@@ -170,11 +170,8 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 			}
 		}
 	}
-	if len(senv) > 0 {
-		spec.Env = underEnv(spec.Env, senv)
-		if err := jobs.ValidateEnv(spec.Env); err != nil {
-			return err
-		}
+	if spec.Env, err = jobs.UnderEnv(spec.Env, senv); err != nil {
+		return err
 	}
 	if spec.Limits.MemoryMB >= sess.DiskMB {
 		return nil

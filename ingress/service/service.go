@@ -236,9 +236,12 @@ type Service struct {
 	badKeys *rateLimits        // invalid keys per source address (auth.go)
 	revoked *nats.Subscription // key revocations
 	done    *doneJobs
-	// webhooks checks webhook URLs and keeps tenants' signing secrets;
-	// the Maintenance runs its deliveries (nil: off, no secret key).
+	// webhooks keeps tenants' signing secrets; the Maintenance runs its
+	// deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
+	// sender checks the URLs tenants give for webhooks and callbacks, and
+	// sends both.
+	sender *webhook.Sender
 	// callbacks are the compatible APIs' (callbacks.go).
 	callbacks *callbacks
 	envs      environments // the registered environments, cached
@@ -274,7 +277,10 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	s.editor = &workspace.Editor{Store: st, Blobs: blobs, Wait: busyWait, Kick: s.queue.kickSession, Log: log}
 	s.sandboxes = &Sandboxes{s: s, streams: newProcessStreams(cfg.Streams, reg), ports: newPorts()}
 	s.codeMode = &CodeMode{reg: cfg.CodeMode}
-	s.callbacks = newCallbacks(cfg.Webhooks.AllowPrivate)
+	// One sender for the webhooks and the compatible APIs' callbacks, under
+	// one egress policy (GANTRY_WEBHOOK_ALLOW_PRIVATE).
+	s.sender = webhook.NewSender(cfg.Webhooks.AllowPrivate)
+	s.callbacks = newCallbacks(s.sender)
 	if s.cfg.History != nil {
 		s.done.history = s.cfg.History.TTL()
 	}
@@ -298,6 +304,7 @@ func New(cfg Config, log *slog.Logger, st Store, blobs Blobs, nc *nats.Conn, reg
 	RegisterDependencyGauges(reg, s.checks)
 	if cfg.Box.Enabled() {
 		wc := s.cfg.Webhooks
+		wc.Sender = s.sender
 		wc.View = View
 		wc.Attempted = func(status string) { s.metrics.webhooks.WithLabelValues(status).Inc() }
 		if wc.Tracer == nil {

@@ -37,12 +37,9 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, req jobs.Sessi
 	if req.Durable == nil && s.cfg.Durable && (req.Stateful || req.Snapshot != "") {
 		req.Durable = new(true)
 	}
-	req, err := req.Normalize()
+	req, err := s.cfg.Policy.NormalizeSession(req)
 	if err != nil {
 		return jobs.Session{}, err
-	}
-	if maxMB := s.cfg.Policy.MaxLimits.DiskMB; req.DiskMB > maxMB {
-		return jobs.Session{}, BadRequest("disk_mb", "must be between 1 and %d", maxMB)
 	}
 	// The workspace is held in memory: its jobs need at least disk_mb of
 	// it, which no job could have past the operator's maximum.
@@ -103,21 +100,6 @@ func (s *Service) sessionEnv(tenantID string, sess jobs.Session) (map[string]str
 		return nil, fmt.Errorf("decode session %s's env: %w", sess.ID, err)
 	}
 	return env, nil
-}
-
-// underEnv is own with the variables of base it does not set.
-func underEnv(own, base map[string]string) map[string]string {
-	if len(base) == 0 {
-		return own
-	}
-	out := make(map[string]string, len(own)+len(base))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range own {
-		out[k] = v
-	}
-	return out
 }
 
 // SetSessionTTL changes the tenant's session's idle timeout to ttlSeconds

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/gantryhq/gantry/egress"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/webhook"
 )
 
@@ -67,7 +68,7 @@ func (s *Service) UpdateSettings(ctx context.Context, p Principal, c SettingsCha
 		}
 	}
 	if c.WebhookURL != nil {
-		if err := checkWebhookURL(s.webhooks, "webhook_url", *c.WebhookURL); err != nil {
+		if err := s.checkWebhookURL("webhook_url", *c.WebhookURL); err != nil {
 			return Settings{}, err
 		}
 		if err := s.store.SetTenantWebhookURL(ctx, p.TenantID, *c.WebhookURL); err != nil {
@@ -108,16 +109,20 @@ func (s *Service) checkEgress(allow []string) error {
 // signing secret. Deliveries are made by the webhook package's dispatcher,
 // which the Maintenance runs.
 
-// checkWebhookURL checks a webhook URL a tenant gives ("" is none) with
-// the dispatcher that would deliver to it (nil: webhooks are off).
-func checkWebhookURL(d *webhook.Dispatcher, field, u string) error {
+// checkWebhookURL checks a webhook URL a tenant gives ("" is none), the one
+// check of it on a request: with the sender that would deliver to it when
+// webhooks are on; when they are off, its form, then that they are off.
+func (s *Service) checkWebhookURL(field, u string) error {
 	if u == "" {
 		return nil
 	}
-	if d == nil {
-		return BadRequest(field, "webhooks are off on this gantry: they need GANTRY_SECRET_KEY, to keep the secrets that sign them")
+	if s.webhooks != nil {
+		return s.sender.CheckURL(field, u)
 	}
-	return d.CheckURL(field, u)
+	if _, err := jobs.ValidateWebhookURL(field, u); err != nil {
+		return err
+	}
+	return BadRequest(field, "webhooks are off on this gantry: they need GANTRY_SECRET_KEY, to keep the secrets that sign them")
 }
 
 // WebhookSecret returns the tenant's signing secret, made on first use.
