@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,9 +94,14 @@ func TestStatefulSession(t *testing.T) {
 	if j = exec(t, d, "bash", "sleep 600 >/dev/null 2>&1 & echo started"); j.Stdout != "started\n" {
 		t.Fatalf("background job: %q %q", j.Stdout, j.Stderr)
 	}
-	if ctrs := containersRunning(t, runnerB, "sleep 600"); len(ctrs) != 1 {
-		t.Fatalf("%d containers run the session's background process", len(ctrs))
-	}
+	// The job's answer may come before its background child has become
+	// sleep (bash forks, then the child execs).
+	eventually.NoError(t, 10*time.Second, "one container running the session's background process", func() error {
+		if ctrs := containersRunning(t, runnerB, "sleep 600"); len(ctrs) != 1 {
+			return fmt.Errorf("%d containers run it", len(ctrs))
+		}
+		return nil
+	})
 
 	// Closing the session kills everything in it.
 	if r := d.call(t, "DELETE", "/v1/sessions/"+sess.ID, ""); r.status != 204 && r.status != 200 {
