@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/gantryhq/gantry/internal/mounts"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -296,16 +295,10 @@ func TestLiveStateSurvivesDevRestart(t *testing.T) {
 	}
 }
 
-// unmountUnder unmounts what is mounted below dir (lazily), saying so.
+// unmountUnder unmounts (lazily) what is mounted below dir: the images'
+// roots a runner under gVisor mounts, if one killed -9 left them.
 func unmountUnder(t *testing.T, dir string) {
-	b, err := os.ReadFile("/proc/mounts")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			t.Logf("left mounted: %s", f[1])
-			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
-		}
+	for _, m := range mounts.UnmountBelow(dir) {
+		t.Logf("left mounted: %s", m)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/gantryhq/gantry/blob/blobtest"
 	"github.com/gantryhq/gantry/devstack"
 	"github.com/gantryhq/gantry/internal/eventually"
+	"github.com/gantryhq/gantry/internal/mounts"
 )
 
 // proc is one process of the cluster, restartable with the same command.
@@ -449,16 +450,9 @@ func (o *objectStore) unfill(t *testing.T) {
 }
 
 // unmountUnder unmounts (lazily) what is mounted below dir: the images'
-// roots a runner under gVisor mounts, left by one killed -9.
+// roots a runner under gVisor mounts, if one killed -9 left them.
 func unmountUnder(t *testing.T, dir string) {
-	b, err := os.ReadFile("/proc/mounts")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			t.Logf("left mounted: %s", f[1])
-			_ = syscall.Unmount(f[1], syscall.MNT_DETACH)
-		}
+	for _, m := range mounts.UnmountBelow(dir) {
+		t.Logf("left mounted: %s", m)
 	}
 }
