@@ -268,9 +268,24 @@ func TestE2BLiveStateRoutes(t *testing.T) {
 		t.Errorf("delete a template: %d %s", r.status, r.body)
 	}
 
-	// A runner that keeps live state in memory only.
+	// A session that is not durable: refused before any runner is asked,
+	// E2B's way (400: its SDK reads a pause's 409 as already paused) and
+	// gantry's (409).
+	var plain jobs.Session
+	h.do(t, h.keyA, "POST", "/v1/sessions", `{"stateful": true}`).json(t, &plain)
+	for _, path := range []string{"/pause", "/snapshots", "/fork"} {
+		r := e2b(h.keyA, "POST", "/sandboxes/"+plain.ID+path, "{}")
+		if r.status != 400 || !strings.Contains(string(r.body), "gantry.durable") {
+			t.Errorf("%s of a sandbox that is not durable: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := h.do(t, h.keyA, "POST", "/v1/sessions/"+plain.ID+"/pause", ""); r.status != 409 || !strings.Contains(string(r.body), "durable") {
+		t.Errorf("the native pause of a session that is not durable: %d %s", r.status, r.body)
+	}
+
+	// A durable session on a runner that keeps live state in memory only.
 	var mem jobs.Session
-	h.do(t, h.keyA, "POST", "/v1/sessions", `{"stateful": true}`).json(t, &mem)
+	h.do(t, h.keyA, "POST", "/v1/sessions", `{"stateful": true, "durable": true}`).json(t, &mem)
 	if err := storetest.QueryRow(h.st, `UPDATE sessions SET live_id = 'memory/1' WHERE id = $1 RETURNING id`, mem.ID).Scan(new(string)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,11 @@ sleep 0.3; test -s /workspace/loop.txt && echo looping`})
 	if j1.Status != jobs.StatusSucceeded || j1.Stdout != "looping\n" {
 		t.Fatalf("job 1: %s %q %q", j1.Status, j1.Stdout, j1.Stderr)
 	}
+	// Its container is the tenant's once it is cleaned, after the job's
+	// answer (a job sent before then takes another).
+	eventually.True(t, 30*time.Second, "the first job's container idle for its tenant", func() bool {
+		return slices.ContainsFunc(h.idleContainers(t), func(id string) bool { return shortID(id) == c1 })
+	})
 	// (A spare sandbox made for Python has the image's matplotlib config
 	// in its /tmp: nothing of the first job's.)
 	j2, c2 := h.host(t, h.tenant, jobs.Request{Language: "bash", Code: `
