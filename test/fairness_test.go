@@ -31,7 +31,9 @@ func TestFairness(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range next {
-				if r, err := d.try("POST", "/v1/jobs", `{"language":"python","code":"print(1)"}`); err == nil && r.status == 202 {
+				// Each holds its slot a while: the backlog outlasts B's
+				// jobs however fast the machine runs print(1).
+				if r, err := d.try("POST", "/v1/jobs", `{"language":"python","code":"import time\ntime.sleep(1)"}`); err == nil && r.status == 202 {
 					accepted.Add(1)
 				} else {
 					t.Errorf("tenant A's job: %v %d %s", err, r.status, r.body)

@@ -235,7 +235,9 @@ type Service struct {
 	auth    *authCache
 	badKeys *rateLimits        // invalid keys per source address (auth.go)
 	revoked *nats.Subscription // key revocations
-	done    *doneJobs
+	// closedSub hears of closed sessions (their port routes forgotten).
+	closedSub *nats.Subscription
+	done      *doneJobs
 	// webhooks keeps tenants' signing secrets; the Maintenance runs its
 	// deliveries (nil: off, no secret key).
 	webhooks *webhook.Dispatcher
@@ -344,6 +346,16 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to key revocations: %w", err)
 	}
 	s.revoked = revoked
+	// A closed session's port route is forgotten at once, on every
+	// ingress: a request to its ports must not reach its sandbox's
+	// container, which may already serve the tenant's next session.
+	closed, err := s.nc.Subscribe(queue.SessionClosedAll, func(m *nats.Msg) {
+		s.sandboxes.ports.routes.Remove(queue.SessionIDFromSubject(m.Subject))
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to closed sessions: %w", err)
+	}
+	s.closedSub = closed
 	return nil
 }
 
@@ -353,6 +365,9 @@ func (s *Service) Stop() {
 	s.sandboxes.stopPorts()
 	if s.revoked != nil {
 		_ = s.revoked.Unsubscribe()
+	}
+	if s.closedSub != nil {
+		_ = s.closedSub.Unsubscribe()
 	}
 	s.hub.stop()
 }

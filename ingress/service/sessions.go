@@ -163,6 +163,7 @@ func (s *Service) CloseSession(ctx context.Context, p Principal, id string) erro
 	if err != nil {
 		return err
 	}
+	s.sandboxes.ports.routes.Remove(id) // before any runner lets it go
 	s.closer.reclaim(context.WithoutCancel(ctx), ref)
 	return nil
 }
