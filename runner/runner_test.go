@@ -285,6 +285,9 @@ print("to stderr", file=sys.stderr)`})
 		if time.Since(start) > 20*time.Second {
 			t.Errorf("timeout took %s", time.Since(start))
 		}
+		if !h.r.fleet.reusable() {
+			return // a container serves one job (gVisor): it is retired
+		}
 		// The agent killed the sandbox (its pid namespace, the child it
 		// started with it): the container is the tenant's next one,
 		// with nothing of the job left in it.
