@@ -301,7 +301,10 @@ func startCluster(t *testing.T) *cluster {
 			// (they run as root here), each runner's state in its own
 			// directory below this one (GANTRY_LIVE_DIR/<runner id>).
 			"GANTRY_LIVE_DIR="+filepath.Join(dir, "live"),
-			"GANTRY_IMAGE="+image, "GANTRY_DRAIN_TIMEOUT=2s"), gantry, "runner")
+			// A rolling restart drains as a deploy would: running jobs
+			// finish (a job past the drain timeout is handed back and
+			// runs again, which the report would count as executed twice).
+			"GANTRY_IMAGE="+image, "GANTRY_DRAIN_TIMEOUT=30s"), gantry, "runner")
 		c.runners[i].start(t)
 	}
 	// What a runner killed -9 and not started again would leave mounted
