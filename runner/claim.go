@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -119,7 +120,7 @@ func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq 
 			}
 			return c, out, err
 		}
-		if !sleep(ctx, pause) {
+		if !clock.Sleep(ctx, pause) {
 			return c, out, err
 		}
 	}

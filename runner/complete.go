@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -137,7 +138,7 @@ func (r *Runner) record(ctx context.Context, log *slog.Logger, finish func(ctx c
 				return false, err
 			}
 		}
-		if !sleep(ctx, retry.next()) {
+		if !clock.Sleep(ctx, retry.next()) {
 			return false, err
 		}
 	}

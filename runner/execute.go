@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -134,7 +135,7 @@ func (r *Runner) waitForStore(ctx context.Context, log *slog.Logger) (waited, ok
 			log.Warn("database unavailable; the job waits for it", "err", err)
 			waited = true
 		}
-		if !sleep(ctx, retry.next()) {
+		if !clock.Sleep(ctx, retry.next()) {
 			return waited, false
 		}
 	}

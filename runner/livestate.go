@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -216,7 +217,7 @@ func (r *Runner) ownFor(ctx context.Context, sessionID, owner string, wait time.
 		if time.Now().After(deadline) {
 			return st, errBusy
 		}
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !clock.Sleep(ctx, 200*time.Millisecond) {
 			return st, ctx.Err()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/clock"
 )
 
 // errS3Held marks work given up because the object store stayed
@@ -41,7 +42,7 @@ func (r *Runner) throughS3Outage(ctx context.Context, log *slog.Logger, what str
 		// Paced, and only again once the store answers (a full disk
 		// answers: then each try is the probe).
 		for ok := false; !ok; {
-			if !sleep(ctx, retry.next()) {
+			if !clock.Sleep(ctx, retry.next()) {
 				return fmt.Errorf("%w (%s, held %s): %w", errS3Held, what, time.Since(since).Round(time.Second), err)
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantryhq/gantry/codemode"
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/pii"
@@ -525,7 +526,7 @@ func (r *Runner) sweepBuilds(ctx context.Context) {
 	if !r.builds.enabled() {
 		return
 	}
-	for sleep(ctx, time.Hour) {
+	for clock.Sleep(ctx, time.Hour) {
 		r.builds.sweep(ctx)
 	}
 }
@@ -576,18 +577,6 @@ func (r *Runner) tenantMaxRunning(ctx context.Context, tenantID string) int {
 		r.log.Warn("read a tenant's limits; using the defaults", "tenant_id", tenantID, "err", err)
 	}
 	return l.Or(r.cfg.TenantLimits).MaxRunning
-}
-
-// sleep waits d, or less if ctx ends first; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // isStopping reports whether Stop was called: session owners finish their

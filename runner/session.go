@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 	"github.com/gantryhq/gantry/store"
@@ -177,7 +178,7 @@ func (r *Runner) acquireSession(ctx context.Context, log *slog.Logger, id, owner
 		if _, ok := r.waitForStore(ctx, log); !ok {
 			return st, false, err
 		}
-		if !sleep(ctx, 2*time.Second) {
+		if !clock.Sleep(ctx, 2*time.Second) {
 			return st, false, err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/internal/clock"
 )
 
 // True waits up to within for cond to return true, and fails the test
@@ -60,12 +62,5 @@ func Until(ctx context.Context, cond func() bool) bool {
 // Pause waits d, or less if ctx ends first, and reports whether d passed:
 // a test's schedule (a fault held for a while) that ends with the test.
 func Pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, d)
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/gantryhq/gantry/glob"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
+	"github.com/gantryhq/gantry/internal/clock"
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -333,7 +334,7 @@ func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job, d
 				s.log.Warn("a job could not be withdrawn before its client gives up", "job_id", job.ID, "err", err)
 				return job, unsettled
 			default:
-				if !sleep(ctx, retryEvery) {
+				if !clock.Sleep(ctx, retryEvery) {
 					return job, gone
 				}
 				continue
@@ -354,18 +355,6 @@ func (s *Server) await(ctx context.Context, p service.Principal, job jobs.Job, d
 	return job, unsettled
 }
 
-// sleep waits for d or ctx's end, and says whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // answer is the RunCodeResponse of a finished job, made again while what
 // it needs is refused for a while (the object store, the memory budget),
 // until the client gives up.
@@ -375,7 +364,7 @@ func (s *Server) answer(ctx context.Context, p service.Principal, job jobs.Job, 
 		if err == nil {
 			return out, nil
 		}
-		if e, _ := service.ToError(err); !retriable(e) || !time.Now().Add(retryEvery).Before(answerBy) || !sleep(ctx, retryEvery) {
+		if e, _ := service.ToError(err); !retriable(e) || !time.Now().Add(retryEvery).Before(answerBy) || !clock.Sleep(ctx, retryEvery) {
 			return out, err
 		}
 	}
