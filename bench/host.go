@@ -263,12 +263,28 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	if err := cmd.Start(); err != nil {
 		return "", "", 0, nil, fmt.Errorf("start %s (run `make build`): %w", *bin, err)
 	}
+	// exited closes when dev's process ends (err then says how).
+	exited := make(chan struct{})
+	var waitErr error
+	sc := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`API\s+(http://\S+)`)
+	found := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default: // only the first counts
+				}
+			}
+		}
+		waitErr = cmd.Wait() // after its output is read, as Wait wants
+		close(exited)
+	}()
 	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 		}
@@ -278,19 +294,12 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 			conn.Close(context.Background())
 		}
 	}
-	sc := bufio.NewScanner(stdout)
-	re := regexp.MustCompile(`API\s+(http://\S+)`)
-	found := make(chan string, 1)
-	go func() {
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
 	select {
 	case url = <-found:
 		return url, apiKey, serving(cmd.Process.Pid), stop, nil
+	case <-exited:
+		stop()
+		return "", "", 0, nil, fmt.Errorf("gantry dev exited before it was ready (%v): its output is above", waitErr)
 	case <-time.After(60 * time.Second):
 		stop()
 		return "", "", 0, nil, fmt.Errorf("gantry dev did not start within 60s")
