@@ -99,7 +99,10 @@ const maxHold = time.Minute
 func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq uint64) (store.Claim, store.ClaimOutcome, error) {
 	req := store.ClaimRequest{JobID: jobID, MsgSeq: seq, RunnerID: r.cfg.ID, MaxAttempts: r.cfg.Queue.MaxAttempts,
 		Alive: r.cfg.Queue.AckWait / 2}
-	wait, retry := 5*time.Millisecond, newBackoff()
+	// A message usually comes a fraction of a millisecond before its
+	// row's commit (the ingress publishes first): the first look again
+	// is soon, so that the job does not wait out a long first pause.
+	wait, retry := time.Millisecond, newBackoff()
 	start := time.Now()
 	held := false
 	for {
