@@ -30,7 +30,7 @@
 # job process locked down and waiting for its streams and description on
 # a socket whose other end the agent holds); when and how many is the
 # agent's to decide (agent/spare.go).
-import json, socket, selectors, signal, ctypes, struct, errno
+import json, socket, selectors, signal, ctypes, struct, errno, resource, time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -45,6 +45,10 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
 PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 22, 38, 47
 SECCOMP_MODE_FILTER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+# A sandbox's processes get the interpreter's status pipe as fd 3 and the
+# done pipe, on which its init reports the job's end, as fd 5.
+_DONE_FD = 5
+_WALL = 0x40000000  # waitpid: children of any kind, clones too
 NAMESPACES = {"user": CLONE_NEWUSER, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "net": CLONE_NEWNET,
               "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS, "cgroup": CLONE_NEWCGROUP}
 
@@ -326,25 +330,48 @@ def _init(spec):
         null = os.open("/dev/null", os.O_RDWR)
         for i in range(3):
             os.dup2(null, i)
-        os.closerange(3, 1 << 20)
+        os.closerange(3, _DONE_FD)
+        os.closerange(_DONE_FD + 1, 1 << 20)
         _lock_down(_FILTER)
     except BaseException:
         os._exit(127)
     code = 127
     while True:
         try:
-            p, st = os.wait()
+            p, st = os.waitpid(-1, _WALL)
         except ChildProcessError:
             break
         if p == pid:
             code = _status(st)
             break
-    os._exit(code)  # the kernel kills whatever is left in the namespace
+    # The job's process ended: whatever it left in the namespace is killed
+    # and reaped here, into this process's account, and then nothing of
+    # the job runs. The interpreter hears it on the done pipe and reports
+    # the job's end at once: this process's and the first one's own exits
+    # (tearing down copies of the interpreter's address space, ~6 ms)
+    # are off the job's path. A process forking as it is killed cannot
+    # finish the fork, so the loop ends.
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(-1, _WALL)
+        except ChildProcessError:
+            break
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        os.write(_DONE_FD, b"D%d %d %d" % (code, int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss))
+    except OSError:
+        pass
+    os._exit(code)
 
 
 def _job(spec):
     """The job's process (P2). Never returns."""
     try:
+        os.close(_DONE_FD)  # its init's, never the job's
         _name("python3")
         _prctl(PR_SET_DUMPABLE, 1)
         _lock_down(_FILTER)
@@ -362,7 +389,7 @@ def _job(spec):
         # Started, with what this process holds resident before the job's
         # code runs (the interpreter's pages: the job's peak counts from
         # there). The job's code never sees this pipe.
-        os.write(3, b"S%d" % _rss_kb())
+        os.write(3, b"S%d %d" % (_rss_kb(), time.process_time_ns()))
         os.close(3)
     except BaseException as e:
         _fail("start", e)
@@ -1075,31 +1102,73 @@ def _serve(ctl):
             # what its job process held then is the interpreter's pages.
             rec["setup_ns"] = _tree_cpu_ns(rec["pid"])
             try:
-                rec["base_kb"] = int(data[1:].decode() or 0)
+                base_kb, job_ns = data[1:].decode().split()
+                rec["base_kb"], rec["job_setup_ns"] = int(base_kb), int(job_ns)
             except ValueError:
-                rec["base_kb"] = 0
+                rec["base_kb"], rec["job_setup_ns"] = 0, 0
             report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
+
+    def ended(rec, code, cpu_ns, peak_kb):
+        # The job is over, nothing of it running: its end is reported once,
+        # from its init's done pipe or, when the init said nothing (killed
+        # with its sandbox), from the first process's exit.
+        if rec.get("ended"):
+            return
+        rec["ended"] = True
+        settle(rec)
+        report({"id": rec["id"], "event": "exit", "code": code,
+                "cpu_us": max(cpu_ns // 1000, 0), "peak_kb": max(peak_kb - rec.get("base_kb", 0), 0)})
 
     def start(spec, streams, extra):
         """Forks a sandbox with these stdin, stdout and stderr and extra as
         its fd 4; OSError if it cannot."""
         r, w = os.pipe()
         try:
-            pid = os.fork()
-        except OSError:  # the container's pids limit, say
+            dr, dw = os.pipe()
+        except OSError:
             os.close(r)
             os.close(w)
             raise
+        try:
+            pid = os.fork()
+        except OSError:  # the container's pids limit, say
+            for f in (r, w, dr, dw):
+                os.close(f)
+            raise
         if pid == 0:
             os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
-            _sandbox(spec, list(streams) + [w, extra], zygote)
+            _sandbox(spec, list(streams) + [w, extra, dw], zygote)
         os.close(w)
-        rec = {"id": spec["id"], "pid": pid, "status": r, "buf": b"", "pidfd": os.pidfd_open(pid)}
+        os.close(dw)
+        rec = {"id": spec["id"], "pid": pid, "status": r, "buf": b"", "done": dr, "pidfd": os.pidfd_open(pid)}
         sel.register(r, selectors.EVENT_READ, ("status", rec))
+        sel.register(dr, selectors.EVENT_READ, ("done", rec))
         sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
         return rec
+
+    def done(rec):
+        # The init wrote the job's end (or closed the pipe, dying). The
+        # pipe may be gone already: read at the first process's exit, an
+        # event of the same select.
+        if rec["done"] is None:
+            return
+        data = b""
+        try:
+            data = os.read(rec["done"], 256)
+        except OSError:
+            pass
+        sel.unregister(rec["done"])
+        os.close(rec["done"])
+        rec["done"] = None
+        try:
+            code, cpu_ns, peak_kb = (int(x) for x in data[1:].decode().split())
+        except ValueError:
+            return  # no word from the init: its first process's exit says
+        if not data.startswith(b"D"):
+            return
+        ended(rec, code, cpu_ns - rec.get("job_setup_ns", 0), peak_kb)
 
     while True:
         for key, _ in sel.select():
@@ -1135,8 +1204,12 @@ def _serve(ctl):
                     report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
                 for f in fds:
                     os.close(f)
+            elif key.data[0] == "done":
+                done(key.data[1])
             elif key.data[0] == "status":
                 rec = key.data[1]
+                if rec["status"] is None:
+                    continue  # settled at its exit, an event of the same select
                 chunk = os.read(rec["status"], 4096)
                 if chunk:
                     rec["buf"] += chunk
@@ -1147,12 +1220,12 @@ def _serve(ctl):
                 sel.unregister(rec["pidfd"])
                 os.close(rec["pidfd"])
                 _, st, ru = os.wait4(rec["pid"], 0)
-                settle(rec)
+                if rec["done"] is not None:
+                    done(rec)  # a word the init wrote as it ended, not read yet
                 # The sandbox's processes, all reaped into its account (its
                 # init reaps everything in its pid namespace).
-                cpu_us = int((ru.ru_utime + ru.ru_stime) * 1e6) - rec.get("setup_ns", 0) // 1000
-                report({"id": rec["id"], "event": "exit", "code": _status(st),
-                        "cpu_us": max(cpu_us, 0), "peak_kb": max(ru.ru_maxrss - rec.get("base_kb", 0), 0)})
+                cpu_ns = int((ru.ru_utime + ru.ru_stime) * 1e9) - rec.get("setup_ns", 0)
+                ended(rec, _status(st), cpu_ns, ru.ru_maxrss)
 
 
 def _rss_kb():
@@ -1187,7 +1260,7 @@ def _probe():
     if pid == 0:
         os.dup2(w, 3, inheritable=True)
         null = os.open("/dev/null", os.O_RDWR)
-        _sandbox(spec, [null, null, null, w, null], zygote)
+        _sandbox(spec, [null, null, null, w, null, null], zygote)
     os.close(w)
     data = _read_all(r)
     _, st = os.waitpid(pid, 0)
