@@ -56,7 +56,7 @@ type ProcessSpec struct {
 	// gets, and a listing never shows).
 	Env map[string]string
 	// Cwd is its directory, absolute as the sandbox sees it ("": the
-	// workspace).
+	// sandbox's working directory).
 	Cwd string
 	// Stdin keeps its stdin open for Live.Input (else it reads nothing).
 	Stdin bool
