@@ -50,7 +50,7 @@ func (s *Service) Sandboxes() *Sandboxes { return s.sandboxes }
 // ProcessSpec is a live process to start.
 type ProcessSpec struct {
 	// Argv is the program and its arguments (Argv[0] is looked up in the
-	// sandbox's PATH).
+	// process's PATH).
 	Argv []string
 	// Env is the process's variables, over the session's own (which it
 	// gets, and a listing never shows).
