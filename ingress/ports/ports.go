@@ -44,7 +44,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/httpapi"
 	"github.com/gantryhq/gantry/ingress/service"
@@ -307,7 +306,7 @@ func (s *Server) servePath(w http.ResponseWriter, r *http.Request, t target, err
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, p *proxied) {
 	ctx := r.Context()
 	sid, port := p.target.sessionID, p.target.port
-	if wire.ReservedPort(port) {
+	if service.ReservedPort(port) {
 		s.refuse(w, r, p, "denied", portNotAllowed(sid, port),
 			service.BadRequest("port", "port %d is gantry's own in the sandbox (its egress proxy): it cannot be reached", port))
 		return

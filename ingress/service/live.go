@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,20 +9,24 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
 
 // Live operations act on a stateful session's live sandbox beside its
-// jobs (wire.LiveOp: start processes that outlive jobs and follow their
-// output, write to their stdin, signal and list them; read and change
-// files as the sandbox sees them). They are not jobs: they are not in the
-// history and do not extend the session; the sandbox's limits hold them.
-// The runner holding the sandbox's container answers them (see
-// queue.LiveSubject). A session whose live state is not held anywhere (never
-// made, or lost with its container) is given a new live sandbox first by a
-// job of its own, as its next job would.
+// jobs: start processes that outlive jobs and follow their output, write
+// to their stdin, signal and list them; read and change files as the
+// sandbox sees them. They are not jobs: they are not in the history and
+// do not extend the session; the sandbox's limits hold them. The runner
+// holding the sandbox's container answers them (see queue.LiveSubject). A
+// session whose live state is not held anywhere (never made, or lost with
+// its container) is given a new live sandbox first by a job of its own, as
+// its next job would.
+//
+// The service speaks its own types here (ProcessSpec, Process,
+// ProcessExit, FileEntry, FileChunk, LiveError), one method of Live per
+// operation; the agent's protocol beneath them is spoken in livewire.go
+// alone.
 
 // liveWait bounds one live operation's round trip.
 const liveWait = 50 * time.Second
@@ -44,20 +47,118 @@ type Sandboxes struct {
 // Sandboxes is the service's live sandboxes.
 func (s *Service) Sandboxes() *Sandboxes { return s.sandboxes }
 
-// LiveOp carries out a live operation on the tenant's stateful session.
-// A failure of the operation itself is an *wire.LiveError (its Code says
-// what kind); the session not found, not stateful, or its sandbox not
-// reachable are *Error.
-func (sb *Sandboxes) LiveOp(ctx context.Context, p Principal, sessionID string, op wire.LiveOp) (wire.LiveReply, error) {
-	l, err := sb.OpenLive(ctx, p, sessionID)
-	if err != nil {
-		return wire.LiveReply{}, err
-	}
-	return l.Op(ctx, op)
+// ProcessSpec is a live process to start.
+type ProcessSpec struct {
+	// Argv is the program and its arguments (Argv[0] is looked up in the
+	// process's PATH).
+	Argv []string
+	// Env is the process's variables, over the session's own (which it
+	// gets, and a listing never shows).
+	Env map[string]string
+	// Cwd is its directory, absolute as the sandbox sees it ("": the
+	// sandbox's working directory).
+	Cwd string
+	// Stdin keeps its stdin open for Live.Input (else it reads nothing).
+	Stdin bool
+	// Timeout kills it (0: it runs until it ends, or the sandbox does).
+	Timeout time.Duration
+	// Tag names it in Live.Processes.
+	Tag string
 }
 
+// Process is a running live process, as it was started (without the
+// session's own variables).
+type Process struct {
+	Pid  int
+	Argv []string
+	Env  map[string]string
+	Cwd  string
+	Tag  string
+}
+
+// ProcessExit is how a live process ended: its exit code, or -1 and the
+// signal that killed it.
+type ProcessExit struct {
+	Pid    int
+	Code   int
+	Signal int
+}
+
+// FileType is what kind of file a FileEntry is.
+type FileType string
+
+// The types of file.
+const (
+	FileRegular FileType = "file"
+	FileDir     FileType = "dir"
+	FileSymlink FileType = "symlink"
+	FileOther   FileType = "other"
+)
+
+// FileEntry describes a file as the live sandbox sees it.
+type FileEntry struct {
+	Name string
+	// Path is absolute, as the sandbox sees it.
+	Path     string
+	Type     FileType
+	Size     int64
+	Mode     uint32 // permission bits
+	Owner    string
+	Group    string
+	Modified time.Time
+	// Target is a symbolic link's target.
+	Target string
+}
+
+// FileChunk is what Live.Read read of a file.
+type FileChunk struct {
+	Data []byte
+	// Size is the file's size when read; EOF says Data reaches its end.
+	Size int64
+	EOF  bool
+}
+
+// LiveError is why a live operation failed in the sandbox. The session
+// not found, not stateful, or its sandbox not reachable are *Error
+// instead.
+type LiveError struct {
+	Code    LiveErrorCode
+	Message string
+}
+
+func (e *LiveError) Error() string { return e.Message }
+
+// LiveErrorCode says what kind of failure a LiveError is.
+type LiveErrorCode string
+
+// The codes of LiveError.
+const (
+	// LiveNoSandbox: the session's live sandbox is gone (a job of the
+	// session makes a new one: a Live operation has tried once already).
+	LiveNoSandbox LiveErrorCode = "no_sandbox"
+	// LiveNotFound: no such file or process.
+	LiveNotFound LiveErrorCode = "not_found"
+	// LiveExists: the file is there already.
+	LiveExists  LiveErrorCode = "exists"
+	LiveInvalid LiveErrorCode = "invalid"
+	// LivePermission: the sandbox's user may not (a read-only path, a
+	// file it does not own).
+	LivePermission LiveErrorCode = "permission"
+	LiveNotDir     LiveErrorCode = "not_dir"
+	LiveIsDir      LiveErrorCode = "is_dir"
+	// LiveNoSpace: the sandbox's filesystem is full.
+	LiveNoSpace LiveErrorCode = "no_space"
+	// LiveBusy: the sandbox has too many operations at once.
+	LiveBusy LiveErrorCode = "busy"
+	// LiveFailed: anything else.
+	LiveFailed LiveErrorCode = "failed"
+)
+
 // Live is a tenant's stateful session looked up once for a series of live
-// operations (a file's chunks): each then costs no database query.
+// operations (a file's chunks): each then costs no database query. Its
+// methods (livewire.go) each carry out one operation: a failure of the
+// operation itself is a *LiveError; the session not found, not stateful,
+// or its sandbox not reachable are *Error.
 type Live struct {
 	sb   *Sandboxes
 	p    Principal
@@ -80,76 +181,66 @@ func (sb *Sandboxes) OpenLive(ctx context.Context, p Principal, sessionID string
 // after a wake, the new one.
 func (l *Live) Sandbox() string { return l.sess.Live }
 
-// Op carries out a live operation, as LiveOp does.
-func (l *Live) Op(ctx context.Context, op wire.LiveOp) (wire.LiveReply, error) {
+// call sends an operation to the session's live sandbox with send, giving
+// the session one first if it holds none. When the sandbox turns out to be
+// gone (its runner does not answer, or it answers LiveNoSandbox), a job
+// makes the session a new one and the operation is sent once more.
+func (l *Live) call(ctx context.Context, send func(sess jobs.Session) error) error {
 	sb, p, sess := l.sb, l.p, l.sess
 	defer func() { l.sess = sess }() // as a wake left it
 	var err error
-	op.ID = 0
-	if op.Op == wire.OpSpawn {
-		senv, err := sb.s.sessionEnv(p.TenantID, sess)
-		if err != nil {
-			return wire.LiveReply{}, err
-		}
-		op.SessionEnv = senv // applied, never listed
-	}
-	body, err := json.Marshal(op)
-	if err != nil {
-		return wire.LiveReply{}, err
-	}
 	for woke := false; ; woke = true {
 		if sess.Live == "" {
 			if woke {
-				return wire.LiveReply{}, Unavailable("the session's live sandbox could not be started; see its last job")
+				return Unavailable("the session's live sandbox could not be started; see its last job")
 			}
 			if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
-				return wire.LiveReply{}, err
+				return err
 			}
 			continue
 		}
-		reply, err := sb.liveRequest(ctx, sess, body)
-		var le *wire.LiveError
-		gone := errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == wire.LiveErrNoSandbox
-		if !gone || woke || op.Op == wire.OpKeep {
-			return reply, err
+		err := send(sess)
+		if !sandboxGone(err) || woke {
+			return err
 		}
 		// The runner that held it is gone, or the sandbox ended: a job
 		// makes the session a new one.
 		if sess, err = sb.wakeLive(ctx, p, sess); err != nil {
-			return wire.LiveReply{}, err
+			return err
 		}
 	}
 }
 
-// liveRequest sends the operation to the runner holding the session's
-// live sandbox. An error of the operation is returned as *wire.LiveError.
-func (sb *Sandboxes) liveRequest(ctx context.Context, sess jobs.Session, body []byte) (wire.LiveReply, error) {
+// sandboxGone reports whether err says the live sandbox asked is gone: no
+// runner answers for it, or it holds no live sandbox.
+func sandboxGone(err error) bool {
+	var le *LiveError
+	return errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == LiveNoSandbox
+}
+
+// liveRequest sends an operation, as the agent's protocol words it, to the
+// runner holding the session's live sandbox and returns its answer, as
+// sent. No runner answering is nats.ErrNoResponders.
+func (sb *Sandboxes) liveRequest(ctx context.Context, sess jobs.Session, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
 	msg, err := sb.s.nc.RequestWithContext(ctx, queue.LiveSubject(sess.ID, sess.Live), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return wire.LiveReply{}, err
+		return nil, err
 	case errors.Is(err, nats.ErrMaxPayload):
-		return wire.LiveReply{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the operation is over the %d bytes a message between gantry's parts may hold", sb.s.nc.MaxPayload())}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return wire.LiveReply{}, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
+		return nil, &Error{Status: http.StatusGatewayTimeout, Code: CodeUnavailable,
 			Message: "the session's live sandbox did not answer within " + liveWait.String()}
 	case err != nil:
 		if ctx.Err() != nil {
-			return wire.LiveReply{}, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return wire.LiveReply{}, Unavailable("the session's live sandbox cannot be reached: %v", err)
+		return nil, Unavailable("the session's live sandbox cannot be reached: %v", err)
 	}
-	var reply wire.LiveReply
-	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		return wire.LiveReply{}, Unavailable("the session's live sandbox answered something malformed")
-	}
-	if reply.Error != nil {
-		return reply, reply.Error
-	}
-	return reply, nil
+	return msg.Data, nil
 }
 
 // wakeLive runs a job of the session that makes its live sandbox (an

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -40,17 +38,28 @@ import (
 // end of the stream.
 type ProcessEvent struct {
 	Pid int
-	// Stream is queue.HeaderStreamStdout or HeaderStreamStderr with Data,
-	// or HeaderStreamExit with Exit.
-	Stream string
+	// Stream is StreamStdout or StreamStderr with Data, or StreamExit
+	// with Exit.
+	Stream ProcessStream
 	Data   []byte
-	Exit   *wire.ProcessExit
+	Exit   *ProcessExit
 	// Err, when set, ends the stream (no other field is set, and Next
 	// returns it again): an *Error with CodeRateLimited when its reader
 	// fell behind past a bound and was cut off, CodeUnavailable when the
 	// sandbox is gone.
 	Err error
 }
+
+// ProcessStream says what a ProcessEvent carries.
+type ProcessStream string
+
+// The streams of a live process.
+const (
+	StreamStdout ProcessStream = "stdout"
+	StreamStderr ProcessStream = "stderr"
+	// StreamExit is the process's end: the last of its events.
+	StreamExit ProcessStream = "exit"
+)
 
 // StreamLimits bound the process events an ingress holds for readers that
 // have not taken them, in bytes of what they cost (heldCost).
@@ -564,16 +573,18 @@ func (pe *ProcessEvents) Next(ctx context.Context) (ProcessEvent, bool) {
 			}
 			continue
 		}
-		ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject), Stream: m.Header.Get(queue.HeaderStream)}
-		switch ev.Stream {
-		case queue.HeaderStreamStdout, queue.HeaderStreamStderr:
-			ev.Data = m.Data
+		ev := ProcessEvent{Pid: queue.PidFromSubject(m.Subject)}
+		switch m.Header.Get(queue.HeaderStream) {
+		case queue.HeaderStreamStdout:
+			ev.Stream, ev.Data = StreamStdout, m.Data
+		case queue.HeaderStreamStderr:
+			ev.Stream, ev.Data = StreamStderr, m.Data
 		case queue.HeaderStreamExit:
-			var e wire.ProcessExit
-			if json.Unmarshal(m.Data, &e) != nil {
+			exit, err := processExitOf(m.Data)
+			if err != nil {
 				continue
 			}
-			ev.Exit = &e
+			ev.Stream, ev.Exit = StreamExit, exit
 		default:
 			continue
 		}
@@ -619,17 +630,20 @@ func (pe *ProcessEvents) probe(ctx context.Context) (ProcessEvent, bool) {
 	live, pid := pe.live, pe.pid
 	pe.lastSign = time.Now() // asked: not again for probeEvery, whatever the answer
 	ps.mu.Unlock()
-	body, _ := json.Marshal(wire.LiveOp{Op: wire.OpStatus, Pid: pid})
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
-	reply, err := pe.sb.liveRequest(ctx, jobs.Session{ID: pe.session, Live: live}, body)
-	var le *wire.LiveError
+	var exit *ProcessExit
+	var err error
+	if live != "" {
+		exit, err = pe.sb.status(ctx, jobs.Session{ID: pe.session, Live: live}, pid)
+	}
+	var le *LiveError
 	switch {
-	case live == "" || errors.Is(err, nats.ErrNoResponders) || errors.As(err, &le) && le.Code == wire.LiveErrNoSandbox:
+	case live == "" || sandboxGone(err):
 		pe.stop(Unavailable("sandbox %s was lost with its container or its runner (stopped, killed, or the container removed): process %d ended with it", pe.session, pid))
-	case errors.As(err, &le) && le.Code == wire.LiveErrNotFound:
+	case errors.As(err, &le) && le.Code == LiveNotFound:
 		pe.stop(Unavailable("process %d is no longer in sandbox %s, and its end was not seen", pid, pe.session))
-	case err == nil && reply.Exit != nil:
+	case err == nil && exit != nil:
 		// Its output and end may still be on their way (the answer can
 		// overtake them): only a second probe, after as long again with
 		// nothing heard, takes the end from the sandbox's word.
@@ -638,7 +652,7 @@ func (pe *ProcessEvents) probe(ctx context.Context) (ProcessEvent, bool) {
 		pe.endSeen = true
 		ps.mu.Unlock()
 		if seen {
-			return ProcessEvent{Pid: pid, Stream: queue.HeaderStreamExit, Exit: reply.Exit}, true
+			return ProcessEvent{Pid: pid, Stream: StreamExit, Exit: exit}, true
 		}
 	}
 	// It runs, or no word either way (slow, or ctx ended): asked again

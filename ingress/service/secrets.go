@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/egress"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/store"
@@ -213,8 +211,7 @@ func (s *Service) SetSessionNetwork(ctx context.Context, p Principal, id string,
 		// the session's next job reads the network with its claim.
 		tell, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		body := []byte(fmt.Sprintf(`{"op":%q}`, wire.OpNetwork))
-		if _, err := s.sandboxes.liveRequest(tell, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		if err := s.sandboxes.networkChanged(tell, sess); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("tell a live sandbox's runner of its session's new network", "session_id", id, "err", err)
 		}
 	}

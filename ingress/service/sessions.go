@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -121,8 +120,7 @@ func (s *Service) SetSessionTTL(ctx context.Context, p Principal, id string, ttl
 		// (best effort: a runner that is gone has nothing to keep).
 		keep, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		body, _ := json.Marshal(wire.LiveOp{Op: wire.OpKeep, TimeoutMS: int64(ttlSeconds) * 1000})
-		if _, err := s.sandboxes.liveRequest(keep, sess, body); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		if err := s.sandboxes.keepFor(keep, sess, ttlSeconds); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("keep a live sandbox for its session's new timeout", "session_id", sess.ID, "err", err)
 		}
 	}

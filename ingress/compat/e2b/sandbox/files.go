@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/service"
 )
 
 // envd's /files: a file's bytes down (GET) and up (POST, multipart form
@@ -22,7 +22,7 @@ import (
 // in ?username=, and answers 401 for one it cannot use).
 func plainUser(r *http.Request) error {
 	if u := r.URL.Query().Get("username"); u != "" && u != username {
-		return &wire.LiveError{Code: wire.LiveErrPermission,
+		return &service.LiveError{Code: service.LivePermission,
 			Message: "user '" + u + "': a gantry sandbox runs everything as one unprivileged user ('" + username + "'), never as root"}
 	}
 	return nil
@@ -35,20 +35,19 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, c caller) erro
 	q := r.URL.Query()
 	p := toSandbox(q.Get("path"))
 	ctx := r.Context()
-	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	live, err := s.live(ctx, c)
 	if err != nil {
 		return err
 	}
 	var offset int64
 	first := true
 	for {
-		chunk, err := live.Op(ctx, wire.LiveOp{Op: wire.OpRead, Path: p, Offset: offset, Length: wire.MaxLiveChunk})
+		chunk, err := live.Read(ctx, p, offset, service.MaxFileChunk)
 		if err != nil {
-			var le *wire.LiveError
+			var le *service.LiveError
 			if first {
-				if errors.As(err, &le) && le.Code == wire.LiveErrNotFound {
-					le = &wire.LiveError{Code: le.Code, Message: "path '" + fromSandbox(p) + "' does not exist"}
-					return le
+				if errors.As(err, &le) && le.Code == service.LiveNotFound {
+					return &service.LiveError{Code: le.Code, Message: "path '" + fromSandbox(p) + "' does not exist"}
 				}
 				return err
 			}
@@ -92,7 +91,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		gz, err := gzip.NewReader(r.Body)
 		if err != nil {
-			return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "the body is not gzip: " + err.Error()}
+			return &service.LiveError{Code: service.LiveInvalid, Message: "the body is not gzip: " + err.Error()}
 		}
 		defer gz.Close()
 		body = gz
@@ -109,7 +108,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 				break
 			}
 			if err != nil {
-				return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "a malformed multipart body: " + err.Error()}
+				return &service.LiveError{Code: service.LiveInvalid, Message: "a malformed multipart body: " + err.Error()}
 			}
 			if part.FormName() != "file" {
 				continue
@@ -119,7 +118,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 				dest = part.FileName()
 			}
 			if dest == "" {
-				return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "a file without a path: give ?path= or the part's filename"}
+				return &service.LiveError{Code: service.LiveInvalid, Message: "a file without a path: give ?path= or the part's filename"}
 			}
 			e, err := s.writeFile(r, c, toSandbox(dest), part)
 			if err != nil {
@@ -129,7 +128,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 		}
 	case "application/octet-stream", "":
 		if target == "" {
-			return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "an upload of raw bytes needs ?path="}
+			return &service.LiveError{Code: service.LiveInvalid, Message: "an upload of raw bytes needs ?path="}
 		}
 		e, err := s.writeFile(r, c, toSandbox(target), body)
 		if err != nil {
@@ -137,10 +136,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 		}
 		written = append(written, e)
 	default:
-		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "content type " + ct + ": send multipart/form-data or application/octet-stream"}
+		return &service.LiveError{Code: service.LiveInvalid, Message: "content type " + ct + ": send multipart/form-data or application/octet-stream"}
 	}
 	if len(written) == 0 {
-		return &wire.LiveError{Code: wire.LiveErrInvalid, Message: "no file in the request"}
+		return &service.LiveError{Code: service.LiveInvalid, Message: "no file in the request"}
 	}
 	compat.WriteJSON(w, http.StatusOK, written)
 	return nil
@@ -149,20 +148,24 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, c caller) error 
 // writeFile writes what src yields to the sandbox path p, in chunks (the
 // first creates or empties the file and its parent directories).
 func (s *Server) writeFile(r *http.Request, c caller, p string, src io.Reader) (writtenEntry, error) {
-	buf := make([]byte, wire.MaxLiveChunk)
+	buf := make([]byte, service.MaxFileChunk)
 	var offset int64
-	live, err := s.sandboxes.OpenLive(r.Context(), c.p, c.session)
+	live, err := s.live(r.Context(), c)
 	if err != nil {
 		return writtenEntry{}, err
 	}
 	for first := true; ; first = false {
 		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return writtenEntry{}, &wire.LiveError{Code: wire.LiveErrInvalid, Message: "reading the upload: " + rerr.Error()}
+			return writtenEntry{}, &service.LiveError{Code: service.LiveInvalid, Message: "reading the upload: " + rerr.Error()}
 		}
 		if n > 0 || first {
-			op := wire.LiveOp{Op: wire.OpWrite, Path: p, Offset: offset, Data: buf[:n], Truncate: first}
-			if _, err := live.Op(r.Context(), op); err != nil {
+			if first {
+				err = live.Create(r.Context(), p, buf[:n])
+			} else {
+				err = live.WriteAt(r.Context(), p, offset, buf[:n])
+			}
+			if err != nil {
 				return writtenEntry{}, err
 			}
 			offset += int64(n)

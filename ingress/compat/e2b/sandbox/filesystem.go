@@ -1,42 +1,49 @@
 package sandbox
 
 import (
+	"context"
 	"io/fs"
 	"net/http"
 
-	"github.com/gantryhq/gantry/agent/wire"
+	"github.com/gantryhq/gantry/ingress/service"
 )
 
 // envd's filesystem service over the session's live file operations:
 // files as the sandbox sees them, E2B's /home/user being the workspace.
 
 func (s *Server) fsStat(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
-	return s.fsEntry(w, r, c, wire.OpStat)
+	return s.fsEntry(w, r, c, (*service.Live).Stat)
 }
 
 func (s *Server) fsMakeDir(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
-	return s.fsEntry(w, r, c, wire.OpMkdir)
+	return s.fsEntry(w, r, c, (*service.Live).Mkdir)
 }
 
-// fsEntry serves a call on one path answering its entry.
-func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller, op wire.Op) *rpcError {
+// fsEntry serves a call on one path answering its entry: op is the
+// operation, a method of service.Live (Stat, Mkdir).
+func (s *Server) fsEntry(w http.ResponseWriter, r *http.Request, c caller,
+	op func(*service.Live, context.Context, string) (service.FileEntry, error)) *rpcError {
 	var req pathRequest
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	return s.answerEntry(w, r, c, wire.LiveOp{Op: op, Path: toSandbox(req.Path)})
+	return s.answerEntry(w, r, c, func(ctx context.Context, l *service.Live) (service.FileEntry, error) {
+		return op(l, ctx, toSandbox(req.Path))
+	})
 }
 
 // answerEntry runs a file operation that yields an entry and answers it.
-func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller, op wire.LiveOp) *rpcError {
-	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, op)
+func (s *Server) answerEntry(w http.ResponseWriter, r *http.Request, c caller,
+	op func(ctx context.Context, l *service.Live) (service.FileEntry, error)) *rpcError {
+	live, err := s.live(r.Context(), c)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
-	if reply.Entry == nil {
-		return errorf(codeInternal, "the sandbox answered no entry")
+	entry, err := op(r.Context(), live)
+	if err != nil {
+		return s.rpcError(c, err)
 	}
-	writeUnary(w, entryResponse{Entry: entryOf(*reply.Entry)}, nil)
+	writeUnary(w, entryResponse{Entry: entryOf(entry)}, nil)
 	return nil
 }
 
@@ -46,12 +53,16 @@ func (s *Server) fsListDir(w http.ResponseWriter, r *http.Request, c caller) *rp
 		return e
 	}
 	depth := int(max(req.Depth, 1))
-	reply, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpListDir, Path: toSandbox(req.Path), Depth: min(depth, 64)})
+	live, err := s.live(r.Context(), c)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
-	out := listDirResponse{Entries: make([]entryInfo, 0, len(reply.Entries))}
-	for _, e := range reply.Entries {
+	entries, err := live.ListDir(r.Context(), toSandbox(req.Path), min(depth, 64))
+	if err != nil {
+		return s.rpcError(c, err)
+	}
+	out := listDirResponse{Entries: make([]entryInfo, 0, len(entries))}
+	for _, e := range entries {
 		out.Entries = append(out.Entries, entryOf(e))
 	}
 	writeUnary(w, out, nil)
@@ -63,7 +74,9 @@ func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, c caller) *rpcEr
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	return s.answerEntry(w, r, c, wire.LiveOp{Op: wire.OpMove, Path: toSandbox(req.Source), Dest: toSandbox(req.Destination)})
+	return s.answerEntry(w, r, c, func(ctx context.Context, l *service.Live) (service.FileEntry, error) {
+		return l.Move(ctx, toSandbox(req.Source), toSandbox(req.Destination))
+	})
 }
 
 func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -71,7 +84,11 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpc
 	if e := decodeAsUser(r, &req); e != nil {
 		return e
 	}
-	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpRemove, Path: toSandbox(req.Path)}); err != nil {
+	live, err := s.live(r.Context(), c)
+	if err == nil {
+		err = live.Remove(r.Context(), toSandbox(req.Path))
+	}
+	if err != nil {
 		return s.rpcError(c, err)
 	}
 	writeUnary(w, struct{}{}, nil)
@@ -79,15 +96,15 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request, c caller) *rpc
 }
 
 // entryOf is envd's EntryInfo of a sandbox entry.
-func entryOf(e wire.FileEntry) entryInfo {
+func entryOf(e service.FileEntry) entryInfo {
 	mode := fs.FileMode(e.Mode & 0o777)
 	out := entryInfo{Name: e.Name, Path: fromSandbox(e.Path), Size: e.Size, Owner: e.Owner, Group: e.Group, ModifiedTime: e.Modified.UTC()}
 	switch e.Type {
-	case "file":
+	case service.FileRegular:
 		out.Type = "FILE_TYPE_FILE"
-	case "dir":
+	case service.FileDir:
 		out.Type, mode = "FILE_TYPE_DIRECTORY", mode|fs.ModeDir
-	case "symlink":
+	case service.FileSymlink:
 		out.Type, mode = "FILE_TYPE_SYMLINK", mode|fs.ModeSymlink
 		target := e.Target
 		out.SymlinkTarget = &target

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
+	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/queue"
 )
 
 // JavaScript and TypeScript code contexts: a kernel each (jskernel.js, run
@@ -59,12 +58,12 @@ type kernel struct {
 
 // kernels lists the sandbox's running JavaScript and TypeScript contexts.
 func (s *Server) kernels(ctx context.Context, c caller) ([]kernel, error) {
-	list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
+	list, err := s.processes(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	var out []kernel
-	for _, p := range list.Processes {
+	for _, p := range list {
 		if id, lang, ok := parseContextTag(p.Tag); ok {
 			out = append(out, kernel{pid: p.Pid, id: id, language: lang, cwd: fromSandbox(p.Cwd)})
 		}
@@ -94,12 +93,15 @@ func (s *Server) startKernel(ctx context.Context, c caller, id, language, cwd st
 	}
 	env := e2bEnv(nil)
 	env["PWD"] = fromSandbox(toSandbox(cwd))
-	reply, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSpawn, Argv: argv, Env: env,
-		Cwd: toSandbox(cwd), Stdin: true, Tag: contextTag(id, language)})
+	live, err := s.live(ctx, c)
 	if err != nil {
 		return kernel{}, err
 	}
-	return kernel{pid: reply.Pid, id: id, language: language, cwd: fromSandbox(toSandbox(cwd))}, nil
+	pid, err := live.Spawn(ctx, service.ProcessSpec{Argv: argv, Env: env, Cwd: toSandbox(cwd), Stdin: true, Tag: contextTag(id, language)})
+	if err != nil {
+		return kernel{}, err
+	}
+	return kernel{pid: pid, id: id, language: language, cwd: fromSandbox(toSandbox(cwd))}, nil
 }
 
 // kernelFor is the kernel of a context to run code in: a default one is
@@ -140,9 +142,9 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 	_, _ = rand.Read(nonce[:])
 	cell := newJSCell(hex.EncodeToString(nonce[:]))
 	line, _ := json.Marshal(map[string]any{"id": cell.id, "code": code, "env": env})
-	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	live, err := s.live(ctx, c)
 	if err == nil {
-		_, err = live.Op(ctx, wire.LiveOp{Op: wire.OpInput, Pid: k.pid, Data: append(line, '\n')})
+		err = live.Input(ctx, k.pid, append(line, '\n'))
 	}
 	if err != nil {
 		out.error("ContextError", "the context's kernel did not take the code: "+s.rpcError(c, err).Message, "")
@@ -178,9 +180,9 @@ func (s *Server) runJS(ctx context.Context, c caller, out *ndjson, k kernel, cod
 			continue
 		}
 		switch ev.Stream {
-		case queue.HeaderStreamStdout:
+		case service.StreamStdout:
 			cell.stdout(ev.Data, func(text string) { lines.add("stdout", text) })
-		case queue.HeaderStreamStderr:
+		case service.StreamStderr:
 			if cell.started && !cell.done {
 				lines.add("stderr", string(ev.Data))
 			}
@@ -341,7 +343,11 @@ func (s *Server) killKernel(ctx context.Context, c caller, k kernel) error {
 		return err
 	}
 	defer events.Close()
-	if _, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpSignal, Pid: k.pid, Signal: 9}); err != nil {
+	live, err := s.live(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := live.Signal(ctx, k.pid, 9); err != nil {
 		return err
 	}
 	wait, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -10,9 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/service"
-	"github.com/gantryhq/gantry/queue"
 )
 
 // envd's process service over the session's live processes: each command
@@ -72,15 +70,15 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 	if req.Process.Cwd != nil {
 		cwd = *req.Process.Cwd
 	}
-	op := wire.LiveOp{Op: wire.OpSpawn, Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
-		Env: e2bEnv(req.Process.Envs), Cwd: toSandbox(cwd), Stdin: req.Stdin == nil || *req.Stdin, TimeoutMS: timeout.Milliseconds()}
-	if _, set := op.Env["PWD"]; !set {
+	spec := service.ProcessSpec{Argv: append([]string{req.Process.Cmd}, req.Process.Args...),
+		Env: e2bEnv(req.Process.Envs), Cwd: toSandbox(cwd), Stdin: req.Stdin == nil || *req.Stdin, Timeout: timeout}
+	if _, set := spec.Env["PWD"]; !set {
 		// The shell names its directory as E2B's (/home/user links to the
 		// workspace).
-		op.Env["PWD"] = fromSandbox(op.Cwd)
+		spec.Env["PWD"] = fromSandbox(spec.Cwd)
 	}
 	if req.Tag != nil {
-		op.Tag = *req.Tag
+		spec.Tag = *req.Tag
 	}
 	ctx := r.Context()
 	// Following first: none of the process's output is missed.
@@ -89,20 +87,20 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request, c caller) 
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	live, err := s.live(ctx, c)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
-	reply, err := live.Op(ctx, op)
+	pid, err := live.Spawn(ctx, spec)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
-	events.Follow(live.Sandbox(), reply.Pid)
+	events.Follow(live.Sandbox(), pid)
 	st := newStream(w)
-	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(reply.Pid)}}}) != nil {
+	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(pid)}}}) != nil {
 		return nil
 	}
-	s.followProcess(ctx, r, c, st, events, reply.Pid)
+	s.followProcess(ctx, r, c, st, events, pid)
 	return nil
 }
 
@@ -121,11 +119,11 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 		return s.rpcError(c, err)
 	}
 	defer events.Close()
-	live, err := s.sandboxes.OpenLive(ctx, c.p, c.session)
+	live, err := s.live(ctx, c)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
-	status, err := live.Op(ctx, wire.LiveOp{Op: wire.OpStatus, Pid: pid})
+	exit, err := live.Status(ctx, pid)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
@@ -134,9 +132,9 @@ func (s *Server) processConnect(w http.ResponseWriter, r *http.Request, c caller
 	if st.send(eventResponse{Event: processEvent{Start: &startEvent{Pid: uint32(pid)}}}) != nil {
 		return nil
 	}
-	if status.Exit != nil {
+	if exit != nil {
 		// It ended between the call and following it.
-		if st.send(eventResponse{Event: processEvent{End: endOf(*status.Exit)}}) == nil {
+		if st.send(eventResponse{Event: processEvent{End: endOf(*exit)}}) == nil {
 			st.end(nil)
 		}
 		return nil
@@ -180,9 +178,9 @@ func (s *Server) followProcess(ctx context.Context, r *http.Request, c caller, s
 		}
 		var out processEvent
 		switch ev.Stream {
-		case queue.HeaderStreamStdout:
+		case service.StreamStdout:
 			out.Data = &dataEvent{Stdout: ev.Data}
-		case queue.HeaderStreamStderr:
+		case service.StreamStderr:
 			out.Data = &dataEvent{Stderr: ev.Data}
 		default:
 			out.End = endOf(*ev.Exit)
@@ -229,7 +227,7 @@ func giveUpWhenCutOff(events *service.ProcessEvents, rc *http.ResponseController
 
 // endOf is envd's end event for a process's end (as Go's os.ProcessState
 // words it).
-func endOf(e wire.ProcessExit) *endEvent {
+func endOf(e service.ProcessExit) *endEvent {
 	end := &endEvent{ExitCode: int32(e.Code), Exited: e.Signal == 0, Status: fmt.Sprintf("exit status %d", e.Code)}
 	if e.Signal != 0 {
 		end.ExitCode, end.Status = -1, "signal: "+syscall.Signal(e.Signal).String()
@@ -255,17 +253,26 @@ func connectTimeout(r *http.Request) (time.Duration, *rpcError) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// processes lists the sandbox's running processes.
+func (s *Server) processes(ctx context.Context, c caller) ([]service.Process, error) {
+	live, err := s.live(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return live.Processes(ctx)
+}
+
 // selectProcess is the pid a selector names (a tag is looked up).
 func (s *Server) selectProcess(ctx context.Context, c caller, sel processSelector) (int, *rpcError) {
 	switch {
 	case sel.Pid != nil:
 		return int(*sel.Pid), nil
 	case sel.Tag != nil:
-		list, err := s.sandboxes.LiveOp(ctx, c.p, c.session, wire.LiveOp{Op: wire.OpList})
+		list, err := s.processes(ctx, c)
 		if err != nil {
 			return 0, s.rpcError(c, err)
 		}
-		for _, p := range list.Processes {
+		for _, p := range list {
 			if p.Tag == *sel.Tag {
 				return p.Pid, nil
 			}
@@ -280,12 +287,12 @@ func (s *Server) processList(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	list, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, wire.LiveOp{Op: wire.OpList})
+	list, err := s.processes(r.Context(), c)
 	if err != nil {
 		return s.rpcError(c, err)
 	}
 	out := listResponse{Processes: []processInfo{}}
-	for _, p := range list.Processes {
+	for _, p := range list {
 		if len(p.Argv) == 0 {
 			continue
 		}
@@ -320,7 +327,9 @@ func (s *Server) processSendInput(w http.ResponseWriter, r *http.Request, c call
 	if req.Input.Pty != nil {
 		return errorf(codeUnimplemented, "PTYs are not offered by gantry")
 	}
-	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpInput, Data: req.Input.Stdin})
+	return s.onProcess(w, r, c, req.Process, func(ctx context.Context, live *service.Live, pid int) error {
+		return live.Input(ctx, pid, req.Input.Stdin)
+	})
 }
 
 func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -331,7 +340,9 @@ func (s *Server) processSendSignal(w http.ResponseWriter, r *http.Request, c cal
 	if req.Signal <= 0 || req.Signal > 64 {
 		return errorf(codeInvalidArgument, "signal %d", req.Signal)
 	}
-	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpSignal, Signal: int(req.Signal)})
+	return s.onProcess(w, r, c, req.Process, func(ctx context.Context, live *service.Live, pid int) error {
+		return live.Signal(ctx, pid, int(req.Signal))
+	})
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c caller) *rpcError {
@@ -339,18 +350,25 @@ func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request, c cal
 	if e := decodeUnary(r, &req); e != nil {
 		return e
 	}
-	return s.onProcess(w, r, c, req.Process, wire.LiveOp{Op: wire.OpCloseInput})
+	return s.onProcess(w, r, c, req.Process, func(ctx context.Context, live *service.Live, pid int) error {
+		return live.CloseInput(ctx, pid)
+	})
 }
 
 // onProcess runs op on the selected process and answers the empty
 // message.
-func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector, op wire.LiveOp) *rpcError {
-	pid, e := s.selectProcess(r.Context(), c, sel)
+func (s *Server) onProcess(w http.ResponseWriter, r *http.Request, c caller, sel processSelector,
+	op func(ctx context.Context, live *service.Live, pid int) error) *rpcError {
+	ctx := r.Context()
+	pid, e := s.selectProcess(ctx, c, sel)
 	if e != nil {
 		return e
 	}
-	op.Pid = pid
-	if _, err := s.sandboxes.LiveOp(r.Context(), c.p, c.session, op); err != nil {
+	live, err := s.live(ctx, c)
+	if err == nil {
+		err = op(ctx, live, pid)
+	}
+	if err != nil {
 		return s.rpcError(c, err)
 	}
 	writeUnary(w, struct{}{}, nil)

@@ -8,7 +8,7 @@
 //
 // An E2B sandbox is a gantry stateful session: code runs as the session's
 // jobs (cells of its interpreter, in its history); commands and files are
-// the session's live operations (service.Sandboxes.LiveOp), which act on its live
+// the session's live operations (service.Live), which act on its live
 // sandbox beside its jobs. E2B's home directory, /home/user, is the
 // session's /workspace.
 //
@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/ingress/compat"
 	"github.com/gantryhq/gantry/ingress/service"
 	"github.com/gantryhq/gantry/jobs"
@@ -182,6 +181,11 @@ func (s *Server) checkToken(r *http.Request) (caller, error) {
 	return caller{p: p, session: sid}, err
 }
 
+// live opens the caller's sandbox for live operations.
+func (s *Server) live(ctx context.Context, c caller) (*service.Live, error) {
+	return s.sandboxes.OpenLive(ctx, c.p, c.session)
+}
+
 // sandboxGone is the answer for a sandbox that was killed, expired, or is
 // not the caller's: E2B's proxy answers 502 for a sandbox it cannot reach,
 // which E2B's SDKs report as the sandbox's end.
@@ -211,21 +215,21 @@ func (s *Server) answerPlain(w http.ResponseWriter, c caller, err error) {
 		writePaused(w, c.session)
 		return
 	}
-	var le *wire.LiveError
+	var le *service.LiveError
 	if errors.As(err, &le) {
 		status := http.StatusInternalServerError
 		switch le.Code {
-		case wire.LiveErrNotFound:
+		case service.LiveNotFound:
 			status = http.StatusNotFound
-		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir, wire.LiveErrExists:
+		case service.LiveInvalid, service.LiveIsDir, service.LiveNotDir, service.LiveExists:
 			status = http.StatusBadRequest
-		case wire.LiveErrPermission:
+		case service.LivePermission:
 			status = http.StatusForbidden
-		case wire.LiveErrNoSpace:
+		case service.LiveNoSpace:
 			status = http.StatusInsufficientStorage
-		case wire.LiveErrBusy:
+		case service.LiveBusy:
 			status = http.StatusTooManyRequests
-		case wire.LiveErrNoSandbox:
+		case service.LiveNoSandbox:
 			status = http.StatusBadGateway
 		}
 		writeError(w, status, le.Message)
@@ -291,20 +295,20 @@ func (s *Server) answerRPC(w http.ResponseWriter, r *http.Request, c caller, e *
 // rpcError words an error of the service or of a live operation as a
 // Connect error.
 func (s *Server) rpcError(c caller, err error) *rpcError {
-	var le *wire.LiveError
+	var le *service.LiveError
 	if errors.As(err, &le) {
 		switch le.Code {
-		case wire.LiveErrNotFound:
+		case service.LiveNotFound:
 			return errorf(codeNotFound, "%s", le.Message)
-		case wire.LiveErrExists:
+		case service.LiveExists:
 			return errorf(codeAlreadyExists, "%s", le.Message)
-		case wire.LiveErrInvalid, wire.LiveErrIsDir, wire.LiveErrNotDir:
+		case service.LiveInvalid, service.LiveIsDir, service.LiveNotDir:
 			return errorf(codeInvalidArgument, "%s", le.Message)
-		case wire.LiveErrPermission:
+		case service.LivePermission:
 			return errorf(codePermissionDenied, "%s", le.Message)
-		case wire.LiveErrNoSpace, wire.LiveErrBusy:
+		case service.LiveNoSpace, service.LiveBusy:
 			return errorf(codeResourceExhausted, "%s", le.Message)
-		case wire.LiveErrNoSandbox:
+		case service.LiveNoSandbox:
 			return errorf(codeUnavailable, "%s", le.Message)
 		}
 		return errorf(codeInternal, "%s", le.Message)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantryhq/gantry/agent/wire"
+	"github.com/gantryhq/gantry/ingress/service"
 )
 
 func TestPaths(t *testing.T) {
@@ -30,15 +30,15 @@ func TestPaths(t *testing.T) {
 
 func TestEndOf(t *testing.T) {
 	for _, c := range []struct {
-		exit             wire.ProcessExit
+		exit             service.ProcessExit
 		code             int32
 		exited           bool
 		status, errorMsg string
 	}{
-		{wire.ProcessExit{Code: 0}, 0, true, "exit status 0", ""},
-		{wire.ProcessExit{Code: 3}, 3, true, "exit status 3", "exit status 3"},
-		{wire.ProcessExit{Code: -1, Signal: 9}, -1, false, "signal: killed", "signal: killed"},
-		{wire.ProcessExit{Code: -1, Signal: 15}, -1, false, "signal: terminated", "signal: terminated"},
+		{service.ProcessExit{Code: 0}, 0, true, "exit status 0", ""},
+		{service.ProcessExit{Code: 3}, 3, true, "exit status 3", "exit status 3"},
+		{service.ProcessExit{Code: -1, Signal: 9}, -1, false, "signal: killed", "signal: killed"},
+		{service.ProcessExit{Code: -1, Signal: 15}, -1, false, "signal: terminated", "signal: terminated"},
 	} {
 		e := endOf(c.exit)
 		msg := ""
@@ -127,14 +127,14 @@ func TestUnaryErrors(t *testing.T) {
 }
 
 func TestEntryOf(t *testing.T) {
-	e := entryOf(wire.FileEntry{Name: "a.txt", Path: "/workspace/a.txt", Type: "file", Size: 5, Mode: 0o644, Owner: "sandbox", Group: "sandbox"})
+	e := entryOf(service.FileEntry{Name: "a.txt", Path: "/workspace/a.txt", Type: service.FileRegular, Size: 5, Mode: 0o644, Owner: "sandbox", Group: "sandbox"})
 	b, _ := json.Marshal(e)
 	for _, want := range []string{`"type":"FILE_TYPE_FILE"`, `"path":"/home/user/a.txt"`, `"size":"5"`, `"permissions":"-rw-r--r--"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %s", b, want)
 		}
 	}
-	d := entryOf(wire.FileEntry{Name: "workspace", Path: "/workspace", Type: "dir", Mode: 0o755})
+	d := entryOf(service.FileEntry{Name: "workspace", Path: "/workspace", Type: service.FileDir, Mode: 0o755})
 	if d.Type != "FILE_TYPE_DIRECTORY" || d.Name != "user" || d.Path != "/home/user" || d.Permissions != "drwxr-xr-x" {
 		t.Errorf("the home directory: %+v", d)
 	}
