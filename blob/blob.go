@@ -205,6 +205,13 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
 		ContentType:      contentType,
 		DisableMultipart: size >= 0 && size < 64<<20,
+		// The payload is sent unsigned, checked by a CRC32C trailer, as
+		// minio-go always does over HTTPS. Over plain HTTP it would
+		// otherwise sign it in 64 KiB chunks (SHA-256 on both sides): a
+		// 115 MB checkpoint took 1.1-1.8 s to store on versitygw, 0.65 s
+		// without. Headers stay signed; an S3 reached over plain HTTP is
+		// trusted with the data anyway (it is not encrypted).
+		DisableContentSha256: true,
 	})
 	if err != nil {
 		return failed(fmt.Errorf("put %s: %w", key, err))
@@ -237,6 +244,8 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentT
 	_, err = s.client.PutObject(ctx, s.bucket, key, cr, -1, minio.PutObjectOptions{
 		ContentType: contentType,
 		PartSize:    streamPartSize,
+		// As over HTTPS (below).
+		DisableContentSha256: true,
 	})
 	if err != nil {
 		return cr.n, failed(fmt.Errorf("put %s: %w", key, err))

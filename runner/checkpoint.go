@@ -229,6 +229,18 @@ func fetchCheckpoint(ctx context.Context, blobs Blobs, key, dir string) error {
 // checkpoint in the cache and stores it for tenantID; the caller records
 // it (the returned Checkpoint, its Version left to the caller).
 func (r *Runner) takeCheckpoint(ctx context.Context, c *Container, tenantID string, leaveRunning bool) (store.Checkpoint, error) {
+	cp, err := r.checkpointHere(ctx, c, tenantID, leaveRunning)
+	if err != nil {
+		return cp, err
+	}
+	cp.Bytes, err = r.storeCheckpoint(ctx, cp)
+	return cp, err
+}
+
+// checkpointHere checkpoints c into this runner's cache only: restores
+// here may start from it at once, on another runner only once
+// storeCheckpoint has stored it.
+func (r *Runner) checkpointHere(ctx context.Context, c *Container, tenantID string, leaveRunning bool) (store.Checkpoint, error) {
 	cp := store.Checkpoint{ID: jobs.NewID("chk"), TenantID: tenantID, Image: r.liveImage(c), Runtime: r.gv.runtime()}
 	cp.Key = blob.CheckpointKey(tenantID, cp.ID)
 	scratch, err := r.checkpoints.scratch(cp.ID)
@@ -239,18 +251,22 @@ func (r *Runner) takeCheckpoint(ctx context.Context, c *Container, tenantID stri
 		_ = os.RemoveAll(scratch)
 		return cp, err
 	}
-	if err := r.checkpoints.add(cp.ID, scratch); err != nil {
-		return cp, err
-	}
+	return cp, r.checkpoints.add(cp.ID, scratch)
+}
+
+// storeCheckpoint uploads a checkpoint of this runner's cache to cp.Key,
+// and says how many bytes it took.
+func (r *Runner) storeCheckpoint(ctx context.Context, cp store.Checkpoint) (int64, error) {
 	dir, release, ok := r.checkpoints.hold(cp.ID)
 	if !ok {
-		return cp, errors.New("the checkpoint left the cache at once")
+		return 0, errors.New("the checkpoint left the cache before it was stored")
 	}
 	defer release()
-	if cp.Bytes, err = uploadCheckpoint(ctx, r.blobs, cp.Key, dir); err != nil {
-		return cp, fmt.Errorf("store the checkpoint: %w", err)
+	n, err := uploadCheckpoint(ctx, r.blobs, cp.Key, dir)
+	if err != nil {
+		return 0, fmt.Errorf("store the checkpoint: %w", err)
 	}
-	return cp, nil
+	return n, nil
 }
 
 // restoreCheckpoint starts a container restored from cp, for spec: from

@@ -341,19 +341,30 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 	if err := r.saveWorkspace(ctx, sessionID, owner, st, c, at); err != nil {
 		return nil, err
 	}
-	cp, err := r.takeCheckpoint(ctx, c.Container, st.TenantID, true)
+	cp, err := r.checkpointHere(ctx, c.Container, st.TenantID, true)
 	if err != nil {
 		return nil, err
 	}
+	checkpointed := time.Since(start)
 	cp.Version = 1 // the children's workspace version
 	n := c.live[strings.LastIndexByte(c.live, '/')+1:]
 	children := make([]store.ForkChild, len(req.ChildIDs))
 	ctrs := make([]*lease, len(req.ChildIDs))
-	// Two restores at once: each is mostly one core copying pages.
+	// Two restores at once: each is mostly one core copying pages. The
+	// checkpoint is stored meanwhile (packing it is the other cores'
+	// work, its upload waits on the store): the children restore from
+	// this runner's copy, and the fork is recorded once both are done.
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
-	var copyErr error
+	var copyErr, storeErr error
+	var stored time.Duration
+	var size int64
 	var mu sync.Mutex
+	wg.Go(func() {
+		t := time.Now()
+		size, storeErr = r.storeCheckpoint(ctx, cp)
+		stored = time.Since(t)
+	})
 	for i, id := range req.ChildIDs {
 		children[i].ID = id
 		wg.Go(func() {
@@ -383,12 +394,16 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 		})
 	}
 	wg.Wait()
+	cp.Bytes = size
 	drop := func() {
 		for _, l := range ctrs {
 			if l != nil {
 				l.release(false, "fork failed")
 			}
 		}
+	}
+	if copyErr == nil {
+		copyErr = storeErr
 	}
 	if copyErr != nil {
 		drop()
@@ -407,7 +422,8 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 		r.live.serve(sessions[i].ID, l.Container)
 	}
 	r.metrics.liveOp("fork", start)
-	log.Info("session forked", "children", len(sessions), "checkpoint", cp.ID, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("session forked", "children", len(sessions), "checkpoint", cp.ID, "took", time.Since(start).Round(time.Millisecond),
+		"checkpointed", checkpointed.Round(time.Millisecond), "stored", stored.Round(time.Millisecond))
 	return sessions, nil
 }
 
