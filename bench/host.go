@@ -233,6 +233,11 @@ func randHex(n int) string {
 
 // startDev starts `gantry dev` on free ports with a throwaway database.
 func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), err error) {
+	return startDevOf(*bin, env)
+}
+
+// startDevOf is startDev of the gantry binary gantryBin.
+func startDevOf(gantryBin string, env map[string]string) (url, apiKey string, pid int, stop func(), err error) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, *dbURL)
 	if err != nil {
@@ -249,7 +254,7 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	dir, _ := os.MkdirTemp("", "gantry-bench")
 	apiKey = "gk_bench_" + hex.EncodeToString(b) + "_key"
 	dbu := strings.Replace(*dbURL, "/gantry?", "/"+db+"?", 1)
-	cmd := exec.Command(*bin, "dev")
+	cmd := exec.Command(gantryBin, "dev")
 	cmd.Env = append(os.Environ(), "GANTRY_ADDR=127.0.0.1:0", "GANTRY_DEV_NATS_ADDR=127.0.0.1:0", "GANTRY_DEV_S3_ADDR=127.0.0.1:0",
 		"GANTRY_DATA_DIR="+filepath.Join(dir, "data"), "GANTRY_DATABASE_URL="+dbu, "GANTRY_DEV_API_KEY="+apiKey,
 		"GANTRY_LOG_LEVEL=warn", "GANTRY_RUNNER_ID=bench-"+hex.EncodeToString(b[:3]), "GANTRY_RUNNER_ADDR=",
@@ -261,7 +266,7 @@ func startDev(env map[string]string) (url, apiKey string, pid int, stop func(), 
 	cmd.Stderr = os.Stderr
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
-		return "", "", 0, nil, fmt.Errorf("start %s (run `make build`): %w", *bin, err)
+		return "", "", 0, nil, fmt.Errorf("start %s (run `make build`): %w", gantryBin, err)
 	}
 	// exited closes when dev's process ends (err then says how).
 	exited := make(chan struct{})

@@ -91,6 +91,14 @@ func run() error {
 		res.Rows = append(res.Rows, rows...)
 	}
 
+	if *target == "" && *beforeBin != "" {
+		rows, err := compareRows()
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, rows...)
+	}
+
 	// Memory with a deep queue and no runner.
 	if *target == "" && *queued > 0 {
 		fmt.Fprintf(os.Stderr, "bench: queueing %d jobs with no runner\n", *queued)
