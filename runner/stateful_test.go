@@ -87,7 +87,7 @@ func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]stri
 		_, _ = tw.Write([]byte(content))
 	}
 	_ = tw.Close()
-	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.NewSessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
 	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
