@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/agent/wire"
-	"github.com/gantryhq/gantry/jobs"
 )
 
 // answerEgress is a run's egress that answers every proxy request itself,
@@ -41,16 +40,9 @@ func TestWarmJobsWithEgress(t *testing.T) {
 	if sb.Isolation() != wire.Namespaces {
 		t.Skip("the warm interpreter runs under the namespaces isolation only")
 	}
+	c := warmContainer(t, sb)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := sb.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits.Container()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Remove(context.Background()) })
-	if err := c.conn.Warm(ctx); err != nil {
-		t.Fatal(err)
-	}
 	code := `import socket, urllib.request
 print(urllib.request.urlopen("http://allowed.example/x", timeout=5).read().decode())
 try:
