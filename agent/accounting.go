@@ -2,9 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -99,16 +102,9 @@ func ownCPU(pid int) time.Duration {
 // own and what they reaped (in clock ticks: the difference of two is
 // exact to a tick). 0 for pid 0.
 func treeCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total time.Duration
-	todo := []int{pid}
-	for len(todo) > 0 {
-		n := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		p := strconv.Itoa(n)
+	eachInTree(pid, func(p string) {
 		if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
 			// After the command's closing parenthesis, from field 3:
 			// utime, stime, cutime and cstime are fields 14 to 17.
@@ -121,14 +117,154 @@ func treeCPU(pid int) time.Duration {
 				}
 			}
 		}
-		tasks, _ := os.ReadDir("/proc/" + p + "/task")
-		for _, t := range tasks {
-			if tid, err := strconv.Atoi(t.Name()); err == nil {
-				todo = append(todo, taskChildren(n, tid)...)
+	})
+	return total
+}
+
+// eachInTree calls fn with pid and each of its descendants alive now (as
+// /proc names them); none for pid 0.
+func eachInTree(pid int, fn func(p string)) {
+	if pid <= 0 {
+		return
+	}
+	todo := []int{pid}
+	for len(todo) > 0 {
+		n := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		p := strconv.Itoa(n)
+		fn(p)
+		todo = append(todo, children(n)...)
+	}
+}
+
+// resetPeaks sets the peak resident set (VmHWM) of pid and its
+// descendants back to what each holds now (clear_refs 5, Linux 4.0). It
+// returns the processes it could not reset (gantry's own, not dumpable:
+// the sandbox's init and the processes that made it), whose peaks are not
+// the job's; ok is false when it could reset none (gVisor has no
+// clear_refs). A process that ended meanwhile is neither.
+func resetPeaks(pid int) (stale map[string]bool, ok bool) {
+	stale = map[string]bool{}
+	eachInTree(pid, func(p string) {
+		switch err := writeProc("/proc/"+p+"/clear_refs", "5"); {
+		case err == nil:
+			ok = true
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+		default:
+			stale[p] = true
+		}
+	})
+	return stale, ok
+}
+
+// writeProc writes s to a file of /proc, which exists or not.
+func writeProc(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// treePeak is the largest peak resident set (VmHWM, KiB) among pid and
+// its descendants alive now, but for those in skip; -1 when none could be
+// read.
+func treePeak(pid int, skip map[string]bool) int64 {
+	peak := int64(-1)
+	eachInTree(pid, func(p string) {
+		if skip[p] {
+			return
+		}
+		b, err := os.ReadFile("/proc/" + p + "/status")
+		if err != nil {
+			return
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if f := strings.Fields(v); len(f) > 0 { // "1234 kB"
+					if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						peak = max(peak, n)
+					}
+				}
+				return
 			}
 		}
+	})
+	return peak
+}
+
+// peakEvery is how often a session job's peak memory is read while it
+// runs: a process of the job that ends between two reads (less than this
+// long after the last) is not seen.
+const peakEvery = 50 * time.Millisecond
+
+// peakWatch keeps the largest resident set any process of a session's
+// sandbox reached while one job ran, from outside the sandbox (the
+// session's interpreter runs the job's code, so its own word is not
+// taken): every process's peak is reset as the job starts, then read
+// every peakEvery and once more as the job ends. A process that lives on
+// is measured exactly (its kernel-kept high-water mark); one that ended
+// as of its last read.
+type peakWatch struct {
+	root  int
+	stale map[string]bool // not reset: left out (resetPeaks)
+	mu    sync.Mutex
+	max   int64 // -1: nothing read
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// watchPeak starts watching root's tree; nil when its peaks cannot be
+// reset (the job's peak is then not known: none is reported).
+func watchPeak(root int) *peakWatch {
+	stale, ok := resetPeaks(root)
+	if !ok {
+		return nil
 	}
-	return total
+	w := &peakWatch{root: root, stale: stale, max: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(peakEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.read()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *peakWatch) read() {
+	n := treePeak(w.root, w.stale)
+	w.mu.Lock()
+	w.max = max(w.max, n)
+	w.mu.Unlock()
+}
+
+// take stops the watch and returns the peak (KiB), nil when w is nil or
+// nothing could be read.
+func (w *peakWatch) take() *int64 {
+	if w == nil {
+		return nil
+	}
+	close(w.stop)
+	<-w.done
+	w.read()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.max < 0 {
+		return nil
+	}
+	n := w.max
+	return &n
 }
 
 // usage is what the sandbox used (after exited closed): under Namespaces
@@ -150,7 +286,8 @@ func (p *process) usage() *wire.Usage {
 	}
 	us := func(tv syscall.Timeval) int64 { return tv.Sec*1_000_000 + tv.Usec }
 	cpu := max(us(ru.Utime)+us(ru.Stime)-self.Microseconds(), 0)
-	return &wire.Usage{CPUTimeUS: cpu, PeakMemoryKB: ru.Maxrss, WaitUS: p.reapWait.Microseconds()}
+	peak := ru.Maxrss
+	return &wire.Usage{CPUTimeUS: cpu, PeakMemoryKB: &peak, WaitUS: p.reapWait.Microseconds()}
 }
 
 // oomKills is the container's count of out-of-memory kills so far.

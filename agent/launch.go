@@ -109,7 +109,7 @@ func (l bwrapLauncher) start(req wire.Request, env []string) (running, error) {
 	if req.Egress {
 		argv = append([]string{s.cfg.Self, "relay", "--"}, argv...)
 	}
-	p, stdin, err := s.launch(argv, env, launchOpts{stdin: true, announce: s.announceStart})
+	p, stdin, err := s.launch(argv, env, launchOpts{stdin: true, announce: s.announceStart, relayed: req.Egress})
 	if err != nil {
 		return nil, err
 	}

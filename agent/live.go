@@ -349,7 +349,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 	default:
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	oomBefore, cpuBefore := oomKills(), treeCPU(l.root)
+	oomBefore, cpuBefore, peak := oomKills(), treeCPU(l.root), watchPeak(l.root)
 	s.announceStart()
 	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
 	stdinR.Close()
@@ -361,6 +361,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 		stdinW.Close()
 		outR.Close()
 		errR.Close()
+		peak.take()
 		l.kill()
 		<-l.gone
 		return endedJob(wire.Exit{Started: true, Code: max(l.exitCode(), 0), OOMKills: max(oomKills()-oomBefore, 0), Live: info}), nil
@@ -376,8 +377,9 @@ func (s *server) startLive(req wire.Request) (running, error) {
 			// (what runs on in the background too), measured from
 			// outside: the interpreter's own account is the session's
 			// code's to forge.
-			p.cpu = treeCPU(l.root) - cpuBefore
+			p.cpu, p.peak = treeCPU(l.root)-cpuBefore, peak.take()
 		case <-l.gone:
+			peak.take()
 		}
 	}()
 	p.done = s.relayCell(outR, errR, req.OutputCap, p.finished)
@@ -508,6 +510,7 @@ type liveJob struct {
 	oomBefore int
 	info      *wire.Live
 	cpu       time.Duration // set with answer
+	peak      *int64        // set with answer (KiB; nil: not measured)
 
 	mu       sync.Mutex
 	timedOut bool
@@ -531,7 +534,7 @@ func (j *liveJob) exit() (wire.Exit, error) {
 	j.mu.Unlock()
 	if j.answer != nil {
 		e.Code, e.Value, e.Exception, e.Displays = j.answer.Code, j.answer.Value, j.answer.Exception, j.answer.Displays
-		e.Usage = &wire.Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
+		e.Usage = &wire.Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0), PeakMemoryKB: j.peak}
 	} else {
 		// The sandbox ended under the job: its exit status is the job's.
 		e.Code = j.l.exitCode()

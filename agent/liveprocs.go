@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,9 @@ type processService struct {
 	replies map[int64]pending
 	procs   map[int]*liveProc
 	exited  map[int]wire.ProcessExit
+	// rate bounds the output of all the sandbox's processes together
+	// (outrate.go).
+	rate *byteRate
 }
 
 // pending is a request waiting for its reply; a spawn's carries its
@@ -74,11 +78,16 @@ type liveProc struct {
 	ended   chan struct{}
 	outputs sync.WaitGroup
 	timer   *time.Timer
+	// rate bounds its output (outrate.go); throttled is how long its
+	// output was held back by either bound.
+	rate      *byteRate
+	throttled atomic.Int64 // ns
 }
 
 func newProcessService(conn *net.UnixConn, fw *wire.FrameWriter) *processService {
 	ps := &processService{conn: conn, fw: fw, gone: make(chan struct{}),
-		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]wire.ProcessExit{}}
+		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]wire.ProcessExit{},
+		rate: newByteRate(SandboxOutputRate, outputBurst)}
 	go ps.read()
 	return ps
 }
@@ -207,7 +216,7 @@ func (ps *processService) spawn(op wire.LiveOp, env []string) (int, error) {
 			f.Close()
 		}
 	}()
-	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}),
+	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}), rate: newByteRate(ProcessOutputRate, outputBurst),
 		info: wire.Process{Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}}
 	var stdin *os.File
 	if op.Stdin {
@@ -290,17 +299,26 @@ func (ps *processService) pump(p *liveProc, stream wire.Kind, f *os.File) {
 			return
 		}
 		for _, h := range held {
-			_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, h))
+			ps.send(p, stream, h)
 		}
 		held = nil
-		_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, data))
+		ps.send(p, stream, data)
 	})
 	<-p.started
 	if p.pid > 0 {
 		for _, h := range held {
-			_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, h))
+			ps.send(p, stream, h)
 		}
 	}
+}
+
+// send sends a chunk of a process's output once its rate and the
+// sandbox's let it: until then the pump reads no more of the process's
+// pipe, which fills and blocks the process's writes.
+func (ps *processService) send(p *liveProc, stream wire.Kind, data []byte) {
+	waited := p.rate.take(len(data), ps.gone) + ps.rate.take(len(data), ps.gone)
+	p.throttled.Add(int64(waited))
+	_ = ps.fw.Frame(wire.KindProcessOutput, wire.EncodeProcessOutput(p.pid, stream, data))
 }
 
 // ended records a process's end and reports it after its output.
@@ -322,6 +340,7 @@ func (ps *processService) ended(e wire.ProcessExit) {
 	p.closeStdin()
 	go func() {
 		p.outputs.Wait()
+		e.ThrottledMS = time.Duration(p.throttled.Load()).Milliseconds()
 		_ = ps.fw.JSON(wire.KindProcessExit, e)
 		time.AfterFunc(exitedKept, func() {
 			ps.mu.Lock()

@@ -42,6 +42,7 @@ type process struct {
 	hasCode  bool
 	childPID int  // Namespaces: the sandbox's init, in the agent's pid namespace
 	timedOut bool // the agent killed it at its deadline
+	relayed  bool // launchOpts.relayed
 	// initUsage is the sandbox's init's usage, when the agent reaped it,
 	// and reapWait how much waiting for it added to the run, after the
 	// sandbox's output ended.
@@ -67,6 +68,10 @@ type launchOpts struct {
 	// keep (Container) leaves the container's other processes alone when
 	// the program ends: they are a stateful session's.
 	keep bool
+	// relayed: argv is `gantry-agent relay -- PROGRAM` (an egress job), so
+	// stop kills the relay's child, the program, which the relay reaps
+	// into its account (stop).
+	relayed bool
 }
 
 // pipes are the descriptors a launch makes, every one closed if it fails
@@ -95,7 +100,7 @@ func (p *pipes) closeAll() {
 func (s *server) launch(argv, env []string, o launchOpts) (*process, *os.File, error) {
 	withStdin, announce := o.stdin, o.announce
 	p := &process{isolation: s.cfg.Isolation, exited: make(chan struct{}), reaped: make(chan struct{}), done: make(chan struct{}),
-		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce}
+		statusEnd: make(chan struct{}), oomBefore: oomKills(), announce: announce, relayed: o.relayed}
 	var files pipes // ours, closed when launch fails
 	closeAll, pipe := files.closeAll, files.pipe
 	var status, block *os.File // Namespaces: bwrap's status and block pipes, our ends
@@ -400,7 +405,11 @@ func (p *process) kill() {
 // into its account and then ends the sandbox. (Killing the init instead
 // would have the kernel reap the whole pid namespace unaccounted; the
 // processes the program left behind are reaped so when the init ends.)
-// Otherwise it is the program. done closes once its output ends.
+// Otherwise it is the program. An egress job's first process is the
+// relay: it is the relay's child that is killed, which the relay reaps
+// into its own account before it dies by the same signal (killing the
+// relay would orphan the program, and its usage would be lost with it).
+// done closes once its output ends.
 func (p *process) stop() {
 	select {
 	case <-p.exited:
@@ -408,12 +417,20 @@ func (p *process) stop() {
 	default:
 	}
 	p.mu.Lock()
-	pid := p.childPID
+	pid, relayed := p.childPID, p.relayed
 	p.mu.Unlock()
-	if pid > 0 && stopInit(pid) {
-		return
+	if pid > 0 {
+		if relayed && killChildren(children(pid)...) {
+			return
+		}
+		if stopInit(pid) {
+			return
+		}
 	}
 	if p.cmd.Process != nil {
+		if relayed && killChildren(p.cmd.Process.Pid) {
+			return
+		}
 		_ = p.cmd.Process.Kill()
 	}
 }
@@ -423,17 +440,36 @@ func (p *process) stop() {
 // owns the sandbox's user namespace, so it may read and signal its
 // processes.
 func stopInit(pid int) bool {
-	killed := false
-	for _, k := range children(pid) {
-		if syscall.Kill(k, syscall.SIGKILL) == nil {
-			killed = true
-		}
-	}
-	return killed || syscall.Kill(pid, syscall.SIGKILL) == nil
+	return killChildren(pid) || syscall.Kill(pid, syscall.SIGKILL) == nil
 }
 
-// children lists pid's child processes (nil when unknown).
-func children(pid int) []int { return taskChildren(pid, pid) }
+// killChildren kills the child processes of pids; false if it could
+// signal none.
+func killChildren(pids ...int) bool {
+	killed := false
+	for _, pid := range pids {
+		for _, k := range children(pid) {
+			if syscall.Kill(k, syscall.SIGKILL) == nil {
+				killed = true
+			}
+		}
+	}
+	return killed
+}
+
+// children lists pid's child processes, those of every thread of it (a Go
+// program, the egress relay, forks from any of its threads); nil when
+// unknown.
+func children(pid int) []int {
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	var out []int
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			out = append(out, taskChildren(pid, tid)...)
+		}
+	}
+	return out
+}
 
 // taskChildren lists the child processes thread tid of process pid
 // started (nil when unknown).

@@ -365,7 +365,7 @@ func (j *warmJob) watch(events <-chan warmEvent) {
 			j.failure = ev.Error
 		case "exit":
 			j.code = ev.Code
-			j.usage = &wire.Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: ev.PeakKB}
+			j.usage = &wire.Usage{CPUTimeUS: ev.CPUUS, PeakMemoryKB: &ev.PeakKB}
 			j.mu.Unlock()
 			return
 		}

@@ -5,6 +5,8 @@ package blob
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -334,9 +336,18 @@ func OutputKey(tenantID, jobID string, attempt int, stream string) string {
 	return "tenants/" + tenantID + "/jobs/" + jobID + "/output/" + strconv.Itoa(attempt) + "/" + stream
 }
 
-// SessionKey is where version v of a session's workspace snapshot is stored.
-func SessionKey(tenantID, sessionID string, version int64) string {
-	return fmt.Sprintf("%s%d.tar", SessionPrefix(tenantID, sessionID), version)
+// NewSessionKey is a new key for version of a session's workspace
+// snapshot, unique to the call (a random part after the version): no two
+// writes share an object. A late writer of a version (a runner that lost
+// the session's lease while its job ran on, a retried job) writes an
+// object of its own, which the session's row in Postgres never names and
+// which its failed commit deletes; it cannot overwrite the version that
+// was committed. Which key is a session's current one is the row's
+// (sessions.snapshot_key), never derived from its version.
+func NewSessionKey(tenantID, sessionID string, version int64) string {
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+	return fmt.Sprintf("%s%d-%s.tar", SessionPrefix(tenantID, sessionID), version, hex.EncodeToString(r[:]))
 }
 
 // CheckpointKey is where checkpoint id (a stateful session's live state,

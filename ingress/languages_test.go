@@ -41,7 +41,7 @@ func TestOfferedLanguages(t *testing.T) {
 	}
 	zero, cpu, peak := 0, int64(3), int64(1800)
 	h.finish(t, j.ID, jobs.Result{Status: jobs.StatusSucceeded, ExitCode: &zero, Stdout: []byte("ok\n"), Duration: 4 * time.Millisecond,
-		Usage:   &jobs.ProgramUsage{CPUTime: 2500 * time.Microsecond, PeakMemoryKB: peak},
+		Usage:   &jobs.ProgramUsage{CPUTime: 2500 * time.Microsecond, PeakMemoryKB: &peak},
 		Compile: &jobs.Compile{Status: jobs.CompileSucceeded, ExitCode: &zero, DurationMS: 310, CPUTimeMS: &cpu, PeakMemoryKB: &peak},
 	})
 	// The contract checker (the harness's server) checks the answer

@@ -50,7 +50,7 @@ func (h *harness) plantSnapshot(t *testing.T, sessionID string, entries ...*tar.
 	if err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	snap := store.Snapshot{Version: st.Version + 1, Key: blob.SessionKey(st.TenantID, sessionID, st.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: st.Version + 1, Key: blob.NewSessionKey(st.TenantID, sessionID, st.Version+1), Bytes: int64(buf.Len())}
 	if err := h.blobs.Put(ctx, snap.Key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}

@@ -30,12 +30,12 @@ func TestUsage(t *testing.T) {
 	submit(h.keyB, `{"language":"python","code":"e"}`)
 	res := succeeded("x")
 	res.Duration = 100 * time.Millisecond
-	res.Usage = &jobs.ProgramUsage{CPUTime: 1500 * time.Millisecond, PeakMemoryKB: 20000}
+	res.Usage = &jobs.ProgramUsage{CPUTime: 1500 * time.Millisecond, PeakMemoryKB: new(int64(20000))}
 	res.Artifacts = []jobs.Artifact{{Path: "out/a", Size: 1000, SHA256: strings.Repeat("0", 64)}}
 	res.ArtifactsOmitted = []jobs.OmittedArtifact{{Path: "out/big", Size: 1 << 30, Reason: "too big"}}
 	h.finish(t, ok1, res)
 	res.Duration, res.Artifacts, res.ArtifactsOmitted = 300*time.Millisecond, nil, nil
-	res.Usage = &jobs.ProgramUsage{CPUTime: 250 * time.Millisecond, PeakMemoryKB: 90000}
+	res.Usage = &jobs.ProgramUsage{CPUTime: 250 * time.Millisecond, PeakMemoryKB: new(int64(90000))}
 	h.finish(t, ok2, res)
 	h.finish(t, bad, jobs.Result{Status: jobs.StatusFailed, ExitCode: new(int), Duration: 200 * time.Millisecond})
 

@@ -153,7 +153,10 @@ type Job struct {
 	// measured (cancelled, lost), and for jobs recorded before it existed.
 	CPUTimeMS *int64 `json:"cpu_time_ms"`
 	// PeakMemoryKB is the largest resident set (KiB) any one process of
-	// the program's sandbox reached (rusage's maxrss); null as CPUTimeMS.
+	// the program's sandbox reached (rusage's maxrss; for a stateful
+	// session's job, the largest peak of the session's processes while it
+	// ran); null as CPUTimeMS, and for a session's job under gVisor, which
+	// cannot measure it.
 	PeakMemoryKB *int64 `json:"peak_memory_kb"`
 	// Compile is how the compile step went, for code in a compiled
 	// language (null for the others, and while the job has not finished).
@@ -289,8 +292,10 @@ type Result struct {
 // ProgramUsage is what a sandbox's processes used, measured by the kernel
 // when it ended.
 type ProgramUsage struct {
-	CPUTime      time.Duration
-	PeakMemoryKB int64
+	CPUTime time.Duration
+	// PeakMemoryKB is nil when it was not measured (a stateful session's
+	// job under gVisor).
+	PeakMemoryKB *int64
 }
 
 // CPUTimeMS is the CPU time in milliseconds, rounded up: a program that

@@ -47,6 +47,11 @@ type Session struct {
 	// restores when it holds no live sandbox ("" for none). Not part of
 	// the API.
 	Checkpoint string `json:"-"`
+	// WorkspaceKey is where the session's current workspace snapshot is
+	// in the object store ("" while it was never saved): the key its row
+	// holds, committed with its Version (keys are unique per write, see
+	// blob.NewSessionKey). Not part of the API.
+	WorkspaceKey string `json:"-"`
 	// Network is the session's egress narrowing and header rules (see
 	// Network), which each of its jobs' own narrows further; nil: none.
 	Network *Network `json:"network,omitempty"`

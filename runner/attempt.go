@@ -523,8 +523,11 @@ const agentGrace = 5 * time.Second
 // It is the agent's word (a program under the Container isolation shares
 // its container), so only what cannot be true is refused.
 func usage(u *wire.Usage) *jobs.ProgramUsage {
-	if u == nil || u.CPUTimeUS < 0 || u.PeakMemoryKB < 0 {
+	if u == nil || u.CPUTimeUS < 0 {
 		return nil
+	}
+	if u.PeakMemoryKB != nil && *u.PeakMemoryKB < 0 {
+		return &jobs.ProgramUsage{CPUTime: time.Duration(u.CPUTimeUS) * time.Microsecond}
 	}
 	return &jobs.ProgramUsage{CPUTime: time.Duration(u.CPUTimeUS) * time.Microsecond, PeakMemoryKB: u.PeakMemoryKB}
 }
@@ -542,7 +545,7 @@ func compileResult(rep wire.CompileReport, d time.Duration) *jobs.Compile {
 		c.ExitCode = ptr(0)
 	}
 	if u := usage(rep.Exit.Usage); u != nil {
-		c.CPUTimeMS, c.PeakMemoryKB = ptr(u.CPUTimeMS()), ptr(u.PeakMemoryKB)
+		c.CPUTimeMS, c.PeakMemoryKB = ptr(u.CPUTimeMS()), u.PeakMemoryKB
 	}
 	return c
 }

@@ -268,3 +268,35 @@ func packageIndex(t *testing.T) http.Handler {
 	})
 	return mux
 }
+
+// TestEgressJobTimeoutMeasured: a job with an egress allow-list runs
+// behind the sandbox's egress relay; killed at its timeout it is measured
+// all the same (its CPU time and peak memory, as TestUsage's timed-out
+// job): in Python (forked from the warm interpreter, or under bubblewrap
+// while that loads) and in a shell that becomes its program (bubblewrap).
+// (A shell's command killed as the shell is, with the shell, is not
+// measured, egress or not: its orphan dies with the pid namespace.)
+func TestEgressJobTimeoutMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	srv := serveOn(t, "127.0.0.2", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hi") }))
+	h := newHarness(t, 1, func(_ *harness, c *Config) { c.Egress = EgressConfig{AllowPrivate: true} })
+	if err := h.st.SetTenantEgress(context.Background(), h.tenant, []string{strings.TrimPrefix(srv.URL, "http://")}); err != nil {
+		t.Fatal(err)
+	}
+	burn := fmt.Sprintf("import urllib.request\nprint(urllib.request.urlopen(%q).read().decode(), flush=True)\n"+
+		"b = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nwhile True: pass", srv.URL)
+	for _, req := range []jobs.Request{
+		{Language: "python", TimeoutMS: 2000, Code: burn},
+		{Language: "bash", TimeoutMS: 2000, Code: "exec python3 -c '" + strings.ReplaceAll(burn, "'", `'"'"'`) + "'"},
+	} {
+		j := h.run(t, req)
+		if j.Status != jobs.StatusTimedOut || j.Stdout != "hi\n" || len(j.Egress) != 1 {
+			t.Fatalf("%s: %s %q %q %+v", req.Language, j.Status, j.Stdout, j.Stderr, j.Egress)
+		}
+		if j.CPUTimeMS == nil || *j.CPUTimeMS < 200 || j.PeakMemoryKB == nil || *j.PeakMemoryKB < 64<<10 {
+			t.Errorf("%s timed out with egress: cpu %v peak %v", req.Language, deref(j.CPUTimeMS), deref(j.PeakMemoryKB))
+		}
+	}
+}

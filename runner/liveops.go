@@ -36,6 +36,8 @@ type liveServer struct {
 	// renetwork applies the session's changed network to its live
 	// processes' egress (wire.OpNetwork).
 	renetwork func(ctx context.Context, sessionID string, c *Container) error
+	// metrics counts how long live processes' output was held to its rate.
+	metrics *Metrics
 	// tunnels carry the connections to the sandboxes' ports (ports.go),
 	// bounded by ports; nil until the runner starts.
 	tunnels *tunnel.Mux
@@ -230,6 +232,7 @@ func (ls *liveServer) publish(sessionID string, kind wire.Kind, payload []byte) 
 		}
 		msg.Subject, msg.Data = queue.ProcessSubject(sessionID, e.Pid), payload
 		msg.Header.Set(queue.HeaderStream, queue.HeaderStreamExit)
+		ls.metrics.outputThrottled(e.ThrottledMS)
 	default:
 		return
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gantryhq/gantry/agent"
 	"github.com/gantryhq/gantry/agent/wire"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
@@ -74,6 +76,17 @@ func (h *harness) live(t *testing.T, sid string) *liveClient {
 	return c
 }
 
+// liveSession makes a stateful session whose first job made its live
+// sandbox, and a client of it.
+func (h *harness) liveSession(t *testing.T) (string, *liveClient) {
+	t.Helper()
+	sid := h.statefulSession(t)
+	if j := h.in(t, sid, py("x = 1")); j.Status != jobs.StatusSucceeded {
+		t.Fatalf("first job: %+v", j)
+	}
+	return sid, h.live(t, sid)
+}
+
 // in is the client for the (sub)test t: it fails t, on t's goroutine.
 func (c *liveClient) in(t *testing.T) *liveClient { return &liveClient{t: t, liveEvents: c.liveEvents} }
 
@@ -133,11 +146,7 @@ func TestLiveOperations(t *testing.T) {
 		t.Skip("needs Docker, Postgres, NATS and S3")
 	}
 	h := newHarness(t, 2)
-	sid := h.statefulSession(t)
-	if j := h.in(t, sid, py("x = 1")); j.Status != jobs.StatusSucceeded {
-		t.Fatalf("first job: %+v", j)
-	}
-	c := h.live(t, sid)
+	sid, c := h.liveSession(t)
 
 	t.Run("a process's output, stdin and end", func(t *testing.T) {
 		c := c.in(t)
@@ -347,4 +356,31 @@ func TestLiveOperations(t *testing.T) {
 			t.Errorf("the new sandbox's processes: %+v %v", r, err)
 		}
 	})
+}
+
+// TestLiveProcessOutputRate: a live process that writes as fast as it can
+// is held to agent.ProcessOutputRate on its way to NATS, by backpressure:
+// its writes block, and every byte of its output arrives all the same.
+// Its end says how long it was held back.
+func TestLiveProcessOutputRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	_, c := h.liveSession(t)
+	const size = 3 << 20 // 3 MiB: about 2.75 s at 1 MiB/s past the burst
+	start := time.Now()
+	r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}})
+	e, out := c.waitExit(r.Pid)
+	took := time.Since(start)
+	if got := strings.Count(out, "a"); e.Code != 0 || got != size {
+		t.Fatalf("exit %+v, %d bytes of output, want %d", e, got, size)
+	}
+	if limit := float64(agent.ProcessOutputRate); took.Seconds() < (size-512<<10)/limit || e.ThrottledMS < 1000 {
+		t.Errorf("%d bytes in %v (throttled %d ms): want at most %.0f bytes/s", size, took, e.ThrottledMS, limit)
+	}
+	if n := h.metric(t, "gantry_live_process_output_throttled_seconds_total", nil); n < 1 {
+		t.Errorf("throttled seconds counted: %v", n)
+	}
+	t.Logf("%d bytes in %v, throttled %d ms", size, took, e.ThrottledMS)
 }

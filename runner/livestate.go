@@ -369,7 +369,7 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 		children[i].ID = id
 		wg.Go(func() {
 			if at.key != "" {
-				key := blob.SessionKey(st.TenantID, id, 1)
+				key := blob.NewSessionKey(st.TenantID, id, 1)
 				size, err := r.blobs.Copy(ctx, at.key, key)
 				if err != nil {
 					mu.Lock()

@@ -129,7 +129,7 @@ print(x, open("/tmp/t.txt").read(), open("/workspace/w.txt").read(), sleeper.pol
 		t.Fatal(err)
 	}
 	fromID := jobs.NewID("ses")
-	key := blob.SessionKey(h.tenant, fromID, 1)
+	key := blob.NewSessionKey(h.tenant, fromID, 1)
 	size, err := h.blobs.Copy(ctx, ref.WorkspaceKey, key)
 	if err != nil {
 		t.Fatal(err)

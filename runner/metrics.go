@@ -29,6 +29,7 @@ type Metrics struct {
 	cpu         *prometheus.HistogramVec
 	accounting  prometheus.Histogram
 	egressConns *prometheus.CounterVec
+	throttled   prometheus.Counter
 }
 
 // NewMetrics registers the runner's metrics with reg.
@@ -70,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"tenant"}),
 		tenants:     &tenantLabels{max: 100, seen: map[string]bool{}},
 		egressConns: newEgressCounter(),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gantry_live_process_output_throttled_seconds_total",
+			Help: "How long live processes' output was held back to the agent's output rate (their writes blocked meanwhile; nothing dropped), counted as each process ends.",
+		}),
 		s3Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gantry_runner_s3_holds_total", Help: "Times a job's files, a session's workspace or a job's output waited for an unavailable object store.",
 		}),
@@ -82,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.handovers, m.liveOps, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns)
+	reg.MustRegister(m.busy, m.finished, m.duration, m.queued, m.s3Holds, m.stages, m.handBacks, m.handovers, m.liveOps, m.byTenant, m.tenantCPU, m.cpu, m.accounting, m.egressConns, m.throttled)
 	return m
 }
 
@@ -124,6 +129,13 @@ func (m *Metrics) stage(name string, since time.Time) {
 func (m *Metrics) handBack(cause string) {
 	if m != nil {
 		m.handBacks.WithLabelValues(cause).Inc()
+	}
+}
+
+// outputThrottled counts a live process's output held back for ms.
+func (m *Metrics) outputThrottled(ms int64) {
+	if m != nil && ms > 0 {
+		m.throttled.Add(float64(ms) / 1000)
 	}
 }
 

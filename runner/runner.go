@@ -222,6 +222,7 @@ func New(cfg Config, log *slog.Logger, nc *nats.Conn, st Store, blobs Blobs, sb 
 	r.builds = newBuildCache(cfg.Builds, blobs, r.log.With("component", "builds"), reg)
 	r.live = newLiveServer(nc, r.log, r.fleet, r.onTake, r.onControl)
 	r.live.renetwork = r.renetwork
+	r.live.metrics = r.metrics
 	r.live.ports = cfg.Ports
 	r.fleet.letGo = r.live.drop
 	// Stop's clean-ups run last registered first, once the queue loop and

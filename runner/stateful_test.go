@@ -87,7 +87,7 @@ func (h *harness) writeWorkspace(t *testing.T, sid string, files map[string]stri
 		_, _ = tw.Write([]byte(content))
 	}
 	_ = tw.Close()
-	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.SessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
+	snap := store.Snapshot{Version: sess.Version + 1, Key: blob.NewSessionKey(h.tenant, sid, sess.Version+1), Bytes: int64(buf.Len())}
 	if _, err := h.blobs.PutStream(ctx, snap.Key, &buf, "application/x-tar"); err != nil {
 		t.Fatal(err)
 	}
@@ -399,5 +399,49 @@ print(left, "sleep 600" in procs, "secret" in globals())`))
 	}
 	if strings.HasPrefix(sess.Live, ctr+"/") {
 		t.Errorf("another tenant's session got the tenant's container %s", ctr)
+	}
+}
+
+// TestStatefulSessionPeakMemory: a stateful session's job records the peak
+// memory its sandbox's processes reached while it ran, measured from
+// outside, job by job (not the session's whole life), whether a cell
+// holds it or a program the job runs; under gVisor, which cannot reset a
+// process's peak, none (null), never a false 0.
+func TestStatefulSessionPeakMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres, NATS and S3")
+	}
+	h := newHarness(t, 1)
+	sid := h.statefulSession(t)
+	peak := func(req jobs.Request) *int64 {
+		t.Helper()
+		j := h.in(t, sid, req)
+		if j.Status != jobs.StatusSucceeded || j.Stdout != "done\n" {
+			t.Fatalf("%s %q %q", j.Status, j.Stdout, j.Stderr)
+		}
+		t.Logf("%q: peak_memory_kb %v", req.Code, deref(j.PeakMemoryKB))
+		return j.PeakMemoryKB
+	}
+	held := peak(py("b = bytearray(150 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('done')"))
+	freed := peak(py("del b\nimport gc; gc.collect()\nprint('done')"))
+	small := peak(py("x = 1\nprint('done')"))
+	child := peak(bash("python3 -c 'b = bytearray(120 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(0.5)'\necho done"))
+	if testRuntime() == "runsc" {
+		for _, p := range []*int64{held, freed, small, child} {
+			if p != nil {
+				t.Errorf("peak %d KiB under gVisor: want none", *p)
+			}
+		}
+		return
+	}
+	switch {
+	case held == nil || *held < 150<<10:
+		t.Errorf("a cell holding 150 MiB: peak %v KiB", deref(held))
+	case freed == nil || *freed < 150<<10:
+		t.Errorf("the cell that freed it (it held it as it began): peak %v KiB", deref(freed))
+	case small == nil || *small <= 0 || *small >= 150<<10:
+		t.Errorf("a cell after it: peak %v KiB, want the interpreter's own, below 150 MiB", deref(small))
+	case child == nil || *child < 120<<10:
+		t.Errorf("a program of 120 MiB the job ran: peak %v KiB", deref(child))
 	}
 }

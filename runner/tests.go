@@ -133,16 +133,23 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 	res.Duration = time.Since(started)
 	var cpu time.Duration
 	var peak int64
-	usage := false
+	usage, peakKnown := false, true // the largest of the runs, if each one's is known
 	for _, r := range runs {
 		if r.Usage != nil {
 			usage = true
 			cpu += r.Usage.CPUTime
-			peak = max(peak, r.Usage.PeakMemoryKB)
+			if r.Usage.PeakMemoryKB == nil {
+				peakKnown = false
+			} else {
+				peak = max(peak, *r.Usage.PeakMemoryKB)
+			}
 		}
 	}
 	if usage {
-		res.Usage = &jobs.ProgramUsage{CPUTime: cpu, PeakMemoryKB: peak}
+		res.Usage = &jobs.ProgramUsage{CPUTime: cpu}
+		if peakKnown {
+			res.Usage.PeakMemoryKB = &peak
+		}
 	}
 	if passed := jobs.TestsPassed(res.Tests); passed < len(spec.Tests) {
 		res.Status = jobs.StatusFailed
@@ -244,7 +251,7 @@ func testResult(spec *jobs.Spec, test jobs.Test, run jobs.Result) jobs.TestResul
 	tr.Stdout, tr.StdoutTruncated = keptOutput(run.Stdout, tr.StdoutTruncated)
 	tr.Stderr, tr.StderrTruncated = keptOutput(run.Stderr, tr.StderrTruncated)
 	if u := run.Usage; u != nil {
-		tr.CPUTimeMS, tr.PeakMemoryKB = ptr(u.CPUTimeMS()), ptr(u.PeakMemoryKB)
+		tr.CPUTimeMS, tr.PeakMemoryKB = ptr(u.CPUTimeMS()), u.PeakMemoryKB
 	}
 	switch {
 	case run.Status == jobs.StatusTimedOut:

@@ -53,8 +53,8 @@ func finishJob(ctx context.Context, db execer, id string, attempt int, r movedRe
 	}
 	var cpuMS, peakKB *int64
 	if r.Usage != nil {
-		ms, kb := r.Usage.CPUTimeMS(), r.Usage.PeakMemoryKB
-		cpuMS, peakKB = &ms, &kb
+		ms := r.Usage.CPUTimeMS()
+		cpuMS, peakKB = &ms, r.Usage.PeakMemoryKB
 	}
 	var compile []byte
 	if r.Compile != nil {

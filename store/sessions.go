@@ -23,7 +23,7 @@ const sessionQueued = `(SELECT count(*) FROM jobs WHERE jobs.session_id = sessio
 
 const sessionColumns = `id, status, language, ttl_seconds, disk_mb, created_at, last_used_at, expires_at,
 	last_job_id, version, snapshot_bytes, ` + sessionQueued + `, metadata, environment, stateful, coalesce(live_id, ''), env, network,
-	paused, on_timeout, coalesce(checkpoint_id, ''), public_traffic, durable`
+	paused, on_timeout, coalesce(checkpoint_id, ''), public_traffic, durable, coalesce(snapshot_key, '')`
 
 func scanSession(row pgx.Row) (jobs.Session, error) {
 	var s jobs.Session
@@ -31,7 +31,7 @@ func scanSession(row pgx.Row) (jobs.Session, error) {
 	var paused bool
 	err := row.Scan(&s.ID, &s.Status, &s.Language, &s.TTLSeconds, &s.DiskMB, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt,
 		&s.LastJobID, &s.Version, &s.Bytes, &s.Queued, &meta, &s.Environment, &s.Stateful, &s.Live, &s.SealedEnv, &network,
-		&paused, &s.OnTimeout, &s.Checkpoint, &s.PublicTraffic, &s.Durable)
+		&paused, &s.OnTimeout, &s.Checkpoint, &s.PublicTraffic, &s.Durable, &s.WorkspaceKey)
 	if err != nil {
 		return s, err
 	}

@@ -218,7 +218,7 @@ func TestUsageAndCompileRecorded(t *testing.T) {
 	}
 	code, zero := 1, 0
 	res := jobs.Result{Status: jobs.StatusFailed, ExitCode: &code,
-		Usage: &jobs.ProgramUsage{CPUTime: 1234567 * time.Microsecond, PeakMemoryKB: 204800},
+		Usage: &jobs.ProgramUsage{CPUTime: 1234567 * time.Microsecond, PeakMemoryKB: ptr(int64(204800))},
 		Compile: &jobs.Compile{Status: jobs.CompileSucceeded, ExitCode: &zero, DurationMS: 812,
 			CPUTimeMS: ptr(int64(790)), PeakMemoryKB: ptr(int64(150000)), OutputTruncated: true},
 		CompileOutput: []byte("main.c:3: warning: \xff unused\n")}

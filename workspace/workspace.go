@@ -57,7 +57,7 @@ type Version struct {
 // bounded by diskMB (snapshot.ErrTooLarge beyond). On failure nothing is left.
 func Write(ctx context.Context, b snapshot.Blobs, s Sessions, log *slog.Logger, tenantID, sessionID string, version int64, diskMB int, write func(w io.Writer) error) (*Version, error) {
 	v := &Version{
-		Snapshot:  store.Snapshot{Version: version, Key: blob.SessionKey(tenantID, sessionID, version)},
+		Snapshot:  store.Snapshot{Version: version, Key: blob.NewSessionKey(tenantID, sessionID, version)},
 		sessionID: sessionID, blobs: b, sessions: s, log: log,
 	}
 	n, err := snapshot.Put(ctx, b, v.Key, diskMB, write)

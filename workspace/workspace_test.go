@@ -64,7 +64,12 @@ func (b *memBlobs) keys() string {
 	defer b.mu.Unlock()
 	var ks []string
 	for k := range b.objects {
-		ks = append(ks, k[strings.LastIndex(k, "/")+1:])
+		// A key's version, without its random part: "2.tar".
+		name := k[strings.LastIndex(k, "/")+1:]
+		if i := strings.IndexByte(name, '-'); i >= 0 {
+			name = name[:i] + ".tar"
+		}
+		ks = append(ks, name)
 	}
 	sort.Strings(ks)
 	return strings.Join(ks, ",")
@@ -124,7 +129,7 @@ func TestCommitDeletesTheLoser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	v1 := blob.SessionKey("t", "s", 1)
+	v1 := blob.NewSessionKey("t", "s", 1)
 	write := func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err }
 	lostAnswer := errors.New("connection reset while committing")
 
@@ -193,7 +198,7 @@ func TestCommitDeletesTheLoser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Key != blob.SessionKey("t", "s", 2) || v.Bytes != 2 {
+			if !strings.HasPrefix(v.Key, blob.SessionPrefix("t", "s")+"2-") || v.Bytes != 2 {
 				t.Fatalf("version %+v", v.Snapshot)
 			}
 			taken, err := v.Commit(ctx, func(snap store.Snapshot) (bool, string, error) { return tc.commit(s, snap) })
@@ -211,7 +216,7 @@ func TestEditor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	v1 := blob.SessionKey("t", "s", 1)
+	v1 := blob.NewSessionKey("t", "s", 1)
 	copyOld := func(w io.Writer, st store.SessionState) error {
 		if st.SnapshotKey != v1 || st.Version != 1 {
 			t.Errorf("edit of %+v", st)
@@ -267,4 +272,55 @@ func TestEditor(t *testing.T) {
 			t.Errorf("version %d, objects %s, owner %q", s.version, b.keys(), s.owner)
 		}
 	})
+}
+
+// TestLateWriterCannotOverwrite: a writer of a version that lost the
+// session's lease (its job ran on through a Postgres outage while the new
+// owner re-ran it and committed that version) writes after the commit. It
+// writes an object of its own, which the session never names, and its
+// commit fails and deletes it: the committed version keeps its bytes.
+func TestLateWriterCannotOverwrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	v1 := blob.NewSessionKey("t", "s", 1)
+	b, s := newMemBlobs(v1), &memSessions{tenantID: "t", key: v1, version: 1, owner: "new-owner"}
+	commitAs := func(owner string) func(store.Snapshot) (bool, string, error) {
+		return func(snap store.Snapshot) (bool, string, error) {
+			replaced, err := s.CommitWorkspace(ctx, "s", owner, snap)
+			return err == nil, replaced, err
+		}
+	}
+	writing := func(content string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, content); return err }
+	}
+	committed, err := workspace.Write(ctx, b, s, log, "t", "s", 2, 1, writing("the new owner's run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := committed.Commit(ctx, commitAs("new-owner")); !taken || err != nil {
+		t.Fatalf("the new owner's commit: %v %v", taken, err)
+	}
+	late, err := workspace.Write(ctx, b, s, log, "t", "s", 2, 1, writing("the late writer's run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late.Key == committed.Key {
+		t.Errorf("two writes of version 2 share key %s", late.Key)
+	}
+	if taken, err := late.Commit(ctx, commitAs("old-owner")); taken || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the late writer's commit: %v %v, want not taken", taken, err)
+	}
+	key, _ := s.WorkspaceKey(ctx, "s")
+	rc, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	if key != committed.Key || string(got) != "the new owner's run" {
+		t.Errorf("the session's workspace: %s %q", key, got)
+	}
+	if b.keys() != "2.tar" {
+		t.Errorf("objects %s: want only the committed version", b.keys())
+	}
 }

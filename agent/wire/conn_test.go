@@ -67,7 +67,7 @@ func TestRunFramesCompile(t *testing.T) {
 		t.Fatalf("run: %+v %v", res, err)
 	}
 	if got := res.Compile; string(got.Output) != "main.c:1: error: exp" || !got.Truncated || got.Exit.Code != 1 ||
-		got.Exit.Usage == nil || got.Exit.Usage.CPUTimeUS != 41000 || got.Exit.Usage.PeakMemoryKB != 28000 {
+		got.Exit.Usage == nil || got.Exit.Usage.CPUTimeUS != 41000 || got.Exit.Usage.PeakMemoryKB == nil || *got.Exit.Usage.PeakMemoryKB != 28000 {
 		t.Errorf("compile report %+v (output %q)", got, got.Output)
 	}
 
@@ -82,7 +82,7 @@ func TestRunFramesCompile(t *testing.T) {
 	))
 	var out bytes.Buffer
 	res, err = c.Run(context.Background(), req, RunIO{Stdout: &out, Stderr: io.Discard})
-	if err != nil || res.Compile == nil || !res.Compile.Exit.Succeeded() || out.String() != "42\n" || res.Exit.Usage.PeakMemoryKB != 1400 {
+	if err != nil || res.Compile == nil || !res.Compile.Exit.Succeeded() || out.String() != "42\n" || res.Exit.Usage.PeakMemoryKB == nil || *res.Exit.Usage.PeakMemoryKB != 1400 {
 		t.Fatalf("run: %+v %v %q", res, err, out.String())
 	}
 

@@ -170,6 +170,10 @@ type ProcessExit struct {
 	Pid    int `json:"pid"`
 	Code   int `json:"code"`
 	Signal int `json:"signal,omitempty"`
+	// ThrottledMS is how long the agent held the process's output back
+	// to its output rate (agent.ProcessOutputRate, SandboxOutputRate):
+	// meanwhile its writes blocked. Nothing of its output was dropped.
+	ThrottledMS int64 `json:"throttled_ms,omitempty"`
 }
 
 // FileEntry describes a file as the sandbox sees it.

@@ -12,8 +12,9 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner). 9: port
-// streams (ports.go).
-const Protocol = 9
+// streams (ports.go). 10: a usage's peak memory is absent when it was not
+// measured (no longer 0).
+const Protocol = 10
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -153,8 +154,11 @@ type Usage struct {
 	// CPUTimeUS is user and system CPU time, in microseconds.
 	CPUTimeUS int64 `json:"cpu_time_us"`
 	// PeakMemoryKB is the largest resident set of any one process, in
-	// KiB (ru_maxrss).
-	PeakMemoryKB int64 `json:"peak_memory_kb"`
+	// KiB (ru_maxrss; for a stateful session's job, the largest peak
+	// resident set of the session sandbox's processes while it ran). Nil
+	// when it was not measured: a session's job under gVisor, which
+	// cannot reset a process's peak.
+	PeakMemoryKB *int64 `json:"peak_memory_kb,omitempty"`
 	// WaitUS is what accounting added to the run: how long after the
 	// sandbox's output ended the agent still waited for its init, to reap
 	// it.

@@ -150,10 +150,10 @@ func (sb *Sandboxes) Snapshot(ctx context.Context, p Principal, sessionID string
 func (sb *Sandboxes) snapshotOfCheckpoint(ctx context.Context, p Principal, sess jobs.Session, id, name string) (jobs.Snapshot, error) {
 	key := ""
 	var wsBytes int64
-	if ws, err := sb.s.store.GetSession(ctx, p.TenantID, sess.ID); err == nil && ws.Version > 0 {
+	if ws, err := sb.s.store.GetSession(ctx, p.TenantID, sess.ID); err == nil && ws.WorkspaceKey != "" {
 		key = blob.SnapshotWorkspaceKey(p.TenantID, id)
 		var err error
-		if wsBytes, err = sb.s.blobs.Copy(ctx, blob.SessionKey(p.TenantID, sess.ID, ws.Version), key); err != nil {
+		if wsBytes, err = sb.s.blobs.Copy(ctx, ws.WorkspaceKey, key); err != nil {
 			return jobs.Snapshot{}, liveBlobError(err)
 		}
 	}
@@ -343,7 +343,7 @@ func (s *Service) fromSnapshot(ctx context.Context, p Principal, req jobs.Sessio
 	req.Language, req.Environment, req.DiskMB, req.Stateful = snap.Language, envName(snap.Environment), snap.DiskMB, true
 	req.ID, req.Checkpoint = jobs.NewID("ses"), ref.Checkpoint.ID
 	if ref.WorkspaceKey != "" {
-		key := blob.SessionKey(p.TenantID, req.ID, 1)
+		key := blob.NewSessionKey(p.TenantID, req.ID, 1)
 		n, err := s.blobs.Copy(ctx, ref.WorkspaceKey, key)
 		if err != nil {
 			return req, liveBlobError(err)

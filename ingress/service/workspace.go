@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/blob"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/snapshot"
 	"github.com/gantryhq/gantry/store"
@@ -31,15 +30,6 @@ type FileInfo = snapshot.Entry
 // maxListed bounds one listing.
 const maxListed = 10000
 
-// snapshotKey is where the session's current snapshot is ("" while the
-// workspace was never saved). The store keeps the same key.
-func snapshotKey(tenantID string, sess jobs.Session) string {
-	if sess.Version == 0 {
-		return ""
-	}
-	return blob.SessionKey(tenantID, sess.ID, sess.Version)
-}
-
 // ListFiles lists the session's workspace below dir ("" for all),
 // recursively, by path, at most 10,000 entries.
 func (s *Service) ListFiles(ctx context.Context, p Principal, sessionID, dir string) ([]FileInfo, error) {
@@ -54,7 +44,7 @@ func (s *Service) ListFiles(ctx context.Context, p Principal, sessionID, dir str
 	}
 	out := []FileInfo{}
 	errFull := errors.New("listing full")
-	err = snapshot.Walk(ctx, s.blobs, snapshotKey(p.TenantID, sess), func(fi FileInfo, _ io.Reader) error {
+	err = snapshot.Walk(ctx, s.blobs, sess.WorkspaceKey, func(fi FileInfo, _ io.Reader) error {
 		if dir != "" && !strings.HasPrefix(fi.Path, dir+"/") {
 			return nil
 		}
@@ -84,7 +74,7 @@ func (s *Service) ReadFile(ctx context.Context, p Principal, sessionID, rawPath 
 	}
 	errFound := errors.New("found")
 	var result error
-	err = snapshot.Walk(ctx, s.blobs, snapshotKey(p.TenantID, sess), func(fi FileInfo, r io.Reader) error {
+	err = snapshot.Walk(ctx, s.blobs, sess.WorkspaceKey, func(fi FileInfo, r io.Reader) error {
 		if fi.Path != want {
 			return nil
 		}

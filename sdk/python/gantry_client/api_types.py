@@ -487,8 +487,13 @@ class _JobRequired(TypedDict):
     #: The largest resident set (KiB) that any one process of the program's sandbox
     #: reached (the kernel's maxrss): not a sum over processes, and not the files
     #: it wrote. For a Python job forked from the warm interpreter, what it added
-    #: to the interpreter's preloaded pages. Null as cpu_time_ms, and for a
-    #: stateful session's jobs.
+    #: to the interpreter's preloaded pages. For a stateful session's job, the
+    #: largest peak resident set the session sandbox's processes reached while it
+    #: ran, measured from outside the sandbox (each process's peak reset as the job
+    #: starts, then read every 50 ms and as it ends: a process the job started and
+    #: that ended between two reads is not seen). Null as cpu_time_ms, and for a
+    #: stateful session's jobs under gVisor (the container isolation), which cannot
+    #: reset a process's peak: never a false 0.
     peak_memory_kb: Optional[int]
     #: The session the job ran in, or null.
     session_id: Optional[str]
