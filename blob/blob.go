@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -202,9 +203,24 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Put stores size bytes from r under key.
+// Put stores size bytes from r under key. r is not read once Put has
+// returned.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, contentType string) error {
-	_, err := s.client.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
+	// net/http may read a request's body after its response came: past
+	// the length, to check that there is no more. The caller's reader
+	// (the next file of a tar stream, say) is its own again once Put
+	// returns. (minio-go reads a ReaderAt and Seeker through a section
+	// of its own, which it can rewind to retry.)
+	body := r
+	if _, ok := r.(interface {
+		io.ReaderAt
+		io.Seeker
+	}); !ok {
+		held := &heldReader{r: r}
+		defer held.release()
+		body = held
+	}
+	_, err := s.client.PutObject(ctx, s.bucket, key, body, size, minio.PutObjectOptions{
 		ContentType:      contentType,
 		DisableMultipart: size >= 0 && size < 64<<20,
 		// The payload is sent unsigned, checked by a CRC32C trailer, as
@@ -253,6 +269,29 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentT
 		return cr.n, failed(fmt.Errorf("put %s: %w", key, err))
 	}
 	return cr.n, nil
+}
+
+// heldReader reads r until release, and then reads nothing (io.EOF).
+type heldReader struct {
+	mu       sync.Mutex
+	r        io.Reader
+	released bool
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return 0, io.EOF
+	}
+	return h.r.Read(p)
+}
+
+// release waits for a read under way, and ends the reading.
+func (h *heldReader) release() {
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
 }
 
 type countingReader struct {

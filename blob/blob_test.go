@@ -1,6 +1,7 @@
 package blob_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -116,5 +118,48 @@ func TestGetMissing(t *testing.T) {
 	}
 	if err := st.Delete(ctx, "no/such/object"); err != nil {
 		t.Errorf("delete of a missing object: %v", err)
+	}
+}
+
+// TestPutLeavesTheReader: once Put returned, it reads nothing more of a
+// streamed reader (net/http may read a body past its length after the
+// response came, to check there is no more): the next file of a tar
+// stream stays the caller's.
+func TestPutLeavesTheReader(t *testing.T) {
+	st := blobtest.New(t)
+	ctx := context.Background()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files := map[string]string{"a": strings.Repeat("a", 100<<10), "b": strings.Repeat("b", 100<<10), "c": "c"}
+	for _, name := range []string{"a", "b", "c"} {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))})
+		_, _ = tw.Write([]byte(files[name]))
+	}
+	_ = tw.Close()
+	for range 200 {
+		tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+		for {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Put(ctx, hdr.Name, tr, hdr.Size, "text/plain"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, want := range files {
+			rc, err := st.Get(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || string(got) != want {
+				t.Fatalf("%s: %d bytes %v, want %d", name, len(got), err, len(want))
+			}
+		}
 	}
 }
