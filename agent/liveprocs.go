@@ -87,7 +87,7 @@ type liveProc struct {
 func newProcessService(conn *net.UnixConn, fw *wire.FrameWriter) *processService {
 	ps := &processService{conn: conn, fw: fw, gone: make(chan struct{}),
 		replies: map[int64]pending{}, procs: map[int]*liveProc{}, exited: map[int]wire.ProcessExit{},
-		rate: newByteRate(SandboxOutputRate, outputBurst)}
+		rate: newByteRate(SandboxOutputRate, OutputBurst)}
 	go ps.read()
 	return ps
 }
@@ -216,7 +216,7 @@ func (ps *processService) spawn(op wire.LiveOp, env []string) (int, error) {
 			f.Close()
 		}
 	}()
-	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}), rate: newByteRate(ProcessOutputRate, outputBurst),
+	p := &liveProc{started: make(chan struct{}), ended: make(chan struct{}), rate: newByteRate(ProcessOutputRate, OutputBurst),
 		info: wire.Process{Argv: op.Argv, Env: op.Env, Cwd: op.Cwd, Tag: op.Tag}}
 	var stdin *os.File
 	if op.Stdin {

@@ -17,14 +17,15 @@ import (
 // its output was held back (wire.ProcessExit.ThrottledMS).
 const (
 	// ProcessOutputRate is the bytes per second one live process's
-	// output (stdout and stderr together) may send.
-	ProcessOutputRate = 1 << 20
+	// output (stdout and stderr together) may send: `cat` of a 50 MB
+	// file takes 6 s, `yes` sends 8 MB a second through NATS.
+	ProcessOutputRate = 8 << 20
 	// SandboxOutputRate is the bytes per second all the live processes of
 	// one sandbox may send together.
-	SandboxOutputRate = 4 << 20
-	// outputBurst is how much either may send at once after a quiet
+	SandboxOutputRate = 16 << 20
+	// OutputBurst is how much either may send at once after a quiet
 	// spell.
-	outputBurst = 256 << 10
+	OutputBurst = 4 << 20
 )
 
 // byteRate is a token bucket of bytes. Takers may run it into debt: each

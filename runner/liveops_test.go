@@ -368,7 +368,7 @@ func TestLiveProcessOutputRate(t *testing.T) {
 	}
 	h := newHarness(t, 1)
 	_, c := h.liveSession(t)
-	const size = 3 << 20 // 3 MiB: about 2.75 s at 1 MiB/s past the burst
+	const size = agent.OutputBurst + 2*agent.ProcessOutputRate // about 2 s past the burst
 	start := time.Now()
 	r := c.ok(wire.LiveOp{Op: wire.OpSpawn, Argv: []string{"/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}})
 	e, out := c.waitExit(r.Pid)
@@ -376,7 +376,7 @@ func TestLiveProcessOutputRate(t *testing.T) {
 	if got := strings.Count(out, "a"); e.Code != 0 || got != size {
 		t.Fatalf("exit %+v, %d bytes of output, want %d", e, got, size)
 	}
-	if limit := float64(agent.ProcessOutputRate); took.Seconds() < (size-512<<10)/limit || e.ThrottledMS < 1000 {
+	if limit := float64(agent.ProcessOutputRate); took.Seconds() < (size-agent.OutputBurst-512<<10)/limit || e.ThrottledMS < 1000 {
 		t.Errorf("%d bytes in %v (throttled %d ms): want at most %.0f bytes/s", size, took, e.ThrottledMS, limit)
 	}
 	if n := h.metric(t, "gantry_live_process_output_throttled_seconds_total", nil); n < 1 {
