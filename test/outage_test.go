@@ -30,7 +30,11 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	pg := storetest.NewCluster(t)
 	const slots = 6
-	d := startDev(t, "GANTRY_DATABASE_URL="+pg.URL, fmt.Sprintf("GANTRY_RUNNER_SLOTS=%d", slots))
+	// No burst slots: the second wave stays queued while the first runs
+	// (a job waiting 1 s would otherwise start in a slot of its own, and
+	// one that started just before Postgres stopped makes its call during
+	// the outage, retrying past its own 30 s timeout).
+	d := startDev(t, "GANTRY_DATABASE_URL="+pg.URL, fmt.Sprintf("GANTRY_RUNNER_SLOTS=%d", slots), fmt.Sprintf("GANTRY_RUNNER_MAX_SLOTS=%d", slots))
 	srv, marks := codemodetest.Marker()
 	r := d.call(t, "POST", "/v1/mcp-servers", mustJSON(map[string]any{"name": "marker", "url": codemodetest.ServeHTTP(t, srv),
 		"headers": map[string]string{"Authorization": "Bearer " + codemodetest.Token}}))
