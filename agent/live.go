@@ -89,6 +89,9 @@ type liveSandbox struct {
 	// procs is the sandbox's process service (liveprocs.go), nil until it
 	// was started.
 	procs *processService
+	// kernels are its JavaScript and TypeScript kernels by name
+	// (jskernel.go); only the serving goroutine uses them.
+	kernels map[string]*jsKernel
 }
 
 // ended says why the sandbox ended, for the next job's report.
@@ -318,6 +321,9 @@ func (s *server) startLive(req wire.Request) (running, error) {
 	info := &wire.Live{ID: l.id, Fresh: fresh, Ended: ended}
 	// Its process service (live operations) runs before any job's code.
 	s.startProcesses(l)
+	if language, path, ok := kernelCell(req.Argv); ok {
+		return s.startCell(l, req, language, path, info)
+	}
 	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
 	if inProcess(req.Argv, req.Env) {
 		lr = liveRequest{Mode: "cell", Path: req.Argv[1], Env: envList(req.Env)}

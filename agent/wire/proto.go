@@ -12,8 +12,8 @@ import "encoding/json"
 // Protocol is the version of the runner-agent protocol. The agent reports
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner). 9: port
-// streams (ports.go).
-const Protocol = 9
+// streams (ports.go). 10: JavaScript and TypeScript kernels (Kernel).
+const Protocol = 10
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -92,6 +92,12 @@ type Request struct {
 	// reach the proxy between runs too (keptegress.go), until a run
 	// without it.
 	KeepEgress bool `json:"keep_egress,omitempty"`
+	// Kernel (with Stateful) names the live sandbox's JavaScript or
+	// TypeScript kernel a Node or TypeScript program runs in, as a cell:
+	// a Node process of the sandbox, started at its first cell, whose
+	// globals persist from cell to cell ("": the language's own kernel,
+	// "javascript" or "typescript"). See KernelTag.
+	Kernel string `json:"kernel,omitempty"`
 	// TimeoutMS, when set, has the agent kill the program this long after
 	// it started and report it (Exit.TimedOut) with what it used; the
 	// runner keeps a deadline of its own a little later.
