@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,9 +28,12 @@ import (
 // processes, where live operations list and signal it. The agent holds the
 // kernel's stdin, on which it sends each cell (one JSON line), and its
 // stdout and stderr, which carry each cell's output between markers that
-// name it (jsCell): what comes outside a cell's markers (a timer a cell
-// left, a background child) is dropped. A cell that runs past its timeout
-// kills its kernel, and only its kernel: the next cell starts a new one.
+// name it (jsCell): what a kernel writes while a cell runs is the cell's
+// (a timer an earlier cell left included); what comes between cells is
+// dropped. A cell that runs past its timeout kills its kernel (the runner
+// then ends the session's live sandbox, as after a Python cell's timeout);
+// a cell that ends its kernel (process.exit) reports its exit, and the
+// kernel's next cell starts a new one.
 
 //go:embed jskernel.js
 var jsKernelSource string
@@ -78,12 +82,15 @@ func (k *jsKernel) ended() bool {
 // kill kills the kernel (its end comes as the process service reports it).
 func (k *jsKernel) kill() { _ = k.ps.signal(k.proc.pid, int(syscall.SIGKILL)) }
 
+// errKernelLanguage: a cell names a kernel of another language.
+var errKernelLanguage = errors.New("kernel of another language")
+
 // kernel is the live sandbox's kernel of that name, started if it does not
-// run. One of another language under the name is an error.
+// run. One of another language under the name is errKernelLanguage.
 func (l *liveSandbox) kernel(name, language string) (*jsKernel, error) {
 	if k := l.kernels[name]; k != nil && !k.ended() {
 		if k.language != language {
-			return nil, fmt.Errorf("the session's kernel %q runs %s, not %s: name another kernel", name, k.language, language)
+			return nil, fmt.Errorf("%w: the session's kernel %q runs %s, not %s; name another kernel", errKernelLanguage, name, k.language, language)
 		}
 		return k, nil
 	}
@@ -218,6 +225,12 @@ func (s *server) startCell(l *liveSandbox, req wire.Request, language, path stri
 		name = language
 	}
 	k, err := l.kernel(name, language)
+	if errors.Is(err, errKernelLanguage) {
+		// The job's mistake, not the sandbox's: a program that fails.
+		s.announceStart()
+		_ = s.fw.Frame(wire.KindStderr, []byte("gantry: "+strings.TrimPrefix(err.Error(), errKernelLanguage.Error()+": ")+"\n"))
+		return endedJob(wire.Exit{Started: true, Code: 1, Live: info}), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@
 // and then on stdout. Stdout's JSON holds the cell's exit code
 // (process.exitCode as the cell left it, 1 for an error) and the value of
 // its last expression ({"value": {"text/plain": ...}}) or its error
-// ({"error": {"name", "value", "traceback"}}); stderr's is {}. An id is
+// ({"error": {"name", "value", "traceback"}}, told on stderr too); stderr's
+// is {}. An id is
 // the agent's and unguessable: what a cell prints cannot end another's.
 // The kernel's own names are its function's, out of the cells' reach.
 (() => {
@@ -96,6 +97,8 @@
       } catch (e) {
         out = { error: failure(e) };
       }
+      // An error is told on stderr too, as Node tells an uncaught one.
+      if (out.error) process.stderr.write(`${out.error.traceback || out.error.name + ": " + out.error.value}\n`);
       out.code = out.error ? 1 : Number(process.exitCode) || 0;
       process.exitCode = undefined;
       let text;

@@ -24,8 +24,9 @@ import (
 // isolation run directly in the container) with everything it started.
 // Its globals, imports, /tmp and background processes persist from job to
 // job. Each Python job runs in it as a notebook cell (the value of its last
-// expression comes back, as a notebook shows it); any other job runs as a
-// process of the sandbox. The interpreter serves the agent on a stream
+// expression comes back, as a notebook shows it); a JavaScript or
+// TypeScript job as a cell of one of the sandbox's Node kernels
+// (jskernel.go); any other job as a process of the sandbox. The interpreter serves the agent on a stream
 // socket: a request (4-byte big-endian length, JSON) per job with the job's
 // stdin, stdout and stderr attached, and one answer in the same framing.
 // That socket is open in the interpreter, where the session's own code

@@ -85,7 +85,8 @@ type Request struct {
 	Fresh bool `json:"fresh,omitempty"`
 	// Stateful runs the program in the container's live session sandbox
 	// (made first if there is none): a Python program as a cell of the
-	// session's interpreter, anything else as a process of the sandbox.
+	// session's interpreter, a Node or TypeScript program as a cell of a
+	// kernel (Kernel), anything else as a process of the sandbox.
 	Stateful bool `json:"stateful,omitempty"`
 	// KeepEgress (with Stateful and Egress) keeps the run's egress relay,
 	// and its program directory, after it: the live sandbox's processes
