@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/agent/wire"
-	"github.com/gantryhq/gantry/jobs"
 )
 
 // A stateful session's JavaScript and TypeScript jobs run as cells of a
@@ -39,21 +38,15 @@ import (
 var jsKernelSource string
 
 // kernelCell reports whether a stateful run is a cell of a kernel: a Node
-// or TypeScript program file run as the runner runs it (jobs.Languages),
+// or TypeScript program file run as the runner runs it (nodeProgram),
 // without arguments. It returns the kernel's language ("javascript" or
 // "typescript") and the program's path in the sandbox.
 func kernelCell(argv []string) (language, path string, ok bool) {
-	for _, name := range []string{"node", "typescript"} {
-		lang, _ := jobs.LookupLanguage(name)
-		path := jobs.ProgramDir + "/" + lang.File
-		if slices.Equal(argv, append(slices.Clip(lang.Command), path)) {
-			if name == "node" {
-				return "javascript", path, true
-			}
-			return name, path, true
-		}
+	language, path, args, ok := nodeProgram(argv)
+	if !ok || len(args) > 0 {
+		return "", "", false
 	}
-	return "", "", false
+	return language, path, true
 }
 
 // jsKernel is a kernel of the live sandbox, as the agent holds it.
