@@ -16,6 +16,7 @@
 (() => {
   "use strict";
   const fs = require("node:fs");
+  const Module = require("node:module");
   const vm = require("node:vm");
   const util = require("node:util");
   const readline = require("node:readline");
@@ -66,6 +67,8 @@
       saved[k] = process.env[k];
       process.env[k] = String(v);
     }
+    // NODE_PATH (code mode's wrappers) counts for the cell's requires.
+    Module._initPaths();
     try {
       let code = fs.readFileSync(String(req.path), "utf8");
       if (typescript) code = transpile(code);
@@ -77,6 +80,7 @@
         if (v === undefined) delete process.env[k];
         else process.env[k] = v;
       }
+      Module._initPaths();
     }
   }
 

@@ -43,10 +43,15 @@ func nodeProgram(argv []string) (language, path string, args []string, ok bool) 
 }
 
 // nodeStartupVariable reports whether Node reads the variable as it
-// starts (its options and module paths, OpenSSL's configuration, the
-// locale ICU takes): a Node started ahead of the job would run it
-// without the variable's effect.
+// starts (its options, OpenSSL's configuration, the locale ICU takes): a
+// Node started ahead of the job would run it without the variable's
+// effect. NODE_PATH is not one: the spare works out where require looks
+// again once it has the job's environment (code mode sets it for every
+// job).
 func nodeStartupVariable(k string) bool {
+	if k == "NODE_PATH" {
+		return false
+	}
 	for _, p := range []string{"NODE_", "UV_", "OPENSSL_", "SSL_", "LC_"} {
 		if strings.HasPrefix(k, p) {
 			return true

@@ -46,6 +46,9 @@
     delete process.env.PWD;
     process.env.PWD = pwd;
   }
+  // Where require looks, from the job's NODE_PATH and HOME, as Node
+  // works it out as it starts.
+  Module._initPaths();
   if (job.build) {
     const r = spawnSync(job.build[0], job.build.slice(1), { stdio: ["ignore", "inherit", "inherit"] });
     if (r.error) {

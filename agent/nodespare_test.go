@@ -24,6 +24,7 @@ func TestNodeJobOf(t *testing.T) {
 	}{
 		{[]string{"node", "/tmp/gantry/main.js", "x", "y"}, nil, &nodeJob{Main: "/tmp/gantry/main.js", Args: []string{"x", "y"}, Env: env}},
 		{tsArgv, map[string]string{"TZ": "UTC"}, &nodeJob{Build: jobs.TypeScriptBuild("/tmp/gantry/main.ts"), Main: jobs.TypeScriptOut, Args: []string{"a"}, Env: env, SourceMaps: true}},
+		{[]string{"node", "/tmp/gantry/main.js"}, map[string]string{"NODE_PATH": "/x"}, &nodeJob{Main: "/tmp/gantry/main.js", Args: []string{}, Env: env}},
 		{[]string{"node", "/tmp/gantry/main.js"}, map[string]string{"NODE_OPTIONS": "--x"}, nil},
 		{[]string{"node", "/tmp/gantry/main.js"}, map[string]string{"LC_ALL": "C"}, nil},
 		{[]string{"node", "-e", "1"}, nil, nil},

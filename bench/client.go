@@ -44,7 +44,13 @@ func (c *client) execute(program string) (timedJob, error) { return c.executeIn(
 // executeIn runs a Python program (in a session, if sessionID is set) and
 // waits for it.
 func (c *client) executeIn(sessionID, program string) (timedJob, error) {
-	req := map[string]any{"language": "python", "code": program}
+	return c.executeLang("python", sessionID, program)
+}
+
+// executeLang runs a program in language (in a session, if sessionID is
+// set) and waits for it.
+func (c *client) executeLang(language, sessionID, program string) (timedJob, error) {
+	req := map[string]any{"language": language, "code": program}
 	if sessionID != "" {
 		req["session_id"] = sessionID
 	}

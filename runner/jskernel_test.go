@@ -52,6 +52,11 @@ func TestJavaScriptKernels(t *testing.T) {
 		t.Errorf("process.exitCode: %s %v", j.Status, j.ExitCode)
 	}
 	want(h.in(t, sid, js("n")), jobs.StatusSucceeded, "", "20")
+	// A cell's NODE_PATH counts for its requires (code mode's wrappers).
+	lib := js("require('mymod').answer")
+	lib.Env = map[string]string{"NODE_PATH": "/workspace/lib"}
+	lib.Files = []jobs.File{{Path: "lib/mymod.js", Content: "exports.answer = 42"}}
+	want(h.in(t, sid, lib), jobs.StatusSucceeded, "", "42")
 	// TypeScript has a kernel of its own, as has a kernel named.
 	want(h.in(t, sid, jobs.Request{Language: "typescript", Code: "let t: number = 5; t * 3"}), jobs.StatusSucceeded, "", "15")
 	want(h.in(t, sid, jobs.Request{Language: "typescript", Code: "typeof n"}), jobs.StatusSucceeded, "", `"undefined"`)

@@ -70,11 +70,11 @@ func TestNodeSpares(t *testing.T) {
 	// What a program sees, from a cold Node and from a spare's.
 	probe := `const fs = require("fs");
 console.log(JSON.stringify({argv: process.argv.slice(1), execArgv: process.execArgv, argv0: process.argv0,
-  main: require.main === module, file: __filename, eval: process._eval,
+  main: require.main === module, file: __filename, eval: process._eval, paths: require.resolve.paths("x"),
   globals: Object.getOwnPropertyNames(globalThis).sort(), env: process.env, cwd: process.cwd(),
   stdin: fs.readFileSync(0, "utf8"), title: process.title}));
 process.exitCode = 3;`
-	env := map[string]string{"JOB_VAR": "1"}
+	env := map[string]string{"JOB_VAR": "1", "NODE_PATH": "/tmp/gantry/lib:/workspace/lib", "HOME": "/workspace"}
 	cold, coldOut, coldErr := nodeRun(t, c, "node", probe, []string{"a", "b c"}, env, "in\n", wire.LauncherBwrap)
 	warm, warmOut, warmErr := spare("node", probe, []string{"a", "b c"}, env, "in\n")
 	if warmOut != coldOut || warmErr != coldErr || warm.Exit.Code != 3 || cold.Exit.Code != 3 {
