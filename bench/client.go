@@ -54,6 +54,11 @@ func (c *client) executeLang(language, sessionID, program string) (timedJob, err
 	if sessionID != "" {
 		req["session_id"] = sessionID
 	}
+	return c.executeTimed(req)
+}
+
+// executeTimed runs a job request and waits for it; it must succeed.
+func (c *client) executeTimed(req map[string]any) (timedJob, error) {
 	start := time.Now()
 	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(req)))
 	wall := time.Since(start)

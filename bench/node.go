@@ -15,11 +15,27 @@ import (
 // does weighs on each alike), and each block's first jobs, which take the
 // other kind's spares, are not counted.
 
-// nodeLoads are the jobs of the rows, Python's first (the baseline).
-var nodeLoads = []struct{ name, language, code string }{
-	{"`print(6*7)`", "python", code},
-	{"`console.log(6*7)` (Node)", "javascript", "console.log(6*7)"},
-	{"`console.log(6*7)` (TypeScript)", "typescript", "const n: number = 6 * 7\nconsole.log(n)"},
+// nodeLoads are the jobs of the rows, Python's first (the baseline); the
+// last sets NODE_OPTIONS, which a Node started ahead could not apply: it
+// gets a Node started for it, as every Node job did before the spares.
+var nodeLoads = []struct {
+	name, language, code string
+	env                  map[string]string
+}{
+	{"`print(6*7)`", "python", code, nil},
+	{"`console.log(6*7)` (Node)", "javascript", "console.log(6*7)", nil},
+	{"`console.log(6*7)` (TypeScript)", "typescript", "const n: number = 6 * 7\nconsole.log(n)", nil},
+	{"`console.log(6*7)` (Node) with NODE_OPTIONS set: a Node started for the job", "javascript", "console.log(6*7)", map[string]string{"NODE_OPTIONS": "--no-warnings"}},
+}
+
+// runLoad runs one job of load i.
+func runLoad(c *client, i int) (timedJob, error) {
+	l := nodeLoads[i]
+	req := map[string]any{"language": l.language, "code": l.code}
+	if l.env != nil {
+		req["env"] = l.env
+	}
+	return c.executeTimed(req)
 }
 
 // nodeBlock is how many jobs of a language run in a row; nodeSkip of
@@ -37,9 +53,9 @@ func nodeRows(c *client, n int) ([]row, error) {
 	fmt.Fprintf(os.Stderr, "bench: %d × `print(6*7)`, `console.log(6*7)` in Node and in TypeScript, back to back in blocks of %d\n", n, nodeBlock)
 	walls := make([][]time.Duration, len(nodeLoads))
 	for len(walls[0]) < n {
-		for i, l := range nodeLoads {
+		for i := range nodeLoads {
 			for k := range nodeBlock {
-				j, err := c.executeLang(l.language, "", l.code)
+				j, err := runLoad(c, i)
 				if err != nil {
 					return nil, err
 				}
@@ -53,9 +69,9 @@ func nodeRows(c *client, n int) ([]row, error) {
 	rows := []row{{Name: "sync execute `print(6*7)`, back to back in blocks beside the Node rows below, p50", Gantry: ms(base), Value: msf(base)}}
 	for i, l := range nodeLoads[1:] {
 		p50 := pct(walls[i+1], 50)
-		r := row{Name: fmt.Sprintf("sync execute %s, back to back (a spare's Node started ahead), p50", l.name), Gantry: ms(p50),
+		r := row{Name: fmt.Sprintf("sync execute %s, back to back, p50", l.name), Gantry: ms(p50),
 			Baseline: ms(base) + " (print)", Ratio: fmt.Sprintf("%+.1f ms", msf(p50-base)), Value: msf(p50)}
-		if l.language == "javascript" {
+		if l.language == "javascript" && l.env == nil {
 			r.Target, r.Met = fmt.Sprintf("≤ print + %d ms", nodeOver.Milliseconds()), met(p50-base <= nodeOver)
 		}
 		rows = append(rows, r)
@@ -68,10 +84,10 @@ func nodeRows(c *client, n int) ([]row, error) {
 	paced := make([][]time.Duration, len(nodeLoads))
 	fmt.Fprintf(os.Stderr, "bench: %d × the same, %s apart\n", n/2, *pace)
 	for len(paced[0]) < n/2 {
-		for i, l := range nodeLoads {
+		for i := range nodeLoads {
 			for k := range nodeSkip + 3 {
 				time.Sleep(*pace)
-				j, err := c.executeLang(l.language, "", l.code)
+				j, err := runLoad(c, i)
 				if err != nil {
 					return nil, err
 				}
@@ -85,9 +101,9 @@ func nodeRows(c *client, n int) ([]row, error) {
 	rows = append(rows, row{Name: fmt.Sprintf("sync execute `print(6*7)`, %s apart, in blocks beside the Node rows below, p50", *pace), Gantry: ms(pbase), Value: msf(pbase)})
 	for i, l := range nodeLoads[1:] {
 		p50 := pct(paced[i+1], 50)
-		r := row{Name: fmt.Sprintf("sync execute %s, %s apart (a spare's Node started ahead), p50", l.name, *pace), Gantry: ms(p50),
+		r := row{Name: fmt.Sprintf("sync execute %s, %s apart, p50", l.name, *pace), Gantry: ms(p50),
 			Baseline: ms(pbase) + " (print)", Ratio: fmt.Sprintf("%+.1f ms", msf(p50-pbase)), Value: msf(p50)}
-		if l.language == "javascript" {
+		if l.language == "javascript" && l.env == nil {
 			r.Target, r.Met = fmt.Sprintf("≤ print + %d ms", nodeOver.Milliseconds()), met(p50-pbase <= nodeOver)
 		}
 		rows = append(rows, r)
