@@ -48,13 +48,14 @@ const (
 // nodeOver is how much more than `print(6*7)` Node's job may take.
 const nodeOver = 15 * time.Millisecond
 
-// nodeRows measures the rows above, n counted jobs per language.
-func nodeRows(c *client, n int) ([]row, error) {
-	fmt.Fprintf(os.Stderr, "bench: %d × `print(6*7)`, `console.log(6*7)` in Node and in TypeScript, back to back in blocks of %d\n", n, nodeBlock)
+// nodeBlocks runs the loads in blocks of size jobs, pause before each,
+// until each has n counted; it returns their wall times, by load.
+func nodeBlocks(c *client, n, size int, pause time.Duration) ([][]time.Duration, error) {
 	walls := make([][]time.Duration, len(nodeLoads))
 	for len(walls[0]) < n {
 		for i := range nodeLoads {
-			for k := range nodeBlock {
+			for k := range size {
+				time.Sleep(pause)
 				j, err := runLoad(c, i)
 				if err != nil {
 					return nil, err
@@ -65,49 +66,44 @@ func nodeRows(c *client, n int) ([]row, error) {
 			}
 		}
 	}
+	return walls, nil
+}
+
+// nodeTable is the rows of the loads' wall times, how being how they ran.
+func nodeTable(walls [][]time.Duration, how string) []row {
 	base := pct(walls[0], 50)
-	rows := []row{{Name: "sync execute `print(6*7)`, back to back in blocks beside the Node rows below, p50", Gantry: ms(base), Value: msf(base)}}
+	rows := []row{{Name: fmt.Sprintf("sync execute `print(6*7)`, %s in blocks beside the Node rows below, p50", how), Gantry: ms(base), Value: msf(base)}}
 	for i, l := range nodeLoads[1:] {
 		p50 := pct(walls[i+1], 50)
-		r := row{Name: fmt.Sprintf("sync execute %s, back to back, p50", l.name), Gantry: ms(p50),
+		r := row{Name: fmt.Sprintf("sync execute %s, %s, p50", l.name, how), Gantry: ms(p50),
 			Baseline: ms(base) + " (print)", Ratio: fmt.Sprintf("%+.1f ms", msf(p50-base)), Value: msf(p50)}
 		if l.language == "javascript" && l.env == nil {
 			r.Target, r.Met = fmt.Sprintf("≤ print + %d ms", nodeOver.Milliseconds()), met(p50-base <= nodeOver)
 		}
 		rows = append(rows, r)
 	}
+	return rows
+}
+
+// nodeRows measures the rows above, n counted jobs per language.
+func nodeRows(c *client, n int) ([]row, error) {
+	fmt.Fprintf(os.Stderr, "bench: %d × `print(6*7)`, `console.log(6*7)` in Node and in TypeScript, back to back in blocks of %d\n", n, nodeBlock)
+	walls, err := nodeBlocks(c, n, nodeBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	rows := nodeTable(walls, "back to back")
 
 	// Paced as an agent thinks between calls: each job finds its spare
 	// ready (back to back, a Node's start-up, about 100 ms of CPU with
 	// the distribution's Node, which has no startup snapshot, can fall
 	// behind).
-	paced := make([][]time.Duration, len(nodeLoads))
 	fmt.Fprintf(os.Stderr, "bench: %d × the same, %s apart\n", n/2, *pace)
-	for len(paced[0]) < n/2 {
-		for i := range nodeLoads {
-			for k := range nodeSkip + 3 {
-				time.Sleep(*pace)
-				j, err := runLoad(c, i)
-				if err != nil {
-					return nil, err
-				}
-				if k >= nodeSkip {
-					paced[i] = append(paced[i], j.wall)
-				}
-			}
-		}
+	paced, err := nodeBlocks(c, n/2, nodeSkip+3, *pace)
+	if err != nil {
+		return nil, err
 	}
-	pbase := pct(paced[0], 50)
-	rows = append(rows, row{Name: fmt.Sprintf("sync execute `print(6*7)`, %s apart, in blocks beside the Node rows below, p50", *pace), Gantry: ms(pbase), Value: msf(pbase)})
-	for i, l := range nodeLoads[1:] {
-		p50 := pct(paced[i+1], 50)
-		r := row{Name: fmt.Sprintf("sync execute %s, %s apart, p50", l.name, *pace), Gantry: ms(p50),
-			Baseline: ms(pbase) + " (print)", Ratio: fmt.Sprintf("%+.1f ms", msf(p50-pbase)), Value: msf(p50)}
-		if l.language == "javascript" && l.env == nil {
-			r.Target, r.Met = fmt.Sprintf("≤ print + %d ms", nodeOver.Milliseconds()), met(p50-pbase <= nodeOver)
-		}
-		rows = append(rows, r)
-	}
+	rows = append(rows, nodeTable(paced, pace.String()+" apart")...)
 
 	// A stateful session's cells: Python's interpreter, JavaScript's kernel.
 	sid, err := c.session(true)

@@ -127,6 +127,23 @@ func (l *launcherUnderTest) spareMaker() wire.Launcher {
 	return wire.LauncherBwrap
 }
 
+// warmContainer makes a container of the default limits, removed with the
+// test, and waits for its warm interpreter (if it has one) to load.
+func warmContainer(t *testing.T, sb *Sandbox) *Container {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := sb.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits.Container()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Remove(context.Background()) })
+	if err := c.conn.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // launchersUnderTest makes a container for each launcher this runtime has.
 func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 	t.Helper()
@@ -134,19 +151,7 @@ func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 	cfg := noWarm.cfg
 	cfg.Warm = []string{}
 	noWarm.cfg = cfg.WithDefaults()
-	container := func(sb *Sandbox) *Container {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		c, err := sb.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits.Container()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Remove(context.Background()) })
-		if err := c.conn.Warm(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	container := func(sb *Sandbox) *Container { return warmContainer(t, sb) }
 	var out []*launcherUnderTest
 	if withWarm.Isolation() == wire.Container {
 		fresh := func() *Container { return container(noWarm) }

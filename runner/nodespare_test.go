@@ -46,16 +46,7 @@ func TestNodeSpares(t *testing.T) {
 	if sb.Isolation() != wire.Namespaces {
 		t.Skip("no spares after a job under the container isolation: a container serves one job")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := sb.Create(ctx, ContainerSpec{Limits: jobs.DefaultPolicy().DefaultLimits.Container()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Remove(context.Background()) })
-	if err := c.conn.Warm(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := warmContainer(t, sb)
 	spare := func(language, code string, args []string, env map[string]string, stdin string) (wire.RunResult, string, string) {
 		t.Helper()
 		// Node jobs first: the spares follow the kind of the last job, and
