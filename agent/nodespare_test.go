@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/binary"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -60,5 +61,19 @@ func TestNodeJobHeader(t *testing.T) {
 	j.Env = []string{"BIG=" + strings.Repeat("x", maxHeader)}
 	if _, ok := j.header(); ok {
 		t.Error("a header past maxHeader was made")
+	}
+}
+
+// TestNodeSnapshotPath: the images make the snapshot where the agent
+// looks for it.
+func TestNodeSnapshotPath(t *testing.T) {
+	for _, f := range []string{"../images/sandbox/Dockerfile", "../images/sandbox/build.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "--snapshot-blob "+nodeSnapshot+" --build-snapshot") {
+			t.Errorf("%s makes no Node snapshot at %s", f, nodeSnapshot)
+		}
 	}
 }

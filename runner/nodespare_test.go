@@ -84,6 +84,14 @@ require("http").leak = 1; console.log(process.pid)`, nil, nil, ""); strings.Trim
 		t.Errorf("the next job saw: %q %q (%s)", out, errs, res.Exit.Launcher)
 	}
 
+	// Random draws are each job's own (a spare starts from the image's
+	// snapshot of Node: nothing drawn before it was made is replayed).
+	draw := `console.log(Math.random(), require("crypto").randomUUID())`
+	_, first, _ := spare("node", draw, nil, nil, "")
+	if _, second, _ := spare("node", draw, nil, nil, ""); first == second || strings.Fields(first)[0] == strings.Fields(second)[0] {
+		t.Errorf("two jobs drew %q and %q", first, second)
+	}
+
 	// An uncaught error: Node's report and exit status.
 	if res, _, errs := spare("node", "function boom() { throw new Error('boom') }\nboom()", nil, nil, ""); res.Exit.Code != 1 ||
 		!strings.Contains(errs, "Error: boom") || !strings.Contains(errs, "main.js:1") {
