@@ -744,6 +744,9 @@ class JobSpec(_JobSpecRequired, total=False):
     command: List[str]
     #: The compile step's limit (absent without a compile step).
     compile_timeout_ms: int
+    #: The stateful session's kernel the code ran in as a cell, when the request
+    #: named one (absent otherwise).
+    kernel: str
 
 
 class JobSpecFile(TypedDict):

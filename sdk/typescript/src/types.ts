@@ -778,6 +778,11 @@ export interface JobSpec {
   /** The environment the job ran in (`default` for gantry's own sandbox image). */
   environment: string;
   files: JobSpecFile[];
+  /**
+   * The stateful session's kernel the code ran in as a cell, when the request
+   * named one (absent otherwise).
+   */
+  kernel?: string;
   limits: Limits;
   /** The program's standard input; base64 when stdin_encoding is base64. */
   stdin: string;
