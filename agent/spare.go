@@ -104,7 +104,7 @@ func (s *server) makeSpare(kind spareKind) (spare, error) {
 	case sparePython:
 		argv = []string{"python3", "-c", spareSource}
 	case spareNode:
-		argv = []string{"node", "-e", nodeSpareSource}
+		argv = nodeSpareArgv()
 	}
 	p, stdin, err := s.launch(argv, environ(nil), launchOpts{stdin: true})
 	if err != nil {
