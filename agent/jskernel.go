@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -75,15 +74,19 @@ func (k *jsKernel) ended() bool {
 // kill kills the kernel (its end comes as the process service reports it).
 func (k *jsKernel) kill() { _ = k.ps.signal(k.proc.pid, int(syscall.SIGKILL)) }
 
-// errKernelLanguage: a cell names a kernel of another language.
-var errKernelLanguage = errors.New("kernel of another language")
+// kernelLanguageError: a cell names a kernel of another language.
+type kernelLanguageError struct{ name, runs, wants string }
+
+func (e *kernelLanguageError) Error() string {
+	return fmt.Sprintf("the session's kernel %q runs %s, not %s; name another kernel", e.name, e.runs, e.wants)
+}
 
 // kernel is the live sandbox's kernel of that name, started if it does not
-// run. One of another language under the name is errKernelLanguage.
+// run. One of another language under the name is a *kernelLanguageError.
 func (l *liveSandbox) kernel(name, language string) (*jsKernel, error) {
 	if k := l.kernels[name]; k != nil && !k.ended() {
 		if k.language != language {
-			return nil, fmt.Errorf("%w: the session's kernel %q runs %s, not %s; name another kernel", errKernelLanguage, name, k.language, language)
+			return nil, &kernelLanguageError{name: name, runs: k.language, wants: language}
 		}
 		return k, nil
 	}
@@ -218,10 +221,11 @@ func (s *server) startCell(l *liveSandbox, req wire.Request, language, path stri
 		name = language
 	}
 	k, err := l.kernel(name, language)
-	if errors.Is(err, errKernelLanguage) {
+	var wrong *kernelLanguageError
+	if errors.As(err, &wrong) {
 		// The job's mistake, not the sandbox's: a program that fails.
 		s.announceStart()
-		_ = s.fw.Frame(wire.KindStderr, []byte("gantry: "+strings.TrimPrefix(err.Error(), errKernelLanguage.Error()+": ")+"\n"))
+		_ = s.fw.Frame(wire.KindStderr, []byte("gantry: "+wrong.Error()+"\n"))
 		return endedJob(wire.Exit{Started: true, Code: 1, Live: info}), nil
 	}
 	if err != nil {
@@ -230,11 +234,7 @@ func (s *server) startCell(l *liveSandbox, req wire.Request, language, path stri
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	id := hex.EncodeToString(nonce[:])
-	env := map[string]string{}
-	for key, v := range req.Env {
-		env[key] = v
-	}
-	line, err := json.Marshal(map[string]any{"id": id, "path": path, "env": env})
+	line, err := json.Marshal(map[string]any{"id": id, "path": path, "env": req.Env})
 	if err != nil {
 		return nil, err
 	}
