@@ -24,8 +24,9 @@ import (
 // isolation run directly in the container) with everything it started.
 // Its globals, imports, /tmp and background processes persist from job to
 // job. Each Python job runs in it as a notebook cell (the value of its last
-// expression comes back, as a notebook shows it); any other job runs as a
-// process of the sandbox. The interpreter serves the agent on a stream
+// expression comes back, as a notebook shows it); a JavaScript or
+// TypeScript job as a cell of one of the sandbox's Node kernels
+// (jskernel.go); any other job as a process of the sandbox. The interpreter serves the agent on a stream
 // socket: a request (4-byte big-endian length, JSON) per job with the job's
 // stdin, stdout and stderr attached, and one answer in the same framing.
 // That socket is open in the interpreter, where the session's own code
@@ -89,6 +90,9 @@ type liveSandbox struct {
 	// procs is the sandbox's process service (liveprocs.go), nil until it
 	// was started.
 	procs *processService
+	// kernels are its JavaScript and TypeScript kernels by name
+	// (jskernel.go); only the serving goroutine uses them.
+	kernels map[string]*jsKernel
 }
 
 // ended says why the sandbox ended, for the next job's report.
@@ -318,6 +322,9 @@ func (s *server) startLive(req wire.Request) (running, error) {
 	info := &wire.Live{ID: l.id, Fresh: fresh, Ended: ended}
 	// Its process service (live operations) runs before any job's code.
 	s.startProcesses(l)
+	if language, path, ok := kernelCell(req.Argv); ok {
+		return s.startCell(l, req, language, path, info)
+	}
 	lr := liveRequest{Mode: "exec", Argv: req.Argv, Env: environ(req.Env)}
 	if inProcess(req.Argv, req.Env) {
 		lr = liveRequest{Mode: "cell", Path: req.Argv[1], Env: envList(req.Env)}

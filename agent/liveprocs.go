@@ -252,23 +252,10 @@ func (ps *processService) spawn(op wire.LiveOp, env []string) (int, error) {
 	p.outputs.Add(2)
 	go ps.pump(p, wire.KindStdout, outR)
 	go ps.pump(p, wire.KindStderr, errR)
-	a, err := ps.request(map[string]any{"op": "spawn", "argv": op.Argv, "env": env, "cwd": op.Cwd},
-		[]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())}, p)
-	if err == nil && (a.Error != "" || a.Pid <= 0) {
-		msg := a.Error
-		if msg == "" {
-			msg = "the process service gave no pid"
-		}
-		err = &wire.LiveError{Code: wire.LiveErrInvalid, Message: msg}
-	}
-	close(p.started)
-	if err != nil {
-		p.closeStdin()
-		close(p.ended)
+	if err := ps.start(p, op.Argv, env, stdin, outW, errW); err != nil {
 		return 0, err
 	}
 	pid := p.pid
-	p.info.Pid = pid
 	if op.TimeoutMS > 0 {
 		timer := time.AfterFunc(time.Duration(op.TimeoutMS)*time.Millisecond, func() {
 			_, _ = ps.request(map[string]any{"op": "signal", "pid": pid, "signal": int(syscall.SIGKILL)}, nil, nil)
@@ -283,6 +270,29 @@ func (ps *processService) spawn(op wire.LiveOp, env []string) (int, error) {
 		}
 	}
 	return pid, nil
+}
+
+// start asks the service to start p with argv, env and the three
+// descriptors as its stdin, stdout and stderr; once it answers, p is
+// started (or, on an error, ended).
+func (ps *processService) start(p *liveProc, argv, env []string, stdin, stdout, stderr *os.File) error {
+	a, err := ps.request(map[string]any{"op": "spawn", "argv": argv, "env": env, "cwd": p.info.Cwd},
+		[]int{int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())}, p)
+	if err == nil && (a.Error != "" || a.Pid <= 0) {
+		msg := a.Error
+		if msg == "" {
+			msg = "the process service gave no pid"
+		}
+		err = &wire.LiveError{Code: wire.LiveErrInvalid, Message: msg}
+	}
+	close(p.started)
+	if err != nil {
+		p.closeStdin()
+		close(p.ended)
+		return err
+	}
+	p.info.Pid = p.pid
+	return nil
 }
 
 // pump sends a process's output as it comes, until the stream ends or the

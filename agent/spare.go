@@ -25,8 +25,10 @@ import (
 //     and description (warmSpare);
 //   - bubblewrap makes one whose first process waits on stdin for a job
 //     header: spare.py (a Python interpreter started ahead, which runs a
-//     Python program in itself or execs anything else) or this binary's
-//     "wait", which execs (bwrapSpare).
+//     Python program in itself or execs anything else), nodespare.js (a
+//     Node started ahead, which runs a Node or TypeScript program in
+//     itself: nodespare.go) or this binary's "wait", which execs
+//     (bwrapSpare).
 //
 // Which kind, and how many, is decided here only (topUpSpares): at most
 // maxSpares, of the kind the last job suggests the next will want. A
@@ -54,6 +56,7 @@ type spareKind int
 const (
 	spareWait   spareKind = iota // bwrap, `gantry-agent wait`: execs the job's program
 	sparePython                  // bwrap, spare.py: a Python already started
+	spareNode                    // bwrap, nodespare.js: a Node already started
 	spareWarm                    // a fork of the warm interpreter
 )
 
@@ -61,7 +64,8 @@ const (
 // or being made (one under the Container isolation, where the container
 // serves one job): warm forks after a Python job the warm interpreter may
 // run, Python interpreters after another Python job when there is no warm
-// interpreter, else waiting processes.
+// interpreter, Nodes after a Node or TypeScript job, else waiting
+// processes.
 func (s *server) topUpSpares(last wire.Request) {
 	kind := spareWait
 	switch {
@@ -69,6 +73,8 @@ func (s *server) topUpSpares(last wire.Request) {
 		kind = spareWarm
 	case isPython(last.Argv) && s.warm == nil:
 		kind = sparePython
+	case isNode(last.Argv):
+		kind = spareNode
 	}
 	limit := maxSpares
 	if s.cfg.Isolation == wire.Container {
@@ -94,14 +100,17 @@ func (s *server) makeSpare(kind spareKind) (spare, error) {
 		return s.warmSpare()
 	}
 	argv := []string{s.cfg.Self, "wait"}
-	if kind == sparePython {
+	switch kind {
+	case sparePython:
 		argv = []string{"python3", "-c", spareSource}
+	case spareNode:
+		argv = nodeSpareArgv()
 	}
 	p, stdin, err := s.launch(argv, environ(nil), launchOpts{stdin: true})
 	if err != nil {
 		return nil, err
 	}
-	return &bwrapSpare{p: p, stdin: stdin, python: kind == sparePython}, nil
+	return &bwrapSpare{p: p, stdin: stdin, kind: kind}, nil
 }
 
 // pendingSpare is a spare being made, delivered on ch (nil if it could
@@ -151,16 +160,26 @@ var (
 // bwrapSpare is a bubblewrap sandbox whose first process waits on stdin
 // for its job's header.
 type bwrapSpare struct {
-	p      *process
-	stdin  *os.File
-	python bool
+	p     *process
+	stdin *os.File
+	kind  spareKind
 }
 
 func (sp *bwrapSpare) warm() bool { return false }
 
 // suits: a Python spare runs Python programs only (its interpreter would
-// stay in another program's peak memory: the kernel's maxrss spans exec).
-func (sp *bwrapSpare) suits(req wire.Request) bool { return !sp.python || isPython(req.Argv) }
+// stay in another program's peak memory: the kernel's maxrss spans exec);
+// a Node spare only what it runs in itself.
+func (sp *bwrapSpare) suits(req wire.Request) bool {
+	switch sp.kind {
+	case sparePython:
+		return isPython(req.Argv)
+	case spareNode:
+		_, ok := nodeJobOf(req.Argv, req.Env, nil)
+		return ok
+	}
+	return true
+}
 
 func (sp *bwrapSpare) discard() {
 	sp.stdin.Close()
@@ -180,11 +199,17 @@ func (sp *bwrapSpare) take(s *server, req wire.Request, env []string) (running, 
 		return nil, false
 	default:
 	}
-	mode := "exec"
-	if sp.python && inProcess(req.Argv, req.Env) {
-		mode = "run"
+	var head []byte
+	ok := false
+	if job, node := nodeJobOf(req.Argv, req.Env, env); sp.kind == spareNode && node {
+		head, ok = job.header()
+	} else if sp.kind != spareNode {
+		mode := "exec"
+		if sp.kind == sparePython && inProcess(req.Argv, req.Env) {
+			mode = "run"
+		}
+		head, ok = header(mode, req.Argv, env)
 	}
-	head, ok := header(mode, req.Argv, env)
 	if !ok {
 		sp.discard()
 		return nil, false

@@ -44,10 +44,21 @@ func (c *client) execute(program string) (timedJob, error) { return c.executeIn(
 // executeIn runs a Python program (in a session, if sessionID is set) and
 // waits for it.
 func (c *client) executeIn(sessionID, program string) (timedJob, error) {
-	req := map[string]any{"language": "python", "code": program}
+	return c.executeLang("python", sessionID, program)
+}
+
+// executeLang runs a program in language (in a session, if sessionID is
+// set) and waits for it.
+func (c *client) executeLang(language, sessionID, program string) (timedJob, error) {
+	req := map[string]any{"language": language, "code": program}
 	if sessionID != "" {
 		req["session_id"] = sessionID
 	}
+	return c.executeTimed(req)
+}
+
+// executeTimed runs a job request and waits for it; it must succeed.
+func (c *client) executeTimed(req map[string]any) (timedJob, error) {
 	start := time.Now()
 	b, status, err := c.do("POST", "/v1/execute", string(mustJSON(req)))
 	wall := time.Since(start)

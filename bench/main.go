@@ -38,6 +38,7 @@ var (
 	runc      = flag.Bool("runc", true, "measure under Docker's default runtime (-runc=false -queued=0: the gVisor rows alone)")
 	jsonOut   = flag.String("json", "bench-results.json", "where to write the figures")
 	warmN     = flag.Int("warm-n", 50, "back-to-back executions per row of the warm interpreter's rows (0: none)")
+	nodeN     = flag.Int("node-n", 49, "back-to-back executions counted per row of warm Node's rows (0: none)")
 	portN     = flag.Int("port-n", 200, "requests of a sandbox's port through the ingress, and inside the sandbox (0: no port rows)")
 	ttiN      = flag.Int("tti-n", 10, "sequential iterations of ComputeSDK's sandbox benchmark through its E2B provider (0: no ComputeSDK rows)")
 	ttiBurst  = flag.Int("tti-burst", 100, "iterations of ComputeSDK's benchmark at once, after the sequential ones")
@@ -298,6 +299,15 @@ func measure(runtime string) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, wr...)
+	}
+
+	// Warm Node: spares whose Node already runs (none under gVisor).
+	if *target == "" && runtime == "" && *nodeN > 0 {
+		nr, err := nodeRows(c, *nodeN)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, nr...)
 	}
 
 	// A sandbox port's requests through the ingress.

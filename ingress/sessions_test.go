@@ -274,3 +274,31 @@ func TestSessionDiskFitsMemory(t *testing.T) {
 		t.Errorf("the job's memory is not raised to the workspace's size: %s", r.body)
 	}
 }
+
+// TestKernelNeedsAStatefulSession: a job's kernel lives in a stateful
+// session's live sandbox: in a session that is not stateful it is refused
+// naming the field; in a stateful one it is taken and kept in the spec.
+func TestKernelNeedsAStatefulSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, stateful := range []bool{false, true} {
+		r := h.do(t, h.keyA, "POST", "/v1/sessions", fmt.Sprintf(`{"stateful":%v}`, stateful))
+		var s jobs.Session
+		r.json(t, &s)
+		if r.status != 201 {
+			t.Fatalf("session: %d %s", r.status, r.body)
+		}
+		r = h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"js","code":"1","kernel":"k1","session_id":"`+s.ID+`"}`)
+		switch {
+		case !stateful && (r.status != 400 || !strings.Contains(string(r.body), `"field":"kernel"`)):
+			t.Errorf("a kernel in a session that is not stateful: %d %s", r.status, r.body)
+		case stateful && r.status != 202:
+			t.Errorf("a kernel in a stateful session: %d %s", r.status, r.body)
+		case stateful:
+			r = h.do(t, h.keyA, "GET", "/v1/jobs/"+r.job(t).ID+"?include=spec", "")
+			if !strings.Contains(string(r.body), `"kernel":"k1"`) {
+				t.Errorf("the spec has no kernel: %s", r.body)
+			}
+		}
+	}
+}

@@ -339,6 +339,9 @@ type Spec struct {
 	StopOnFailure bool    `json:"stop_on_failure,omitempty"`
 	// Network is the job's own (Request.Network), nil without one.
 	Network *Network `json:"network,omitempty"`
+	// Kernel is the stateful session's kernel the code runs in
+	// (Request.Kernel).
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // specFields is Spec without its JSON methods.

@@ -43,6 +43,21 @@ const BuildDir = ProgramDir + "/build"
 // WorkspaceDir is the job's working directory inside the sandbox.
 const WorkspaceDir = "/workspace"
 
+// TypeScriptOut is where a TypeScript program is transpiled to, in the
+// sandbox's /tmp, and run from.
+const TypeScriptOut = "/tmp/.gantry-ts/main.js"
+
+// typeScriptFlags are esbuild's flags for a TypeScript program.
+var typeScriptFlags = []string{"--log-level=warning", "--platform=node", "--format=cjs", "--target=node18", "--sourcemap=inline", "--outfile=" + TypeScriptOut}
+
+// TypeScriptBuild is the argv that transpiles the TypeScript program at
+// source to TypeScriptOut, as the language's Command does before it runs
+// the result with Node (source maps on): a Node started ahead of the job
+// does the same (the agent's spares).
+func TypeScriptBuild(source string) []string {
+	return append([]string{"esbuild", source}, typeScriptFlags...)
+}
+
 // Languages lists the languages gantry knows. The compiled ones need the
 // compilers image (images/sandbox/compilers.Dockerfile), which labels the
 // languages it has; the standard image has the others.
@@ -58,7 +73,7 @@ var Languages = []Language{
 	// traces name main.ts's lines. Imports stay requires, so
 	// require('servers/<name>') and require('gantry') work as from Node.
 	{Name: "typescript", Aliases: []string{"ts"}, File: "main.ts", Command: []string{"sh", "-c",
-		`esbuild "$1" --log-level=warning --platform=node --format=cjs --target=node18 --sourcemap=inline --outfile=/tmp/.gantry-ts/main.js && shift && exec node --enable-source-maps /tmp/.gantry-ts/main.js "$@"`,
+		`esbuild "$1" ` + strings.Join(typeScriptFlags, " ") + ` && shift && exec node --enable-source-maps ` + TypeScriptOut + ` "$@"`,
 		"typescript"},
 		Description: "TypeScript, transpiled by esbuild and run by Node.js 18 (no type checking)"},
 	// The compiled languages, as judges build them: optimised, one source

@@ -66,6 +66,12 @@ type Request struct {
 	// its session's network), and sets headers on requests to some hosts
 	// at the egress proxy.
 	Network *Network `json:"network,omitempty"`
+	// Kernel, for JavaScript or TypeScript code in a stateful session,
+	// names the session's kernel the code runs in as a cell: a Node
+	// process of the live sandbox, started by its first cell, whose
+	// globals persist from cell to cell. Each kernel has its own; the
+	// default is the language's own ("javascript" or "typescript").
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // MaxCompatBytes caps Request.Compat.
@@ -319,6 +325,7 @@ func jsonTypeName(kind string) string {
 var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	keyRE     = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+	kernelRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 )
 
 // Normalize validates a request against the policy and returns the spec to
@@ -434,6 +441,9 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 	if req.IdempotencyKey != "" && !keyRE.MatchString(req.IdempotencyKey) {
 		return Spec{}, fieldErr("idempotency_key", "must be 1-255 printable ASCII characters without spaces")
 	}
+	if err := normalizeKernel(req, lang, &spec); err != nil {
+		return Spec{}, err
+	}
 	// WebhookURL is no part of the spec: the service checks it with the
 	// sender that would call it (webhook.Sender.CheckURL).
 	if !req.Network.Empty() {
@@ -443,6 +453,27 @@ func (p Policy) Normalize(req Request) (Spec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// normalizeKernel checks a request's kernel: JavaScript or TypeScript
+// code, run as a cell, in a session (the service checks that it is a
+// stateful one).
+func normalizeKernel(req Request, lang Language, spec *Spec) error {
+	if req.Kernel == "" {
+		return nil
+	}
+	switch {
+	case !kernelRE.MatchString(req.Kernel):
+		return fieldErr("kernel", "must be 1-64 letters, digits, '_', '.' or '-'")
+	case lang.Name != "node" && lang.Name != "typescript":
+		return fieldErr("kernel", "goes with JavaScript or TypeScript code, not %s", lang.Name)
+	case req.SessionID == nil:
+		return fieldErr("kernel", "needs a stateful session (session_id): a kernel lives in its live sandbox")
+	case spec.Code == "" || len(req.Args) > 0 || len(req.Tests) > 0:
+		return fieldErr("kernel", "runs code as a cell, without command, args or tests")
+	}
+	spec.Kernel = req.Kernel
+	return nil
 }
 
 // language is the language a request names, by name or alias; a

@@ -110,6 +110,9 @@ type JobSpec struct {
 	// Environment is the environment it ran in ("default": the runner's
 	// own image).
 	Environment string `json:"environment"`
+	// Kernel is the stateful session's kernel it ran in, when the request
+	// named one (Request.Kernel).
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // FileInfo names an input file of a job, with its size in bytes.
@@ -124,7 +127,7 @@ func (s *Spec) View() JobSpec {
 		Code: s.Code, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Files: make([]FileInfo, len(s.Files)),
 		Stdin: s.Stdin, StdinEncoding: "utf8", EnvNames: s.EnvNames(),
 		TimeoutMS: s.TimeoutMS, CompileTimeoutMS: s.CompileTimeoutMS, Limits: s.Limits, Artifacts: slices.Clone(s.Artifacts), Compat: s.Compat,
-		Environment: DefaultEnvironment,
+		Environment: DefaultEnvironment, Kernel: s.Kernel,
 	}
 	if s.Environment != "" {
 		v.Environment = s.Environment

@@ -212,6 +212,7 @@ func (a *attempt) prepare(ctx context.Context, claim store.Claim) (*prepared, er
 		Fresh:     a.session == nil,
 		Stateful:  a.session != nil && a.session.state.Stateful,
 		TimeoutMS: spec.TimeoutMS,
+		Kernel:    spec.Kernel,
 	}
 	if plan.Compile != nil {
 		in.req.Compile = &wire.Compile{Argv: plan.Compile, TimeoutMS: int(spec.CompileTimeout().Milliseconds()), OutputCap: jobs.CompileOutputCap}

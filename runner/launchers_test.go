@@ -3,7 +3,9 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -16,8 +18,10 @@ import (
 
 // The launchers' conformance suite. The agent starts a program one of
 // several ways (agent/launch.go): a bubblewrap sandbox, a fork of the warm
-// interpreter, a spare sandbox either made ahead, the stateful session's
-// live sandbox, or (the container isolation, gVisor) the container itself.
+// interpreter, a spare sandbox made ahead (a Node started in it for a
+// Node job), the stateful session's
+// live sandbox (its Python interpreter, or one of its JavaScript kernels),
+// or (the container isolation, gVisor) the container itself.
 // Every one of them passes the same cases here, driving a container's agent
 // directly and forcing the launcher (wire.Request.Launcher): the same
 // identity and isolation, the same mount table, the same limits, accounting
@@ -32,7 +36,12 @@ type launcherUnderTest struct {
 	stateful bool
 	// warm: the container has a warm interpreter (its spares are its).
 	warm bool
-	ctr  *Container
+	// node runs each case's Python under a Node program (nodeWrapper):
+	// a spare's Node, a session's JavaScript kernel.
+	node bool
+	// primed: the spares made before the suite's first run were taken.
+	primed bool
+	ctr    *Container
 	// fresh, when set, makes a new container for every run: under the
 	// container isolation a container serves one job (the program's
 	// leftovers are killed with everything the agent may signal, a spare
@@ -50,6 +59,17 @@ type conformanceRun struct {
 	err            error
 }
 
+// nodeWrapper is a Node program that runs a case's Python as its child,
+// with its own streams, and exits as it did (in a block: a kernel's cells
+// share their globals).
+func nodeWrapper(code string) []byte {
+	literal, _ := json.Marshal(code)
+	return []byte(`{
+  const r = require("child_process").spawnSync("python3", ["-c", ` + string(literal) + `], {stdio: "inherit"});
+  process.exitCode = r.status === null ? 128 + require("os").constants.signals[r.signal] : r.status;
+}`)
+}
+
 // run runs a Python program with the launcher.
 func (l *launcherUnderTest) run(t *testing.T, code string, timeoutMS, outputCap int) conformanceRun {
 	t.Helper()
@@ -58,12 +78,25 @@ func (l *launcherUnderTest) run(t *testing.T, code string, timeoutMS, outputCap 
 	if l.fresh != nil {
 		l.ctr = l.fresh()
 	}
+	req := wire.Request{Argv: []string{"python3", wire.ProgramDir + "/main.py"},
+		Files:    []wire.File{{Path: wire.ProgramDir + "/main.py", Data: []byte(code)}},
+		Fresh:    !l.stateful,
+		Stateful: l.stateful, Launcher: l.launcher, TimeoutMS: timeoutMS, OutputCap: outputCap}
+	if l.node {
+		req.Argv = []string{"node", wire.ProgramDir + "/main.js"}
+		req.Files = []wire.File{{Path: wire.ProgramDir + "/main.js", Data: nodeWrapper(code)}}
+	}
+	if l.node && l.launcher == wire.LauncherSpare && !l.primed {
+		// The spares made before the first Node job are not Nodes: take
+		// them.
+		for range 2 {
+			_, _ = l.ctr.conn.Run(context.Background(), wire.Request{Argv: req.Argv, Files: []wire.File{{Path: wire.ProgramDir + "/main.js", Data: []byte("0")}},
+				Fresh: true}, wire.RunIO{Stdout: io.Discard, Stderr: io.Discard})
+		}
+		l.primed = true
+	}
 	for try := 0; ; try++ {
 		var out, errb bytes.Buffer
-		req := wire.Request{Argv: []string{"python3", wire.ProgramDir + "/main.py"},
-			Files:    []wire.File{{Path: wire.ProgramDir + "/main.py", Data: []byte(code)}},
-			Fresh:    !l.stateful,
-			Stateful: l.stateful, Launcher: l.launcher, TimeoutMS: timeoutMS, OutputCap: outputCap}
 		// Well under the 120 s a background child of a case sleeps: a run
 		// held by one fails here.
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -127,6 +160,7 @@ func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 			// The spare the agent makes at its start, for its one job.
 			{name: "spare", launcher: wire.LauncherSpare, fresh: fresh},
 			{name: "session", launcher: wire.LauncherSession, stateful: true, ctr: container(noWarm)},
+			{name: "session-js", launcher: wire.LauncherSession, stateful: true, node: true, ctr: container(noWarm)},
 		}
 	} else {
 		out = []*launcherUnderTest{
@@ -136,6 +170,8 @@ func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 			{name: "spare-bwrap", launcher: wire.LauncherSpare, ctr: container(noWarm)},
 			{name: "session", launcher: wire.LauncherSession, stateful: true, warm: true, ctr: container(withWarm)},
 			{name: "session-bwrap", launcher: wire.LauncherSession, stateful: true, ctr: container(noWarm)},
+			{name: "spare-node", launcher: wire.LauncherSpare, node: true, ctr: container(noWarm)},
+			{name: "session-js", launcher: wire.LauncherSession, stateful: true, node: true, warm: true, ctr: container(withWarm)},
 		}
 	}
 	for _, l := range out {

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -208,4 +209,27 @@ func ParseProcessOutput(p []byte) (pid int, stream Kind, data []byte, err error)
 		return 0, 0, nil, errors.New("malformed process output")
 	}
 	return int(binary.BigEndian.Uint32(p)), Kind(p[4]), p[5:], nil
+}
+
+// kernelTagPrefix starts the tag of a live sandbox's JavaScript or
+// TypeScript kernel (Request.Kernel), as OpList shows it.
+const kernelTagPrefix = "gantry-kernel:"
+
+// KernelTag is the tag of the kernel named name, of language
+// ("javascript" or "typescript").
+func KernelTag(name, language string) string { return kernelTagPrefix + name + ":" + language }
+
+// ParseKernelTag reads a kernel's tag: its name and language; ok is false
+// for any other process's tag.
+func ParseKernelTag(tag string) (name, language string, ok bool) {
+	rest, ok := strings.CutPrefix(tag, kernelTagPrefix)
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 {
+		return "", "", false
+	}
+	name, language = rest[:i], rest[i+1:]
+	return name, language, language == "javascript" || language == "typescript"
 }

@@ -13,8 +13,8 @@ import "encoding/json"
 // it in its Hello; a runner refuses an agent of another version (the
 // sandbox image was built from other sources than the runner). 9: port
 // streams (ports.go). 10: a usage's peak memory is absent when it was not
-// measured (no longer 0).
-const Protocol = 10
+// measured (no longer 0). 11: JavaScript and TypeScript kernels (Kernel).
+const Protocol = 11
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -86,13 +86,20 @@ type Request struct {
 	Fresh bool `json:"fresh,omitempty"`
 	// Stateful runs the program in the container's live session sandbox
 	// (made first if there is none): a Python program as a cell of the
-	// session's interpreter, anything else as a process of the sandbox.
+	// session's interpreter, a Node or TypeScript program as a cell of a
+	// kernel (Kernel), anything else as a process of the sandbox.
 	Stateful bool `json:"stateful,omitempty"`
 	// KeepEgress (with Stateful and Egress) keeps the run's egress relay,
 	// and its program directory, after it: the live sandbox's processes
 	// reach the proxy between runs too (keptegress.go), until a run
 	// without it.
 	KeepEgress bool `json:"keep_egress,omitempty"`
+	// Kernel (with Stateful) names the live sandbox's JavaScript or
+	// TypeScript kernel a Node or TypeScript program runs in, as a cell:
+	// a Node process of the sandbox, started at its first cell, whose
+	// globals persist from cell to cell ("": the language's own kernel,
+	// "javascript" or "typescript"). See KernelTag.
+	Kernel string `json:"kernel,omitempty"`
 	// TimeoutMS, when set, has the agent kill the program this long after
 	// it started and report it (Exit.TimedOut) with what it used; the
 	// runner keeps a deadline of its own a little later.

@@ -156,6 +156,9 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 		return BadRequest("environment", "a session's jobs run in the session's environment (%s); leave environment out", sess.Environment)
 	}
 	spec.Environment = env
+	if spec.Kernel != "" && !sess.Stateful {
+		return BadRequest("kernel", "needs a stateful session: a kernel lives in its live sandbox")
+	}
 	// The session's env, under the job's own; a stateful session's Python
 	// jobs (cells of its interpreter) do not take the variables an
 	// interpreter reads when it starts, which would run them in a new one.

@@ -244,3 +244,8 @@ func entryOf(e wire.FileEntry) FileEntry {
 	return FileEntry{Name: e.Name, Path: e.Path, Type: t, Size: e.Size, Mode: e.Mode, Owner: e.Owner, Group: e.Group,
 		Modified: e.Modified, Target: e.Target}
 }
+
+// ParseKernelTag reads the tag of a session's JavaScript or TypeScript
+// kernel among its processes (Process.Tag): the kernel's name and
+// language; ok is false for any other process.
+func ParseKernelTag(tag string) (name, language string, ok bool) { return wire.ParseKernelTag(tag) }

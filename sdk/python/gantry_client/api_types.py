@@ -652,6 +652,17 @@ class JobRequest(_JobRequestRequired, total=False):
     #: key with the same request returns the existing job; with a different
     #: request, 409 conflict.
     idempotency_key: str
+    #: For JavaScript or TypeScript `code` in a stateful session: the session's
+    #: kernel the code runs in, as a cell. A kernel is a Node process of the
+    #: session's live sandbox, started by its first cell, whose globals persist
+    #: from cell to cell (the value of a cell's last expression comes back as the
+    #: job's `value`, an error as its `exception`, and process.exitCode as its exit
+    #: code); each kernel has its own globals. Absent: the language's own kernel,
+    #: `javascript` or `typescript` (a stateful session's JavaScript and TypeScript
+    #: jobs always run as cells). A kernel runs one language: a cell of the other
+    #: fails. 1-64 letters, digits, `_`, `.` or `-`; not with `command`, `args` or
+    #: `tests`, and only in a stateful session (400 naming `kernel`).
+    kernel: str
     limits: Limits
     #: Free-form string labels returned with the job: at most 32 keys of 1-64
     #: bytes, values at most 512 bytes, no NUL bytes in keys or values (400 naming
@@ -738,6 +749,9 @@ class JobSpec(_JobSpecRequired, total=False):
     command: List[str]
     #: The compile step's limit (absent without a compile step).
     compile_timeout_ms: int
+    #: The stateful session's kernel the code ran in as a cell, when the request
+    #: named one (absent otherwise).
+    kernel: str
 
 
 class JobSpecFile(TypedDict):

@@ -670,6 +670,19 @@ export interface JobRequest {
    */
   idempotency_key?: string;
   /**
+   * For JavaScript or TypeScript `code` in a stateful session: the session's
+   * kernel the code runs in, as a cell. A kernel is a Node process of the
+   * session's live sandbox, started by its first cell, whose globals persist
+   * from cell to cell (the value of a cell's last expression comes back as the
+   * job's `value`, an error as its `exception`, and process.exitCode as its exit
+   * code); each kernel has its own globals. Absent: the language's own kernel,
+   * `javascript` or `typescript` (a stateful session's JavaScript and TypeScript
+   * jobs always run as cells). A kernel runs one language: a cell of the other
+   * fails. 1-64 letters, digits, `_`, `.` or `-`; not with `command`, `args` or
+   * `tests`, and only in a stateful session (400 naming `kernel`).
+   */
+  kernel?: string;
+  /**
    * The language to run in, by name or alias (GET /v1/languages lists those this
    * gantry offers: the compiled ones need the compilers image). Any other known
    * language answers 400 saying it is not offered.
@@ -770,6 +783,11 @@ export interface JobSpec {
   /** The environment the job ran in (`default` for gantry's own sandbox image). */
   environment: string;
   files: JobSpecFile[];
+  /**
+   * The stateful session's kernel the code ran in as a cell, when the request
+   * named one (absent otherwise).
+   */
+  kernel?: string;
   limits: Limits;
   /** The program's standard input; base64 when stdin_encoding is base64. */
   stdin: string;

@@ -58,7 +58,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		return nil
 	}
 	// The context the code runs in: Python's is the session's
-	// interpreter; the others are kernels of the sandbox's (jscontexts.go).
+	// interpreter; the others are the session's kernels (jscontexts.go).
 	contextID := pythonContext
 	switch {
 	case req.ContextID != nil:
@@ -85,9 +85,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		}
 	}
 	// As a notebook shows them: figures as results, not files. The
-	// variables an interpreter reads at its start would run the code in
-	// a new one (see jobs.StartupVariable): those are set by the code
-	// itself, as E2B's interpreter sets them all.
+	// variables an interpreter reads at its start would run the code
+	// in a new one (see jobs.StartupVariable): those are set by the
+	// code itself, as E2B's interpreter sets them all.
 	env := map[string]string{"GANTRY_FIGURES": "display"}
 	startup := map[string]string{}
 	for k, v := range req.EnvVars {
@@ -110,6 +110,13 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		if err != nil {
 			return err
 		}
+	} else {
+		// A cell of the context's kernel: the variables are the
+		// environment's while it runs.
+		var err error
+		if job, err = s.submitCell(ctx, c, k, req.Code, req.EnvVars); err != nil {
+			return err
+		}
 	}
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -117,10 +124,6 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 	out := &ndjson{w: w, rc: http.NewResponseController(w)}
 	_ = out.rc.Flush()
 	defer out.event(map[string]string{"type": "end_of_execution"})
-	if contextID != pythonContext {
-		s.runJS(ctx, c, out, k, req.Code, req.EnvVars)
-		return nil
-	}
 	// Output goes out a line at a time, as a notebook's kernel sends it
 	// (a partial line after a moment's wait).
 	lines := newLineBuffer(func(stream, text string) {
@@ -155,6 +158,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 	switch {
 	case final.Exception != nil:
 		out.error(final.Exception.Name, final.Exception.Value, final.Exception.Traceback)
+	case final.Status == jobs.StatusFailed && final.ExitCode != nil && *final.ExitCode != 0 && contextID != pythonContext:
+		out.error("ContextRestarting", fmt.Sprintf("the code ended with exit code %d; if it ended the %s context's kernel, the next call starts it again", *final.ExitCode, k.language), "")
 	case final.Status == jobs.StatusFailed && final.ExitCode != nil && *final.ExitCode != 0:
 		msg := fmt.Sprint(*final.ExitCode)
 		if final.Error != nil {
@@ -162,9 +167,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		}
 		out.error("SystemExit", msg, "")
 	case final.Status == jobs.StatusTimedOut:
-		out.error("TimeoutError", "the code ran past gantry's time limit; the sandbox's interpreter was restarted", "")
+		out.error("TimeoutError", "the code ran past gantry's time limit; its "+restarted(contextID)+" was restarted", "")
 	case final.Status == jobs.StatusCancelled:
-		out.error("ExecutionCancelled", "the code was cancelled; the sandbox's interpreter was restarted", "")
+		out.error("ExecutionCancelled", "the code was cancelled; its "+restarted(contextID)+" was restarted", "")
 	case final.Status == jobs.StatusError:
 		msg := "gantry could not run the code"
 		if final.Error != nil {
@@ -173,6 +178,14 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, c caller) error
 		out.error("ExecutionError", msg, "")
 	}
 	return nil
+}
+
+// restarted names what a cell cut short restarts.
+func restarted(contextID string) string {
+	if contextID == pythonContext {
+		return "sandbox's interpreter"
+	}
+	return "context's kernel"
 }
 
 // lineBuffer passes on whole lines of each stream, and what is left when
