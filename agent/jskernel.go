@@ -242,7 +242,8 @@ func (s *server) startCell(l *liveSandbox, req wire.Request, language, path stri
 	k.mu.Lock()
 	k.cell = c
 	k.mu.Unlock()
-	j := &cellJob{k: k, c: c, info: info, oomBefore: oomKills(), cpuBefore: treeCPU(l.root), root: l.root, finished: make(chan struct{})}
+	j := &cellJob{k: k, c: c, info: info, oomBefore: oomKills(), cpuBefore: treeCPU(l.root), peakWatch: watchPeak(l.root), root: l.root,
+		finished: make(chan struct{})}
 	s.announceStart()
 	_ = k.stdin.SetWriteDeadline(time.Now().Add(stdinWait))
 	if _, err := k.stdin.Write(append(line, '\n')); err != nil {
@@ -260,6 +261,7 @@ type cellJob struct {
 	info      *wire.Live
 	oomBefore int
 	cpuBefore time.Duration
+	peakWatch *peakWatch // as a Python cell's: from outside
 	root      int
 	finished  chan struct{}
 
@@ -267,6 +269,7 @@ type cellJob struct {
 	result *kernelResult
 	code   int
 	cpu    time.Duration
+	peak   *int64
 
 	mu       sync.Mutex
 	timedOut bool
@@ -293,7 +296,7 @@ func (j *cellJob) follow() {
 	j.k.cell = nil
 	ended := j.c.out.done && j.c.err.done
 	j.k.mu.Unlock()
-	j.cpu = treeCPU(j.root) - j.cpuBefore
+	j.cpu, j.peak = treeCPU(j.root)-j.cpuBefore, j.peakWatch.take()
 	var res kernelResult
 	switch {
 	case ended && json.Unmarshal(j.c.out.result, &res) == nil:
@@ -333,7 +336,7 @@ func (j *cellJob) exit() (wire.Exit, error) {
 	j.mu.Lock()
 	e := wire.Exit{Started: true, Live: j.info, TimedOut: j.timedOut, Code: j.code}
 	j.mu.Unlock()
-	e.Usage = &wire.Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0)}
+	e.Usage = &wire.Usage{CPUTimeUS: max(j.cpu.Microseconds(), 0), PeakMemoryKB: j.peak}
 	if r := j.result; r != nil {
 		e.Code = r.Code
 		if len(r.Value) > 0 && string(r.Value) != "null" {

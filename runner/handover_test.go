@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -87,7 +88,8 @@ func TestStatefulSessionAcrossRunners(t *testing.T) {
 	if j.Status != jobs.StatusSucceeded || j.Stdout != "None\n" || j.LiveState != jobs.LiveLost || !strings.Contains(j.LiveStateReason, "shut down") {
 		t.Fatalf("after its holder stopped: %s %q live %s (%s)", j.Status, j.Stdout, j.LiveState, j.LiveStateReason)
 	}
-	if !other.fleet.holdsLive(sid, mustSession(t, h, sid).Live) {
+	// The job's result is recorded before its container is parked.
+	if !eventually.Within(10*time.Second, func() bool { return other.fleet.holdsLive(sid, mustSession(t, h, sid).Live) }) {
 		t.Fatal("the other runner does not hold the session's new live sandbox")
 	}
 }
