@@ -115,6 +115,17 @@ func (l *launcherUnderTest) run(t *testing.T, code string, timeoutMS, outputCap 
 	}
 }
 
+// namespacesContainer is warmContainer of the test sandbox, the test
+// skipped (saying why) where its isolation is not Namespaces.
+func namespacesContainer(t *testing.T, why string) *Container {
+	t.Helper()
+	sb := testSandbox(t)
+	if sb.Isolation() != wire.Namespaces {
+		t.Skip(why)
+	}
+	return warmContainer(t, sb)
+}
+
 // warmContainer is a new container of sb, with the default limits, once
 // its warm interpreter (if sb has one) is ready; removed when t ends.
 func warmContainer(t *testing.T, sb *Sandbox) *Container {

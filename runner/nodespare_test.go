@@ -42,11 +42,7 @@ func TestNodeSpares(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
-	sb := testSandbox(t)
-	if sb.Isolation() != wire.Namespaces {
-		t.Skip("no spares after a job under the container isolation: a container serves one job")
-	}
-	c := warmContainer(t, sb)
+	c := namespacesContainer(t, "no spares after a job under the container isolation: a container serves one job")
 	spare := func(language, code string, args []string, env map[string]string, stdin string) (wire.RunResult, string, string) {
 		t.Helper()
 		// Node jobs first: the spares follow the kind of the last job, and

@@ -36,11 +36,7 @@ func TestWarmJobsWithEgress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
-	sb := testSandbox(t)
-	if sb.Isolation() != wire.Namespaces {
-		t.Skip("the warm interpreter runs under the namespaces isolation only")
-	}
-	c := warmContainer(t, sb)
+	c := namespacesContainer(t, "the warm interpreter runs under the namespaces isolation only")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := `import socket, urllib.request
