@@ -299,6 +299,11 @@ func TestKernelNeedsAStatefulSession(t *testing.T) {
 			if !strings.Contains(string(r.body), `"kernel":"k1"`) {
 				t.Errorf("the spec has no kernel: %s", r.body)
 			}
+			// A cell reads no stdin: refused, not accepted and lost.
+			r = h.do(t, h.keyA, "POST", "/v1/jobs", `{"language":"js","code":"1","stdin":"x","session_id":"`+s.ID+`"}`)
+			if r.status != 400 || !strings.Contains(string(r.body), `"field":"stdin"`) {
+				t.Errorf("stdin for a cell: %d %s", r.status, r.body)
+			}
 		}
 	}
 }

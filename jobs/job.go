@@ -344,6 +344,15 @@ type Spec struct {
 	Kernel string `json:"kernel,omitempty"`
 }
 
+// KernelCell reports whether, in a stateful session, the job runs as a
+// cell of a JavaScript or TypeScript kernel (the agent's rule: the
+// language's own command on the code, nothing more), rather than as a
+// program of its own.
+func (s Spec) KernelCell() bool {
+	return (s.Language == "node" || s.Language == "typescript") && s.Code != "" &&
+		len(s.Command) == 0 && len(s.Args) == 0 && len(s.Tests) == 0
+}
+
 // specFields is Spec without its JSON methods.
 type specFields Spec
 

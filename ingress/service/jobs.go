@@ -159,6 +159,10 @@ func (s *Service) fitSession(ctx context.Context, p Principal, req jobs.Request,
 	if spec.Kernel != "" && !sess.Stateful {
 		return BadRequest("kernel", "needs a stateful session: a kernel lives in its live sandbox")
 	}
+	if sess.Stateful && spec.KernelCell() && spec.Stdin != "" {
+		// The cell's code runs in the kernel, whose stdin is the agent's.
+		return BadRequest("stdin", "a JavaScript or TypeScript cell of a stateful session runs in its kernel and reads no stdin; pass the data in the code, or as a file")
+	}
 	// The session's env, under the job's own; a stateful session's Python
 	// jobs (cells of its interpreter) do not take the variables an
 	// interpreter reads when it starts, which would run them in a new one.
