@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -328,6 +329,13 @@ func (r *Runner) snapshot(ctx context.Context, sessionID, owner string, st store
 // new sessions from it: their workspaces copies of its, their live state
 // restored here at once (a child whose restore failed restores with its
 // first job, on any runner).
+//
+// The checkpoint is stored while the children restore from this runner's
+// copy of it. When every child restored, the fork is recorded, and
+// answered, without waiting for the store: the children live here, and
+// the checkpoint becomes theirs once it is stored (ForkCheckpoint), so a
+// runner lost before that loses them. Otherwise it is recorded once
+// stored, for the children that did not restore to restore from.
 func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner string, st store.SessionState, c *lease, at *sessionAt, req queue.ControlRequest) ([]jobs.Session, error) {
 	start := time.Now()
 	if len(req.ChildIDs) == 0 || len(req.ChildIDs) > jobs.MaxForks {
@@ -350,21 +358,22 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 	n := c.live[strings.LastIndexByte(c.live, '/')+1:]
 	children := make([]store.ForkChild, len(req.ChildIDs))
 	ctrs := make([]*lease, len(req.ChildIDs))
-	// Two restores at once: each is mostly one core copying pages. The
-	// checkpoint is stored meanwhile (packing it is the other cores'
-	// work, its upload waits on the store): the children restore from
-	// this runner's copy, and the fork is recorded once both are done.
+	// Two restores at once: each is mostly one core copying pages.
+	type storing struct {
+		bytes int64
+		took  time.Duration
+		err   error
+	}
+	stored := make(chan storing, 1)
+	go func() {
+		t := time.Now()
+		n, err := r.storeCheckpoint(context.WithoutCancel(ctx), cp)
+		stored <- storing{n, time.Since(t), err}
+	}()
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
-	var copyErr, storeErr error
-	var stored time.Duration
-	var size int64
+	var copyErr error
 	var mu sync.Mutex
-	wg.Go(func() {
-		t := time.Now()
-		size, storeErr = r.storeCheckpoint(ctx, cp)
-		stored = time.Since(t)
-	})
 	for i, id := range req.ChildIDs {
 		children[i].ID = id
 		wg.Go(func() {
@@ -394,7 +403,7 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 		})
 	}
 	wg.Wait()
-	cp.Bytes = size
+	restoredIn := time.Since(start)
 	drop := func() {
 		for _, l := range ctrs {
 			if l != nil {
@@ -402,16 +411,61 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 			}
 		}
 	}
-	if copyErr == nil {
-		copyErr = storeErr
-	}
 	if copyErr != nil {
 		drop()
+		<-stored
+		r.dropCheckpoint(cp)
 		return nil, copyErr
 	}
-	sessions, err := r.sessions.ForkSession(ctx, sessionID, owner, cp, req.TTLSeconds, children)
+	// The store goes on behind the answer only when every child lives
+	// here and the runner is not stopping (the background work is waited
+	// for as it stops).
+	early := !slices.ContainsFunc(ctrs, func(l *lease) bool { return l == nil })
+	record := cp
+	var attach chan []string
+	if early {
+		attach = make(chan []string, 1)
+		early = r.loops.Background(func(bg context.Context) {
+			res := <-stored
+			ids := <-attach
+			err := res.err
+			if err == nil && len(ids) > 0 {
+				cp := cp
+				cp.Bytes = res.bytes
+				var took int
+				if took, err = r.sessions.ForkCheckpoint(bg, cp, ids); err == nil {
+					log.Info("a fork's checkpoint stored", "checkpoint", cp.ID, "children", took, "stored", res.took.Round(time.Millisecond))
+					return
+				}
+			}
+			if err != nil {
+				log.Warn("store a fork's checkpoint; its children keep their live state in their sandboxes only until they next checkpoint", "checkpoint", cp.ID, "err", err)
+			}
+			r.dropCheckpoint(cp)
+		})
+	}
+	if early {
+		record = store.Checkpoint{}
+	} else if res := <-stored; res.err != nil {
+		drop()
+		r.dropCheckpoint(cp)
+		return nil, res.err
+	} else {
+		record.Bytes = res.bytes
+	}
+	sessions, err := r.sessions.ForkSession(ctx, sessionID, owner, record, req.TTLSeconds, children)
+	if attach != nil {
+		var ids []string
+		if err == nil {
+			ids = req.ChildIDs
+		}
+		attach <- ids
+	}
 	if err != nil {
 		drop()
+		if !early {
+			r.dropCheckpoint(cp)
+		}
 		return nil, err
 	}
 	for i, l := range ctrs {
@@ -423,8 +477,18 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 	}
 	r.metrics.liveOp("fork", start)
 	log.Info("session forked", "children", len(sessions), "checkpoint", cp.ID, "took", time.Since(start).Round(time.Millisecond),
-		"checkpointed", checkpointed.Round(time.Millisecond), "stored", stored.Round(time.Millisecond))
+		"checkpointed", checkpointed.Round(time.Millisecond), "restored", restoredIn.Round(time.Millisecond), "stored_behind", early)
 	return sessions, nil
+}
+
+// dropCheckpoint deletes the stored object of a checkpoint no row names
+// (one whose record failed).
+func (r *Runner) dropCheckpoint(cp store.Checkpoint) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.blobs.Delete(ctx, cp.Key); err != nil {
+		r.log.Warn("delete a checkpoint nothing names", "checkpoint", cp.ID, "err", err)
+	}
 }
 
 // restoreSession starts the session's container from its checkpoint, for

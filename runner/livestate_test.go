@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/blob"
+	"github.com/gantryhq/gantry/internal/eventually"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/queue"
 )
@@ -117,6 +118,20 @@ print(x, open("/tmp/t.txt").read(), open("/workspace/w.txt").read(), sleeper.pol
 	}
 	wantCell(t, h.in(t, sid, py("print(x)")), "42\n", jobs.LiveKept, "")
 	wantCell(t, h.in(t, ids[0], py("print(x)")), "52\n", jobs.LiveKept, "")
+	// The fork was answered before its checkpoint was stored (its
+	// children lived here); the checkpoint becomes theirs once it is.
+	for _, id := range ids {
+		eventually.True(t, time.Minute, "fork "+id+"'s checkpoint", func() bool {
+			state, ok, err := h.st.AcquireSession(ctx, id, "test", time.Minute)
+			if err != nil || !ok {
+				return false // the runner holds it a moment longer
+			}
+			if _, _, err := h.st.ReleaseSession(ctx, id, "test", false); err != nil {
+				t.Fatal(err)
+			}
+			return state.Checkpoint.ID != ""
+		})
+	}
 
 	// Snapshot, and a session made from it.
 	snp := jobs.NewID("snp")

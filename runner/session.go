@@ -34,6 +34,7 @@ type SessionStore interface {
 	KeepCheckpoint(ctx context.Context, sessionID, live string, cp store.Checkpoint) (bool, error)
 	CreateSnapshot(ctx context.Context, snap jobs.Snapshot, cp store.Checkpoint, workspaceKey string) (jobs.Snapshot, error)
 	ForkSession(ctx context.Context, parentID, owner string, cp store.Checkpoint, ttlSeconds int, children []store.ForkChild) ([]jobs.Session, error)
+	ForkCheckpoint(ctx context.Context, cp store.Checkpoint, children []string) (int, error)
 	// Committing a job's workspace reads back where its session is.
 	workspace.Sessions
 }

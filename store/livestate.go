@@ -273,7 +273,9 @@ type ForkChild struct {
 // the parent (language, environment, disk, env, metadata, on_timeout,
 // network, public traffic; the TTL ttlSeconds, or the parent's when 0)
 // whose live state is cp (or the live sandbox restored from it). The owner
-// must own the active parent.
+// must own the active parent. A cp without an ID records children that
+// have no checkpoint yet (each lives in its sandbox): ForkCheckpoint gives
+// them theirs once it is stored.
 func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Checkpoint, ttlSeconds int, children []ForkChild) ([]jobs.Session, error) {
 	var out []jobs.Session
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -282,15 +284,17 @@ func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Chec
 			parentID, owner).Scan(&ok); err != nil {
 			return notFound(err)
 		}
-		if err := insertCheckpoint(ctx, tx, cp); err != nil {
-			return err
+		if cp.ID != "" {
+			if err := insertCheckpoint(ctx, tx, cp); err != nil {
+				return err
+			}
 		}
 		for _, c := range children {
 			sess, err := scanSession(tx.QueryRow(ctx, `
 				INSERT INTO sessions (id, tenant_id, language, ttl_seconds, disk_mb, metadata, environment, expires_at, stateful, env,
 					on_timeout, checkpoint_id, version, snapshot_key, snapshot_bytes, live_id, network, public_traffic, durable)
 				SELECT $2, tenant_id, language, ttl, disk_mb, metadata, environment, now() + make_interval(secs => ttl), true, env,
-					on_timeout, $3, 1, $4, $5, nullif($6, ''), network, public_traffic, true
+					on_timeout, nullif($3, ''), 1, $4, $5, nullif($6, ''), network, public_traffic, true
 				FROM (SELECT *, CASE WHEN $7::integer > 0 THEN $7::integer ELSE ttl_seconds END AS ttl FROM sessions WHERE id = $1) p
 				RETURNING `+sessionColumns, parentID, c.ID, cp.ID, c.Workspace.Key, c.Workspace.Bytes, c.Live, ttlSeconds))
 			if err != nil {
@@ -301,6 +305,24 @@ func (s *Store) ForkSession(ctx context.Context, parentID, owner string, cp Chec
 		return nil
 	})
 	return out, err
+}
+
+// ForkCheckpoint records cp, a fork's checkpoint stored after its children
+// were recorded, as the live state of those of them that have none yet
+// (one paused, or checkpointed after a job, meanwhile keeps its own; a
+// closed one takes none). It says how many took it.
+func (s *Store) ForkCheckpoint(ctx context.Context, cp Checkpoint, children []string) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := insertCheckpoint(ctx, tx, cp); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET checkpoint_id = $1
+			WHERE id = ANY($2) AND checkpoint_id IS NULL AND status = 'active'`, cp.ID, children)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, err
 }
 
 // UnusedCheckpoints lists up to limit checkpoints older than age that no
