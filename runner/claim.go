@@ -30,7 +30,8 @@ func (r *Runner) claimFor(ctx context.Context, log *slog.Logger, msg jetstream.M
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// The ingress publishes before it commits: give a young message
-		// time for its row to appear, drop an old one (the commit failed).
+		// time for its row to appear (an older ingress does not hold the
+		// job's lock), drop an old one (the commit failed).
 		if time.Since(meta.Timestamp) > 30*time.Second {
 			log.Warn("dropping message for a job that does not exist")
 			_ = msg.TermWithReason("job not found")
@@ -92,16 +93,16 @@ func claimOutcome(out store.ClaimOutcome, err error) string {
 // runner has lost Postgres.
 const maxHold = time.Minute
 
-// claim claims the job a message names. It waits a little for a row that
-// is not there yet (the ingress publishes before it commits), and holds
-// the message while Postgres is unreachable, so that the job starts as
-// soon as Postgres is back and the outage spends none of its attempts.
+// claim claims the job a message names, and holds the message while
+// Postgres is unreachable, so that the job starts as soon as Postgres is
+// back and the outage spends none of its attempts. A message usually
+// comes a fraction of a millisecond before its row's commit (the ingress
+// publishes first): ClaimJob waits for that commit on the job's lock. It
+// still looks again a few times, soon at first, for a row that is not
+// there (an ingress of a release before that lock, in a rolling deploy).
 func (r *Runner) claim(ctx context.Context, log *slog.Logger, jobID string, seq uint64) (store.Claim, store.ClaimOutcome, error) {
 	req := store.ClaimRequest{JobID: jobID, MsgSeq: seq, RunnerID: r.cfg.ID, MaxAttempts: r.cfg.Queue.MaxAttempts,
 		Alive: r.cfg.Queue.AckWait / 2}
-	// A message usually comes a fraction of a millisecond before its
-	// row's commit (the ingress publishes first): the first look again
-	// is soon, so that the job does not wait out a long first pause.
 	wait, retry := time.Millisecond, newBackoff()
 	start := time.Now()
 	held := false

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gantryhq/gantry/jobs"
 )
 
@@ -80,6 +82,9 @@ const (
 	ClaimGaveUp
 )
 
+// jobLock names the advisory lock a job's enqueue holds until it commits.
+func jobLock(id string) string { return "job:" + id }
+
 // GaveUpMessage is the error of a job whose runners were lost attempts
 // times.
 func GaveUpMessage(attempts int) string {
@@ -103,8 +108,21 @@ func (s *Store) ClaimJob(ctx context.Context, req ClaimRequest) (c Claim, out Cl
 		seq     *int64
 		alive   bool
 	)
-	err = tx.QueryRow(ctx, `SELECT status, attempt, msg_seq, coalesce(heartbeat_at > now() - make_interval(secs => $2), false)
-		FROM jobs WHERE id = $1 FOR UPDATE`, req.JobID, req.Alive.Seconds()).Scan(&status, &attempt, &seq, &alive)
+	// The message may come before its row's commit (EnqueueJob publishes
+	// first, holding the job's lock until it commits): wait for that lock,
+	// then look, in one round trip (the look's snapshot is taken after
+	// the wait).
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`, jobLock(req.JobID))
+	b.Queue(`SELECT status, attempt, msg_seq, coalesce(heartbeat_at > now() - make_interval(secs => $2), false)
+		FROM jobs WHERE id = $1 FOR UPDATE`, req.JobID, req.Alive.Seconds())
+	br := tx.SendBatch(ctx, &b)
+	if _, err = br.Exec(); err == nil {
+		err = br.QueryRow().Scan(&status, &attempt, &seq, &alive)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return c, 0, notFound(err)
 	}

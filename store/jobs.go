@@ -119,6 +119,12 @@ func (s *Store) EnqueueJob(ctx context.Context, nj NewJob, publish func(ctx cont
 	if id == "" {
 		id = jobs.NewID("job")
 	}
+	// The job's message is published before this commits: a runner's
+	// claim waits on this lock (ClaimJob) for the row to be there rather
+	// than finding none and looking again.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, jobLock(id)); err != nil {
+		return jobs.Job{}, false, err
+	}
 	row := tx.QueryRow(ctx, `
 		INSERT INTO jobs (id, tenant_id, status, language, session_id, session_seq, spec, metadata, idempotency_key, request_hash,
 			batch_id, webhook_url, trace_parent)

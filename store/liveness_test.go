@@ -274,3 +274,48 @@ func TestReconcileJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimWaitsForTheCommit: a job's message is published before its row
+// commits; a claim made in between waits for the commit and takes the job,
+// rather than finding no row; a claim of an enqueue that rolled back finds
+// none.
+func TestClaimWaitsForTheCommit(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := context.Background()
+	a, _ := storetest.Tenant(t, st, "a")
+	type claimed struct {
+		ok  bool
+		err error
+	}
+	for _, commit := range []bool{true, false} {
+		got := make(chan claimed, 1)
+		var id string
+		_, _, err := st.EnqueueJob(ctx, newJob(a, ""), func(_ context.Context, jobID string) (uint64, error) {
+			id = jobID
+			go func() {
+				_, ok, err := storetest.Claim(st, jobID, "r1")
+				got <- claimed{ok, err}
+			}()
+			select {
+			case c := <-got:
+				t.Fatalf("the claim did not wait for the commit: %+v", c)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if !commit {
+				return 0, errors.New("the publish failed")
+			}
+			return 1, nil
+		})
+		if commit != (err == nil) {
+			t.Fatalf("enqueue (commit %v): %v", commit, err)
+		}
+		c := <-got
+		switch {
+		case commit && (c.err != nil || !c.ok):
+			t.Errorf("claim after the commit: %+v", c)
+		case !commit && !errors.Is(c.err, store.ErrNotFound):
+			t.Errorf("claim after the rollback of %s: %+v, want not found", id, c)
+		}
+	}
+}
