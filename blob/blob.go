@@ -244,11 +244,16 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, co
 // to 78 GiB (10,000 parts), far beyond any workspace.
 const streamPartSize = 8 << 20
 
+// streamParts is how many parts of a large stream are in memory at once:
+// one being read while the others upload.
+const streamParts = 3
+
 // PutStream stores everything r yields under key, its size unknown in
 // advance, and returns how many bytes that was. An object smaller than one
 // part is read into memory (only as much as it holds) and stored with one
-// PUT; a larger one is uploaded in parts of streamPartSize, so an upload
-// holds at most about two parts in memory whatever its size.
+// PUT; a larger one is uploaded in parts of streamPartSize, streamParts at
+// a time, so an upload holds at most streamParts parts in memory whatever
+// its size.
 func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentType string) (int64, error) {
 	var head bytes.Buffer
 	n, err := head.ReadFrom(io.LimitReader(r, streamPartSize))
@@ -262,6 +267,10 @@ func (s *Store) PutStream(ctx context.Context, key string, r io.Reader, contentT
 	_, err = s.client.PutObject(ctx, s.bucket, key, cr, -1, minio.PutObjectOptions{
 		ContentType: contentType,
 		PartSize:    streamPartSize,
+		// Parts are read (r is often made as it is read: a tar, a
+		// compressor) while earlier ones upload.
+		ConcurrentStreamParts: true,
+		NumThreads:            streamParts,
 		// As over HTTPS (below).
 		DisableContentSha256: true,
 	})

@@ -272,7 +272,12 @@ func (r *Runner) pause(ctx context.Context, log *slog.Logger, sessionID, owner s
 		c.park(sessionID, at.version, time.Duration(st.TTLSeconds)*time.Second)
 		return err
 	}
-	cp, err := r.takeCheckpoint(ctx, c.Container, st.TenantID, false)
+	saved := time.Since(start)
+	cp, err := r.checkpointHere(ctx, c.Container, st.TenantID, false)
+	checkpointed := time.Since(start)
+	if err == nil {
+		cp.Bytes, err = r.storeCheckpoint(ctx, cp)
+	}
 	if err != nil {
 		// A checkpoint that failed may have stopped the sandbox: what it
 		// held is lost.
@@ -286,7 +291,8 @@ func (r *Runner) pause(ctx context.Context, log *slog.Logger, sessionID, owner s
 		return err
 	}
 	r.metrics.liveOp("pause", start)
-	log.Info("session paused", "checkpoint", cp.ID, "bytes", cp.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("session paused", "checkpoint", cp.ID, "bytes", cp.Bytes, "took", time.Since(start).Round(time.Millisecond),
+		"workspace", saved.Round(time.Millisecond), "checkpointed", checkpointed.Round(time.Millisecond))
 	return nil
 }
 
