@@ -431,15 +431,20 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 	var attach chan []string
 	if early {
 		attach = make(chan []string, 1)
-		early = r.loops.Background(func(bg context.Context) {
+		early = r.loops.Background(func(context.Context) {
 			res := <-stored
 			ids := <-attach
 			err := res.err
 			if err == nil && len(ids) > 0 {
 				cp := cp
 				cp.Bytes = res.bytes
+				// Recorded even when the runner stops meanwhile (its stop
+				// waits for this).
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				var took int
-				if took, err = r.sessions.ForkCheckpoint(bg, cp, ids); err == nil {
+				took, err = r.sessions.ForkCheckpoint(rctx, cp, ids)
+				cancel()
+				if err == nil {
 					log.Info("a fork's checkpoint stored", "checkpoint", cp.ID, "children", took, "stored", res.took.Round(time.Millisecond))
 					return
 				}
