@@ -69,17 +69,18 @@ func judgingRows(c *client, runnerID string, devPID int) ([]row, error) {
 	}
 	fmt.Fprintf(os.Stderr, "bench: HumanEval's %d problems, canonical and broken, through /run_code\n", len(problems))
 	type sample struct {
-		program string
-		good    bool
+		task, program string
+		good          bool
 	}
 	var samples []sample
 	for _, p := range problems {
-		samples = append(samples, sample{p.program(p.CanonicalSolution), true})
+		samples = append(samples, sample{p.TaskID, p.program(p.CanonicalSolution), true})
 		// Broken: the body returns nothing (every problem's checks then fail).
-		samples = append(samples, sample{p.program("    return None\n"), false})
+		samples = append(samples, sample{p.TaskID, p.program("    return None\n"), false})
 	}
 	var mu sync.Mutex
 	next, passedGood, passedBroken := 0, 0, 0
+	var missed []string // canonical solutions that did not pass, and what came back
 	start := time.Now()
 	_, err = throughput(32, len(samples), func() error {
 		mu.Lock()
@@ -89,10 +90,13 @@ func judgingRows(c *client, runnerID string, devPID int) ([]row, error) {
 		verdict, _ := runCode(sf, s.program, "", 10)
 		mu.Lock()
 		defer mu.Unlock()
-		if verdict == "Success" && s.good {
+		switch {
+		case verdict == "Success" && s.good:
 			passedGood++
-		} else if verdict == "Success" {
+		case verdict == "Success":
 			passedBroken++
+		case s.good:
+			missed = append(missed, s.task+": "+verdict)
 		}
 		return nil
 	})
@@ -101,7 +105,7 @@ func judgingRows(c *client, runnerID string, devPID int) ([]row, error) {
 	}
 	took := time.Since(start)
 	rows = append(rows, row{Name: fmt.Sprintf("HumanEval through /run_code: %d canonical and %d broken solutions at concurrency 32: jobs/s (canonical passed, broken passed)", len(problems), len(problems)),
-		Gantry: fmt.Sprintf("%.1f jobs/s (%d/%d, %d/%d)", float64(len(samples))/took.Seconds(), passedGood, len(problems), passedBroken, len(problems)),
+		Gantry: fmt.Sprintf("%.1f jobs/s (%d/%d, %d/%d)%s", float64(len(samples))/took.Seconds(), passedGood, len(problems), passedBroken, len(problems), listed(missed)),
 		Target: "every canonical passes, no broken one", Met: met(passedGood == len(problems) && passedBroken == 0), Value: float64(len(samples)) / took.Seconds()})
 
 	// Tests in a job: 40 Python tests in one job against 40 jobs back to
@@ -165,6 +169,14 @@ func judgingRows(c *client, runnerID string, devPID int) ([]row, error) {
 		Gantry: fmt.Sprintf("%s (%d passed) / %s (%d passed)", ms(cold), okCold, ms(warm), okWarm), Value: msf(warm)})
 
 	return rows, nil
+}
+
+// listed is " (a; b)" of what it is given, or "".
+func listed(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(s, "; ") + ")"
 }
 
 // testsVsJobs times 40 Python tests in one job against the same 40 runs
