@@ -13,67 +13,73 @@ import (
 )
 
 // runTests runs a job's tests (jobs.Spec.Tests): the program is built once,
-// by the first test's run (or not at all, from a kept build), then every
-// test runs in a fresh sandbox (a run's sandbox is always fresh, and its
-// workspace emptied first), with its stdin, the job's timeout and limits.
-// After the first, tests run on up to testWorkers containers at once (each
-// a sandbox of the job's limits, admitted against the host's memory as any),
-// one at a time with stop_on_failure or egress (whose record is the
-// attempt's). A test that
-// times out keeps its container as any job does; one that runs out of
-// memory retires it and the next test gets another. The job's result holds
-// each test's, in order, and how the compile went; it has no output or
-// artifacts of its own. An error is the attempt's (runIn's): the job goes
-// back to the queue and its tests run again.
+// by the first test's run (or not at all: an interpreted program, or a
+// kept build), then every test runs in a fresh sandbox (a run's sandbox is
+// always fresh, and its workspace emptied first), with its stdin, the
+// job's timeout and limits. Tests run on up to testWorkers containers at
+// once (each a sandbox of the job's limits, admitted against the host's
+// memory as any) — after the first when it builds the program — and one at
+// a time with stop_on_failure or egress (whose record is the attempt's). A
+// test that times out keeps its container as any job does; one that runs
+// out of memory retires it and the next test gets another. The job's
+// result holds each test's, in order, and how the compile went; it has no
+// output or artifacts of its own. An error is the attempt's (runIn's): the
+// job goes back to the queue and its tests run again.
 func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared) (jobs.Result, error) {
 	spec := claim.Spec
 	a.testing = true
-	if in.req.Compile != nil {
-		in.req.Compile.SendBuild = true // for the tests after the first
-	}
 	started := time.Now()
 	res := jobs.Result{Status: jobs.StatusSucceeded}
 	results := make([]*jobs.TestResult, len(spec.Tests))
 	runs := make([]jobs.Result, len(spec.Tests))
 
-	// The first test alone: it builds the program.
 	w := &testWorker{a: a, in: *in}
 	defer w.done()
-	run, err := w.run(ctx, 0, spec.Tests[0])
-	if err != nil {
-		return jobs.Result{}, err
+	next := 0 // the next test to run
+	if in.req.Compile != nil {
+		// The first test alone: it builds the program, which the others
+		// then run (sent back for them).
+		w.in.req.Compile.SendBuild = true
+		run, err := w.run(ctx, 0, spec.Tests[0])
+		if err != nil {
+			return jobs.Result{}, err
+		}
+		switch {
+		case run.Error != nil && run.Error.Code == jobs.ErrCodeCompileError:
+			// It did not compile: nothing of it ran, no test has a result.
+			res.Status, res.Error = run.Status, run.Error
+			res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
+			res.Duration = time.Since(started)
+			return res, nil
+		case run.Status == jobs.StatusCancelled:
+			res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
+			return cancelledTests(res, nil, started), nil
+		case run.Error != nil && run.Error.Code == jobs.ErrCodeInfrastructure && !run.ran:
+			return run.Result, nil // its environment or memory cannot be had
+		}
+		if len(w.in.built) > 0 {
+			// Built: the other tests run what the first one built.
+			w.in.req.Compile, w.in.req.Build = nil, w.in.built
+		}
+		res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
+		runs[0] = run.Result
+		tr := testResult(&spec, spec.Tests[0], run.Result)
+		results[0], next = &tr, 1
+		if tr.Status != jobs.TestPassed && spec.StopOnFailure {
+			next = len(spec.Tests)
+		}
 	}
-	res.Compile, res.CompileOutput = run.Compile, run.CompileOutput
-	switch {
-	case run.Error != nil && run.Error.Code == jobs.ErrCodeCompileError:
-		// It did not compile: nothing of it ran, no test has a result.
-		res.Status, res.Error = run.Status, run.Error
-		res.Duration = time.Since(started)
-		return res, nil
-	case run.Status == jobs.StatusCancelled:
-		return cancelledTests(res, nil, started), nil
-	case run.Error != nil && run.Error.Code == jobs.ErrCodeInfrastructure && !run.ran:
-		return run.Result, nil // its environment or memory cannot be had
-	}
-	if in.req.Compile != nil && len(w.in.built) > 0 {
-		// Built: the other tests run what the first one built.
-		in.req.Compile, in.req.Build = nil, w.in.built
-	}
-	w.in.req.Compile, w.in.req.Build = in.req.Compile, in.req.Build
-	runs[0] = run.Result
-	tr := testResult(&spec, spec.Tests[0], run.Result)
-	results[0] = &tr
 
-	if !(tr.Status != jobs.TestPassed && spec.StopOnFailure) && len(spec.Tests) > 1 {
+	if next < len(spec.Tests) {
 		workers := 1
 		if !spec.StopOnFailure && in.egress == nil {
-			workers = min(testWorkers, 2*a.r.cfg.Slots, len(spec.Tests)-1)
+			workers = min(testWorkers, 2*a.r.cfg.Slots, len(spec.Tests)-next)
 		}
 		var (
 			mu        sync.Mutex
-			next      = 1
 			stop      bool
 			firstErr  error
+			unrun     *jobs.Result // a test's run that could not be had: the job's result
 			cancelled bool
 			wg        sync.WaitGroup
 		)
@@ -94,6 +100,9 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 		}
 		for _, tw := range pool {
 			wg.Go(func() {
+				// Out of tests, the worker's container goes back at once:
+				// another worker may be waiting for its memory.
+				defer tw.done()
 				for {
 					i, ok := take()
 					if !ok {
@@ -109,6 +118,13 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 						}
 					case run.Status == jobs.StatusCancelled:
 						stop, cancelled = true, true
+					case run.Error != nil && run.Error.Code == jobs.ErrCodeInfrastructure && !run.ran:
+						// Its environment or memory cannot be had: no
+						// test's can.
+						stop = true
+						if unrun == nil {
+							unrun = &run.Result
+						}
 					default:
 						tr := testResult(&spec, spec.Tests[i], run.Result)
 						results[i], runs[i] = &tr, run.Result
@@ -121,14 +137,24 @@ func (a *attempt) runTests(ctx context.Context, claim store.Claim, in *prepared)
 			})
 		}
 		wg.Wait()
+		if in.req.Compile == nil {
+			// A kept build's report (every run has it), or none.
+			for i, r := range results {
+				if r != nil {
+					res.Compile, res.CompileOutput = runs[i].Compile, runs[i].CompileOutput
+					break
+				}
+			}
+		}
 		switch {
 		case firstErr != nil:
 			return jobs.Result{}, firstErr
 		case cancelled:
 			return cancelledTests(res, results, started), nil
+		case unrun != nil:
+			return *unrun, nil
 		}
 	}
-
 	res.Tests = collected(results)
 	res.Duration = time.Since(started)
 	var cpu time.Duration

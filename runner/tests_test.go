@@ -84,6 +84,15 @@ print(line.upper(), "seen" if seen else "")
 	if got := h.metric(t, "gantry_build_cache_lookups_total", map[string]string{"found": "miss"}); got != 1 {
 		t.Errorf("compiles: %v", got)
 	}
+	// Again: every test runs the kept build (all at once, none building
+	// it), and the job says it was kept.
+	j = h.run(t, jobs.Request{Language: "cpp", Code: echo, CompileTimeoutMS: 60_000, Tests: tests})
+	if j.Status != jobs.StatusSucceeded || *j.TestsPassed != 30 || j.Compile == nil || !j.Compile.Cached || j.Compile.DurationMS != 0 {
+		t.Fatalf("cpp, kept: %s %+v %+v passed %v", j.Status, j.Error, j.Compile, j.TestsPassed)
+	}
+	if got := h.metric(t, "gantry_build_cache_lookups_total", map[string]string{"found": "miss"}); got != 1 {
+		t.Errorf("compiles after the kept build's run: %v", got)
+	}
 	// A compile error: no test ran.
 	j = h.run(t, jobs.Request{Language: "cpp", Code: brokenPrograms["cpp"][0], CompileTimeoutMS: 60_000, Tests: tests[:3]})
 	if j.Status != jobs.StatusFailed || j.Error == nil || j.Error.Code != jobs.ErrCodeCompileError || len(j.Tests) != 0 {
