@@ -143,11 +143,25 @@ type pendingSpare struct {
 // (with warm, only one the warm interpreter made; without, any other),
 // waiting for it to be made, if it does suit it; nil when there is none or
 // it does not (it is then discarded). Spares of other kinds stay for the
-// jobs they suit. An egress job takes none: no spare serves the egress
-// relay.
+// jobs they suit (under the Container isolation, where the container
+// serves one job, they are discarded first). An egress job takes none: no
+// spare serves the egress relay.
 func (s *server) takeSpare(req wire.Request, warm bool) spare {
 	if req.Egress {
 		return nil
+	}
+	if s.cfg.Isolation == wire.Container {
+		// The container serves this one job, and a spare is a process of
+		// it: one that may not run the job goes before the job starts.
+		for i := len(s.spares) - 1; i >= 0; i-- {
+			if !s.spares[i].kind.mayRun(req, warm) {
+				ch := s.spares[i].ch
+				s.spares = slices.Delete(s.spares, i, i+1)
+				if sp := <-ch; sp != nil {
+					sp.discard()
+				}
+			}
+		}
 	}
 	i := slices.IndexFunc(s.spares, func(p pendingSpare) bool { return p.kind.mayRun(req, warm) })
 	if i < 0 {
