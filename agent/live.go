@@ -93,6 +93,8 @@ type liveSandbox struct {
 	// kernels are its JavaScript and TypeScript kernels by name
 	// (jskernel.go); only the serving goroutine uses them.
 	kernels map[string]*jsKernel
+	// spare: it was made ahead of its session (livespare.go).
+	spare bool
 }
 
 // ended says why the sandbox ended, for the next job's report.
@@ -130,10 +132,30 @@ func (l *liveSandbox) isGone() bool {
 	}
 }
 
-// newLive makes the session's sandbox: a fork of the warm interpreter
-// (Namespaces), or the interpreter run directly in the container (the
-// Container isolation, where the container is the sandbox).
+// newLive gives the container a session sandbox: its spare, made ahead
+// (livespare.go), when one is ready, else one made now. Either way it is
+// numbered here, as the run takes it.
 func (s *server) newLive() (*liveSandbox, error) {
+	l := s.takeLiveSpare()
+	if l == nil {
+		var err error
+		if l, err = s.makeLive(liveWarmWait); err != nil {
+			return nil, err
+		}
+	}
+	s.lives++
+	l.id = s.lives
+	return l, nil
+}
+
+// makeLive makes a session sandbox, its answers read (read): a fork of the
+// warm interpreter (Namespaces), waiting up to warmWait for it to load,
+// or the interpreter run directly in the container (the Container
+// isolation, where the container is the sandbox). It holds nothing of any
+// run: its environment is the container's, its layout the container's
+// (the workspace's size), so that one made ahead is one made for the run.
+// Safe beside the serving goroutine (a spare is made in the background).
+func (s *server) makeLive(warmWait time.Duration) (*liveSandbox, error) {
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -145,13 +167,12 @@ func (s *server) newLive() (*liveSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.lives++
-	l := &liveSandbox{id: s.lives, conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
+	l := &liveSandbox{conn: fc.(*net.UnixConn), answers: make(chan liveAnswer, 1), gone: make(chan struct{}),
 		exited: make(chan struct{}), code: -1}
 	switch {
 	case s.cfg.Isolation == wire.Container:
 		err = s.startLiveDirect(l, theirs)
-	case s.warm != nil && s.warm.waitReady(liveWarmWait):
+	case s.warm != nil && s.warm.waitReady(warmWait):
 		err = s.startLiveWarm(l, theirs)
 	default:
 		// No warm interpreter (turned off, or not loaded in time): the
@@ -163,6 +184,7 @@ func (s *server) newLive() (*liveSandbox, error) {
 		l.conn.Close()
 		return nil, err
 	}
+	go l.read()
 	return l, nil
 }
 
@@ -315,11 +337,10 @@ func (s *server) startLive(req wire.Request) (running, error) {
 			return nil, err
 		}
 		fresh = true
-		go l.read()
 		s.setLive(l)
 	}
 	l := s.live
-	info := &wire.Live{ID: l.id, Fresh: fresh, Ended: ended}
+	info := &wire.Live{ID: l.id, Fresh: fresh, Ended: ended, Spare: fresh && l.spare}
 	// Its process service (live operations) runs before any job's code.
 	s.startProcesses(l)
 	if language, path, ok := kernelCell(req.Argv); ok {

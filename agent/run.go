@@ -59,6 +59,9 @@ func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	if err := s.unfit(); err != nil {
 		return wire.Exit{}, err
 	}
+	if !req.Stateful {
+		s.dropLiveSpare() // the container serves jobs now
+	}
 	l, err := s.choose(req)
 	if err != nil {
 		return wire.Exit{}, err

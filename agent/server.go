@@ -80,6 +80,9 @@ type server struct {
 	live      *liveSandbox
 	lives     int
 	liveEnded string
+	// liveSpare is the next session's sandbox, made ahead (livespare.go);
+	// only the serving goroutine touches it.
+	liveSpare liveSpareMaker
 	// liveMu guards live against live operations (liveops.go), served
 	// beside the requests; liveOps bounds those in progress.
 	liveMu  sync.Mutex
@@ -225,16 +228,26 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 
 // clean readies the container for its tenant's next job or session: it
 // ends a stateful session's live sandbox (with everything it started) and
-// its kept egress relay, and empties the workspace, unless the container
+// its kept egress relay, empties the workspace and, after a session, makes
+// the next session's sandbox ahead (livespare.go), unless the container
 // must not serve another: its warm interpreter died.
 func (s *server) clean() error {
 	if err := s.unfit(); err != nil {
 		return err
 	}
+	session := s.live != nil
 	if err := s.endLive(); err != nil {
 		return err
 	}
-	return emptyDir(wire.Workspace)
+	if err := emptyDir(wire.Workspace); err != nil {
+		return err
+	}
+	if session {
+		// The tenant's next session likely follows: its sandbox is made
+		// now, from nothing of this one's.
+		s.spareLive()
+	}
+	return nil
 }
 
 // warmReady waits for the warm interpreter to load (if there is one) and

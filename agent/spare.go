@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,7 +66,10 @@ const (
 // serves one job): warm forks after a Python job the warm interpreter may
 // run, Python interpreters after another Python job when there is no warm
 // interpreter, Nodes after a Node or TypeScript job, else waiting
-// processes.
+// processes. When every place is taken by spares of other kinds, the
+// oldest of them makes room for one of this kind: a container whose jobs
+// alternate between two kinds keeps one of each, instead of discarding
+// the head at every job.
 func (s *server) topUpSpares(last wire.Request) {
 	kind := spareWait
 	switch {
@@ -80,6 +84,9 @@ func (s *server) topUpSpares(last wire.Request) {
 	if s.cfg.Isolation == wire.Container {
 		limit = 1
 	}
+	if len(s.spares) >= limit && !slices.ContainsFunc(s.spares, func(p pendingSpare) bool { return p.kind == kind }) {
+		s.dropSpare(0)
+	}
 	for len(s.spares) < limit {
 		ch := make(chan spare, 1)
 		s.spares = append(s.spares, pendingSpare{kind: kind, ch: ch})
@@ -92,6 +99,18 @@ func (s *server) topUpSpares(last wire.Request) {
 			ch <- sp
 		}()
 	}
+}
+
+// dropSpare discards the i-th pending spare (in the background once it is
+// made: the run does not wait for it).
+func (s *server) dropSpare(i int) {
+	ch := s.spares[i].ch
+	s.spares = slices.Delete(s.spares, i, i+1)
+	go func() {
+		if sp := <-ch; sp != nil {
+			sp.discard()
+		}
+	}()
 }
 
 // makeSpare makes a spare of the kind.
@@ -120,22 +139,37 @@ type pendingSpare struct {
 	ch   chan spare
 }
 
-// takeSpare returns the oldest spare (the likeliest to be ready), waiting
-// for it to be made, if it suits the request (with warm, only one the warm
-// interpreter made); nil when there is none or it does not suit (it is
-// then discarded: the next ones follow the job). An egress job takes
-// none: no spare serves the egress relay.
+// takeSpare returns the oldest spare of a kind that may suit the request
+// (with warm, only one the warm interpreter made; without, any other),
+// waiting for it to be made, if it does suit it; nil when there is none or
+// it does not (it is then discarded). Spares of other kinds stay for the
+// jobs they suit (under the Container isolation, where the container
+// serves one job, they are discarded first). An egress job takes none: no
+// spare serves the egress relay.
 func (s *server) takeSpare(req wire.Request, warm bool) spare {
-	if len(s.spares) == 0 || req.Egress {
+	if req.Egress {
 		return nil
 	}
-	head := s.spares[0]
-	s.spares = s.spares[1:]
-	sp := <-head.ch
-	if sp != nil && warm != (head.kind == spareWarm) {
-		sp.discard()
+	if s.cfg.Isolation == wire.Container {
+		// The container serves this one job, and a spare is a process of
+		// it: one that may not run the job goes before the job starts.
+		for i := len(s.spares) - 1; i >= 0; i-- {
+			if !s.spares[i].kind.mayRun(req, warm) {
+				ch := s.spares[i].ch
+				s.spares = slices.Delete(s.spares, i, i+1)
+				if sp := <-ch; sp != nil {
+					sp.discard()
+				}
+			}
+		}
+	}
+	i := slices.IndexFunc(s.spares, func(p pendingSpare) bool { return p.kind.mayRun(req, warm) })
+	if i < 0 {
 		return nil
 	}
+	ch := s.spares[i].ch
+	s.spares = slices.Delete(s.spares, i, i+1)
+	sp := <-ch
 	if sp == nil {
 		return nil
 	}
@@ -144,6 +178,22 @@ func (s *server) takeSpare(req wire.Request, warm bool) spare {
 		return nil
 	}
 	return sp
+}
+
+// mayRun reports whether a spare of the kind may run the request, before
+// it is made (the spare's suits decides then): a warm fork only what the
+// warm interpreter runs (warm), the others only what it does not, a Python
+// spare a Python program and a Node spare a Node one.
+func (k spareKind) mayRun(req wire.Request, warm bool) bool {
+	switch k {
+	case spareWarm:
+		return warm
+	case sparePython:
+		return !warm && isPython(req.Argv)
+	case spareNode:
+		return !warm && isNode(req.Argv)
+	}
+	return !warm
 }
 
 // spareSource is the Python of a bubblewrap spare: the shared program

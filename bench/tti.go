@@ -26,7 +26,10 @@ type computeSDKResult struct {
 	Errors      []string  `json:"errors"`
 }
 
-func ttiRows(url, apiKey string, sequential, burst int) ([]row, error) {
+// computeSDK runs ComputeSDK's iterations against the gantry at url:
+// sequential one after another, then burst at once; nil (and no error)
+// when node or the provider is not installed.
+func computeSDK(url, apiKey string, sequential, burst int) (*computeSDKResult, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: no node: no ComputeSDK rows")
@@ -37,7 +40,6 @@ func ttiRows(url, apiKey string, sequential, burst int) ([]row, error) {
 		fmt.Fprintln(os.Stderr, "bench: @computesdk/e2b is not installed (make compat-deps): no ComputeSDK rows")
 		return nil, nil
 	}
-	fmt.Fprintf(os.Stderr, "bench: ComputeSDK's iteration through @computesdk/e2b: %d one after another, then %d at once\n", sequential, burst)
 	cmd := exec.Command(node, filepath.Join(dir, "e2b.mjs"), "computesdkBench")
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+url+"/compat/e2b", "E2B_SANDBOX_URL="+url+"/compat/e2b/sandbox",
 		"E2B_API_KEY=e2b_"+apiKey, "BENCH_SEQUENTIAL="+strconv.Itoa(sequential), "BENCH_BURST="+strconv.Itoa(burst))
@@ -57,6 +59,24 @@ func ttiRows(url, apiKey string, sequential, burst int) ([]row, error) {
 		}
 		fmt.Fprintln(os.Stderr, "bench: a ComputeSDK iteration failed:", e)
 	}
+	return &res, nil
+}
+
+// durations turns a list of milliseconds into durations.
+func durations(msList []float64) []time.Duration {
+	var ds []time.Duration
+	for _, m := range msList {
+		ds = append(ds, time.Duration(m*float64(time.Millisecond)))
+	}
+	return ds
+}
+
+func ttiRows(url, apiKey string, sequential, burst int) ([]row, error) {
+	fmt.Fprintf(os.Stderr, "bench: ComputeSDK's iteration through @computesdk/e2b: %d one after another, then %d at once\n", sequential, burst)
+	res, err := computeSDK(url, apiKey, sequential, burst)
+	if res == nil || err != nil {
+		return nil, err
+	}
 
 	// The baseline: a container made, node -v run in it, and removed.
 	var base []time.Duration
@@ -67,13 +87,6 @@ func ttiRows(url, apiKey string, sequential, burst int) ([]row, error) {
 			return nil, fmt.Errorf("docker run node -v: %v %s", err, out)
 		}
 		base = append(base, time.Since(start))
-	}
-	durations := func(msList []float64) []time.Duration {
-		var ds []time.Duration
-		for _, m := range msList {
-			ds = append(ds, time.Duration(m*float64(time.Millisecond)))
-		}
-		return ds
 	}
 	seq, bst := durations(res.Sequential), durations(res.Burst)
 	seqMed, baseMed := pct(seq, 50), pct(base, 50)

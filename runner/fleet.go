@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +45,10 @@ type FleetConfig struct {
 	// MemoryMB is the host memory the runner's containers may take
 	// together, by their limits (memory.go); 0: no bound.
 	MemoryMB int64
+	// Warming bounds the containers made at once for stateful sessions,
+	// each counted until its warm interpreter has loaded (about a second of
+	// CPU); 0: the host's CPUs, at least 2.
+	Warming int
 }
 
 // WithDefaults fills in zero fields.
@@ -65,6 +70,9 @@ func (c FleetConfig) WithDefaults(slots int) FleetConfig {
 	}
 	if c.LiveMax == 0 {
 		c.LiveMax = max(2*slots, 16)
+	}
+	if c.Warming == 0 {
+		c.Warming = max(runtime.NumCPU(), 2)
 	}
 	return c
 }
@@ -118,6 +126,11 @@ type fleet struct {
 	idled chan struct{}
 	// making counts containers being made for jobs (not the pool's).
 	making int
+	// warming holds a token per container being made for a stateful
+	// session until its warm interpreter has loaded (createSession);
+	// warmed is closed and replaced whenever one is given back.
+	warming chan struct{}
+	warmed  chan struct{}
 	// promised is memory counted on for jobs taken that have no
 	// container yet (memory.go).
 	promised int64
@@ -194,6 +207,7 @@ func newFleet(cfg FleetConfig, sb *Sandbox, skills *skillCache, log *slog.Logger
 	f := &fleet{
 		cfg: cfg, sb: sb, skills: skills, log: log.With("component", "fleet"), m: m,
 		pool: newPool(cfg), idle: idleSet{}, parked: newParkedSessions(cfg.LiveMax), idled: make(chan struct{}),
+		warming: make(chan struct{}, max(cfg.Warming, 1)), warmed: make(chan struct{}),
 		epochs: map[string]int64{},
 	}
 	if cfg.MemoryMB > 0 {
@@ -513,19 +527,108 @@ func (f *fleet) release(c *Container, reusable bool, reason string) {
 // first job, is the session's own, and a closed session's container goes
 // back to its tenant (dropSession). A durable session's under gVisor is a
 // new container of its own, which its checkpoints are taken of.
-func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, durable bool) (*lease, error) {
+//
+// A stateful session needs its container's warm interpreter loaded (its
+// sandbox is a fork of it), about a second of CPU in each new container:
+// a burst of sessions that made a container each would have them all
+// loading at once, none ready for seconds (on 2 cores, 20 of them past a
+// minute), while the containers the burst's first sessions give back would
+// have served sooner. So at most Warming containers are made at once for
+// stateful sessions, each counted until its interpreter has loaded; past
+// that a session waits for one of its tenant's containers to be given
+// back, the pool, or its turn to make one. Nothing is refused.
+func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim jobs.Limits, image string, durable, stateful bool) (*lease, error) {
 	if f.reusable() && !(durable && f.gv != nil) {
 		f.mu.Lock()
 		epoch := f.epochs[tenant]
 		f.mu.Unlock()
-		l, _, err := f.acquire(ctx, tenant, epoch, lim, image)
-		return l, err
+		if !stateful {
+			l, _, err := f.acquire(ctx, tenant, epoch, lim, image)
+			return l, err
+		}
+		return f.acquireWarm(ctx, tenant, epoch, lim, image)
 	}
 	c, err := f.create(ctx, ContainerSpec{SessionID: sessionID, Limits: lim, Image: image, Durable: durable})
 	if err != nil {
 		return nil, err
 	}
 	return f.adopt(c, tenant), nil
+}
+
+// acquireWarm is acquire for a stateful session: a new container is made
+// only with one of the Warming tokens, held until its warm interpreter has
+// loaded; without one it waits for a container of the tenant's to go idle,
+// a token to be given back or a second, and looks again.
+func (f *fleet) acquireWarm(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (*lease, error) {
+	for {
+		if l, ok := f.acquireWaiting(tenant, epoch, lim, image); ok {
+			return l, nil
+		}
+		f.mu.Lock()
+		idled, warmed := f.idled, f.warmed
+		f.mu.Unlock()
+		select {
+		case f.warming <- struct{}{}:
+		default:
+			t := time.NewTimer(time.Second)
+			select {
+			case <-idled:
+			case <-warmed:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, context.Cause(ctx)
+			}
+			t.Stop()
+			continue
+		}
+		l, source, err := f.acquire(ctx, tenant, epoch, lim, image)
+		if err == nil && source == "cold" {
+			err = l.awaitWarm(ctx)
+			if err != nil {
+				l.release(false, "warm interpreter failed")
+				l = nil
+			}
+		}
+		f.unwarm()
+		return l, err
+	}
+}
+
+// acquireWaiting takes one of the tenant's idle containers for the key, or
+// an unbound one from the pool, without making one or waiting.
+func (f *fleet) acquireWaiting(tenant string, epoch int64, lim jobs.Limits, image string) (*lease, bool) {
+	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
+	f.mu.Lock()
+	stale := f.noteEpoch(tenant, epoch)
+	source := "tenant"
+	c := f.idle.pop(key)
+	if c == nil && image == "" && f.cfg.Min > 0 && key.limits == f.cfg.Limits.Container() {
+		if pc, ok := f.pool.pop(); ok {
+			c, source = pc, "pool"
+			f.gaugesLocked()
+			defer f.pool.poke()
+		}
+	}
+	if c != nil {
+		f.claimLocked(c, tenant, epoch)
+	}
+	f.mu.Unlock()
+	f.retireAll(stale, "key revoked")
+	if c == nil {
+		return nil, false
+	}
+	f.m.acquired.WithLabelValues(source).Inc()
+	return f.lease(c), true
+}
+
+// unwarm gives back a Warming token and wakes the sessions waiting for one.
+func (f *fleet) unwarm() {
+	<-f.warming
+	f.mu.Lock()
+	close(f.warmed)
+	f.warmed = make(chan struct{})
+	f.mu.Unlock()
 }
 
 // adopt makes a container made for a session (created, or restored from a

@@ -488,3 +488,52 @@ func TestWarmIsUsed(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsWaitForWarming: a stateful session makes a new container
+// only with one of the fleet's Warming tokens (each held until that
+// container's warm interpreter has loaded); without one it waits, and
+// takes the container its tenant gives back meanwhile instead of making
+// another, or makes one once a token is given back.
+func TestSessionsWaitForWarming(t *testing.T) {
+	ctx := context.Background()
+	d := &fakeDocker{runs: []script{exits(0, "")}}
+	f := fakeRunner(t, d).fleet
+	lim := jobs.DefaultPolicy().DefaultLimits
+	made := func() int { d.mu.Lock(); defer d.mu.Unlock(); return d.next }
+	session := func(id string) <-chan *lease {
+		got := make(chan *lease, 1)
+		go func() {
+			l, err := f.createSession(ctx, id, "t1", lim, "", false, true)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		return got
+	}
+	first := <-session("ses_1")
+	if first == nil || made() != 1 || len(f.warming) != 0 {
+		t.Fatalf("the first session: %v, %d made, %d tokens held", first, made(), len(f.warming))
+	}
+
+	// Every token held, as if that many containers were loading.
+	for range cap(f.warming) {
+		f.warming <- struct{}{}
+	}
+	second := session("ses_2")
+	select {
+	case l := <-second:
+		t.Fatalf("a session made a container past the bound: %v", l)
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.release(true, "") // the first session closed: its container goes idle
+	if l := <-second; l == nil || l.Container != first.Container || made() != 1 {
+		t.Fatalf("the waiting session got %v (%d made), want the container its tenant gave back", l, made())
+	}
+
+	third := session("ses_3")
+	f.unwarm() // a container loaded: its token comes back
+	if l := <-third; l == nil || made() != 2 {
+		t.Fatalf("with a token back, the session got %v (%d made), want a new container", l, made())
+	}
+}

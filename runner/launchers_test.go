@@ -41,7 +41,11 @@ type launcherUnderTest struct {
 	node bool
 	// primed: the spares made before the suite's first run were taken.
 	primed bool
-	ctr    *Container
+	// spareSession: each case starts a new session whose sandbox the agent
+	// made ahead (agent/livespare.go), the container cleaned first as a
+	// closed session's is (newSession); the case's later runs go on in it.
+	spareSession bool
+	ctr          *Container
 	// fresh, when set, makes a new container for every run: under the
 	// container isolation a container serves one job (the program's
 	// leftovers are killed with everything the agent may signal, a spare
@@ -68,6 +72,25 @@ func nodeWrapper(code string) []byte {
   const r = require("child_process").spawnSync("python3", ["-c", ` + string(literal) + `], {stdio: "inherit"});
   process.exitCode = r.status === null ? 128 + require("os").constants.signals[r.signal] : r.status;
 }`)
+}
+
+// newSession ends a spareSession launcher's session as a closed one's
+// container is given back to its tenant (Clean, which makes the next
+// session's sandbox ahead), so that its next run starts a new session in
+// that spare; a no-op for the other launchers.
+func (l *launcherUnderTest) newSession(t *testing.T) {
+	t.Helper()
+	if !l.spareSession {
+		return
+	}
+	l.run(t, "0", 0, 0) // a session to close: the last case's, or a first one
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.ctr.conn.Clean(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // run runs a Python program with the launcher.
@@ -180,6 +203,7 @@ func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 			{name: "spare-warm", launcher: wire.LauncherSpare, warm: true, ctr: container(withWarm)},
 			{name: "spare-bwrap", launcher: wire.LauncherSpare, ctr: container(noWarm)},
 			{name: "session", launcher: wire.LauncherSession, stateful: true, warm: true, ctr: container(withWarm)},
+			{name: "session-spare", launcher: wire.LauncherSession, stateful: true, warm: true, spareSession: true, ctr: container(withWarm)},
 			{name: "session-bwrap", launcher: wire.LauncherSession, stateful: true, ctr: container(noWarm)},
 			{name: "spare-node", launcher: wire.LauncherSpare, node: true, ctr: container(noWarm)},
 			{name: "session-js", launcher: wire.LauncherSession, stateful: true, node: true, warm: true, ctr: container(withWarm)},
@@ -479,9 +503,13 @@ func TestLaunchers(t *testing.T) {
 					if tc.namespacesOnly && iso != wire.Namespaces || tc.skipIsolation == iso {
 						t.Skip("not under this isolation")
 					}
+					l.newSession(t)
 					r := l.run(t, tc.code, tc.timeoutMS, tc.outputCap)
 					if r.err != nil || !r.res.Exit.Started {
 						t.Fatalf("run: %v %+v %q", r.err, r.res.Exit, r.stderr)
+					}
+					if live := r.res.Exit.Live; l.spareSession && (live == nil || !live.Fresh || !live.Spare) {
+						t.Errorf("the case's session was not the spare made ahead: %+v", live)
 					}
 					if want := expectedLauncher(l); r.res.Exit.Launcher != want {
 						t.Errorf("ran with %q, want %q", r.res.Exit.Launcher, want)
@@ -532,6 +560,7 @@ for line in open("/proc/self/mountinfo"):
     print(point, f[sep + 1], opts)`
 	tables := map[string][]string{}
 	for _, l := range launchersUnderTest(t) {
+		l.newSession(t)
 		r := l.run(t, table, 0, 0)
 		if r.err != nil || r.res.Exit.Code != 0 {
 			t.Fatalf("%s: %v %+v %q", l.name, r.err, r.res.Exit, r.stderr)

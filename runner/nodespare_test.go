@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,37 @@ require("http").leak = 1; console.log(process.pid)`, nil, nil, ""); strings.Trim
 	if res, out, _ := nodeRun(t, c, "node", "console.log(process.execArgv.length, process.env.NODE_OPTIONS)", nil,
 		map[string]string{"NODE_OPTIONS": "--no-warnings"}, "", ""); out != "0 --no-warnings\n" || res.Exit.Launcher == wire.LauncherSpare {
 		t.Errorf("NODE_OPTIONS: %q %s", out, res.Exit.Launcher)
+	}
+}
+
+// TestSparesOfTwoKinds: a container whose jobs go back and forth between
+// Python and Node keeps a spare of each (agent/spare.go, topUpSpares), so
+// that every job after the first two starts in one, instead of finding the
+// other kind's at the head and discarding it.
+func TestSparesOfTwoKinds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	c := namespacesContainer(t, "a container serves one job under the container isolation")
+	var missed []string
+	for i, kind := range "PNNPPNNPPN" {
+		language := "python"
+		if kind == 'N' {
+			language = "node"
+		}
+		code := "print(6*7)"
+		if language == "node" {
+			code = "console.log(6*7)"
+		}
+		res, out, _ := nodeRun(t, c, language, code, nil, nil, "", "")
+		if out != "42\n" {
+			t.Fatalf("%s: %q", language, out)
+		}
+		if i >= 2 && res.Exit.Launcher != wire.LauncherSpare {
+			missed = append(missed, fmt.Sprintf("job %d (%s): %s", i, language, res.Exit.Launcher))
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("jobs that found no spare of their kind: %v", missed)
 	}
 }

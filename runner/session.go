@@ -449,7 +449,7 @@ func (w *sessionWork) container(ctx context.Context, spec jobs.Spec) (*lease, er
 				w.at.live.Lost = "its checkpoint could not be restored: " + err.Error()
 			}
 		}
-		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image, w.state.Stateful && w.state.Durable); err != nil {
+		if c, err = w.r.fleet.createSession(ctx, w.id, w.state.TenantID, lim, image, w.state.Stateful && w.state.Durable, w.state.Stateful); err != nil {
 			return err
 		}
 		if err := w.restore(ctx, c.Container); err != nil {

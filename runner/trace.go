@@ -105,6 +105,10 @@ func (a *attempt) traceRun(ctx context.Context, began, ended time.Time, rr wire.
 		return
 	}
 	_, start := tr.Start(ctx, "job.start", trace.WithTimestamp(began))
+	if l := rr.Exit.Live; l != nil && l.Fresh {
+		// A session's new sandbox: made ahead (a spare), or for this job.
+		start.SetAttributes(attribute.Bool("gantry.live.spare", l.Spare))
+	}
 	start.End(trace.WithTimestamp(first))
 	cause := context.Cause(ctx)
 	if c := rr.Compile; c != nil {

@@ -14,7 +14,8 @@ import "encoding/json"
 // sandbox image was built from other sources than the runner). 9: port
 // streams (ports.go). 10: a usage's peak memory is absent when it was not
 // measured (no longer 0). 11: JavaScript and TypeScript kernels (Kernel).
-const Protocol = 11
+// 12: a session sandbox made ahead says so (Live.Spare).
+const Protocol = 12
 
 // Where things are inside the sandbox, as the program sees them.
 const (
@@ -234,6 +235,9 @@ type Live struct {
 	// Ended says why the container's previous session sandbox ended, if
 	// one did.
 	Ended string `json:"ended,omitempty"`
+	// Spare: a fresh sandbox that was made ahead of its session, in the
+	// container its tenant's last session left (agent/livespare.go).
+	Spare bool `json:"spare,omitempty"`
 }
 
 // Succeeded reports whether the program ran and exited 0 by itself: for a
