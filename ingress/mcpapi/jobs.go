@@ -271,26 +271,27 @@ func (s *Server) runAndWait(ctx context.Context, req mcp.CallToolRequest, jr job
 }
 
 // followJob waits for the job to finish, forwarding its output as progress
-// notifications when the client asked for them. If ctx ends first (the
-// client cancelled the call, or went away), the job is cancelled too.
+// notifications when the client asked for them: all of it, in order, each
+// byte once (service.FollowJob: output the job wrote before the
+// subscription, as a short job's may, comes from its runner or its
+// record). If ctx ends first (the client cancelled the call, or went
+// away), the job is cancelled too.
 func (s *Server) followJob(ctx context.Context, p service.Principal, job jobs.Job, progressToken mcp.ProgressToken) (jobs.Job, error) {
-	w := service.Watch{Until: time.Now().Add(s.svc.MaxWait())}
+	until := time.Now().Add(s.svc.MaxWait())
+	var err error
 	if ms := server.ServerFromContext(ctx); progressToken != nil && ms != nil {
-		if live, err := s.svc.FollowOutput(job.ID, 256); err == nil {
-			defer live.Close()
-			w.Output = live
-		}
 		sent := 0
-		w.OnOutput = func(c service.Chunk) {
-			sent += len(c.Data)
+		job, err = s.svc.FollowJob(ctx, p, job, service.Follow{Until: until, OnText: func(stream, text string) {
+			sent += len(text)
 			_ = ms.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 				"progressToken": progressToken,
 				"progress":      sent,
-				"message":       c.Stream + ": " + strings.ToValidUTF8(string(c.Data), "\uFFFD"),
+				"message":       stream + ": " + text,
 			})
-		}
+		}})
+	} else {
+		job, err = s.svc.WaitJob(ctx, p, job, service.Watch{Until: until})
 	}
-	job, err := s.svc.WaitJob(ctx, p, job, w)
 	if err != nil || ctx.Err() == nil || job.Status.Terminal() {
 		return job, err
 	}

@@ -17,6 +17,9 @@ type Follow struct {
 	// Every, with OnTick, calls OnTick that often (a keep-alive).
 	Every  time.Duration
 	OnTick func()
+	// Until ends the following at that moment (zero: when the job ends):
+	// FollowJob then returns the job unfinished.
+	Until time.Time
 }
 
 // FollowJob streams the tenant's job's output to f.OnText until the job
@@ -65,6 +68,7 @@ func (s *Service) FollowJob(ctx context.Context, p Principal, job jobs.Job, f Fo
 		},
 		Every:  f.Every,
 		OnTick: f.OnTick,
+		Until:  f.Until,
 		OnRead: func(j jobs.Job) {
 			if j.Status == jobs.StatusRunning && !backlogDone && j.Attempt != askedAttempt {
 				askedAttempt = j.Attempt
