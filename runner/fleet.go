@@ -397,19 +397,10 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 	// Until memory is free for a new container (admit), a container of
 	// the tenant's that goes idle meanwhile serves as well.
 	for {
-		f.mu.Lock()
-		stale := f.noteEpoch(tenant, epoch)
-		if c := f.idle.pop(key); c != nil {
-			f.claimLocked(c, tenant, epoch)
-			f.mu.Unlock()
-			f.retireAll(stale, "key revoked")
-			f.m.acquired.WithLabelValues("tenant").Inc()
-			return f.lease(c), "tenant", nil
+		l, idled := f.takeIdle(tenant, epoch, key)
+		if l != nil {
+			return l, "tenant", nil
 		}
-		idled := f.idled
-		f.mu.Unlock()
-		f.retireAll(stale, "key revoked")
-
 		if image == "" {
 			if c, ok := f.take(ctx, key.limits); ok {
 				f.mu.Lock()
@@ -439,6 +430,25 @@ func (f *fleet) acquire(ctx context.Context, tenant string, epoch int64, lim job
 		f.m.acquired.WithLabelValues("cold").Inc()
 		return f.lease(c), "cold", nil
 	}
+}
+
+// takeIdle takes one of the tenant's idle containers for key, noting the
+// tenant's key epoch; with none it returns nil and the channel that is
+// closed when one goes idle.
+func (f *fleet) takeIdle(tenant string, epoch int64, key bindKey) (*lease, chan struct{}) {
+	f.mu.Lock()
+	stale := f.noteEpoch(tenant, epoch)
+	c, idled := f.idle.pop(key), f.idled
+	if c != nil {
+		f.claimLocked(c, tenant, epoch)
+	}
+	f.mu.Unlock()
+	f.retireAll(stale, "key revoked")
+	if c == nil {
+		return nil, idled
+	}
+	f.m.acquired.WithLabelValues("tenant").Inc()
+	return f.lease(c), nil
 }
 
 // noteEpoch records the tenant's key epoch; when it moved on, the tenant's
@@ -560,12 +570,17 @@ func (f *fleet) createSession(ctx context.Context, sessionID, tenant string, lim
 // loaded; without one it waits for a container of the tenant's to go idle,
 // a token to be given back or a second, and looks again.
 func (f *fleet) acquireWarm(ctx context.Context, tenant string, epoch int64, lim jobs.Limits, image string) (*lease, error) {
+	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
 	for {
-		if l, ok := f.acquireWaiting(tenant, epoch, lim, image); ok {
+		l, idled := f.takeIdle(tenant, epoch, key)
+		if l == nil && image == "" {
+			l = f.takePooled(tenant, epoch, key.limits)
+		}
+		if l != nil {
 			return l, nil
 		}
 		f.mu.Lock()
-		idled, warmed := f.idled, f.warmed
+		warmed := f.warmed
 		f.mu.Unlock()
 		select {
 		case f.warming <- struct{}{}:
@@ -595,31 +610,25 @@ func (f *fleet) acquireWarm(ctx context.Context, tenant string, epoch int64, lim
 	}
 }
 
-// acquireWaiting takes one of the tenant's idle containers for the key, or
-// an unbound one from the pool, without making one or waiting.
-func (f *fleet) acquireWaiting(tenant string, epoch int64, lim jobs.Limits, image string) (*lease, bool) {
-	key := bindKey{tenant: tenant, limits: lim.Container(), image: image}
-	f.mu.Lock()
-	stale := f.noteEpoch(tenant, epoch)
-	source := "tenant"
-	c := f.idle.pop(key)
-	if c == nil && image == "" && f.cfg.Min > 0 && key.limits == f.cfg.Limits.Container() {
-		if pc, ok := f.pool.pop(); ok {
-			c, source = pc, "pool"
-			f.gaugesLocked()
-			defer f.pool.poke()
-		}
+// takePooled takes an unbound container of the pool for the tenant, if
+// one is ready now (take waits for one being made).
+func (f *fleet) takePooled(tenant string, epoch int64, lim jobs.Limits) *lease {
+	if f.cfg.Min == 0 || lim != f.cfg.Limits.Container() {
+		return nil
 	}
-	if c != nil {
+	f.mu.Lock()
+	c, ok := f.pool.pop()
+	if ok {
+		f.gaugesLocked()
 		f.claimLocked(c, tenant, epoch)
 	}
 	f.mu.Unlock()
-	f.retireAll(stale, "key revoked")
-	if c == nil {
-		return nil, false
+	if !ok {
+		return nil
 	}
-	f.m.acquired.WithLabelValues(source).Inc()
-	return f.lease(c), true
+	f.pool.poke()
+	f.m.acquired.WithLabelValues("pool").Inc()
+	return f.lease(c)
 }
 
 // unwarm gives back a Warming token and wakes the sessions waiting for one.
