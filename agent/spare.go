@@ -104,13 +104,20 @@ func (s *server) topUpSpares(last wire.Request) {
 // dropSpare discards the i-th pending spare (in the background once it is
 // made: the run does not wait for it).
 func (s *server) dropSpare(i int) {
-	ch := s.spares[i].ch
-	s.spares = slices.Delete(s.spares, i, i+1)
+	ch := s.popSpare(i)
 	go func() {
 		if sp := <-ch; sp != nil {
 			sp.discard()
 		}
 	}()
+}
+
+// popSpare takes the i-th pending spare out of the list; its channel
+// delivers it once it is made.
+func (s *server) popSpare(i int) chan spare {
+	ch := s.spares[i].ch
+	s.spares = slices.Delete(s.spares, i, i+1)
+	return ch
 }
 
 // makeSpare makes a spare of the kind.
@@ -155,9 +162,7 @@ func (s *server) takeSpare(req wire.Request, warm bool) spare {
 		// it: one that may not run the job goes before the job starts.
 		for i := len(s.spares) - 1; i >= 0; i-- {
 			if !s.spares[i].kind.mayRun(req, warm) {
-				ch := s.spares[i].ch
-				s.spares = slices.Delete(s.spares, i, i+1)
-				if sp := <-ch; sp != nil {
+				if sp := <-s.popSpare(i); sp != nil {
 					sp.discard()
 				}
 			}
@@ -167,9 +172,7 @@ func (s *server) takeSpare(req wire.Request, warm bool) spare {
 	if i < 0 {
 		return nil
 	}
-	ch := s.spares[i].ch
-	s.spares = slices.Delete(s.spares, i, i+1)
-	sp := <-ch
+	sp := <-s.popSpare(i)
 	if sp == nil {
 		return nil
 	}
