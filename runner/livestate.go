@@ -427,61 +427,55 @@ func (r *Runner) fork(ctx context.Context, log *slog.Logger, sessionID, owner st
 		r.dropCheckpoint(cp)
 		return nil, copyErr
 	}
-	// The store goes on behind the answer only when every child lives
-	// here and the runner is not stopping (the background work is waited
-	// for as it stops).
+	// When every child lives here, the fork is recorded without its
+	// checkpoint and the store goes on behind the answer; the checkpoint
+	// becomes the children's once it is stored (attach).
 	early := !slices.ContainsFunc(ctrs, func(l *lease) bool { return l == nil })
-	record := cp
-	var attach chan []string
+	record := store.Checkpoint{}
+	if !early {
+		res := <-stored
+		if res.err != nil {
+			drop()
+			r.dropCheckpoint(cp)
+			return nil, res.err
+		}
+		record, record.Bytes = cp, res.bytes
+	}
+	sessions, err := r.sessions.ForkSession(ctx, sessionID, owner, record, req.TTLSeconds, children)
+	if err != nil {
+		drop()
+		if early {
+			<-stored
+		}
+		r.dropCheckpoint(cp)
+		return nil, err
+	}
 	if early {
-		attach = make(chan []string, 1)
-		early = r.loops.Background(func(context.Context) {
+		attach := func() {
 			res := <-stored
-			ids := <-attach
 			err := res.err
-			if err == nil && len(ids) > 0 {
+			if err == nil {
 				cp := cp
 				cp.Bytes = res.bytes
 				// Recorded even when the runner stops meanwhile (its stop
 				// waits for this).
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				var took int
-				took, err = r.sessions.ForkCheckpoint(rctx, cp, ids)
+				took, err = r.sessions.ForkCheckpoint(rctx, cp, req.ChildIDs)
 				cancel()
 				if err == nil {
 					log.Info("a fork's checkpoint stored", "checkpoint", cp.ID, "children", took, "stored", res.took.Round(time.Millisecond))
 					return
 				}
 			}
-			if err != nil {
-				log.Warn("store a fork's checkpoint; its children keep their live state in their sandboxes only until they next checkpoint", "checkpoint", cp.ID, "err", err)
-			}
-			r.dropCheckpoint(cp)
-		})
-	}
-	if early {
-		record = store.Checkpoint{}
-	} else if res := <-stored; res.err != nil {
-		drop()
-		r.dropCheckpoint(cp)
-		return nil, res.err
-	} else {
-		record.Bytes = res.bytes
-	}
-	sessions, err := r.sessions.ForkSession(ctx, sessionID, owner, record, req.TTLSeconds, children)
-	if attach != nil {
-		var ids []string
-		if err == nil {
-			ids = req.ChildIDs
-		}
-		attach <- ids
-	}
-	if err != nil {
-		drop()
-		if !early {
+			log.Warn("store a fork's checkpoint; its children keep their live state in their sandboxes only until they next checkpoint", "checkpoint", cp.ID, "err", err)
 			r.dropCheckpoint(cp)
 		}
-		return nil, err
+		// As background work, which the runner's stop waits for; a
+		// runner already stopping attaches it before it answers.
+		if !r.loops.Background(func(context.Context) { attach() }) {
+			attach()
+		}
 	}
 	for i, l := range ctrs {
 		if l == nil {
