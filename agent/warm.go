@@ -47,7 +47,12 @@ type warmEvent struct {
 	Event   string   `json:"event"`
 	Code    int      `json:"code"`
 	Error   string   `json:"error"`
+	// started: the sandbox's job process and its init, as the agent's
+	// pid namespace numbers them (the job process is in the sandbox's
+	// mount namespace; killing it ends the sandbox: the interpreter then
+	// kills its init, and the kernel everything else in it).
 	Pid     int      `json:"pid"`
+	Init    int      `json:"init"`
 	Modules []string `json:"modules"`
 	// exit: what the sandbox used after it was set up (its processes'
 	// CPU; the peak memory its processes added to the interpreter's own).
@@ -382,8 +387,8 @@ func (j *warmJob) wait() <-chan struct{} { return j.done }
 // which dies with the agent.
 func (j *warmJob) abandon() {}
 
-// expire kills the job's program (as process.stop does): its sandbox's
-// init then reaps it into the account and ends the sandbox.
+// expire kills the job's program (as process.stop does): the warm
+// interpreter then ends its sandbox, and reaps it into the account.
 func (j *warmJob) expire() {
 	j.mu.Lock()
 	j.timedOut = true
@@ -392,10 +397,7 @@ func (j *warmJob) expire() {
 	if pid <= 0 {
 		return // not started: the runner's own deadline holds
 	}
-	if inits := children(pid); len(inits) == 1 && stopInit(inits[0]) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
+	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in its namespace follow
 }
 
 func (j *warmJob) exit() (wire.Exit, error) {
