@@ -44,9 +44,9 @@ type warmEvent struct {
 	ID int64 `json:"id"`
 	// ready, failed (the sandbox could not be made, or the interpreter
 	// could not load), started, exit, bad (the interpreter is unfit).
-	Event   string   `json:"event"`
-	Code    int      `json:"code"`
-	Error   string   `json:"error"`
+	Event string `json:"event"`
+	Code  int    `json:"code"`
+	Error string `json:"error"`
 	// started: the sandbox's job process and its init, as the agent's
 	// pid namespace numbers them (the job process is in the sandbox's
 	// mount namespace; killing it ends the sandbox: the interpreter then
@@ -270,15 +270,18 @@ func (w *warm) pauseLoading() (resume func()) {
 	w.mu.Lock()
 	left := loadPauseBudget - w.paused
 	w.mu.Unlock()
-	p := w.cmd.Process
-	if left <= 0 || p.Signal(syscall.SIGSTOP) != nil {
+	// Its process group: the process the agent started and the
+	// interpreter it forked into its own namespaces (warm.py,
+	// _own_namespaces); sandboxes' processes have groups of their own.
+	group := -w.cmd.Process.Pid
+	if left <= 0 || syscall.Kill(group, syscall.SIGSTOP) != nil {
 		return func() {}
 	}
 	start := time.Now()
 	var once sync.Once
 	cont := func() {
 		once.Do(func() {
-			_ = p.Signal(syscall.SIGCONT)
+			_ = syscall.Kill(group, syscall.SIGCONT)
 			w.mu.Lock()
 			w.paused += time.Since(start)
 			w.mu.Unlock()

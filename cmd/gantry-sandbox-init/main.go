@@ -44,7 +44,7 @@ func main() {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
 		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 		syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGWINCH, syscall.SIGIO,
-		syscall.SIGPWR, syscall.SIGTRAP, syscall.SIGABRT)
+		syscall.SIGPWR, syscall.SIGTRAP, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGSTKFLT)
 	egress := ""
 	if len(os.Args) == 3 && os.Args[1] == "-egress" {
 		egress = os.Args[2]
