@@ -98,13 +98,13 @@ func ownCPU(pid int) time.Duration {
 	return time.Duration(ns)
 }
 
-// treeCPU is the CPU time pid and its descendants used so far, their
-// own and what they reaped (in clock ticks: the difference of two is
-// exact to a tick). 0 for pid 0.
-func treeCPU(pid int) time.Duration {
+// treeCPU is the CPU time the processes of roots and their descendants
+// used so far, their own and what they reaped (in clock ticks: the
+// difference of two is exact to a tick). 0 for pid 0.
+func treeCPU(roots ...int) time.Duration {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total time.Duration
-	eachInTree(pid, func(p string) {
+	eachInTree(roots, func(p string) {
 		if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
 			// After the command's closing parenthesis, from field 3:
 			// utime, stime, cutime and cstime are fields 14 to 17.
@@ -121,13 +121,15 @@ func treeCPU(pid int) time.Duration {
 	return total
 }
 
-// eachInTree calls fn with pid and each of its descendants alive now (as
-// /proc names them); none for pid 0.
-func eachInTree(pid int, fn func(p string)) {
-	if pid <= 0 {
-		return
+// eachInTree calls fn with each of roots and each of their descendants
+// alive now (as /proc names them); none for pid 0.
+func eachInTree(roots []int, fn func(p string)) {
+	var todo []int
+	for _, pid := range roots {
+		if pid > 0 {
+			todo = append(todo, pid)
+		}
 	}
-	todo := []int{pid}
 	for len(todo) > 0 {
 		n := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
@@ -143,9 +145,9 @@ func eachInTree(pid int, fn func(p string)) {
 // the sandbox's init and the processes that made it), whose peaks are not
 // the job's; ok is false when it could reset none (gVisor has no
 // clear_refs). A process that ended meanwhile is neither.
-func resetPeaks(pid int) (stale map[string]bool, ok bool) {
+func resetPeaks(roots []int) (stale map[string]bool, ok bool) {
 	stale = map[string]bool{}
-	eachInTree(pid, func(p string) {
+	eachInTree(roots, func(p string) {
 		switch err := writeProc("/proc/"+p+"/clear_refs", "5"); {
 		case err == nil:
 			ok = true
@@ -173,9 +175,9 @@ func writeProc(path, s string) error {
 // treePeak is the largest peak resident set (VmHWM, KiB) among pid and
 // its descendants alive now, but for those in skip; -1 when none could be
 // read.
-func treePeak(pid int, skip map[string]bool) int64 {
+func treePeak(roots []int, skip map[string]bool) int64 {
 	peak := int64(-1)
-	eachInTree(pid, func(p string) {
+	eachInTree(roots, func(p string) {
 		if skip[p] {
 			return
 		}
@@ -210,7 +212,7 @@ const peakEvery = 50 * time.Millisecond
 // is measured exactly (its kernel-kept high-water mark); one that ended
 // as of its last read.
 type peakWatch struct {
-	root  int
+	roots []int
 	stale map[string]bool // not reset: left out (resetPeaks)
 	mu    sync.Mutex
 	max   int64 // -1: nothing read
@@ -218,14 +220,14 @@ type peakWatch struct {
 	done  chan struct{}
 }
 
-// watchPeak starts watching root's tree; nil when its peaks cannot be
+// watchPeak starts watching the trees of roots; nil when their peaks cannot be
 // reset (the job's peak is then not known: none is reported).
-func watchPeak(root int) *peakWatch {
-	stale, ok := resetPeaks(root)
+func watchPeak(roots ...int) *peakWatch {
+	stale, ok := resetPeaks(roots)
 	if !ok {
 		return nil
 	}
-	w := &peakWatch{root: root, stale: stale, max: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &peakWatch{roots: roots, stale: stale, max: -1, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(peakEvery)
@@ -243,7 +245,7 @@ func watchPeak(root int) *peakWatch {
 }
 
 func (w *peakWatch) read() {
-	n := treePeak(w.root, w.stale)
+	n := treePeak(w.roots, w.stale)
 	w.mu.Lock()
 	w.max = max(w.max, n)
 	w.mu.Unlock()

@@ -41,12 +41,18 @@ type layout struct {
 	// Chdir is the program's working directory.
 	Chdir string `json:"chdir"`
 	// Egress, when set, is the address the sandbox's egress relay listens
-	// on (wire.EgressProxy), bound before the program starts; Relay is the
-	// relay's argv, serving the listener it is given as fd 3
-	// (`gantry-agent relay -fd 3`).
-	Egress string   `json:"egress,omitempty"`
-	Relay  []string `json:"relay,omitempty"`
+	// on (wire.EgressProxy), bound before the program starts.
+	Egress string `json:"egress,omitempty"`
+	// Init is the argv of the sandbox's pid 1 when the warm interpreter
+	// makes it (cmd/gantry-sandbox-init): with egress, it serves the relay
+	// to the agent's egress socket (named as the container sees it) on
+	// the listener the job's process binds and passes it.
+	Init []string `json:"init"`
 }
+
+// sandboxInit is where the sandbox image installs cmd/gantry-sandbox-init,
+// execute-only (images/sandbox/build.sh).
+const sandboxInit = "/usr/local/lib/gantry/sandbox-init"
 
 // varTmp is the other usual writable place (ComputeSDK's probe writes
 // there, as programs do that expect a file to outlive /tmp's).
@@ -159,8 +165,10 @@ func (s *server) sandboxLayout(tmpMB int, runDir string, build, egress bool) lay
 	if build {
 		l.Mounts = append(l.Mounts, mount{Kind: mountBind, Src: buildDir(runDir), Dst: wire.BuildDir})
 	}
+	l.Init = []string{sandboxInit}
 	if egress {
-		l.Egress, l.Relay = wire.EgressProxy, []string{s.cfg.Self, "relay", "-fd", "3"}
+		l.Egress = wire.EgressProxy
+		l.Init = append(l.Init, "-egress", filepath.Join(runDir, filepath.Base(wire.EgressSocket)))
 	}
 	return l
 }

@@ -83,6 +83,10 @@ type liveSandbox struct {
 	// (the Container isolation) the sandbox's root is the agent's own.
 	rootPid   int
 	agentRoot bool
+	// initPid, when the warm interpreter made the sandbox, is its init:
+	// what the session's processes leave behind is its children, and
+	// counts to the session's jobs as root's tree does.
+	initPid int
 
 	mu     sync.Mutex
 	code   int
@@ -208,10 +212,10 @@ func (s *server) startLiveWarm(l *liveSandbox, sock *os.File) error {
 	}
 	pid := ev.Pid
 	l.rootPid = pid
-	l.root = pid
+	l.root, l.initPid = pid, ev.Init
 	l.kill = func() {
 		if pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in it follow
+			_ = syscall.Kill(pid, syscall.SIGKILL) // its init and everything in its namespace follow
 		}
 	}
 	go func() {
@@ -377,7 +381,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 	default:
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	oomBefore, cpuBefore, peak := oomKills(), treeCPU(l.root), watchPeak(l.root)
+	oomBefore, cpuBefore, peak := oomKills(), treeCPU(l.root, l.initPid), watchPeak(l.root, l.initPid)
 	s.announceStart()
 	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
 	stdinR.Close()
@@ -405,7 +409,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 			// (what runs on in the background too), measured from
 			// outside: the interpreter's own account is the session's
 			// code's to forge.
-			p.cpu, p.peak = treeCPU(l.root)-cpuBefore, peak.take()
+			p.cpu, p.peak = treeCPU(l.root, l.initPid)-cpuBefore, peak.take()
 		case <-l.gone:
 			peak.take()
 		}

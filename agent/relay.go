@@ -3,15 +3,13 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
-	"time"
-	"unsafe"
 
+	"github.com/gantryhq/gantry/agent/egressrelay"
 	"github.com/gantryhq/gantry/agent/wire"
 )
 
@@ -64,58 +62,6 @@ func RelayThenRun(argv []string) int {
 	return 0
 }
 
-// ServeRelay is `gantry-agent relay -fd N`: the egress relay of a sandbox
-// the warm interpreter made, serving the listener its init bound on the
-// layout's egress address and passed as descriptor fd, for as long as the
-// sandbox lives. It is the relay RelayThenRun runs, without a program.
-func ServeRelay(fd int) int {
-	// Named for what it is among the sandbox's processes.
-	name := []byte("egress-relay\x00")
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0)
-	ln, err := net.FileListener(os.NewFile(uintptr(fd), "egress-relay"))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gantry: relay: descriptor %d is no listener: %v\n", fd, err)
-		return 127
-	}
-	serveRelay(ln)
-	return 0
-}
-
 // serveRelay joins each connection ln accepts to the agent's egress
 // socket, until ln is closed.
-func serveRelay(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // out of descriptors: do not spin
-			continue
-		}
-		go splice(c)
-	}
-}
-
-// splice joins a program's proxy connection to the agent's socket.
-func splice(c net.Conn) {
-	defer c.Close()
-	up, err := net.Dial("unix", wire.EgressSocket)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(up, c)
-		if cw, ok := up.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		close(done)
-	}()
-	_, _ = io.Copy(c, up)
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	<-done
-}
+func serveRelay(ln net.Listener) { egressrelay.Serve(ln, wire.EgressSocket) }

@@ -44,10 +44,15 @@ type warmEvent struct {
 	ID int64 `json:"id"`
 	// ready, failed (the sandbox could not be made, or the interpreter
 	// could not load), started, exit, bad (the interpreter is unfit).
-	Event   string   `json:"event"`
-	Code    int      `json:"code"`
-	Error   string   `json:"error"`
+	Event string `json:"event"`
+	Code  int    `json:"code"`
+	Error string `json:"error"`
+	// started: the sandbox's job process and its init, as the agent's
+	// pid namespace numbers them (the job process is in the sandbox's
+	// mount namespace; killing it ends the sandbox: the interpreter then
+	// kills its init, and the kernel everything else in it).
 	Pid     int      `json:"pid"`
+	Init    int      `json:"init"`
 	Modules []string `json:"modules"`
 	// exit: what the sandbox used after it was set up (its processes'
 	// CPU; the peak memory its processes added to the interpreter's own).
@@ -265,15 +270,18 @@ func (w *warm) pauseLoading() (resume func()) {
 	w.mu.Lock()
 	left := loadPauseBudget - w.paused
 	w.mu.Unlock()
-	p := w.cmd.Process
-	if left <= 0 || p.Signal(syscall.SIGSTOP) != nil {
+	// Its process group: the process the agent started and the
+	// interpreter it forked into its own namespaces (warm.py,
+	// _own_namespaces); sandboxes' processes have groups of their own.
+	group := -w.cmd.Process.Pid
+	if left <= 0 || syscall.Kill(group, syscall.SIGSTOP) != nil {
 		return func() {}
 	}
 	start := time.Now()
 	var once sync.Once
 	cont := func() {
 		once.Do(func() {
-			_ = p.Signal(syscall.SIGCONT)
+			_ = syscall.Kill(group, syscall.SIGCONT)
 			w.mu.Lock()
 			w.paused += time.Since(start)
 			w.mu.Unlock()
@@ -382,8 +390,8 @@ func (j *warmJob) wait() <-chan struct{} { return j.done }
 // which dies with the agent.
 func (j *warmJob) abandon() {}
 
-// expire kills the job's program (as process.stop does): its sandbox's
-// init then reaps it into the account and ends the sandbox.
+// expire kills the job's program (as process.stop does): the warm
+// interpreter then ends its sandbox, and reaps it into the account.
 func (j *warmJob) expire() {
 	j.mu.Lock()
 	j.timedOut = true
@@ -392,10 +400,7 @@ func (j *warmJob) expire() {
 	if pid <= 0 {
 		return // not started: the runner's own deadline holds
 	}
-	if inits := children(pid); len(inits) == 1 && stopInit(inits[0]) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in it follow
+	_ = syscall.Kill(pid, syscall.SIGKILL) // the init and everything in its namespace follow
 }
 
 func (j *warmJob) exit() (wire.Exit, error) {

@@ -1,35 +1,41 @@
 # gantry's warm interpreter (after pyrun.py; see warm.go and
 # docs/ARCHITECTURE.md, "The warm interpreter"). One per sandbox container,
-# started by the agent as uid 1000 without capabilities. It imports the data
-# libraries once, then serves the agent on a SOCK_SEQPACKET socket (fd 3):
-# each request names a job and carries its stdin, stdout and stderr; the
-# interpreter forks, and the child builds the job's sandbox itself, the way
-# bubblewrap builds one for other programs:
+# started by the agent as uid 1000 without capabilities. Before anything
+# else it moves into a user and a pid namespace of its own, uid and gid
+# 1000 mapped to themselves (_own_namespaces), where it holds the
+# capabilities to give each sandbox a pid namespace and to return from it.
+# It imports the data libraries once, then serves the agent on a
+# SOCK_SEQPACKET socket (fd 3): each request names a job and carries its
+# stdin, stdout and stderr; the interpreter makes the job's sandbox, the way
+# bubblewrap makes one for other programs, as two processes (_make):
 #
-#   child (C):   new user, mount, pid, net, ipc, uts and cgroup namespaces;
-#                uid and gid 1000 mapped to themselves; no further user
-#                namespaces (max_user_namespaces 0); forks the namespace's init
-#   init (P1):   pid 1: the sandbox's mounts, as the request's layout lists
-#                them (agent/layout.go defines every sandbox's; this file
-#                only carries the steps out, and bubblewrap's arguments are
-#                rendered from the same layout); with egress, the relay
-#                (`gantry-agent relay`, as the layout names it) on the
-#                layout's address; not dumpable; forks the job, then only
-#                reaps and passes on the job's exit status (its exit kills
-#                everything left in the namespace)
-#   job (P2):    every capability dropped (bounding set too), no_new_privs,
-#                the job's seccomp filter, only its stdin, stdout and stderr
-#                open; random generators re-seeded; then the program runs in
-#                this already warm interpreter as `python3 <file>` would, or
-#                (for a stateful session) the session's interpreter serves
-#                the session's jobs until the session ends.
+#   init:        pid 1 of a new pid namespace, started first
+#                (gantry-sandbox-init, exec'd, execute-only so not
+#                dumpable): reaps what the job leaves behind and, with
+#                egress, serves the relay on the listener the job's process
+#                passes it; it stays in the interpreter's user namespace,
+#                out of the job's reach
+#   job (P2):    the interpreter's fork, beside the init: the sandbox's
+#                mounts in a new mount namespace, as the request's layout
+#                lists them (agent/layout.go defines every sandbox's; this
+#                file only carries the steps out, and bubblewrap's
+#                arguments are rendered from the same layout); then its own
+#                user namespace (and net, ipc, uts, cgroup), no further
+#                user namespaces (max_user_namespaces 0); every capability
+#                dropped (bounding set too), no_new_privs, the job's seccomp
+#                filter, only its stdin, stdout and stderr open; random
+#                generators re-seeded; then the program runs in this already
+#                warm interpreter as `python3 <file>` would, or (for a
+#                stateful session) the session's interpreter serves the
+#                session's jobs until the session ends.
 #
-# The interpreter itself never runs a job's code and reads nothing a job
-# writes: it only forks, reaps and reports to the agent. The agent may ask
-# for a sandbox ahead of its job (a spare: the three processes above, the
-# job process locked down and waiting for its streams and description on
-# a socket whose other end the agent holds); when and how many is the
-# agent's to decide (agent/spare.go).
+# When the job's process ends, the interpreter kills the init, and the
+# kernel everything left in the pid namespace. The interpreter itself never
+# runs a job's code and reads nothing a job writes: it only forks, reaps and
+# reports to the agent. The agent may ask for a sandbox ahead of its job (a
+# spare: the two processes above, the job process locked down and waiting
+# for its streams and description on a socket whose other end the agent
+# holds); when and how many is the agent's to decide (agent/spare.go).
 import json, socket, selectors, signal, ctypes, struct, errno, resource, time
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -45,9 +51,10 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NAME, PR_CAPBSET_DROP = 1, 4, 15, 24
 PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 22, 38, 47
 SECCOMP_MODE_FILTER, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-# A sandbox's processes get the interpreter's status pipe as fd 3 and the
-# done pipe, on which its init reports the job's end, as fd 5.
-_DONE_FD = 5
+# The job's process gets the interpreter's status pipe as fd 3 and a
+# socket to its sandbox's init as fd 5 (the egress relay's listener goes
+# to the init on it).
+_INIT_FD = 5
 _WALL = 0x40000000  # waitpid: children of any kind, clones too
 NAMESPACES = {"user": CLONE_NEWUSER, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "net": CLONE_NEWNET,
               "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS, "cgroup": CLONE_NEWCGROUP}
@@ -127,7 +134,7 @@ def _bind_fd(fd, dst, ro, device=False):
 
 def _apply_layout(layout):
     """Makes the sandbox's mounts, step by step as the layout lists them (in
-    the init, pid 1 of the new pid namespace). agent/layout.go defines the
+    the job's process, before it runs the job). agent/layout.go defines the
     layout and what each step means; nothing is mounted here that it does
     not list."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -238,26 +245,18 @@ def _loopback_up():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
-def _egress_relay(layout):
-    """With egress, the sandbox's relay to the egress proxy: a listener on
-    the layout's address, bound here (before the job can take it), served
-    by `gantry-agent relay` (the layout's relay argv) on fd 3: the same
-    relay a job under bubblewrap runs in front of its program."""
+def _egress_listener(layout):
+    """With egress, the listener of the sandbox's relay to the egress proxy,
+    on the layout's address, bound here (before the job can take it) and
+    passed to the sandbox's init, which serves the relay on it (the same
+    relay a job under bubblewrap runs in front of its program)."""
     host, port = layout["egress"].rsplit(":", 1)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, int(port)))
     ls.listen(128)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _name("gantry-relay")
-            null = os.open("/dev/null", os.O_RDWR)
-            _arrange([null, null, null, ls.fileno()])
-            argv = layout["relay"]
-            os.execv(argv[0], argv)
-        finally:
-            os._exit(127)
+    with socket.socket(fileno=os.dup(_INIT_FD)) as init:
+        socket.send_fds(init, [b"L"], [ls.fileno()])
     ls.close()
 
 
@@ -271,107 +270,47 @@ def _fail(what, e):
     os._exit(127)
 
 
-def _sandbox(spec, fds, zygote):
-    """The forked child (C). Never returns."""
+def _sandbox(spec, fds):
+    """The job's process (P2), forked in the sandbox's new pid namespace
+    beside its init: makes the rest of the sandbox, then runs the job.
+    Never returns."""
     try:
-        _name("gantry-job")
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != zygote:
-            os._exit(127)
         _write("/proc/self/oom_score_adj", "1000")  # the job, never the agent, when memory runs out
         _arrange(fds)
+        layout = spec["layout"]
         uid, gid = os.getuid(), os.getgid()
+        # The sandbox's mounts, in a mount namespace of its own, with the
+        # interpreter's capabilities: its user namespace owns the new pid
+        # namespace, whose /proc is mounted here.
+        _check(_libc.unshare(CLONE_NEWNS), "unshare")
+        _apply_layout(layout)
+        # Then the sandbox's own user namespace, and with it the others
+        # (network, ipc, uts, cgroup): in it, this process holds no
+        # capability over the interpreter's namespaces, the mount namespace
+        # included, and the job will hold none at all.
         flags = 0
-        for ns in spec["layout"]["namespaces"]:
+        for ns in layout["namespaces"]:
             flags |= NAMESPACES[ns]
-        _check(_libc.unshare(flags), "unshare")
+        _check(_libc.unshare(flags & ~(CLONE_NEWPID | CLONE_NEWNS)), "unshare")
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
         _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
         _loopback_up()
         # Read in this namespace, the limit holds for it and all below it.
         _write("/proc/sys/user/max_user_namespaces", "0")
-        pid = os.fork()
-    except BaseException as e:
-        _fail("namespaces", e)
-    if pid == 0:
-        _init(spec)
-    os.closerange(0, 1 << 20)
-    while True:
-        try:
-            _, st = os.waitpid(pid, 0)
-            break
-        except ChildProcessError:
-            os._exit(127)
-    os._exit(_status(st))
-
-
-def _init(spec):
-    """Pid 1 of the job's pid namespace (P1). Never returns."""
-    try:
-        _name("sandbox-init")
         os.setsid()
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        layout = spec["layout"]
-        _apply_layout(layout)
         if layout.get("egress"):
-            _egress_relay(layout)
-        _prctl(PR_SET_DUMPABLE, 0)  # the job may not trace or read its init
-        pid = os.fork()
+            _egress_listener(layout)
+        os.close(_INIT_FD)
     except BaseException as e:
         _fail("sandbox", e)
-    if pid == 0:
-        _job(spec)
-    try:
-        # Signals from inside the namespace reach an init only through a
-        # handler: it has none.
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-            signal.signal(s, signal.SIG_DFL)
-        null = os.open("/dev/null", os.O_RDWR)
-        for i in range(3):
-            os.dup2(null, i)
-        os.closerange(3, _DONE_FD)
-        os.closerange(_DONE_FD + 1, 1 << 20)
-        _lock_down(_FILTER)
-    except BaseException:
-        os._exit(127)
-    code = 127
-    while True:
-        try:
-            p, st = os.waitpid(-1, _WALL)
-        except ChildProcessError:
-            break
-        if p == pid:
-            code = _status(st)
-            break
-    # The job's process ended: whatever it left in the namespace is killed
-    # and reaped here, into this process's account, and then nothing of
-    # the job runs. The interpreter hears it on the done pipe and reports
-    # the job's end at once: this process's and the first one's own exits
-    # (tearing down copies of the interpreter's address space, ~6 ms)
-    # are off the job's path. A process forking as it is killed cannot
-    # finish the fork, so the loop ends.
-    while True:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(-1, _WALL)
-        except ChildProcessError:
-            break
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        os.write(_DONE_FD, b"D%d %d %d" % (code, int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss))
-    except OSError:
-        pass
-    os._exit(code)
+    _job(spec)
 
 
 def _job(spec):
     """The job's process (P2). Never returns."""
     try:
-        os.close(_DONE_FD)  # its init's, never the job's
         _name("python3")
         _prctl(PR_SET_DUMPABLE, 1)
         _lock_down(_FILTER)
@@ -1050,6 +989,58 @@ def _bundle(obj):
 _FILTER = b""
 
 
+# The interpreter's own pid namespace (a descriptor), which it returns to
+# after making each sandbox's (_main, _make).
+_OWN_PID_NS = None
+
+
+def _make(spec, fds, init_sock):
+    """Makes a sandbox: its init (the layout's, on init_sock as its fd 3)
+    first in a new pid namespace, then the job's process (P2) forked beside
+    it, which makes the rest of the sandbox with fds as its descriptors
+    (_sandbox). (init pid, job process pid), as this process sees them."""
+    argv = list(spec["layout"]["init"])
+    null = os.open("/dev/null", os.O_RDWR)
+    try:
+        # Only this process's children go to the new namespace.
+        _check(_libc.unshare(CLONE_NEWPID), "unshare")
+        try:
+            init = os.posix_spawn(argv[0], argv, {}, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
+                (os.POSIX_SPAWN_DUP2, null, 2), (os.POSIX_SPAWN_DUP2, init_sock, 3)])
+            try:
+                pid = os.fork()
+            except OSError:
+                os.kill(init, signal.SIGKILL)
+                os.waitpid(init, 0)
+                raise
+            if pid == 0:
+                try:
+                    os.dup2(fds[3], 3, inheritable=True)  # for _fail until _arrange
+                    _sandbox(spec, fds)
+                finally:
+                    os._exit(127)
+        finally:
+            if _libc.setns(_OWN_PID_NS, CLONE_NEWPID) != 0:
+                # Every later sandbox would be made inside this one's
+                # namespace: the interpreter is unfit (the agent hears
+                # of its end and retires the container).
+                os._exit(1)
+    finally:
+        os.close(null)
+    return init, pid
+
+
+def _outer_pid(pidfd):
+    """The pid of pidfd's process in the container's pid namespace (the
+    agent's), as the container's /proc shows it."""
+    with open("/proc/self/fdinfo/%d" % pidfd) as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    return 0
+
+
 def _serve(ctl):
     """Serves the agent's requests until it goes away: each asks for a
     sandbox, made from the request's layout, for a job (its stdin, stdout,
@@ -1058,7 +1049,6 @@ def _serve(ctl):
     waits on the socket attached for the job's streams and description,
     which the agent sends it directly). Events go back on ctl: started or
     failed, then exit with what the sandbox used."""
-    zygote = os.getpid()
     sel = selectors.DefaultSelector()
     sel.register(ctl, selectors.EVENT_READ, None)
     want_fds = {"job": 4, "session": 1, "spare": 1}
@@ -1082,75 +1072,59 @@ def _serve(ctl):
         if data.startswith(b"S"):
             # What the sandbox used so far was its setup, not the job's;
             # what its job process held then is the interpreter's pages.
-            rec["setup_ns"] = _tree_cpu_ns(rec["pid"])
             try:
                 base_kb, job_ns = data[1:].decode().split()
-                rec["base_kb"], rec["job_setup_ns"] = int(base_kb), int(job_ns)
+                rec["base_kb"], job_ns = int(base_kb), int(job_ns)
             except ValueError:
-                rec["base_kb"], rec["job_setup_ns"] = 0, 0
-            report({"id": rec["id"], "event": "started", "pid": rec["pid"]})
+                rec["base_kb"], job_ns = 0, 0
+            # The job's process's own setup, and its init's (which runs
+            # nothing of the job's but the relay).
+            rec["setup_ns"] = job_ns + _tree_cpu_ns(rec["init_cpid"])
+            report({"id": rec["id"], "event": "started", "pid": rec["cpid"], "init": rec["init_cpid"]})
         else:
             report({"id": rec["id"], "event": "failed", "error": data[1:].decode("utf-8", "replace") or "the sandbox's process died"})
 
-    def ended(rec, code, cpu_ns, peak_kb):
-        # The job is over, nothing of it running: its end is reported once,
-        # from its init's done pipe or, when the init said nothing (killed
-        # with its sandbox), from the first process's exit.
-        if rec.get("ended"):
+    def ended(rec):
+        # The job is over, nothing of it running: its process and its
+        # init are reaped (everything else in its pid namespace was killed
+        # with the init, reaped into the init's account).
+        if rec["ru"] is None or rec["init_ru"] is None or rec.get("reported"):
             return
-        rec["ended"] = True
+        rec["reported"] = True
         settle(rec)
-        report({"id": rec["id"], "event": "exit", "code": code,
+        ru, iru = rec["ru"], rec["init_ru"]
+        cpu_ns = int((ru.ru_utime + ru.ru_stime + iru.ru_utime + iru.ru_stime) * 1e9) - rec.get("setup_ns", 0)
+        peak_kb = max(ru.ru_maxrss, iru.ru_maxrss)
+        report({"id": rec["id"], "event": "exit", "code": _status(rec["st"]),
                 "cpu_us": max(cpu_ns // 1000, 0), "peak_kb": max(peak_kb - rec.get("base_kb", 0), 0)})
 
     def start(spec, streams, extra):
-        """Forks a sandbox with these stdin, stdout and stderr and extra as
-        its fd 4; OSError if it cannot."""
+        """Makes a sandbox with these stdin, stdout and stderr and extra as
+        its job process's fd 4; OSError if it cannot."""
         r, w = os.pipe()
         try:
-            dr, dw = os.pipe()
+            init_end, job_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError:
             os.close(r)
             os.close(w)
             raise
         try:
-            pid = os.fork()
+            init, pid = _make(spec, list(streams) + [w, extra, job_end.fileno()], init_end.fileno())
         except OSError:  # the container's pids limit, say
-            for f in (r, w, dr, dw):
-                os.close(f)
+            os.close(r)
             raise
-        if pid == 0:
-            os.dup2(w, 3, inheritable=True)  # for _fail until _arrange
-            _sandbox(spec, list(streams) + [w, extra, dw], zygote)
-        os.close(w)
-        os.close(dw)
-        rec = {"id": spec["id"], "pid": pid, "status": r, "buf": b"", "done": dr, "pidfd": os.pidfd_open(pid)}
+        finally:
+            os.close(w)
+            init_end.close()
+            job_end.close()
+        rec = {"id": spec["id"], "pid": pid, "init": init, "status": r, "buf": b"",
+               "pidfd": os.pidfd_open(pid), "init_pidfd": os.pidfd_open(init), "ru": None, "init_ru": None}
+        # As the agent sees them (in the container's pid namespace).
+        rec["cpid"], rec["init_cpid"] = _outer_pid(rec["pidfd"]), _outer_pid(rec["init_pidfd"])
         sel.register(r, selectors.EVENT_READ, ("status", rec))
-        sel.register(dr, selectors.EVENT_READ, ("done", rec))
         sel.register(rec["pidfd"], selectors.EVENT_READ, ("exit", rec))
+        sel.register(rec["init_pidfd"], selectors.EVENT_READ, ("init", rec))
         return rec
-
-    def done(rec):
-        # The init wrote the job's end (or closed the pipe, dying). The
-        # pipe may be gone already: read at the first process's exit, an
-        # event of the same select.
-        if rec["done"] is None:
-            return
-        data = b""
-        try:
-            data = os.read(rec["done"], 256)
-        except OSError:
-            pass
-        sel.unregister(rec["done"])
-        os.close(rec["done"])
-        rec["done"] = None
-        try:
-            code, cpu_ns, peak_kb = (int(x) for x in data[1:].decode().split())
-        except ValueError:
-            return  # no word from the init: its first process's exit says
-        if not data.startswith(b"D"):
-            return
-        ended(rec, code, cpu_ns - rec.get("job_setup_ns", 0), peak_kb)
 
     while True:
         for key, _ in sel.select():
@@ -1165,6 +1139,8 @@ def _serve(ctl):
                 if len(os.listdir("/proc/self/task")) != 1:
                     report({"id": req.get("id"), "event": "bad", "error": "the warm interpreter has more than one thread: it cannot fork safely"})
                     os._exit(1)
+                for f in fds:
+                    os.set_inheritable(f, False)  # only the job's process gets them
                 if len(fds) != want_fds.get(req.get("kind"), -1):
                     for f in fds:
                         os.close(f)
@@ -1186,8 +1162,6 @@ def _serve(ctl):
                     report({"id": req["id"], "event": "failed", "error": "fork: %s" % e})
                 for f in fds:
                     os.close(f)
-            elif key.data[0] == "done":
-                done(key.data[1])
             elif key.data[0] == "status":
                 rec = key.data[1]
                 if rec["status"] is None:
@@ -1197,17 +1171,59 @@ def _serve(ctl):
                     rec["buf"] += chunk
                 else:
                     settle(rec)
-            else:
+            elif key.data[0] == "exit":
+                # The job's process ended: its init goes, and with it
+                # everything left in the sandbox's pid namespace.
                 rec = key.data[1]
                 sel.unregister(rec["pidfd"])
                 os.close(rec["pidfd"])
-                _, st, ru = os.wait4(rec["pid"], 0)
-                if rec["done"] is not None:
-                    done(rec)  # a word the init wrote as it ended, not read yet
-                # The sandbox's processes, all reaped into its account (its
-                # init reaps everything in its pid namespace).
-                cpu_ns = int((ru.ru_utime + ru.ru_stime) * 1e9) - rec.get("setup_ns", 0)
-                ended(rec, _status(st), cpu_ns, ru.ru_maxrss)
+                _, rec["st"], rec["ru"] = os.wait4(rec["pid"], 0)
+                if rec["init_pidfd"] is not None:  # not reaped yet
+                    if not _children(rec["init_cpid"]):
+                        # Nothing else runs in the sandbox: whatever the
+                        # job started has ended and was reaped. The job is
+                        # over now, its init's own end off its path.
+                        rec["init_ru"] = _init_use(rec["init_cpid"])
+                    signal.pidfd_send_signal(rec["init_pidfd"], signal.SIGKILL)
+                ended(rec)
+            else:
+                rec = key.data[1]
+                sel.unregister(rec["init_pidfd"])
+                os.close(rec["init_pidfd"])
+                rec["init_pidfd"] = None
+                _, _, rec["init_ru"] = os.wait4(rec["init"], 0)
+                ended(rec)
+
+
+def _children(pid):
+    """The children of process pid (the container's number) that its main
+    thread has (where a pid namespace's orphans go)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+class _Use:
+    def __init__(self, cpu_s):
+        self.ru_utime, self.ru_stime, self.ru_maxrss = cpu_s, 0.0, 0
+
+
+def _init_use(pid):
+    """What a sandbox's init used so far, as its rusage would say once
+    reaped: its own CPU time, and that of what it reaped (whose peak is
+    not kept: the job's process's is the job's)."""
+    cpu = 0.0
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            cpu = int(f.read().split()[0]) / 1e9
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
+    except (OSError, ValueError, IndexError):
+        pass
+    return _Use(cpu)
 
 
 def _rss_kb():
@@ -1237,17 +1253,49 @@ def _probe():
     a host that cannot build one is found here, not by every job."""
     spec = {"kind": "probe", "env": [], "layout": json.loads(os.environ.pop("GANTRY_WARM_PROBE"))}
     r, w = os.pipe()
-    zygote = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(w, 3, inheritable=True)
-        null = os.open("/dev/null", os.O_RDWR)
-        _sandbox(spec, [null, null, null, w, null, null], zygote)
-    os.close(w)
+    init_end, job_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    null = os.open("/dev/null", os.O_RDWR)
+    try:
+        init, pid = _make(spec, [null, null, null, w, null, job_end.fileno()], init_end.fileno())
+    finally:
+        os.close(w)
+        os.close(null)
+        init_end.close()
+        job_end.close()
     data = _read_all(r)
     _, st = os.waitpid(pid, 0)
+    os.kill(init, signal.SIGKILL)
+    os.waitpid(init, 0)
     if not data.startswith(b"S") or _status(st) != 0:
         raise OSError(data[1:].decode("utf-8", "replace") or "the probe sandbox exited with status %d" % _status(st))
+
+
+def _own_namespaces():
+    """Moves the interpreter into a user and a pid namespace of its own
+    (uid and gid mapped to themselves), where it holds the capabilities to
+    make each sandbox's pid namespace and to return from it (_make). The
+    process the agent started stays outside: it only waits for the
+    interpreter, and ends as it ends."""
+    global _OWN_PID_NS
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID), "unshare")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
+    _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+    pid = os.fork()
+    if pid != 0:
+        os.closerange(0, 1 << 20)  # the agent hears of the interpreter's end on its socket
+        while True:
+            try:
+                _, st = os.waitpid(pid, 0)
+                break
+            except ChildProcessError:
+                os._exit(127)
+        os._exit(_status(st))
+    # The first process of the new pid namespace: its end ends every
+    # sandbox (they are all below it).
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _OWN_PID_NS = os.open("/proc/self/ns/pid", os.O_RDONLY)
 
 
 def _main():
@@ -1257,6 +1305,7 @@ def _main():
     ctl = socket.socket(fileno=3)
     ctl.set_inheritable(False)
     try:
+        _own_namespaces()
         with open(os.environ.pop("GANTRY_WARM_FILTER"), "rb") as f:
             _FILTER = f.read()
         start = time.monotonic()

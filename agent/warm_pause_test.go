@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,6 +15,9 @@ import (
 // left alone.
 func TestPauseLoading(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
+	// A group of its own, as the agent starts the interpreter: the whole
+	// group is stopped (the interpreter runs in a fork of that process).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Skipf("no sleep: %v", err)
 	}

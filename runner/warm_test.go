@@ -195,7 +195,7 @@ func TestWarmInterpreterHoldsNoJobData(t *testing.T) {
 	searched := 0
 	for _, line := range strings.Split(string(out), "\n")[1:] {
 		f := strings.Fields(line)
-		if len(f) != 2 || (f[1] != "python3" && f[1] != "gantry-job" && f[1] != "sandbox-init") {
+		if len(f) != 2 || (f[1] != "python3" && f[1] != "sandbox-init") {
 			continue
 		}
 		n, found, err := memoryHolds(f[0], []byte(secret))

@@ -14,8 +14,10 @@ import "encoding/json"
 // sandbox image was built from other sources than the runner). 9: port
 // streams (ports.go). 10: a usage's peak memory is absent when it was not
 // measured (no longer 0). 11: JavaScript and TypeScript kernels (Kernel).
-// 12: a session sandbox made ahead says so (Live.Spare).
-const Protocol = 12
+// 12: a session sandbox made ahead says so (Live.Spare). 13: the warm
+// interpreter's sandboxes have an init of their own
+// (cmd/gantry-sandbox-init, in the image).
+const Protocol = 13
 
 // Where things are inside the sandbox, as the program sees them.
 const (

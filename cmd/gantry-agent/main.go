@@ -7,7 +7,6 @@
 //	gantry-agent init -- PROGRAM ARGS...   (internal: a container's pid 1 where Docker's --init is not there)
 //	gantry-agent wait                      (internal: a spare sandbox's first process)
 //	gantry-agent relay -- PROGRAM ARGS...  (internal: an egress job's first process)
-//	gantry-agent relay -fd N               (internal: the egress relay of a sandbox the warm interpreter made)
 package main
 
 import (
@@ -43,13 +42,6 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "relay" && os.Args[2] == "--" {
 		os.Exit(agent.RelayThenRun(os.Args[3:]))
-	}
-	if len(os.Args) == 4 && os.Args[1] == "relay" && os.Args[2] == "-fd" {
-		fd, err := strconv.Atoi(os.Args[3])
-		if err != nil {
-			os.Exit(2)
-		}
-		os.Exit(agent.ServeRelay(fd))
 	}
 	isolation := flag.String("isolation", string(wire.Namespaces), "how programs run: namespaces (a sandbox per program) or container")
 	warm := flag.String("warm", "", "comma-separated modules the warm interpreter imports (namespaces only; empty: no warm interpreter)")

@@ -50,8 +50,11 @@ mkdir -p "$WORK/ctx"
 # The agent first: the image's tag depends on its bytes (the build is reproducible).
 (cd "$ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -ldflags='-s -w' \
   -o "$WORK/ctx/gantry-agent" ./cmd/gantry-agent) || die "building the sandbox agent (cmd/gantry-agent) failed"
+# The init of every sandbox the warm interpreter makes (cmd/gantry-sandbox-init).
+(cd "$ROOT" && CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -ldflags='-s -w' \
+  -o "$WORK/ctx/sandbox-init" ./cmd/gantry-sandbox-init) || die "building the sandbox init (cmd/gantry-sandbox-init) failed"
 NODE_SNAPSHOT_RUN="mkdir -p /usr/lib/gantry && echo 0 >/tmp/snapshot.js && node --snapshot-blob /usr/lib/gantry/node-snapshot.blob --build-snapshot /tmp/snapshot.js && rm -f /tmp/snapshot.js && chmod 644 /usr/lib/gantry/node-snapshot.blob"
-TAG=$( { echo "$LAYER"; echo "$NODE_SNAPSHOT_RUN"; sha256sum <"$WORK/ctx/gantry-agent"; } | sha256sum | cut -c1-12)
+TAG=$( { echo "$LAYER"; echo "$NODE_SNAPSHOT_RUN"; sha256sum <"$WORK/ctx/gantry-agent"; sha256sum <"$WORK/ctx/sandbox-init"; } | sha256sum | cut -c1-12)
 REF="$OUT:$TAG"
 if docker image inspect "$REF" >/dev/null 2>&1; then
   docker tag "$REF" "$OUT:latest"
@@ -146,6 +149,8 @@ fi
 PROTOCOL=$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$ROOT/agent/wire/proto.go")
 {
   printf 'FROM %s\nCOPY gantry-agent /usr/local/bin/gantry-agent\nLABEL dev.gantry.agent-protocol=%s\n' "$LAYER" "$PROTOCOL"
+  # Execute-only: the kernel makes the sandboxes' init not dumpable from its start.
+  printf 'COPY sandbox-init /usr/local/lib/gantry/sandbox-init\n'
   # A startup snapshot of Node for the spares' Nodes (agent/nodespare.go), made by the
   # image's own Node: it starts in half the CPU.
   printf 'USER 0\nRUN %s\nUSER 1000:1000\n' "$NODE_SNAPSHOT_RUN"
@@ -153,6 +158,7 @@ PROTOCOL=$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$ROOT/agent/wire/proto
   printf 'CMD ["/usr/local/bin/gantry-agent"]\n'
 } >"$WORK/ctx/Dockerfile"
 chmod 755 "$WORK/ctx/gantry-agent"
+chmod 111 "$WORK/ctx/sandbox-init"
 DOCKER_BUILDKIT=0 docker build -q -t "$REF" "$WORK/ctx" >"$WORK/build.log" 2>&1 ||
   die "docker build of the agent layer failed:
 $(tail -n 20 "$WORK/build.log")"
