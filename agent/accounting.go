@@ -98,13 +98,19 @@ func ownCPU(pid int) time.Duration {
 	return time.Duration(ns)
 }
 
-// treeCPU is the CPU time the processes of roots and their descendants
-// used so far, their own and what they reaped (in clock ticks: the
-// difference of two is exact to a tick). 0 for pid 0.
-func treeCPU(roots ...int) time.Duration {
+// procTree names the processes a sandbox's runs are charged for: root
+// and its descendants, and, in a sandbox the warm interpreter made, its
+// init and what the init adopted (the orphans of root's tree). The init's
+// other threads are Go's runtime and start nothing: its children are read
+// from its main thread alone. 0 for either: none.
+type procTree struct{ root, init int }
+
+// treeCPU is the CPU time t's processes used so far, their own and what
+// they reaped (in clock ticks: the difference of two is exact to a tick).
+func treeCPU(t procTree) time.Duration {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total time.Duration
-	eachInTree(roots, func(p string) {
+	t.each(func(p string) {
 		if b, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
 			// After the command's closing parenthesis, from field 3:
 			// utime, stime, cutime and cstime are fields 14 to 17.
@@ -121,14 +127,16 @@ func treeCPU(roots ...int) time.Duration {
 	return total
 }
 
-// eachInTree calls fn with each of roots and each of their descendants
-// alive now (as /proc names them); none for pid 0.
-func eachInTree(roots []int, fn func(p string)) {
+// each calls fn with each of t's processes alive now (as /proc names
+// them).
+func (t procTree) each(fn func(p string)) {
 	var todo []int
-	for _, pid := range roots {
-		if pid > 0 {
-			todo = append(todo, pid)
-		}
+	if t.root > 0 {
+		todo = append(todo, t.root)
+	}
+	if t.init > 0 {
+		fn(strconv.Itoa(t.init))
+		todo = append(todo, taskChildren(t.init, t.init)...)
 	}
 	for len(todo) > 0 {
 		n := todo[len(todo)-1]
@@ -145,9 +153,9 @@ func eachInTree(roots []int, fn func(p string)) {
 // the sandbox's init and the processes that made it), whose peaks are not
 // the job's; ok is false when it could reset none (gVisor has no
 // clear_refs). A process that ended meanwhile is neither.
-func resetPeaks(roots []int) (stale map[string]bool, ok bool) {
+func resetPeaks(t procTree) (stale map[string]bool, ok bool) {
 	stale = map[string]bool{}
-	eachInTree(roots, func(p string) {
+	t.each(func(p string) {
 		switch err := writeProc("/proc/"+p+"/clear_refs", "5"); {
 		case err == nil:
 			ok = true
@@ -175,9 +183,9 @@ func writeProc(path, s string) error {
 // treePeak is the largest peak resident set (VmHWM, KiB) among pid and
 // its descendants alive now, but for those in skip; -1 when none could be
 // read.
-func treePeak(roots []int, skip map[string]bool) int64 {
+func treePeak(t procTree, skip map[string]bool) int64 {
 	peak := int64(-1)
-	eachInTree(roots, func(p string) {
+	t.each(func(p string) {
 		if skip[p] {
 			return
 		}
@@ -212,7 +220,7 @@ const peakEvery = 50 * time.Millisecond
 // is measured exactly (its kernel-kept high-water mark); one that ended
 // as of its last read.
 type peakWatch struct {
-	roots []int
+	tree  procTree
 	stale map[string]bool // not reset: left out (resetPeaks)
 	mu    sync.Mutex
 	max   int64 // -1: nothing read
@@ -220,14 +228,14 @@ type peakWatch struct {
 	done  chan struct{}
 }
 
-// watchPeak starts watching the trees of roots; nil when their peaks cannot be
+// watchPeak starts watching t's processes; nil when their peaks cannot be
 // reset (the job's peak is then not known: none is reported).
-func watchPeak(roots ...int) *peakWatch {
-	stale, ok := resetPeaks(roots)
+func watchPeak(t procTree) *peakWatch {
+	stale, ok := resetPeaks(t)
 	if !ok {
 		return nil
 	}
-	w := &peakWatch{roots: roots, stale: stale, max: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &peakWatch{tree: t, stale: stale, max: -1, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(peakEvery)
@@ -245,7 +253,7 @@ func watchPeak(roots ...int) *peakWatch {
 }
 
 func (w *peakWatch) read() {
-	n := treePeak(w.roots, w.stale)
+	n := treePeak(w.tree, w.stale)
 	w.mu.Lock()
 	w.max = max(w.max, n)
 	w.mu.Unlock()

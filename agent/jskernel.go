@@ -242,7 +242,7 @@ func (s *server) startCell(l *liveSandbox, req wire.Request, language, path stri
 	k.mu.Lock()
 	k.cell = c
 	k.mu.Unlock()
-	j := &cellJob{k: k, c: c, info: info, oomBefore: oomKills(), cpuBefore: treeCPU(l.root), peakWatch: watchPeak(l.root), root: l.root,
+	j := &cellJob{k: k, c: c, info: info, oomBefore: oomKills(), cpuBefore: treeCPU(l.tree()), peakWatch: watchPeak(l.tree()), tree: l.tree(),
 		finished: make(chan struct{})}
 	s.announceStart()
 	_ = k.stdin.SetWriteDeadline(time.Now().Add(stdinWait))
@@ -262,7 +262,7 @@ type cellJob struct {
 	oomBefore int
 	cpuBefore time.Duration
 	peakWatch *peakWatch // as a Python cell's: from outside
-	root      int
+	tree      procTree
 	finished  chan struct{}
 
 	// Set before finished closes.
@@ -296,7 +296,7 @@ func (j *cellJob) follow() {
 	j.k.cell = nil
 	ended := j.c.out.done && j.c.err.done
 	j.k.mu.Unlock()
-	j.cpu, j.peak = treeCPU(j.root)-j.cpuBefore, j.peakWatch.take()
+	j.cpu, j.peak = treeCPU(j.tree)-j.cpuBefore, j.peakWatch.take()
 	var res kernelResult
 	switch {
 	case ended && json.Unmarshal(j.c.out.result, &res) == nil:

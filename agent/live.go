@@ -69,9 +69,10 @@ type liveSandbox struct {
 	// closed); code is then its exit status (-1: unknown).
 	gone chan struct{}
 	kill func()
-	// root is the sandbox's first process outside it (the forked child,
-	// bubblewrap, or the interpreter itself): its processes are root's
-	// descendants.
+	// root is the sandbox's first process: the job's process the warm
+	// interpreter forked, bubblewrap, or the interpreter itself. Its
+	// processes are root's descendants, and, in a sandbox the warm
+	// interpreter made, those its init (initPid) adopted.
 	root int
 	// exited is closed once code is known (the sandbox's last process is
 	// gone).
@@ -102,6 +103,9 @@ type liveSandbox struct {
 }
 
 // ended says why the sandbox ended, for the next job's report.
+// tree is the sandbox's processes, which its runs are charged for.
+func (l *liveSandbox) tree() procTree { return procTree{root: l.root, init: l.initPid} }
+
 func (l *liveSandbox) ended() string {
 	l.mu.Lock()
 	code, broken := l.code, l.broken
@@ -381,7 +385,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 	default:
 	}
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	oomBefore, cpuBefore, peak := oomKills(), treeCPU(l.root, l.initPid), watchPeak(l.root, l.initPid)
+	oomBefore, cpuBefore, peak := oomKills(), treeCPU(l.tree()), watchPeak(l.tree())
 	s.announceStart()
 	_, _, err = l.conn.WriteMsgUnix(append(msg, body...), syscall.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
 	stdinR.Close()
@@ -409,7 +413,7 @@ func (s *server) startLive(req wire.Request) (running, error) {
 			// (what runs on in the background too), measured from
 			// outside: the interpreter's own account is the session's
 			// code's to forge.
-			p.cpu, p.peak = treeCPU(l.root, l.initPid)-cpuBefore, peak.take()
+			p.cpu, p.peak = treeCPU(l.tree())-cpuBefore, peak.take()
 		case <-l.gone:
 			peak.take()
 		}

@@ -297,6 +297,13 @@ func TestCompiledLanguages(t *testing.T) {
 	}
 }
 
+// rssSlackKB is how far below what a program touched its peak memory may
+// read: the kernel keeps a process's resident set in per-CPU counters,
+// each up to 32 pages behind (percpu_counter_batch), and both ends of a
+// job's peak (what its process held as it started, its high-water mark)
+// are read from them.
+const rssSlackKB = 1 << 10
+
 func deref[T any](p *T) any {
 	if p == nil {
 		return nil
