@@ -1088,9 +1088,8 @@ def _serve(ctl):
         # The job is over, nothing of it running: its process and its
         # init are reaped (everything else in its pid namespace was killed
         # with the init, reaped into the init's account).
-        if rec["ru"] is None or rec["init_ru"] is None or rec.get("reported"):
+        if rec["ru"] is None or rec["init_ru"] is None:
             return
-        rec["reported"] = True
         settle(rec)
         ru, iru = rec["ru"], rec["init_ru"]
         cpu_ns = int((ru.ru_utime + ru.ru_stime + iru.ru_utime + iru.ru_stime) * 1e9) - rec.get("setup_ns", 0)
@@ -1179,11 +1178,6 @@ def _serve(ctl):
                 os.close(rec["pidfd"])
                 _, rec["st"], rec["ru"] = os.wait4(rec["pid"], 0)
                 if rec["init_pidfd"] is not None:  # not reaped yet
-                    if not _children(rec["init_cpid"]):
-                        # Nothing else runs in the sandbox: whatever the
-                        # job started has ended and was reaped. The job is
-                        # over now, its init's own end off its path.
-                        rec["init_ru"] = _init_use(rec["init_cpid"])
                     signal.pidfd_send_signal(rec["init_pidfd"], signal.SIGKILL)
                 ended(rec)
             else:
@@ -1193,37 +1187,6 @@ def _serve(ctl):
                 rec["init_pidfd"] = None
                 _, _, rec["init_ru"] = os.wait4(rec["init"], 0)
                 ended(rec)
-
-
-def _children(pid):
-    """The children of process pid (the container's number) that its main
-    thread has (where a pid namespace's orphans go)."""
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return f.read().split()
-    except OSError:
-        return []
-
-
-class _Use:
-    def __init__(self, cpu_s):
-        self.ru_utime, self.ru_stime, self.ru_maxrss = cpu_s, 0.0, 0
-
-
-def _init_use(pid):
-    """What a sandbox's init used so far, as its rusage would say once
-    reaped: its own CPU time, and that of what it reaped (whose peak is
-    not kept: the job's process's is the job's)."""
-    cpu = 0.0
-    try:
-        with open("/proc/%d/schedstat" % pid) as f:
-            cpu = int(f.read().split()[0]) / 1e9
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        cpu += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
-    except (OSError, ValueError, IndexError):
-        pass
-    return _Use(cpu)
 
 
 def _rss_kb():
