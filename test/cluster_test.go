@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,9 +36,11 @@ import (
 func TestClusterStart(t *testing.T) {
 	gantryBin(t) // skips in -short mode before any engine starts
 	dbURL := storetest.DatabaseURL(t)
-	// Postgres is reached through a port nothing listens on yet.
-	pgAddr, lateURL := lateAddress(t, dbURL)
 	nats := queuetest.NewCluster(t, 3)
+	// Postgres is reached through a port nothing listens on yet (none of
+	// the NATS nodes' either: a port picked after theirs were released
+	// could have been one of them).
+	pgAddr, lateURL := lateAddress(t, dbURL, nats.Ports())
 	s3 := blobtest.Server(t)
 	env := []string{
 		"GANTRY_DATABASE_URL=" + lateURL,
@@ -177,14 +180,19 @@ print("from the cluster")`})
 
 // lateAddress reserves a local port for a Postgres that comes up later and
 // returns it with dbURL pointed at it.
-func lateAddress(t *testing.T, dbURL string) (string, string) {
+func lateAddress(t *testing.T, dbURL string, avoid []int) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var addr string
+	for addr == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(avoid, l.Addr().(*net.TCPAddr).Port) {
+			addr = l.Addr().String()
+		}
+		l.Close()
 	}
-	addr := l.Addr().String()
-	l.Close()
 	u, _ := url.Parse(dbURL)
 	u.Host = addr
 	return addr, u.String()

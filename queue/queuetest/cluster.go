@@ -24,7 +24,8 @@ type Cluster struct {
 // started). Started nodes shut down when the test ends.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	clientPorts, routePorts := freePorts(t, n), freePorts(t, n)
+	ports := freePorts(t, 2*n) // distinct: held together while chosen
+	clientPorts, routePorts := ports[:n], ports[n:]
 	c := &Cluster{t: t, nodes: make([]*server.Server, n)}
 	for i := range n {
 		var routes []string
@@ -101,7 +102,18 @@ func (c *Cluster) URL() string {
 	return strings.Join(urls, ",")
 }
 
-// freePorts finds n ports free now. They are released before the servers
+// Ports is every port the nodes bind (clients' and routes'), chosen and
+// free when the cluster was made: a test that picks another port to bind
+// later keeps clear of them.
+func (c *Cluster) Ports() []int {
+	var ports []int
+	for _, o := range c.opts {
+		ports = append(ports, o.Port, o.Cluster.Port)
+	}
+	return ports
+}
+
+// freePorts finds n distinct ports free now. They are released before the servers
 // bind them; on a test machine nothing else takes them in between.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
