@@ -317,14 +317,24 @@ def _job(spec):
     except BaseException as e:
         _fail("lock down", e)
     try:
-        if spec.get("kind") == "spare":
+        spare = spec.get("kind") == "spare"
+        if spare:
+            # Made ahead of its job, a spare does now what every job's
+            # process must, off the job's time: its generators re-seeded
+            # (this fork's own, as a job's are), and matplotlib's font cache
+            # seeded into the image's MPLCONFIGDIR, which is the job's (a
+            # job that sets its own runs in a new interpreter:
+            # jobs.StartupVariable).
+            _reseed()
+            _seed_mplconfig(os.environ)
             _await_job()
         if spec.get("kind") in ("spare", "job"):
             # What the job is (argv, environment) comes from the agent on
             # its own pipe, fd 4: the interpreter never reads it, so no
             # job's data is ever in what it forks.
             spec = dict(spec, **json.loads(_read_all(4)))
-        _reseed()
+        if not spare:
+            _reseed()
         # Started, with what this process holds resident before the job's
         # code runs (the interpreter's pages: the job's peak counts from
         # there). The job's code never sees this pipe.
@@ -385,7 +395,7 @@ def _find_generators():
     if np_random is not None:
         kinds += (np_random.RandomState, np_random.Generator)
     _GENERATORS[:] = [o for o in gc.get_objects() if isinstance(o, kinds)]
-    if np_random is not None:
+    if np_random is not None and not any(g is np_random.mtrand._rand for g in _GENERATORS):
         _GENERATORS.append(np_random.mtrand._rand)
 
 
