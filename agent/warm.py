@@ -1015,7 +1015,12 @@ def _make(spec, fds, init_sock):
         # Only this process's children go to the new namespace.
         _check(_libc.unshare(CLONE_NEWPID), "unshare")
         try:
-            init = os.posix_spawn(argv[0], argv, {}, setsid=True, file_actions=[
+            # Every signal blocked from its first instruction: the job may
+            # signal it before its Go runtime has started and ignored them,
+            # and would otherwise kill it, and with it the sandbox (the Go
+            # runtime keeps an inherited mask, but for the signals it must
+            # have: SIGCHLD, the synchronous ones).
+            init = os.posix_spawn(argv[0], argv, {}, setsid=True, setsigmask=signal.valid_signals(), file_actions=[
                 (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
                 (os.POSIX_SPAWN_DUP2, null, 2), (os.POSIX_SPAWN_DUP2, init_sock, 3)])
             try:
