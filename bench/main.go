@@ -47,15 +47,15 @@ var (
 	burst     = flag.Int("burst", 256, "SandboxFusion /run_code calls sent at once (0: none)")
 	problems  = flag.Int("problems", 164, "HumanEval-style problems scored through /run_code and POST /v1/execute")
 	judging   = flag.Bool("judging", true, "HumanEval through /run_code, compiling once, tests in a job and verl's burst of 100")
-	only      = flag.String("only", "", "measure only these rows: judging (the judging rows and verl's burst, under Docker's default runtime), live (the live state's rows: pause, resume, snapshot, fork)")
+	only      = flag.String("only", "", "measure only these rows: judging (the judging rows and verl's burst, under Docker's default runtime), live (the live state's rows: pause, resume, snapshot, fork), tti (ComputeSDK's sandbox benchmark, sequential and a burst)")
 )
 
 const code = "print(6*7)"
 
 func main() {
 	flag.Parse()
-	if *only != "" && *only != "judging" && *only != "live" {
-		fmt.Fprintln(os.Stderr, "bench: -only takes judging or live")
+	if *only != "" && *only != "judging" && *only != "live" && *only != "tti" {
+		fmt.Fprintln(os.Stderr, "bench: -only takes judging, live or tti")
 		os.Exit(2)
 	}
 	if err := run(); err != nil {
@@ -176,6 +176,9 @@ func measure(runtime string) ([]row, error) {
 	}
 	if *only == "live" {
 		return liveStateRows(c, *liveN)
+	}
+	if *only == "tti" {
+		return ttiRows(url, apiKey, max(*ttiN, 1), *ttiBurst)
 	}
 
 	// Back to back: each call the moment the last one returned, as an
