@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -94,6 +95,15 @@ func (c *liveClient) do(op wire.LiveOp) (wire.LiveReply, *wire.LiveError) {
 	c.t.Helper()
 	body, _ := json.Marshal(op)
 	msg, err := c.nc.Request(c.subj, body, 30*time.Second)
+	// The runner serves a new live sandbox's subject once the job that
+	// made it is recorded (session.go), and the harness reads the record
+	// from Postgres, which can be first; the ingress, which hears of the
+	// job on NATS after the runner subscribed, wakes the session on no
+	// responders (ingress/service/live.go).
+	for deadline := time.Now().Add(5 * time.Second); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		msg, err = c.nc.Request(c.subj, body, 30*time.Second)
+	}
 	if err != nil {
 		c.t.Fatalf("%s: %v", op.Op, err)
 	}
