@@ -317,15 +317,13 @@ def _job(spec):
     except BaseException as e:
         _fail("lock down", e)
     try:
-        spare = spec.get("kind") == "spare"
-        if spare:
-            # Made ahead of its job, a spare does now what every job's
-            # process must, off the job's time: its generators re-seeded
-            # (this fork's own, as a job's are), and matplotlib's font cache
-            # seeded into the image's MPLCONFIGDIR, which is the job's (a
-            # job that sets its own runs in a new interpreter:
-            # jobs.StartupVariable).
-            _reseed()
+        # This fork's own generators, as every job's are; a spare's before
+        # its job arrives, off the job's time.
+        _reseed()
+        if spec.get("kind") == "spare":
+            # So is matplotlib's font cache, seeded into the image's
+            # MPLCONFIGDIR, which is the job's (a job that sets its own runs
+            # in a new interpreter: jobs.StartupVariable).
             _seed_mplconfig(os.environ)
             _await_job()
         if spec.get("kind") in ("spare", "job"):
@@ -333,8 +331,6 @@ def _job(spec):
             # its own pipe, fd 4: the interpreter never reads it, so no
             # job's data is ever in what it forks.
             spec = dict(spec, **json.loads(_read_all(4)))
-        if not spare:
-            _reseed()
         # Started, with what this process holds resident before the job's
         # code runs (the interpreter's pages: the job's peak counts from
         # there). The job's code never sees this pipe.
