@@ -184,6 +184,53 @@ type Proxy struct {
 	open atomic.Int64
 	once sync.Once
 	tr   *http.Transport
+
+	// busy counts the requests and tunnels being served, from their
+	// request to their record; settled is closed when it falls to 0.
+	mu      sync.Mutex
+	busy    int
+	settled chan struct{}
+}
+
+func (p *Proxy) begin() {
+	p.mu.Lock()
+	p.busy++
+	p.mu.Unlock()
+}
+
+func (p *Proxy) end() {
+	p.mu.Lock()
+	p.busy--
+	if p.busy == 0 && p.settled != nil {
+		close(p.settled)
+		p.settled = nil
+	}
+	p.mu.Unlock()
+}
+
+// Settle waits, at most d, until no request or tunnel is being served,
+// and so every one served so far is recorded. A job's end can reach the
+// runner before the proxy recorded the response its process read last;
+// it reports whether everything settled.
+func (p *Proxy) Settle(d time.Duration) bool {
+	p.mu.Lock()
+	if p.busy == 0 {
+		p.mu.Unlock()
+		return true
+	}
+	if p.settled == nil {
+		p.settled = make(chan struct{})
+	}
+	ch := p.settled
+	p.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (p *Proxy) init() {
@@ -231,10 +278,15 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 			return
 		}
 		if req.Method == http.MethodConnect {
+			p.begin()
 			p.tunnel(ctx, c, br, req)
+			p.end()
 			return
 		}
-		if !p.forward(ctx, c, req) {
+		p.begin()
+		more := p.forward(ctx, c, req)
+		p.end()
+		if !more {
 			return
 		}
 	}

@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -58,12 +60,20 @@ func TestParseAllowList(t *testing.T) {
 }
 
 // serve runs p on a loopback listener and returns its address and the
-// connections it recorded.
+// connections it recorded (after p's own Record, if it has one).
 func serve(t *testing.T, p *Proxy) (string, func() []Connection) {
 	t.Helper()
 	var mu sync.Mutex
 	var recs []Connection
-	p.Record = func(c Connection) { mu.Lock(); recs = append(recs, c); mu.Unlock() }
+	before := p.Record
+	p.Record = func(c Connection) {
+		if before != nil {
+			before(c)
+		}
+		mu.Lock()
+		recs = append(recs, c)
+		mu.Unlock()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -204,5 +214,60 @@ func TestProxyRefusesWhatIsNotAProxyRequest(t *testing.T) {
 	}
 	if n := len(recs()); n != 0 {
 		t.Errorf("%d records", n)
+	}
+}
+
+// TestProxySettle: a client can read its whole response before the proxy
+// records it; Settle waits for that record, and gives up after its bound
+// on a tunnel still open.
+func TestProxySettle(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hi") }))
+	defer srv.Close()
+	hostport := strings.TrimPrefix(srv.URL, "http://")
+	allow, err := ParseAllowList([]string{hostport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Allow: allow, Policy: Policy{AllowPrivate: true}, Record: func(Connection) { time.Sleep(100 * time.Millisecond) }}
+	addr, recs := serve(t, p)
+	proxyURL, _ := url.Parse("http://" + addr)
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "hi" {
+		t.Fatalf("through the proxy: %q", b)
+	}
+	if n := len(recs()); n != 0 {
+		t.Fatalf("recorded %d before the slow record ended: the test shows nothing", n)
+	}
+	if !p.Settle(5 * time.Second) {
+		t.Fatal("Settle gave up")
+	}
+	if got := recs(); len(got) != 1 || !got[0].Allowed {
+		t.Fatalf("after Settle: %+v", got)
+	}
+
+	// A tunnel still open: Settle gives up after its bound.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("CONNECT: %q %v", line, err)
+	}
+	start := time.Now()
+	if p.Settle(50 * time.Millisecond) {
+		t.Fatal("Settle with a tunnel open said settled")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Settle took %s", d)
 	}
 }

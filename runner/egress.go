@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -395,11 +396,18 @@ type egressHandler struct{ p *egress.Proxy }
 
 func (h egressHandler) ServeConn(ctx context.Context, c net.Conn) { h.p.ServeConn(ctx, c) }
 
-// record copies what the job connected to into its result.
+// settleEgress bounds the wait, at a job's end, for its proxy to record
+// what is still being served (a connection kept by a session's process
+// past its run is recorded only if it ends within it).
+const settleEgress = 250 * time.Millisecond
+
+// record copies what the job connected to into its result, once what its
+// process read last is recorded too.
 func (e *jobEgress) record(res *jobs.Result) {
 	if e == nil {
 		return
 	}
+	e.proxy.Settle(settleEgress)
 	e.proxy.Close()
 	e.mu.Lock()
 	defer e.mu.Unlock()
