@@ -12,10 +12,15 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,9 +68,10 @@ func database(t testing.TB, template string) string {
 	if err != nil {
 		Unavailable(t, "postgres not reachable at GANTRY_TEST_DATABASE_URL (run `make postgres`): %v", err)
 	}
+	sweepOnce.Do(func() { sweep(ctx, conn) })
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	name := "gantry_test_" + hex.EncodeToString(b)
+	name := fmt.Sprintf("%s%d_%s", ownPrefix(), os.Getpid(), hex.EncodeToString(b))
 	create := "CREATE DATABASE " + name
 	if template != "" {
 		create += " TEMPLATE " + template
@@ -78,9 +84,14 @@ func database(t testing.TB, template string) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if conn, err := pgx.Connect(ctx, admin); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		conn, err := pgx.Connect(ctx, admin)
+		if err == nil {
+			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			conn.Close(ctx)
+		}
+		if err != nil {
+			// The next test process on this host drops it (sweep).
+			fmt.Fprintf(os.Stderr, "storetest: could not drop %s: %v\n", name, err)
 		}
 	})
 	u, err := url.Parse(admin)
@@ -89,6 +100,47 @@ func database(t testing.TB, template string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// A test database is named gantry_test_<host>_<pid>_<random>: the first
+// database a test process makes drops this host's test databases whose
+// process is gone (a test binary killed by its timeout runs no cleanup).
+var sweepOnce sync.Once
+
+// ownPrefix is this host's test databases' prefix.
+func ownPrefix() string {
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host))
+	return "gantry_test_" + hex.EncodeToString(sum[:4]) + "_"
+}
+
+// sweep drops this host's test databases left by processes that ended.
+func sweep(ctx context.Context, conn *pgx.Conn) {
+	prefix := ownPrefix()
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", prefix)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(name, prefix), "_")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid == os.Getpid() || alive(pid) {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			fmt.Fprintf(os.Stderr, "storetest: could not drop %s, left by process %d: %v\n", name, pid, err)
+		}
+	}
+}
+
+// alive reports whether process pid exists (one of another user's too).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // New returns a migrated store on a fresh database. Its statements can be
