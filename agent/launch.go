@@ -43,11 +43,11 @@ type running interface {
 }
 
 // choose picks the run's launcher: the one the request names, else a
-// stateful session's sandbox for a stateful run, else the warm
-// interpreter for a Python program it may run (a spare of its if one
-// waits), else a spare of bubblewrap's that suits, else a new sandbox.
-func (s *server) choose(req wire.Request) (launcher, error) {
-	warm := s.warm != nil && warmEligible(req.Argv, req.Env) && s.warm.waitReady(0)
+// stateful session's sandbox for a stateful run, else a warm interpreter
+// (w: the lean one or the full one, warmFor) for a Python program it may run
+// (a spare of its if one waits), else a spare of bubblewrap's that suits,
+// else a new sandbox.
+func (s *server) choose(req wire.Request, w *warm) (launcher, error) {
 	switch req.Launcher {
 	case "":
 	case wire.LauncherSession:
@@ -55,13 +55,13 @@ func (s *server) choose(req wire.Request) (launcher, error) {
 			return nil, errors.New("the session launcher runs stateful requests only")
 		}
 		return kernelLauncher{s}, nil
-	case wire.LauncherWarm:
-		if !warm {
-			return nil, errors.New("the warm interpreter cannot run this program (not Python run as a file, or it is not loaded)")
+	case wire.LauncherWarm, wire.LauncherLean:
+		if w == nil {
+			return nil, fmt.Errorf("the %s interpreter cannot run this program (not Python run as a file, or it is not loaded)", req.Launcher)
 		}
-		return warmLauncher{s}, nil
+		return warmLauncher{s, w}, nil
 	case wire.LauncherSpare:
-		if sp := s.takeSpare(req, warm); sp != nil {
+		if sp := s.takeSpare(req, w); sp != nil {
 			return &spareLauncher{s: s, sp: sp}, nil
 		}
 		return nil, errors.New("no spare sandbox suits this program")
@@ -76,11 +76,11 @@ func (s *server) choose(req wire.Request) (launcher, error) {
 	if req.Stateful {
 		return nil, errors.New("a stateful request runs in the session launcher only")
 	}
-	if sp := s.takeSpare(req, warm); sp != nil {
+	if sp := s.takeSpare(req, w); sp != nil {
 		return &spareLauncher{s: s, sp: sp}, nil
 	}
-	if warm {
-		return warmLauncher{s}, nil
+	if w != nil {
+		return warmLauncher{s, w}, nil
 	}
 	return s.sandboxLauncher(), nil
 }
@@ -118,15 +118,25 @@ func (l bwrapLauncher) start(req wire.Request, env []string) (running, error) {
 	return p, nil
 }
 
-// warmLauncher forks the program's sandbox from the warm interpreter
-// (warm.go); a job description too large for it gets bubblewrap's.
-type warmLauncher struct{ s *server }
+// warmLauncher forks the program's sandbox from a warm interpreter
+// (warm.go: the full one, or the lean one); a job description too large
+// for it gets bubblewrap's.
+type warmLauncher struct {
+	s *server
+	w *warm
+}
 
-func (warmLauncher) name() wire.Launcher { return wire.LauncherWarm }
-func (warmLauncher) drop()               {}
+func (l warmLauncher) name() wire.Launcher {
+	if l.w == l.s.lean {
+		return wire.LauncherLean
+	}
+	return wire.LauncherWarm
+}
+
+func (warmLauncher) drop() {}
 
 func (l warmLauncher) start(req wire.Request, env []string) (running, error) {
-	p, err := l.s.runWarm(req, env)
+	p, err := l.s.runWarm(l.w, req, env)
 	if errors.Is(err, errWarmTooLarge) {
 		return l.s.sandboxLauncher().start(req, env)
 	}
@@ -165,8 +175,8 @@ func (l *spareLauncher) start(req wire.Request, env []string) (running, error) {
 		return p, nil
 	}
 	l.instead = l.s.sandboxLauncher()
-	if sp.warm() && l.s.warm != nil && l.s.warm.Err() == nil {
-		l.instead = warmLauncher{l.s}
+	if w := sp.interpreter(); w != nil && w.Err() == nil {
+		l.instead = warmLauncher{l.s, w}
 	}
 	return l.instead.start(req, env)
 }

@@ -62,7 +62,8 @@ func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	if !req.Stateful {
 		s.dropLiveSpare() // the container serves jobs now
 	}
-	l, err := s.choose(req)
+	w := s.warmFor(req)
+	l, err := s.choose(req, w)
 	if err != nil {
 		return wire.Exit{}, err
 	}
@@ -93,7 +94,7 @@ func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 	}
 	// The next job's sandbox starts as soon as this one's program runs.
 	if !req.Stateful {
-		s.topUpSpares(req)
+		s.topUpSpares(req, w != nil && w == s.lean)
 	}
 	exit, err := s.await(p, br, eg, req.TimeoutMS)
 	exit.Launcher = l.name()

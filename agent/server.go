@@ -71,8 +71,10 @@ type server struct {
 	// delivered on its channel once made (nil if it could not be). Only the
 	// serving goroutine touches the slice.
 	spares []pendingSpare
-	// warm is the warm interpreter (warm.go), nil without one.
+	// warm is the warm interpreter (warm.go), nil without one; lean is
+	// the lean one beside it (lean.go), nil without it.
 	warm *warm
+	lean *warm
 	// filter is the job seccomp filter (seccomp.go).
 	filter []byte
 	// live is a stateful session's sandbox (live.go); lives counts those
@@ -146,7 +148,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 		hello.Error = err.Error()
 	} else {
 		// Most jobs are Python.
-		s.topUpSpares(wire.Request{Argv: []string{"python3"}})
+		s.topUpSpares(wire.Request{Argv: []string{"python3"}}, false)
 	}
 	if err := s.fw.JSON(wire.KindHello, hello); err != nil {
 		return err
@@ -267,9 +269,11 @@ func (s *server) warmReady() error {
 
 // unfit says why the container must not run another program, or nil.
 func (s *server) unfit() error {
-	if s.warm != nil {
-		if err := s.warm.Err(); err != nil {
-			return fmt.Errorf("%w; this container must be retired", err)
+	for _, w := range []*warm{s.warm, s.lean} {
+		if w != nil {
+			if err := w.Err(); err != nil {
+				return fmt.Errorf("%w; this container must be retired", err)
+			}
 		}
 	}
 	return nil
@@ -308,7 +312,15 @@ func (s *server) setup() error {
 		return fmt.Errorf("become the sandboxes' subreaper: %w", errno)
 	}
 	if len(s.cfg.Warm) > 0 {
-		if s.warm, err = startWarm(s.cfg.StateDir, s.sandboxLayout(1, s.runDir(), false, false), s.cfg.Warm, filter); err != nil {
+		src, bpf, err := warmFiles(s.cfg.StateDir, filter)
+		if err != nil {
+			return err
+		}
+		probe := s.sandboxLayout(1, s.runDir(), false, false)
+		if s.warm, err = startWarm(src, bpf, probe, s.cfg.Warm); err != nil {
+			return err
+		}
+		if s.lean, err = startWarm(src, bpf, probe, leanModules); err != nil {
 			return err
 		}
 	}

@@ -21,9 +21,10 @@ import (
 // which the run fills later); only its first process differs: it waits
 // for its job. Two launchers make spares:
 //
-//   - the warm interpreter forks one whose job process, locked down, waits
-//     on a socket whose other end the agent holds for the job's streams
-//     and description (warmSpare);
+//   - a warm interpreter (the full one or the lean one, lean.go) forks
+//     one whose job process, locked down, waits on a socket whose other
+//     end the agent holds for the job's streams and description
+//     (warmSpare);
 //   - bubblewrap makes one whose first process waits on stdin for a job
 //     header: spare.py (a Python interpreter started ahead, which runs a
 //     Python program in itself or execs anything else), nodespare.js (a
@@ -40,8 +41,8 @@ type spare interface {
 	// take starts the job in the spare, false when it cannot (it is then
 	// discarded, and the run starts elsewhere).
 	take(s *server, req wire.Request, env []string) (running, bool)
-	// warm reports whether the warm interpreter made it.
-	warm() bool
+	// interpreter is the warm interpreter that made it (nil: bubblewrap).
+	interpreter() *warm
 	// discard ends the spare unused.
 	discard()
 }
@@ -59,20 +60,23 @@ const (
 	sparePython                  // bwrap, spare.py: a Python already started
 	spareNode                    // bwrap, nodespare.js: a Node already started
 	spareWarm                    // a fork of the warm interpreter
+	spareLean                    // a fork of the lean interpreter (lean.go)
 )
 
 // topUpSpares starts sandboxes in the background until maxSpares are made
 // or being made (one under the Container isolation, where the container
-// serves one job): warm forks after a Python job the warm interpreter may
-// run, Python interpreters after another Python job when there is no warm
+// serves one job): warm forks after a Python job (the lean interpreter's
+// after a job it ran, lean), Python interpreters after another Python job when there is no warm
 // interpreter, Nodes after a Node or TypeScript job, else waiting
 // processes. When every place is taken by spares of other kinds, the
 // oldest of them makes room for one of this kind: a container whose jobs
 // alternate between two kinds keeps one of each, instead of discarding
 // the head at every job.
-func (s *server) topUpSpares(last wire.Request) {
+func (s *server) topUpSpares(last wire.Request, lean bool) {
 	kind := spareWait
 	switch {
+	case isPython(last.Argv) && lean:
+		kind = spareLean
 	case isPython(last.Argv) && s.warm != nil && s.warm.waitReady(0):
 		kind = spareWarm
 	case isPython(last.Argv) && s.warm == nil:
@@ -122,8 +126,11 @@ func (s *server) popSpare(i int) chan spare {
 
 // makeSpare makes a spare of the kind.
 func (s *server) makeSpare(kind spareKind) (spare, error) {
-	if kind == spareWarm {
-		return s.warmSpare()
+	switch kind {
+	case spareWarm:
+		return s.warmSpare(s.warm)
+	case spareLean:
+		return s.warmSpare(s.lean)
 	}
 	argv := []string{s.cfg.Self, "wait"}
 	switch kind {
@@ -147,13 +154,14 @@ type pendingSpare struct {
 }
 
 // takeSpare returns the oldest spare of a kind that may suit the request
-// (with warm, only one the warm interpreter made; without, any other),
+// (with w, only one a warm interpreter made, the lean one's first when w
+// is the lean one; without, any other),
 // waiting for it to be made, if it does suit it; nil when there is none or
 // it does not (it is then discarded). Spares of other kinds stay for the
 // jobs they suit (under the Container isolation, where the container
 // serves one job, they are discarded first). An egress job takes none: no
 // spare serves the egress relay.
-func (s *server) takeSpare(req wire.Request, warm bool) spare {
+func (s *server) takeSpare(req wire.Request, w *warm) spare {
 	if req.Egress {
 		return nil
 	}
@@ -161,14 +169,20 @@ func (s *server) takeSpare(req wire.Request, warm bool) spare {
 		// The container serves this one job, and a spare is a process of
 		// it: one that may not run the job goes before the job starts.
 		for i := len(s.spares) - 1; i >= 0; i-- {
-			if !s.spares[i].kind.mayRun(req, warm) {
+			if !s.mayRun(s.spares[i].kind, req, w) {
 				if sp := <-s.popSpare(i); sp != nil {
 					sp.discard()
 				}
 			}
 		}
 	}
-	i := slices.IndexFunc(s.spares, func(p pendingSpare) bool { return p.kind.mayRun(req, warm) })
+	i := -1
+	if w != nil && w == s.lean {
+		i = slices.IndexFunc(s.spares, func(p pendingSpare) bool { return p.kind == spareLean })
+	}
+	if i < 0 {
+		i = slices.IndexFunc(s.spares, func(p pendingSpare) bool { return s.mayRun(p.kind, req, w) })
+	}
 	if i < 0 {
 		return nil
 	}
@@ -183,20 +197,25 @@ func (s *server) takeSpare(req wire.Request, warm bool) spare {
 	return sp
 }
 
-// mayRun reports whether a spare of the kind may run the request, before
-// it is made (the spare's suits decides then): a warm fork only what the
-// warm interpreter runs (warm), the others only what it does not, a Python
-// spare a Python program and a Node spare a Node one.
-func (k spareKind) mayRun(req wire.Request, warm bool) bool {
+// mayRun reports whether a spare of kind k may run the request, before it
+// is made (the spare's suits decides then), w being the interpreter chosen
+// for it (warmFor): a fork of the full interpreter what either warm
+// interpreter runs (a program the lean one runs imports only what the
+// full one has too), a fork of the lean one only what it runs, the others
+// only what neither runs, a Python spare a Python program and a Node spare
+// a Node one.
+func (s *server) mayRun(k spareKind, req wire.Request, w *warm) bool {
 	switch k {
 	case spareWarm:
-		return warm
+		return w != nil
+	case spareLean:
+		return w != nil && w == s.lean
 	case sparePython:
-		return !warm && isPython(req.Argv)
+		return w == nil && isPython(req.Argv)
 	case spareNode:
-		return !warm && isNode(req.Argv)
+		return w == nil && isNode(req.Argv)
 	}
-	return !warm
+	return w == nil
 }
 
 // spareSource is the Python of a bubblewrap spare: the shared program
@@ -218,7 +237,7 @@ type bwrapSpare struct {
 	kind  spareKind
 }
 
-func (sp *bwrapSpare) warm() bool { return false }
+func (sp *bwrapSpare) interpreter() *warm { return nil }
 
 // suits: a Python spare runs Python programs only (its interpreter would
 // stay in another program's peak memory: the kernel's maxrss spans exec);
@@ -305,12 +324,13 @@ func header(mode string, argv, env []string) ([]byte, bool) {
 // process waits, locked down, on sock for the job's stdin, stdout, stderr
 // and description.
 type warmSpare struct {
+	w      *warm
 	sock   *net.UnixConn
 	events <-chan warmEvent
 }
 
-// warmSpare asks the warm interpreter for a spare.
-func (s *server) warmSpare() (spare, error) {
+// warmSpare asks warm interpreter w for a spare.
+func (s *server) warmSpare(w *warm) (spare, error) {
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -322,16 +342,16 @@ func (s *server) warmSpare() (spare, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := s.warm.start(warmRequest{Kind: "spare", Layout: s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, false)},
+	events, err := w.start(warmRequest{Kind: "spare", Layout: s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, false)},
 		int(theirs.Fd()))
 	if err != nil {
 		fc.Close()
 		return nil, err
 	}
-	return &warmSpare{sock: fc.(*net.UnixConn), events: events}, nil
+	return &warmSpare{w: w, sock: fc.(*net.UnixConn), events: events}, nil
 }
 
-func (sp *warmSpare) warm() bool { return true }
+func (sp *warmSpare) interpreter() *warm { return sp.w }
 
 // suits: a Python program the warm interpreter may run.
 func (sp *warmSpare) suits(req wire.Request) bool { return warmEligible(req.Argv, req.Env) }

@@ -54,6 +54,8 @@ type warmEvent struct {
 	Pid     int      `json:"pid"`
 	Init    int      `json:"init"`
 	Modules []string `json:"modules"`
+	// ready: the top-level modules the interpreter has loaded.
+	Roots []string `json:"roots"`
 	// exit: what the sandbox used after it was set up (its processes'
 	// CPU; the peak memory its processes added to the interpreter's own).
 	CPUUS  int64 `json:"cpu_us"`
@@ -92,22 +94,30 @@ type warm struct {
 
 	mu      sync.Mutex
 	err     error
+	roots   map[string]bool // once ready: the top-level modules loaded
 	nextID  int64
 	waiting map[int64]chan warmEvent
 	paused  time.Duration // its loading's pauses so far (pauseLoading)
 }
 
-// startWarm starts the warm interpreter with the modules to import. It
-// returns at once; the interpreter loads in the background.
-func startWarm(stateDir string, probe layout, modules []string, filter []byte) (*warm, error) {
-	src := filepath.Join(stateDir, "warm.py")
-	bpf := filepath.Join(stateDir, "job.bpf")
+// warmFiles writes the warm interpreters' program and the job seccomp
+// filter into stateDir, once for every interpreter the agent starts, and
+// returns their paths.
+func warmFiles(stateDir string, filter []byte) (src, bpf string, err error) {
+	src, bpf = filepath.Join(stateDir, "warm.py"), filepath.Join(stateDir, "job.bpf")
 	if err := os.WriteFile(src, []byte(warmSource), 0o644); err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if err := os.WriteFile(bpf, filter, 0o644); err != nil {
-		return nil, err
+		return "", "", err
 	}
+	return src, bpf, nil
+}
+
+// startWarm starts a warm interpreter (the program src, the filter in
+// bpf: warmFiles) with the modules to import. It returns at once; the
+// interpreter loads in the background.
+func startWarm(src, bpf string, probe layout, modules []string) (*warm, error) {
 	probeJSON, err := json.Marshal(probe)
 	if err != nil {
 		return nil, err
@@ -163,6 +173,12 @@ func (w *warm) read() {
 		}
 		switch ev.Event {
 		case "ready":
+			w.mu.Lock()
+			w.roots = map[string]bool{}
+			for _, r := range ev.Roots {
+				w.roots[r] = true
+			}
+			w.mu.Unlock()
 			close(w.ready)
 			continue
 		case "failed":
@@ -428,12 +444,12 @@ func (j *warmJob) exit() (wire.Exit, error) {
 // errWarmLost ends the agent: its warm interpreter died under a job.
 var errWarmLost = errors.New("the warm interpreter died while a job ran")
 
-// runWarm starts the job in a fork of the warm interpreter, relaying its
-// output.
-func (s *server) runWarm(req wire.Request, env []string) (*warmJob, error) {
+// runWarm starts the job in a fork of w (the warm interpreter, or the
+// lean one), relaying its output.
+func (s *server) runWarm(w *warm, req wire.Request, env []string) (*warmJob, error) {
 	layout := s.sandboxLayout(int(capacity(wire.Workspace)>>20), s.runDir(), false, req.Egress)
 	return s.startWarmJob(req, env, func(fds ...int) (<-chan warmEvent, error) {
-		return s.warm.start(warmRequest{Kind: "job", Layout: layout}, fds...)
+		return w.start(warmRequest{Kind: "job", Layout: layout}, fds...)
 	})
 }
 

@@ -1302,7 +1302,11 @@ def _main():
     except BaseException as e:
         ctl.send(json.dumps({"event": "failed", "error": "%s: %s" % (type(e).__name__, e)}).encode())
         os._exit(1)
-    ctl.send(json.dumps({"event": "ready", "modules": loaded, "seconds": round(time.monotonic() - start, 3)}).encode())
+    # The top-level modules loaded: the agent sends a job here whose
+    # program imports nothing else (a lean interpreter's, below its full one).
+    roots = sorted({m.partition(".")[0] for m in sys.modules})
+    ctl.send(json.dumps({"event": "ready", "modules": loaded, "roots": roots,
+                         "seconds": round(time.monotonic() - start, 3)}).encode())
     _serve(ctl)
 
 

@@ -428,52 +428,63 @@ print(plt.get_backend())`},
 	}
 }
 
-// TestWarmIsUsed checks which path Python jobs take: forked from the
-// warm interpreter, with its libraries already imported, unless their
-// environment sets what those libraries read when imported, or it is
-// still loading (then a fresh interpreter in a spare sandbox); with the
-// warm interpreter off, the spare sandbox's own interpreter (started with
-// -c).
+// TestWarmIsUsed checks which path Python jobs take: forked from a warm
+// interpreter (whose heap is frozen for the garbage collector: a fresh
+// interpreter's is not), the lean one for a program that imports only the
+// standard library's modules it has loaded, the full one, its libraries
+// already imported, for anything else; unless their environment sets what
+// those libraries read when imported, or the interpreter is still loading
+// (then a fresh interpreter in a spare sandbox); with the warm
+// interpreter off, the spare sandbox's own interpreter (started with -c).
 func TestWarmIsUsed(t *testing.T) {
 	h := warmHarness(t, 1)
-	code := "import sys\nprint('pandas' in sys.modules, sys.orig_argv[:2])"
+	const (
+		lean    = "import sys, gc\nprint(gc.get_freeze_count() > 0, 'pandas' in sys.modules, sys.orig_argv[:2])"
+		full    = "import sys, gc, pandas\nprint(gc.get_freeze_count() > 0, 'matplotlib' in sys.modules, sys.orig_argv[:2])"
+		forked  = "True False ['python3', '/tmp/gantry/main.py']\n"
+		preload = "True True ['python3', '/tmp/gantry/main.py']\n"
+		fresh   = "False False ['python3', '/tmp/gantry/main.py']\n"
+	)
 	for i := 0; i < 3; i++ {
-		j := h.run(t, jobs.Request{Language: "python", Code: code})
-		if j.Stdout != "True ['python3', '/tmp/gantry/main.py']\n" {
-			t.Errorf("job %d ran in %q (stderr %q)", i, j.Stdout, j.Stderr)
+		if j := h.run(t, jobs.Request{Language: "python", Code: lean}); j.Stdout != forked {
+			t.Errorf("job %d ran in %q (stderr %q), want the lean interpreter's fork", i, j.Stdout, j.Stderr)
+		}
+		if j := h.run(t, jobs.Request{Language: "python", Code: full}); j.Stdout != preload {
+			t.Errorf("job %d importing pandas ran in %q (stderr %q), want the full interpreter's fork", i, j.Stdout, j.Stderr)
 		}
 	}
-	j := h.run(t, jobs.Request{Language: "python", Code: code, Env: map[string]string{"OPENBLAS_NUM_THREADS": "2"}})
-	if j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
+	j := h.run(t, jobs.Request{Language: "python", Code: lean, Env: map[string]string{"OPENBLAS_NUM_THREADS": "2"}})
+	if j.Stdout != fresh {
 		t.Errorf("a job that sets OPENBLAS_NUM_THREADS ran in %q (stderr %q)", j.Stdout, j.Stderr)
 	}
-	// A container made on demand runs its first job at once, as without
-	// the warm interpreter, which is stopped while the job runs; once it
-	// has loaded, the jobs fork from it.
-	fresh := newHarness(t, 1)
-	id := fresh.submit(t, jobs.Request{Language: "python", Code: code + "\nimport time\ntime.sleep(3)"})
+	// A container made on demand runs its first job at once (in the lean
+	// interpreter if it has loaded, else as without a warm interpreter),
+	// while the full one, still loading, is stopped; once it has loaded,
+	// the jobs that need it fork from it.
+	made := newHarness(t, 1)
+	id := made.submit(t, jobs.Request{Language: "python", Code: lean + "\nimport time\ntime.sleep(3)"})
 	stopped := false
 	for deadline := time.Now().Add(10 * time.Second); !stopped && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if j, _ := fresh.st.GetJob(context.Background(), fresh.tenant, id); j.Status.Terminal() {
+		if j, _ := made.st.GetJob(context.Background(), made.tenant, id); j.Status.Terminal() {
 			break
 		}
-		out, _ := exec.Command("sh", "-c", "for c in $(docker ps -q --filter label="+LabelRunner+"="+fresh.sb.cfg.RunnerID+
+		out, _ := exec.Command("sh", "-c", "for c in $(docker ps -q --filter label="+LabelRunner+"="+made.sb.cfg.RunnerID+
 			"); do docker top $c -o pid,stat,args; done").CombinedOutput()
 		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 4 && f[2] == "python3" && strings.HasSuffix(f[3], "/warm.py") {
-				stopped = strings.HasPrefix(f[1], "T")
+			if f := strings.Fields(line); len(f) == 4 && f[2] == "python3" && strings.HasSuffix(f[3], "/warm.py") && strings.HasPrefix(f[1], "T") {
+				stopped = true
 			}
 		}
 	}
 	if !stopped {
 		t.Error("the warm interpreter was not seen stopped beside the first job of its container")
 	}
-	if j := fresh.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Stdout != "False ['python3', '/tmp/gantry/main.py']\n" {
+	if j := made.waitFor(t, id, func(j jobs.Job) bool { return j.Status.Terminal() }); j.Stdout != fresh && j.Stdout != forked {
 		t.Errorf("the first job of a container made for it ran in %q (stderr %q)", j.Stdout, j.Stderr)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		j := fresh.run(t, jobs.Request{Language: "python", Code: code})
-		if j.Stdout == "True ['python3', '/tmp/gantry/main.py']\n" {
+		j := made.run(t, jobs.Request{Language: "python", Code: full})
+		if j.Stdout == preload {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -482,8 +493,8 @@ func TestWarmIsUsed(t *testing.T) {
 	}
 	cold := newHarness(t, 1, withoutWarm)
 	for i := 0; i < 3; i++ {
-		j := cold.run(t, jobs.Request{Language: "python", Code: code})
-		if j.Stdout != "False ['python3', '-c']\n" && i > 0 { // the first may find the spare still starting
+		j := cold.run(t, jobs.Request{Language: "python", Code: lean})
+		if j.Stdout != "False False ['python3', '-c']\n" && i > 0 { // the first may find the spare still starting
 			t.Errorf("job %d without the warm interpreter ran in %q (stderr %q)", i, j.Stdout, j.Stderr)
 		}
 	}

@@ -200,6 +200,7 @@ func launchersUnderTest(t *testing.T) []*launcherUnderTest {
 		out = []*launcherUnderTest{
 			{name: "bwrap", launcher: wire.LauncherBwrap, ctr: container(noWarm)},
 			{name: "warm", launcher: wire.LauncherWarm, warm: true, ctr: container(withWarm)},
+			{name: "lean", launcher: wire.LauncherLean, warm: true, ctr: container(withWarm)},
 			{name: "spare-warm", launcher: wire.LauncherSpare, warm: true, ctr: container(withWarm)},
 			{name: "spare-bwrap", launcher: wire.LauncherSpare, ctr: container(noWarm)},
 			{name: "session", launcher: wire.LauncherSession, stateful: true, warm: true, ctr: container(withWarm)},

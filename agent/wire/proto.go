@@ -218,6 +218,10 @@ const (
 	// LauncherWarm: a fork of the container's warm interpreter, in a
 	// sandbox it builds from the same layout as bubblewrap's (Python).
 	LauncherWarm Launcher = "warm"
+	// LauncherLean: a fork of the container's lean interpreter (the
+	// standard library's most used modules only), made as LauncherWarm's;
+	// chosen for a Python program that imports nothing else.
+	LauncherLean Launcher = "lean"
 	// LauncherSpare: a sandbox made ahead of the job by one of the above,
 	// its first process waiting for the job.
 	LauncherSpare Launcher = "spare"
