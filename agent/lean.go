@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path"
 	"regexp"
 	"strings"
 
@@ -13,10 +15,11 @@ import (
 // nothing else is forked from it: a fork and an exit of a smaller address
 // space cost less CPU (print(6*7) back to back 20 against 26 ms, about a
 // third more jobs a second at 4 at once, a test in a job a third less
-// time: docs/PERFORMANCE.md). Any other Python job is forked from the full one,
-// as before. The choice only moves time: a program the scan misjudges
-// (a module imported by name at run time) still runs, importing what it
-// needs.
+// time: docs/PERFORMANCE.md). Any other Python job is forked from the
+// full one, as before. A program the scan misjudges (a module imported by
+// name at run time, exec of a string) still runs as a fresh `python3`
+// would, importing what it needs at its own cost (its time, CPU and
+// memory).
 var leanModules = []string{
 	"re", "json", "math", "collections", "itertools", "functools", "typing", "dataclasses", "random",
 	"string", "heapq", "bisect", "datetime", "fractions", "decimal", "statistics", "operator", "copy",
@@ -27,6 +30,10 @@ var leanModules = []string{
 // maxLeanScan bounds the program the agent scans for its imports; a
 // larger one goes to the full interpreter.
 const maxLeanScan = 64 << 10
+
+// maxShadowScan bounds the entries read of a workspace directory on a
+// job's PYTHONPATH (shadowed).
+const maxShadowScan = 4096
 
 var (
 	importStmt = regexp.MustCompile(`^import\s+(.+)$`)
@@ -55,10 +62,67 @@ func (s *server) warmFor(req wire.Request) *warm {
 	case wire.LauncherLean:
 		return ready(s.lean)
 	}
-	if w := ready(s.lean); w != nil && w.covers(programOf(req)) {
+	if w := ready(s.lean); w != nil && w.covers(programOf(req)) && !w.shadowed(req) {
 		return w
 	}
-	return ready(s.warm)
+	if w := ready(s.warm); w != nil && !w.shadowed(req) {
+		return w
+	}
+	return nil
+}
+
+// shadowed reports whether the job brings a module of a name w has
+// loaded (a json.py beside its program, a package random/ on its
+// PYTHONPATH): `python3 <file>` would import the job's, a fork of w has
+// its own in sys.modules already. Such a job gets an interpreter of its
+// own. The directories are the program's and its PYTHONPATH's; their
+// entries are the request's files, and what the workspace holds.
+func (w *warm) shadowed(req wire.Request) bool {
+	if len(req.Argv) < 2 {
+		return false
+	}
+	w.mu.Lock()
+	roots := w.roots
+	w.mu.Unlock()
+	dirs := []string{path.Dir(req.Argv[1])}
+	for _, d := range strings.Split(req.Env["PYTHONPATH"], ":") {
+		if d != "" {
+			dirs = append(dirs, path.Clean(d))
+		}
+	}
+	module := func(entry string) string {
+		name, _, _ := strings.Cut(entry, ".") // x.py, x.cpython-311-x86_64-linux-gnu.so, a package x
+		return name
+	}
+	for _, d := range dirs {
+		for _, f := range req.Files {
+			if rest, ok := strings.CutPrefix(f.Path, d+"/"); ok {
+				first, _, _ := strings.Cut(rest, "/")
+				if roots[module(first)] {
+					return true
+				}
+			}
+		}
+		if d != wire.Workspace && !strings.HasPrefix(d, wire.Workspace+"/") {
+			continue
+		}
+		dir, err := os.Open(d)
+		if err != nil {
+			continue
+		}
+		names, err := dir.Readdirnames(maxShadowScan + 1)
+		dir.Close()
+		if len(names) > maxShadowScan {
+			return true // too many to read for every job: an interpreter of its own
+		}
+		_ = err // io.EOF, or fewer than asked for
+		for _, n := range names {
+			if roots[module(n)] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // programOf is the source of the request's program file, nil when the
@@ -87,14 +151,19 @@ func (w *warm) covers(src []byte) bool {
 	w.mu.Lock()
 	roots := w.roots
 	w.mu.Unlock()
-	if roots == nil {
+	if roots == nil || declaresEncoding(src) {
 		return false
 	}
-	for line := range strings.SplitSeq(string(src), "\n") {
+	// Python ends a line at \n, \r\n or a lone \r.
+	text := strings.ReplaceAll(string(src), "\r", "\n")
+	for line := range strings.SplitSeq(text, "\n") {
 		if !strings.Contains(line, "import") {
 			continue
 		}
-		if i := strings.IndexByte(line, '#'); i >= 0 && !strings.ContainsAny(line[:i], `'"`) {
+		if i := strings.IndexByte(line, '#'); i >= 0 && !strings.ContainsAny(line, `'"`) {
+			// A comment; with a quote anywhere on the line the # may be in
+			// a string (one begun lines before, too): kept, and the line
+			// is then refused unless it has no import at all.
 			line = line[:i]
 		}
 		for stmt := range strings.SplitSeq(line, ";") {
@@ -119,6 +188,23 @@ func (w *warm) covers(src []byte) bool {
 		}
 	}
 	return true
+}
+
+// codingLine is PEP 263's encoding declaration.
+var codingLine = regexp.MustCompile(`^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)`)
+
+// declaresEncoding reports whether src declares an encoding other than
+// UTF-8 in its first two lines (in another, an import may be spelt in
+// bytes the scan does not read as such).
+func declaresEncoding(src []byte) bool {
+	lines := strings.SplitN(strings.ReplaceAll(string(src[:min(len(src), 512)]), "\r", "\n"), "\n", 3)
+	for _, l := range lines[:min(len(lines), 2)] {
+		if m := codingLine.FindStringSubmatch(l); m != nil {
+			enc := strings.ReplaceAll(strings.ToLower(m[1]), "_", "-")
+			return enc != "utf-8" && enc != "utf8" && !strings.HasPrefix(enc, "utf-8-")
+		}
+	}
+	return false
 }
 
 // importedRoots is the top-level modules one import statement names; false

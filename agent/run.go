@@ -68,11 +68,16 @@ func (s *server) runProgram(req wire.Request) (wire.Exit, error) {
 		return wire.Exit{}, err
 	}
 	defer l.drop()
-	if s.warm != nil && l.name() != wire.LauncherWarm && l.name() != wire.LauncherSession {
+	if name := l.name(); name != wire.LauncherSession {
 		// A program beside a warm interpreter still loading (a container
 		// made on demand, in its first second or so) gets the container's
-		// CPUs for itself.
-		defer s.warm.pauseLoading()()
+		// CPUs for itself; not beside the one it is forked from.
+		if s.warm != nil && name != wire.LauncherWarm {
+			defer s.warm.pauseLoading()()
+		}
+		if s.lean != nil && name != wire.LauncherLean {
+			defer s.lean.pauseLoading()()
+		}
 	}
 	if req.Fresh {
 		if err := emptyDir(wire.Workspace); err != nil {

@@ -252,17 +252,19 @@ func (s *server) clean() error {
 	return nil
 }
 
-// warmReady waits for the warm interpreter to load (if there is one) and
-// says whether it serves.
+// warmReady waits for the warm interpreters to load (if there are any)
+// and says whether they serve.
 func (s *server) warmReady() error {
-	if s.warm == nil {
-		return nil
-	}
-	if !s.warm.waitReady(readyWarmWait) {
-		if err := s.warm.Err(); err != nil {
-			return err
+	for _, w := range []*warm{s.warm, s.lean} {
+		if w == nil {
+			continue
 		}
-		return fmt.Errorf("the warm interpreter did not load within %s", readyWarmWait)
+		if !w.waitReady(readyWarmWait) {
+			if err := w.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("the warm interpreter did not load within %s", readyWarmWait)
+		}
 	}
 	return nil
 }

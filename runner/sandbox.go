@@ -111,8 +111,9 @@ type SandboxConfig struct {
 var DefaultWarm = []string{"numpy", "pandas", "matplotlib.pyplot"}
 
 // DefaultWarmMB covers DefaultWarm's interpreter in a container's memory
-// cgroup: about 65 MB of its own memory and the pages of the libraries'
-// files it reads first.
+// cgroup: about 65 MB of its own memory, 8 MB more of the lean
+// interpreter beside it (agent/lean.go), and the pages of the libraries'
+// files they read first.
 const DefaultWarmMB = 128
 
 // WithDefaults fills in zero fields.
