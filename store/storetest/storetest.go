@@ -48,6 +48,24 @@ func Unavailable(t testing.TB, format string, args ...any) {
 	t.Skipf(format+" (set GANTRY_TEST_REQUIRE=1 to fail instead)", args...)
 }
 
+// adminURL is the server the tests' databases are made on.
+func adminURL() string {
+	if u := os.Getenv("GANTRY_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// connectAdmin connects to adminURL, or skips (fails) the test.
+func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, adminURL())
+	if err != nil {
+		Unavailable(t, "postgres not reachable at GANTRY_TEST_DATABASE_URL (run `make postgres`): %v", err)
+	}
+	return conn
+}
+
 // DatabaseURL creates an empty database for the test and returns its URL.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
@@ -58,16 +76,10 @@ func DatabaseURL(t testing.TB) string {
 // when ""), and returns its URL.
 func database(t testing.TB, template string) string {
 	t.Helper()
-	admin := os.Getenv("GANTRY_TEST_DATABASE_URL")
-	if admin == "" {
-		admin = DefaultURL
-	}
+	admin := adminURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		Unavailable(t, "postgres not reachable at GANTRY_TEST_DATABASE_URL (run `make postgres`): %v", err)
-	}
+	conn := connectAdmin(ctx, t)
 	sweepOnce.Do(func() { sweep(ctx, conn) })
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -227,16 +239,9 @@ func migratedTemplate(t testing.TB) (string, error) {
 }
 
 func makeTemplate(t testing.TB, name string) error {
-	admin := os.Getenv("GANTRY_TEST_DATABASE_URL")
-	if admin == "" {
-		admin = DefaultURL
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		Unavailable(t, "postgres not reachable at GANTRY_TEST_DATABASE_URL (run `make postgres`): %v", err)
-	}
+	conn := connectAdmin(ctx, t)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext('gantry storetest template'))"); err != nil {
 		return err
@@ -252,7 +257,7 @@ func makeTemplate(t testing.TB, name string) error {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
 		return err
 	}
-	u, err := url.Parse(admin)
+	u, err := url.Parse(adminURL())
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestSweep: the databases of this host's ended test processes are
@@ -16,16 +14,9 @@ func TestSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Postgres")
 	}
-	admin := os.Getenv("GANTRY_TEST_DATABASE_URL")
-	if admin == "" {
-		admin = DefaultURL
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		Unavailable(t, "postgres not reachable: %v", err)
-	}
+	conn := connectAdmin(ctx, t)
 	defer conn.Close(ctx)
 	// Above any pid_max: never a living process.
 	gone := fmt.Sprintf("%s%d_sweeptest", ownPrefix(), 1<<23)
