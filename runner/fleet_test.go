@@ -70,7 +70,9 @@ func TestReuse(t *testing.T) {
 	if testRuntime() == "runsc" {
 		t.Skip("containers serve one job under gVisor")
 	}
-	h := newHarness(t, 2, withFleet(FleetConfig{Min: 1, Max: 2, Limits: jobs.DefaultPolicy().DefaultLimits}))
+	// Containers are offered once their warm interpreters have loaded:
+	// the sandbox each builds as its start-up probe is gone by then.
+	h := newHarness(t, 2, awaitingWarm, withFleet(FleetConfig{Min: 1, Max: 2, Limits: jobs.DefaultPolicy().DefaultLimits}))
 	other, _ := storetest.Tenant(t, h.st, "other")
 
 	// The first job leaves everything it can behind: a detached loop,
